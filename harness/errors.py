@@ -1,0 +1,29 @@
+"""Exception types. Every error a user can meet carries enough context to act on it."""
+
+
+class HarnessError(Exception):
+    """Base class for errors the command line reports without a traceback."""
+
+
+class TemplateError(HarnessError):
+    """A chat template failed to compile or render (including its own raise_exception)."""
+
+
+class SourcesError(HarnessError):
+    """sources.json is malformed, or names something that is not there."""
+
+
+class DriftError(HarnessError):
+    """A pinned file on disk does not match its size or SHA-256 in sources.json."""
+
+
+class DownloadError(HarnessError):
+    """A download failed, was cut short, or delivered bytes that do not match the pin."""
+
+
+class FamilySpecError(HarnessError):
+    """A family YAML file is invalid; the message names the file, line and field."""
+
+
+class ScenarioError(HarnessError):
+    """A scenario YAML file is invalid; the message names the file, line and field."""
