@@ -1,0 +1,47 @@
+"""The family registry: one table from public family name to its strict parser.
+
+Families come from `harness/families/*.yaml` (pattern families, no code) and from the Python modules in
+CUSTOM_MODULES (formats a pattern cannot express); each custom module exposes `build(foreign_markers)`."""
+
+import importlib
+from functools import lru_cache
+from pathlib import Path
+
+from harness.errors import FamilySpecError
+from harness.families.base import Family, NearMiss, ParseResult, ToolCall
+from harness.families.spec import load_family
+
+HERE = Path(__file__).resolve().parent
+CUSTOM_MODULES = [
+]
+
+__all__ = ["Family", "NearMiss", "ParseResult", "ToolCall", "families", "get", "all_markers", "names"]
+
+
+def all_markers() -> tuple:
+    return tuple(dict.fromkeys(m for f in families().values() for m in f.markers if len(m) > 1))
+
+
+@lru_cache(maxsize=1)
+def families() -> dict:
+    table = {}
+    for path in sorted(HERE.glob("*.yaml")):
+        family = load_family(path, all_markers)
+        table[family.name] = family
+    for module in CUSTOM_MODULES:
+        family = importlib.import_module(module).build(all_markers)
+        if family.name in table:
+            raise FamilySpecError(f"{module}: family {family.name!r} is already defined in {table[family.name].source}")
+        table[family.name] = family
+    return dict(sorted(table.items()))
+
+
+def names() -> list:
+    return list(families())
+
+
+def get(name: str) -> Family:
+    table = families()
+    if name not in table:
+        raise FamilySpecError(f"unknown family {name!r} (known: {', '.join(table)})")
+    return table[name]

@@ -1,0 +1,78 @@
+"""Named deviations: the vocabulary reports use for a reply that is almost, but not, a call.
+
+Each name is public (it appears in transcripts, reports and `harness parse --json`), so names are only
+ever added, never renamed."""
+
+import json
+import re
+
+BARE_JSON = "bare-json"  # a JSON call object with none of the family's markers
+FENCED_JSON = "fenced-json"  # a call object inside a Markdown code fence
+DOUBLE_BRACES = "double-braces"  # {{"name": ...}} copied from a template's escaped instructions
+PYTHON_LITERALS = "python-literals"  # single quotes, True/False/None where JSON was due
+NESTED_FUNCTION_SHAPE = "nested-function-shape"  # {"type": "function", "function": {...}} tool-list shape
+FOREIGN_MARKERS = "foreign-markers"  # another family's call markers
+TRAILING_TEXT = "trailing-text"  # text after the calls where the family allows none
+TEXT_BEFORE_CALL = "text-before-call"  # a whole-reply family's call opened mid-reply
+UNKNOWN_KEY = "unknown-key"  # a key the family's call object does not have
+MISSING_KEY = "missing-key"  # the call object lacks its name or arguments key
+UNEXPECTED_VALUE = "unexpected-value"  # a fixed key with a value the family does not allow
+INVALID_JSON = "invalid-json"  # the payload is not JSON at all
+ARGUMENTS_NOT_OBJECT = "arguments-not-object"  # arguments is a list, number, string...
+STRINGIFIED_ARGUMENTS = "stringified-arguments"  # arguments given as a JSON-encoded string
+INVALID_NAME = "invalid-name"  # the function name is empty or not an identifier
+MALFORMED_CALL = "malformed-call"  # the family's markup is broken (a literal is wrong or missing)
+UNCLOSED_CALL = "unclosed-call"  # the reply ended inside a call
+EMPTY_CALL = "empty-call"  # markers with no call inside
+CALL_IN_REASONING = "call-in-reasoning"  # the only call markup is inside the reasoning block
+UNCLOSED_REASONING = "unclosed-reasoning"  # reasoning opened and never closed
+DUPLICATE_ARGUMENT = "duplicate-argument"  # the same parameter written twice
+NOT_PYTHON_CALL = "not-python-call"  # a Python-call family's payload is not a list of plain calls
+
+ALL = sorted(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str) and k != "ALL")
+
+_FENCE = re.compile(r"```(?:json|JSON|tool_call|python)?\s*\n?\s*[\[{]")
+_DOUBLE = re.compile(r"\{\{\s*\"")
+_PY_DICT = re.compile(r"\{\s*'[A-Za-z_]+'\s*:")
+
+
+def json_failure(payload: str) -> str:
+    """Name why a payload that should have been JSON is not."""
+    stripped = payload.lstrip()
+    if stripped.startswith("{{") or _DOUBLE.search(stripped[:40]):
+        return DOUBLE_BRACES
+    if _PY_DICT.search(stripped[:80]) or re.search(r":\s*(True|False|None)\b", stripped):
+        return PYTHON_LITERALS
+    return INVALID_JSON
+
+
+def _has_json_call_object(text: str) -> bool:
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"[\[{]", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, dict) and ("name" in item or "function" in item or "tool_name" in item):
+                return True
+    return False
+
+
+def classify_unmarked(text: str, own_markers, foreign_markers) -> str | None:
+    """For a reply with no call of the family: name the near miss it is, or None for plain text.
+
+    Order matters: the most specific explanation wins (a fenced call is also bare JSON)."""
+    for marker in foreign_markers:
+        if marker not in own_markers and marker in text:
+            return FOREIGN_MARKERS
+    if _DOUBLE.search(text):
+        return DOUBLE_BRACES
+    if _FENCE.search(text) and _has_json_call_object(text):
+        return FENCED_JSON
+    if _has_json_call_object(text):
+        return BARE_JSON
+    if _PY_DICT.search(text):
+        return PYTHON_LITERALS
+    return None

@@ -1,0 +1,298 @@
+"""The pattern engine behind YAML families: a call written as a template such as
+`<tool_call>\n{object}\n</tool_call>` or `[TOOL_CALLS]{name}[ARGS]{arguments}`, read strictly and written back.
+
+Whitespace in a pattern means "optional whitespace" (models differ in newlines, never in markup); next to
+{value} it means one optional newline, since a text value keeps its own spaces. Everything else must match
+exactly, or the reply is rejected with a named deviation."""
+
+import json
+import re
+from dataclasses import dataclass
+
+from harness.families import deviations as dev
+from harness.families.base import ParseResult, ToolCall
+from harness.families.payloads import Mismatch, ObjectShape, PythonCalls, check_arguments, decode_json
+from harness.families.reasoning import split_reasoning
+
+PLACEHOLDERS = {"object", "array", "name", "arguments", "id", "index", "params", "key", "value", "pycalls"}
+# Placeholders that carry every call of a reply in one match.
+ALL_CALLS = {"array", "pycalls"}
+_TOKEN = re.compile(r"\{(\w+)\}")
+_WS = re.compile(r"\s+")
+_READERS = {
+    "name": re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*"),
+    "key": re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*"),
+    "id": re.compile(r"[A-Za-z0-9_\-]+"),
+    "index": re.compile(r"\d+"),
+}
+
+
+def compile_pattern(source: str) -> list:
+    """Split a pattern into ('lit', text), ('ws', original), ('nl', original) and ('ph', name) tokens."""
+    tokens = []
+    pos = 0
+    for m in _TOKEN.finditer(source):
+        _literal_tokens(source[pos : m.start()], tokens)
+        if m.group(1) not in PLACEHOLDERS:
+            raise ValueError(f"unknown placeholder {{{m.group(1)}}} (known: {', '.join(sorted(PLACEHOLDERS))})")
+        tokens.append(("ph", m.group(1)))
+        pos = m.end()
+    _literal_tokens(source[pos:], tokens)
+    for i, tok in enumerate(tokens):
+        if tok[0] == "ws" and ("ph", "value") in tokens[max(i - 1, 0) : i + 2]:
+            tokens[i] = ("nl", tok[1])
+    return tokens
+
+
+def _literal_tokens(text, tokens):
+    pos = 0
+    for m in _WS.finditer(text):
+        if m.start() > pos:
+            tokens.append(("lit", text[pos : m.start()]))
+        tokens.append(("ws", m.group()))
+        pos = m.end()
+    if pos < len(text):
+        tokens.append(("lit", text[pos:]))
+
+
+def opening_literal(tokens):
+    """The literal a pattern starts with, or None if it starts with a placeholder."""
+    for kind, value in tokens:
+        if kind == "lit":
+            return value
+        if kind == "ph":
+            return None
+    return None
+
+
+def _skip_ws(text, pos):
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
+
+
+@dataclass
+class CallSpec:
+    call: list
+    param: list | None = None
+    section_open: list | None = None
+    section_close: list | None = None
+    section_optional: bool = False
+    separator: str = ""
+    object: ObjectShape | None = None
+
+
+class PatternParser:
+    def __init__(self, family: str, spec: CallSpec, markers, start_only, multiple, reasoning, foreign_markers):
+        self.family = family
+        self.spec = spec
+        self.markers = tuple(markers)
+        self.start_only = start_only
+        self.multiple = multiple
+        self.reasoning = reasoning
+        # Callable returning every registered marker; resolved lazily because the registry is built after us.
+        self.foreign_markers = foreign_markers
+        self.all_in_one = any(t == ("ph", p) for t in spec.call for p in ALL_CALLS)
+
+    # -- reading ---------------------------------------------------------------------------------------
+
+    def parse(self, text: str, prompt: str = "") -> ParseResult:
+        reasoning, body, reasoning_deviation = split_reasoning(text, prompt, self.reasoning)
+        result = ParseResult(self.family, content=body.strip(), reasoning=reasoning)
+        start = self._find_start(body)
+        if start is None:
+            result.deviation = dev.classify_unmarked(body, self.markers, self.foreign_markers())
+            if result.deviation is None and reasoning and any(m in reasoning for m in self._strong_markers()):
+                result.deviation = dev.CALL_IN_REASONING
+            result.deviation = result.deviation or reasoning_deviation
+            return result
+        if self.start_only and body[:start].strip():
+            result.deviation, result.detail = dev.TEXT_BEFORE_CALL, "the call must be the whole reply"
+            return result
+        try:
+            calls, end = self._read_calls(body, start)
+        except Mismatch as miss:
+            result.deviation, result.detail = miss.deviation, miss.detail
+            return result
+        if body[end:].strip():
+            result.deviation = dev.TRAILING_TEXT
+            result.detail = f"text after the call: {body[end:].strip()[:60]!r}"
+            return result
+        result.calls = calls
+        result.content = body[:start].strip()
+        return result
+
+    def _strong_markers(self):
+        return [m for m in self.markers if len(m) > 1]
+
+    def _find_start(self, body):
+        if self.start_only:
+            first = _skip_ws(body, 0)
+            if any(body.startswith(m, first) for m in self.markers):
+                return first
+            hits = [body.find(m) for m in self._strong_markers() if m in body]
+            return min(hits) if hits else None
+        hits = [body.find(m) for m in self.markers if m in body]
+        return min(hits) if hits else None
+
+    def _read_calls(self, text, pos):
+        spec = self.spec
+        if spec.section_open:
+            if spec.section_optional:
+                try:
+                    pos = self._match(spec.section_open, text, pos, {})
+                except Mismatch:
+                    pass
+            else:
+                pos = self._match(spec.section_open, text, pos, {})
+        calls = []
+        while True:
+            found = {}
+            pos = self._match(spec.call, text, pos, found)
+            calls.extend(self._calls_from(found))
+            if self.all_in_one or not self.multiple:
+                break
+            nxt = _skip_ws(text, pos)
+            if spec.separator:
+                if not text.startswith(spec.separator, nxt):
+                    break
+                nxt = _skip_ws(text, nxt + len(spec.separator))
+            elif not self._opens_call(text, nxt):
+                break
+            pos = nxt
+        if spec.section_close:
+            pos = self._match(spec.section_close, text, pos, {})
+        return calls, pos
+
+    def _opens_call(self, text, pos):
+        lit = opening_literal(self.spec.call)
+        if lit is not None:
+            return text.startswith(lit, pos)
+        return pos < len(text) and text[pos] in "{["
+
+    def _calls_from(self, found):
+        if "calls" in found:
+            return found["calls"]
+        if "call" in found:
+            return [found["call"]]
+        args = found.get("arguments", found.get("params"))
+        if "name" not in found or args is None:
+            raise Mismatch(dev.MALFORMED_CALL, "the pattern captured no name or arguments")
+        return [ToolCall(found["name"], args, found.get("id"))]
+
+    def _match(self, tokens, text, pos, found):
+        for i, (kind, value) in enumerate(tokens):
+            if kind == "ws":
+                pos = _skip_ws(text, pos)
+            elif kind == "nl":
+                if text.startswith("\n", pos):
+                    pos += 1
+            elif kind == "lit":
+                if not text.startswith(value, pos):
+                    rest = text[pos:].rstrip()
+                    if not rest or value.startswith(rest):
+                        raise Mismatch(dev.UNCLOSED_CALL, f"the reply ended where {value!r} was due")
+                    raise Mismatch(dev.MALFORMED_CALL, f"expected {value!r} at offset {pos}, found {rest[:20]!r}")
+                pos += len(value)
+            else:
+                pos = self._placeholder(value, tokens[i + 1 :], text, pos, found)
+        return pos
+
+    def _placeholder(self, name, following, text, pos, found):
+        if name in _READERS:
+            m = _READERS[name].match(text, pos)
+            if not m:
+                deviation = dev.INVALID_NAME if name == "name" else dev.MALFORMED_CALL
+                raise Mismatch(deviation, f"expected a {name} at offset {pos}, found {text[pos:pos + 20]!r}")
+            found[name] = m.group()
+            return m.end()
+        if name == "object":
+            value, end = decode_json(text, pos)
+            found["call"] = self.spec.object.read(value)
+            return end
+        if name == "array":
+            value, end = decode_json(text, pos)
+            if not isinstance(value, list):
+                raise Mismatch(dev.MALFORMED_CALL, "expected a JSON array of calls")
+            if not value:
+                raise Mismatch(dev.EMPTY_CALL, "the array of calls is empty")
+            found["calls"] = [self.spec.object.read(item) for item in value]
+            return end
+        if name == "arguments":
+            value, end = decode_json(text, pos)
+            found["arguments"] = check_arguments(value)
+            return end
+        if name == "params":
+            return self._read_params(text, pos, found)
+        # {value} and {pycalls} are text up to the next literal of the pattern.
+        stop = opening_literal([t for t in following if t[0] != "nl"])
+        end = len(text) if stop is None else text.find(stop, pos)
+        if end < 0:
+            raise Mismatch(dev.UNCLOSED_CALL, f"no closing {stop!r}")
+        raw = text[pos:end]
+        if name == "pycalls":
+            found["calls"] = PythonCalls.read(raw)
+            return end
+        found["value"] = raw[:-1] if raw.endswith("\n") and following and following[0][0] == "nl" else raw
+        return end
+
+    def _read_params(self, text, pos, found):
+        params = {}
+        opener = opening_literal(self.spec.param)
+        while True:
+            nxt = _skip_ws(text, pos)
+            if not text.startswith(opener, nxt):
+                break
+            one = {}
+            pos = self._match(self.spec.param, text, nxt, one)
+            if one["key"] in params:
+                raise Mismatch(dev.DUPLICATE_ARGUMENT, f"parameter {one['key']!r} written twice")
+            params[one["key"]] = one["value"]
+        found["params"] = params
+        return pos
+
+    # -- writing ---------------------------------------------------------------------------------------
+
+    def format(self, calls, content: str = "") -> str:
+        spec = self.spec
+        if self.all_in_one:
+            body = self._write(spec.call, calls, None)
+        else:
+            sep = spec.separator or "\n"
+            body = sep.join(self._write(spec.call, calls, call) for call in calls)
+        parts = [self._write(spec.section_open, calls, None) if spec.section_open else "", body]
+        if spec.section_close:
+            parts.append(self._write(spec.section_close, calls, None))
+        text = "".join(parts)
+        return f"{content}{text}" if content else text
+
+    def _write(self, tokens, calls, call):
+        out = []
+        for kind, value in tokens:
+            if kind != "ph":
+                out.append(value)
+            elif value == "object":
+                out.append(json.dumps(self.spec.object.write(call), ensure_ascii=False))
+            elif value == "array":
+                out.append(json.dumps([self.spec.object.write(c) for c in calls], ensure_ascii=False))
+            elif value == "pycalls":
+                out.append(PythonCalls.write(calls))
+            elif value == "name":
+                out.append(call.name)
+            elif value == "arguments":
+                out.append(json.dumps(call.arguments, ensure_ascii=False))
+            elif value == "id":
+                out.append(call.id or "call00001")
+            elif value == "index":
+                out.append(str(calls.index(call)))
+            elif value == "params":
+                out.append("\n".join(self._write_param(k, v) for k, v in call.arguments.items()))
+        return "".join(out)
+
+    def _write_param(self, key, value):
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        out = []
+        for kind, tok in self.spec.param:
+            out.append(key if tok == "key" and kind == "ph" else text if tok == "value" and kind == "ph" else tok)
+        return "".join(out)
+

@@ -1,0 +1,28 @@
+"""Reasoning kept apart from calls: a `<think>…</think>` block (or the family's own pair) opened by the
+model or already opened by the generation prompt. Markup inside reasoning is never a call."""
+
+from harness.families import deviations as dev
+
+DEFAULT_PAIRS = (("<think>", "</think>"),)
+
+
+def prompt_opens(prompt: str, open_tag: str) -> bool:
+    """True when the generation prompt ends inside an open reasoning block (e.g. `...assistant\\n<think>\\n`)."""
+    return prompt.rstrip().endswith(open_tag)
+
+
+def split_reasoning(text: str, prompt: str, pairs) -> tuple:
+    """Return (reasoning or None, the rest of the reply, deviation or None)."""
+    for open_tag, close_tag in pairs:
+        stripped = text.lstrip()
+        if prompt_opens(prompt, open_tag):
+            inner = text
+        elif stripped.startswith(open_tag):
+            inner = stripped[len(open_tag) :]
+        else:
+            continue
+        end = inner.find(close_tag)
+        if end < 0:
+            return inner.strip() or None, "", dev.UNCLOSED_REASONING
+        return inner[:end].strip() or None, inner[end + len(close_tag) :], None
+    return None, text, None
