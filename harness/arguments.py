@@ -1,0 +1,95 @@
+"""Arguments typed once, by the tool's JSON schema, for every family.
+
+Text families write every value as text and small models write numbers as strings ("limit": "10"), so a
+string given for a non-string parameter is read as JSON. Anything else that does not fit the schema is a
+tool error the model can read: a wrong type, a missing required parameter, an unknown parameter."""
+
+import json
+from dataclasses import dataclass, field
+
+_JSON_TYPES = {
+    "string": str,
+    "integer": int,
+    "number": (int, float),
+    "boolean": bool,
+    "object": dict,
+    "array": list,
+    "null": type(None),
+}
+
+
+@dataclass
+class Typed:
+    arguments: dict
+    errors: list = field(default_factory=list)
+    # Parameters whose string value was read as JSON (reported, since it is the model's deviation too).
+    coerced: list = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def error_message(self) -> str:
+        return "; ".join(self.errors)
+
+
+def tool_parameters(tool: dict) -> dict:
+    """The parameters schema of an OpenAI-style tool ({"type": "function", "function": {...}}) or a bare function."""
+    function = tool.get("function", tool)
+    return function.get("parameters") or {"type": "object", "properties": {}}
+
+
+def _fits(value, schema) -> bool:
+    kinds = schema.get("type")
+    if kinds is None:
+        return True
+    for kind in kinds if isinstance(kinds, list) else [kinds]:
+        expected = _JSON_TYPES.get(kind)
+        if expected is None:
+            return True
+        # bool is an int in Python; JSON keeps them apart.
+        if isinstance(value, bool) and kind in ("integer", "number"):
+            continue
+        if kind == "integer" and isinstance(value, float) and value.is_integer():
+            continue
+        if isinstance(value, expected):
+            return "enum" not in schema or value in schema["enum"]
+    return False
+
+
+def _expects_string(schema) -> bool:
+    kinds = schema.get("type")
+    return kinds is None or kinds == "string" or (isinstance(kinds, list) and "string" in kinds)
+
+
+def _describe(schema) -> str:
+    out = schema.get("type", "any")
+    if "enum" in schema:
+        out = f"one of {schema['enum']}"
+    return str(out)
+
+
+def type_arguments(arguments: dict, parameters: dict) -> Typed:
+    properties = parameters.get("properties", {}) or {}
+    typed = Typed({})
+    for key, value in arguments.items():
+        schema = properties.get(key)
+        if schema is None:
+            typed.errors.append(f"unknown parameter {key!r}")
+            continue
+        if isinstance(value, str) and not _expects_string(schema):
+            try:
+                decoded = json.loads(value)
+            except ValueError:
+                decoded = value
+            if decoded is not value:
+                value = decoded
+                typed.coerced.append(key)
+        if not _fits(value, schema):
+            typed.errors.append(f"parameter {key!r} must be {_describe(schema)}, got {json.dumps(value)}")
+            continue
+        typed.arguments[key] = value
+    for key in parameters.get("required", []) or []:
+        if key not in arguments:
+            typed.errors.append(f"missing required parameter {key!r}")
+    return typed
