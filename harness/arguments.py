@@ -50,8 +50,6 @@ def _fits(value, schema) -> bool:
         # bool is an int in Python; JSON keeps them apart.
         if isinstance(value, bool) and kind in ("integer", "number"):
             continue
-        if kind == "integer" and isinstance(value, float) and value.is_integer():
-            continue
         if isinstance(value, expected):
             return "enum" not in schema or value in schema["enum"]
     return False
@@ -85,6 +83,8 @@ def type_arguments(arguments: dict, parameters: dict) -> Typed:
             if decoded is not value:
                 value = decoded
                 typed.coerced.append(key)
+        if schema.get("type") == "integer" and isinstance(value, float) and value.is_integer():
+            value = int(value)
         if not _fits(value, schema):
             typed.errors.append(f"parameter {key!r} must be {_describe(schema)}, got {json.dumps(value)}")
             continue

@@ -9,6 +9,16 @@ class TemplateError(HarnessError):
     """A chat template failed to compile or render (including its own raise_exception)."""
 
 
+class TemplateRaisedError(TemplateError):
+    """The template itself rejected its input with raise_exception (e.g. roles that do not alternate).
+
+    `template_message` is the template's own message, unchanged."""
+
+    def __init__(self, message: str, template_message: str | None = None):
+        super().__init__(message)
+        self.template_message = message if template_message is None else template_message
+
+
 class SourcesError(HarnessError):
     """sources.json is malformed, or names something that is not there."""
 
