@@ -6,7 +6,8 @@ family whose parser reads it back as the probe call is the template's family. No
 ever fingerprinted."""
 
 import json
-from dataclasses import asdict, dataclass
+import copy
+from dataclasses import dataclass
 
 from harness import families as registry
 from harness.errors import TemplateError
@@ -33,6 +34,9 @@ class Detection:
     prompt: str | None = None
     # Every family that read the call back (more than one would be a registry bug; the matrix forbids it).
     matches: tuple = ()
+    # How the template wants an assistant call's arguments: a dict ("object", the Hugging Face shape) or a
+    # JSON-encoded string ("string", the OpenAI wire shape some templates concatenate).
+    arguments_style: str = "object"
 
     def to_json(self) -> dict:
         return {"family": self.family, "reason": self.reason, "rendered_call": self.rendered_call}
@@ -44,6 +48,25 @@ def common_prefix_length(a: str, b: str) -> int:
     while i < n and a[i] == b[i]:
         i += 1
     return i
+
+
+def reply_start(prompt: str, history: str) -> int:
+    """Where the reply begins in the history render. When the generation prompt has a tail the history does
+    not repeat (a forced-open `<think>`, `<|START_RESPONSE|>`), the common prefix can end inside a tag
+    (`<|START_` shared with `<|START_ACTION|>`): back off to the last markup boundary."""
+    shared = common_prefix_length(prompt, history)
+    if shared == len(prompt):
+        return shared
+    head = prompt[:shared]
+    return max(max(head.rfind(c) + 1 for c in ">]\n"), max(head.rfind(c) for c in "<["), 0)
+
+
+def with_string_arguments(messages: list) -> list:
+    out = copy.deepcopy(messages)
+    for message in out:
+        for call in message.get("tool_calls") or []:
+            call["function"]["arguments"] = json.dumps(call["function"]["arguments"], ensure_ascii=False)
+    return out
 
 
 def cut_at_end_of_turn(text: str, eos_token: str | None) -> str:
@@ -63,27 +86,45 @@ def same_call(call, expected=PROBE_CALL) -> bool:
     return True
 
 
-def render_probe(template: str, bos_token="", eos_token="", **kwargs):
-    """Return (generation prompt, reply region) for the probe, or raise TemplateError."""
+def render_probe(template: str, bos_token="", eos_token="", arguments_style="object", **kwargs):
+    """Return (prompt up to the reply, generation prompt, reply region) for the probe, or raise TemplateError."""
     tools = [PROBE_TOOL]
     prompt = render(template, probe_messages(with_call=False), tools=tools, add_generation_prompt=True,
                     bos_token=bos_token, eos_token=eos_token, **kwargs)
-    history = render(template, probe_messages(with_call=True), tools=tools, add_generation_prompt=False,
+    messages = probe_messages(with_call=True)
+    if arguments_style == "string":
+        messages = with_string_arguments(messages)
+    history = render(template, messages, tools=tools, add_generation_prompt=False,
                      bos_token=bos_token, eos_token=eos_token, **kwargs)
-    shared = common_prefix_length(prompt, history)
-    return prompt[:shared], prompt, history[shared:]
+    start = reply_start(prompt, history)
+    return prompt[:start], prompt, history[start:]
+
+
+def _reads_tools(template, prompt, bos_token, eos_token, **kwargs) -> bool:
+    try:
+        without = render(template, probe_messages(with_call=False), add_generation_prompt=True,
+                         bos_token=bos_token, eos_token=eos_token, **kwargs)
+    except TemplateError:
+        return True  # it fails without tools, so it reads them
+    return without != prompt
 
 
 def detect(template: str, bos_token="", eos_token="", candidates=None, **kwargs) -> Detection:
-    try:
-        shared_prompt, prompt, reply_region = render_probe(template, bos_token, eos_token, **kwargs)
-        without_tools = render(template, probe_messages(with_call=False), add_generation_prompt=True,
-                               bos_token=bos_token, eos_token=eos_token, **kwargs)
-    except TemplateError as exc:
-        return Detection(None, f"the template fails to render the probe conversation: {exc}")
-    if without_tools == prompt:
+    # Hugging Face's shape (arguments as a dict) first; some templates concatenate a JSON string instead.
+    failure = prompt = None
+    for style in ("object", "string"):
+        try:
+            shared_prompt, prompt, reply_region = render_probe(template, bos_token, eos_token, style, **kwargs)
+        except TemplateError as exc:
+            failure = failure or exc
+            continue
+        rendered = cut_at_end_of_turn(reply_region, eos_token)
+        if PROBE_CALL["name"] in rendered:
+            break
+    if prompt is None:
+        return Detection(None, f"the template fails to render the probe conversation: {failure}")
+    if not _reads_tools(template, prompt, bos_token, eos_token, **kwargs):
         return Detection(None, "the template does not read the `tools` variable: offered tools never reach the model")
-    rendered = cut_at_end_of_turn(reply_region, eos_token)
     if PROBE_CALL["name"] not in rendered:
         return Detection(None, "the template does not render the assistant's tool call", rendered or None, shared_prompt)
     table = registry.families()
@@ -95,11 +136,11 @@ def detect(template: str, bos_token="", eos_token="", candidates=None, **kwargs)
             matches.append(name)
     if not matches:
         return Detection(None, "no family's parser reads the rendered call back as the probe call",
-                         rendered, shared_prompt)
+                         rendered, shared_prompt, arguments_style=style)
     reason = f"the rendered call parses back as the probe call in the {matches[0]} family"
     if len(matches) > 1:
         reason += f" (also read by: {', '.join(matches[1:])})"
-    return Detection(matches[0], reason, rendered, shared_prompt, tuple(matches))
+    return Detection(matches[0], reason, rendered, shared_prompt, tuple(matches), style)
 
 
 def resolve(setting: str, template: str, bos_token="", eos_token="", **kwargs):
