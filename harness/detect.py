@@ -37,6 +37,9 @@ class Detection:
     # How the template wants an assistant call's arguments: a dict ("object", the Hugging Face shape) or a
     # JSON-encoded string ("string", the OpenAI wire shape some templates concatenate).
     arguments_style: str = "object"
+    # The whole generation prompt of the probe. A live reply follows this, so parsing one passes it: it
+    # tells whether the template opened a <think> block or Functionary's `>>>` for the model.
+    generation_prompt: str | None = None
 
     def to_json(self) -> dict:
         return {"family": self.family, "reason": self.reason, "rendered_call": self.rendered_call}
@@ -126,7 +129,8 @@ def detect(template: str, bos_token="", eos_token="", candidates=None, **kwargs)
     if not _reads_tools(template, prompt, bos_token, eos_token, **kwargs):
         return Detection(None, "the template does not read the `tools` variable: offered tools never reach the model")
     if PROBE_CALL["name"] not in rendered:
-        return Detection(None, "the template does not render the assistant's tool call", rendered or None, shared_prompt)
+        return Detection(None, "the template does not render the assistant's tool call", rendered or None,
+                         shared_prompt, generation_prompt=prompt)
     table = registry.families()
     names = candidates or list(table)
     matches = []
@@ -136,11 +140,11 @@ def detect(template: str, bos_token="", eos_token="", candidates=None, **kwargs)
             matches.append(name)
     if not matches:
         return Detection(None, "no family's parser reads the rendered call back as the probe call",
-                         rendered, shared_prompt, arguments_style=style)
+                         rendered, shared_prompt, arguments_style=style, generation_prompt=prompt)
     reason = f"the rendered call parses back as the probe call in the {matches[0]} family"
     if len(matches) > 1:
         reason += f" (also read by: {', '.join(matches[1:])})"
-    return Detection(matches[0], reason, rendered, shared_prompt, tuple(matches), style)
+    return Detection(matches[0], reason, rendered, shared_prompt, tuple(matches), style, prompt)
 
 
 def resolve(setting: str, template: str, bos_token="", eos_token="", **kwargs):
