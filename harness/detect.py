@@ -19,6 +19,8 @@ END_OF_TURN = (
     "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "</s>", "<end_of_turn>", "<|END_OF_TURN_TOKEN|>",
     "<｜end▁of▁sentence｜>", "<|return|>", "<|call|>", "<|endoftext|>", "<|end_of_text|>", "<turn|>",
     "<|im_end_of_turn|>", "[/TOOL_CALLS]",
+    "[e~[", "<seed:eos>", "<|role_end|>", "</assistant>", "<｜hy_eos:opensource｜>", "<|eot|>", "<sep>",
+    "<|tool_response>", "<|calls|>",
 )
 
 NO_TOOLS_SETTINGS = ("none",)

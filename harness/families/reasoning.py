@@ -19,6 +19,10 @@ def split_reasoning(text: str, prompt: str, pairs) -> tuple:
             inner = text
         elif stripped.startswith(open_tag):
             inner = stripped[len(open_tag) :]
+        elif stripped.startswith(close_tag):
+            # Templates that render "no reasoning" as a bare close tag (GLM-4.7, Spark2.5, MiniMax-M3) train their
+            # model to open a reply without reasoning with that tag alone.
+            return None, stripped[len(close_tag) :], None
         else:
             continue
         end = inner.find(close_tag)
