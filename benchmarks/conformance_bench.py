@@ -1,0 +1,92 @@
+"""How much does `harness conformance` cost beyond the template rendering it cannot avoid?
+
+Times, in one run, (a) the whole offline conformance (detection, round trips, full conversations, the
+rejection matrix) and (b) plain jinja2 (no sandbox, no budget, compiled once per template) rendering the
+same probe conversations the same number of times, and prints both and their ratio.
+
+    python benchmarks/conformance_bench.py [--repeat 3]
+"""
+
+import argparse
+import json
+import statistics
+import time
+from datetime import datetime
+
+import jinja2
+
+from harness import conformance
+from harness.detect import with_string_arguments
+from harness.probe import full_conversation, probe_messages, probe_tools
+from harness.sources import list_templates, resolve_template
+
+
+def plain_environment():
+    def raise_exception(message):
+        raise jinja2.TemplateError(message)
+
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False: json.dumps(
+        x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    return env
+
+
+def probe_renders(template, bos, eos):
+    """The renders conformance needs for one template (both argument styles of the call, as detection may)."""
+    tools = probe_tools()
+    common = {"bos_token": bos, "eos_token": eos}
+    call = probe_messages(True)
+    return [
+        dict(messages=probe_messages(False), tools=tools, add_generation_prompt=True, **common),
+        dict(messages=call, tools=tools, add_generation_prompt=False, **common),
+        dict(messages=with_string_arguments(call), tools=tools, add_generation_prompt=False, **common),
+        dict(messages=probe_messages(False), tools=None, add_generation_prompt=True, **common),
+        dict(messages=full_conversation(), tools=tools, add_generation_prompt=True, **common),
+    ]
+
+
+def jinja_only(refs) -> float:
+    start = time.perf_counter()
+    env = plain_environment()
+    for ref in refs:
+        try:
+            compiled = env.from_string(ref.text)
+        except jinja2.TemplateError:
+            continue
+        for variables in probe_renders(ref.text, ref.bos_token or "", ref.eos_token or ""):
+            try:
+                compiled.render(**variables)
+            except Exception:  # noqa: BLE001 -- a template that fails costs its attempt, as in conformance
+                pass
+    return time.perf_counter() - start
+
+
+def full_conformance(refs) -> float:
+    from harness import render
+
+    render._compile.cache_clear() if hasattr(render._compile, "cache_clear") else None
+    start = time.perf_counter()
+    conformance.run(refs)
+    return time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    refs = [resolve_template(pin.id) for pin in list_templates()]
+    base, ours = [], []
+    for _ in range(args.repeat):
+        base.append(jinja_only(refs))
+        ours.append(full_conformance(refs))
+    b, o = statistics.median(base), statistics.median(ours)
+    print(f"templates: {len(refs)}, repeats: {args.repeat} (medians)")
+    print(f"jinja2 alone, same probe renders : {b:8.3f} s")
+    print(f"harness conformance (everything) : {o:8.3f} s")
+    print(f"ratio conformance / jinja2       : {o / b:8.2f}x")
+
+
+if __name__ == "__main__":
+    main()
