@@ -21,6 +21,7 @@ END_OF_TURN = (
     "<|im_end_of_turn|>", "[/TOOL_CALLS]",
     "[e~[", "<seed:eos>", "<|role_end|>", "</assistant>", "<｜hy_eos:opensource｜>", "<|eot|>", "<sep>",
     "<|tool_response>", "<|calls|>",
+    "<SPECIAL_12>", "<end_of_sentence>", "<|end_of_msg|>", "<|START_OF_TURN_TOKEN|>",
 )
 
 NO_TOOLS_SETTINGS = ("none",)
