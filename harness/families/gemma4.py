@@ -1,0 +1,128 @@
+"""Gemma 4's call language: `<|tool_call>call:NAME{key:value,...}<tool_call|>`, one block per call.
+
+Values are typed by the syntax itself, so this family returns them typed, as JSON families do: strings are
+delimited by the `<|"|>` token, numbers, `true`/`false`, `{key:value}` objects with bare keys and `[...]` lists
+are written as in Google's template (format_argument with escape_keys=False). The template writes no
+whitespace inside a call and has no null (it would print Python's `None`), so neither is read. After a call the
+model writes `<|tool_response>` and waits for the result; detection cuts the reply there."""
+
+import json
+import re
+
+from harness.families import deviations as dev
+from harness.families.base import Family, NearMiss, ToolCall
+from harness.families.payloads import Mismatch
+from harness.families.scanner import NAME, Cursor, MarkupParser, unique
+
+OPEN, CLOSE, QUOTE = "<|tool_call>call:", "<tool_call|>", '<|"|>'
+KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+
+
+class Gemma4Parser(MarkupParser):
+    family = "gemma4"
+    markers = ("<|tool_call>",)
+    reasoning = (("<|channel>thought", "<channel|>"),)
+
+    def read_calls(self, cursor):
+        calls = []
+        while True:
+            cursor.expect(OPEN)
+            name = cursor.read(NAME, "a function name", dev.INVALID_NAME)
+            calls.append(ToolCall(name, self._object(cursor, "the arguments")))
+            cursor.expect(CLOSE)
+            after = cursor.pos
+            cursor.skip_ws()
+            if not cursor.at(self.markers[0]):
+                cursor.pos = after
+                return calls
+
+    def _object(self, cursor, what):
+        cursor.expect("{")
+        out = {}
+        if cursor.at("}"):
+            cursor.pos += 1
+            return out
+        while True:
+            key = cursor.read(KEY, f"a bare key in {what}")
+            cursor.expect(":")
+            unique(out, key, self._value(cursor))
+            if cursor.at(","):
+                cursor.pos += 1
+                continue
+            cursor.expect("}")
+            return out
+
+    def _value(self, cursor):
+        if cursor.at(QUOTE):
+            cursor.pos += len(QUOTE)
+            text = cursor.until(QUOTE)
+            cursor.pos += len(QUOTE)
+            return text
+        if cursor.at("{"):
+            return self._object(cursor, "an object")
+        if cursor.at("["):
+            cursor.pos += 1
+            items = []
+            while not cursor.at("]"):
+                if items:
+                    cursor.expect(",")
+                items.append(self._value(cursor))
+            cursor.pos += 1
+            return items
+        for word, value in (("true", True), ("false", False)):
+            if cursor.at(word):
+                cursor.pos += len(word)
+                return value
+        number = cursor.read(NUMBER, 'a value (<|"|>text<|"|>, a number, true, false, {...} or [...])')
+        return json.loads(number)
+
+    def write(self, calls):
+        return "".join(f"{OPEN}{c.name}{_write_object(c.arguments)}{CLOSE}" for c in calls)
+
+
+def _write_object(obj):
+    return "{" + ",".join(f"{k}:{_write_value(obj[k])}" for k in sorted(obj)) + "}"
+
+
+def _write_value(value):
+    if isinstance(value, str):
+        return f"{QUOTE}{value}{QUOTE}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return _write_object(value)
+    if isinstance(value, list):
+        return "[" + ",".join(_write_value(v) for v in value) + "]"
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    raise ValueError(f"Gemma 4's call syntax cannot write {value!r}")
+
+
+NEAR_MISSES = (
+    NearMiss('<|tool_call>call:get_weather{"location": "Paris"}<tool_call|>', dev.MALFORMED_CALL,
+             "JSON arguments where bare keys and <|\"|>-delimited strings are due"),
+    NearMiss("<|tool_call>call:get_weather{location:Paris}<tool_call|>", dev.MALFORMED_CALL,
+             'the <|"|> string delimiters left out (or decoded away as special tokens)'),
+    NearMiss('<|tool_call>get_weather{location:<|"|>Paris<|"|>}<tool_call|>', dev.MALFORMED_CALL,
+             "the call: prefix left out"),
+    NearMiss('<|tool_call>call:get_weather{location:<|"|>Paris<|"|>,location:<|"|>Rome<|"|>}<tool_call|>',
+             dev.DUPLICATE_ARGUMENT),
+    NearMiss('<|tool_call>call:get_weather{location:<|"|>Paris<|"|>}', dev.UNCLOSED_CALL),
+)
+
+
+def build(foreign_markers) -> Family:
+    parser = Gemma4Parser(foreign_markers)
+    return Family(
+        name="gemma4",
+        label="Gemma 4 call syntax",
+        detail='<|tool_call>call:NAME{key:value,...}<tool_call|>, strings delimited by <|"|>, then <|tool_response>. '
+        "Written by Google's Gemma 4.",
+        markers=parser.markers,
+        start_only=False,
+        parser=parser,
+        multiple_calls=True,
+        near_misses=NEAR_MISSES,
+        source=__file__,
+    )
