@@ -14,6 +14,7 @@ from harness.families.spec import load_family
 HERE = Path(__file__).resolve().parent
 CUSTOM_MODULES = [
     "harness.families.gemma4",
+    "harness.families.minimax_m3",
 ]
 
 __all__ = ["Family", "NearMiss", "ParseResult", "ToolCall", "families", "get", "all_markers", "names"]
