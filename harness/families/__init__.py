@@ -15,6 +15,7 @@ HERE = Path(__file__).resolve().parent
 CUSTOM_MODULES = [
     "harness.families.gemma4",
     "harness.families.minimax_m3",
+    "harness.families.minicpm5",
 ]
 
 __all__ = ["Family", "NearMiss", "ParseResult", "ToolCall", "families", "get", "all_markers", "names"]

@@ -1,0 +1,92 @@
+"""MiniCPM 5: `<function name="NAME"><param name="K">V</param>...</function>`, one element per call and no
+wrapper. A value that contains `<`, `&` or a newline is wrapped in `<![CDATA[...]]>`, as the template writes it
+and its instructions require; the wrapper is markup, so the value is returned without it. An unwrapped value with
+one of those characters is a near miss (the template never trains it). Values are returned as written, as text."""
+
+import json
+import re
+
+from harness.families import deviations as dev
+from harness.families.base import Family, NearMiss, ToolCall
+from harness.families.payloads import Mismatch
+from harness.families.scanner import NAME, Cursor, MarkupParser, unique
+
+OPEN, END = '<function name="', "</function>"
+PARAM, END_PARAM = '<param name="', "</param>"
+CDATA, END_CDATA = "<![CDATA[", "]]>"
+NEEDS_CDATA = re.compile(r"[<&\n]")
+
+
+class MiniCPM5Parser(MarkupParser):
+    family = "minicpm5"
+    markers = (OPEN,)
+
+    def read_calls(self, cursor: Cursor):
+        calls = []
+        while True:
+            cursor.expect(OPEN)
+            name = cursor.read(NAME, "a function name", dev.INVALID_NAME)
+            cursor.expect('">')
+            params = {}
+            while cursor.at(PARAM):
+                cursor.pos += len(PARAM)
+                key = cursor.read(NAME, "a parameter name")
+                cursor.expect('">')
+                unique(params, key, self._value(cursor, key))
+                cursor.expect(END_PARAM)
+            cursor.expect(END)
+            calls.append(ToolCall(name, params))
+            after = cursor.pos
+            cursor.skip_ws()
+            if not cursor.at(OPEN):
+                cursor.pos = after
+                return calls
+
+    def _value(self, cursor: Cursor, key):
+        if cursor.at(CDATA):
+            cursor.pos += len(CDATA)
+            value = cursor.until(END_CDATA)
+            cursor.pos += len(END_CDATA)
+            return value
+        value = cursor.until(END_PARAM)
+        if NEEDS_CDATA.search(value):
+            raise Mismatch(dev.MALFORMED_CALL, f"parameter {key!r} has <, & or a newline outside <![CDATA[...]]>")
+        return value
+
+    def write(self, calls):
+        return "\n".join(
+            OPEN + c.name + '">' + "".join(f'{PARAM}{k}">{_write_value(v)}{END_PARAM}' for k, v in c.arguments.items()) + END
+            for c in calls
+        )
+
+
+def _write_value(value):
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return f"{CDATA}{text}{END_CDATA}" if NEEDS_CDATA.search(text) else text
+
+
+NEAR_MISSES = (
+    NearMiss('<function name="get_weather"><param name="location">Paris <b>centre</b></param></function>',
+             dev.MALFORMED_CALL, "markup in a value without the CDATA wrapper"),
+    NearMiss('<function name="get_weather">{"location": "Paris"}</function>', dev.MALFORMED_CALL,
+             "JSON arguments where <param> elements are due"),
+    NearMiss('<function name="get_weather"><param name="location">Paris</param><param name="location">Rome</param></function>',
+             dev.DUPLICATE_ARGUMENT),
+    NearMiss('<function name="get_weather"><param name="location">Paris</param>', dev.UNCLOSED_CALL),
+)
+
+
+def build(foreign_markers) -> Family:
+    parser = MiniCPM5Parser(foreign_markers)
+    return Family(
+        name="minicpm5",
+        label="MiniCPM 5 XML function",
+        detail='<function name="NAME"><param name="K">V</param>...</function> per call, values with <, & or a '
+        "newline in <![CDATA[...]]>. Written by OpenBMB's MiniCPM 5.",
+        markers=parser.markers,
+        start_only=False,
+        parser=parser,
+        multiple_calls=True,
+        near_misses=NEAR_MISSES,
+        source=__file__,
+    )
