@@ -16,6 +16,7 @@ CUSTOM_MODULES = [
     "harness.families.gemma4",
     "harness.families.minimax_m3",
     "harness.families.minicpm5",
+    "harness.families.atem",
 ]
 
 __all__ = ["Family", "NearMiss", "ParseResult", "ToolCall", "families", "get", "all_markers", "names"]
