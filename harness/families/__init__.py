@@ -17,6 +17,8 @@ CUSTOM_MODULES = [
     "harness.families.minimax_m3",
     "harness.families.minicpm5",
     "harness.families.atem",
+    "harness.families.deepseek_v32",
+    "harness.families.deepseek_v4",
 ]
 
 __all__ = ["Family", "NearMiss", "ParseResult", "ToolCall", "families", "get", "all_markers", "names"]
