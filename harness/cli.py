@@ -11,6 +11,7 @@ from harness.errors import HarnessError
 # Order is the order of `harness --help`.
 COMMAND_MODULES = [
     "harness.commands_core",
+    "harness.commands_pins",
 ]
 
 

