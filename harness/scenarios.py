@@ -19,8 +19,9 @@ from harness.yaml_source import Located, load_located
 LIBRARY_PATH = Path("library") / "tools.yaml"
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# llama-cpp-python's chat-completion defaults, which the seed ADR's chat uses; max_tokens bounds a reply.
-DEFAULT_SAMPLING = {"temperature": 0.2, "top_p": 0.95, "top_k": 40, "min_p": 0.05, "repeat_penalty": 1.0,
+# The chat handler's defaults in llama-cpp-python 0.3.36 (llama_chat_format.py; the seed ADR's chat samples like
+# it, and harness.generate.DEFAULT_SAMPLING holds the same values). max_tokens bounds a reply.
+DEFAULT_SAMPLING = {"temperature": 0.2, "top_p": 0.95, "top_k": 40, "min_p": 0.05, "repeat_penalty": 1.1,
                     "max_tokens": 192}
 DEFAULT_SAMPLES = 3
 DEFAULT_MAX_STEPS = 3

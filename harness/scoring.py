@@ -1,0 +1,225 @@
+"""Verdicts for one recorded sample, from its raw replies alone.
+
+Scoring re-parses every recorded reply with the CURRENT parser of the recorded family and re-types every call
+by the scenario's schemas, so a parser change re-scores old transcripts (`harness report`). It reads nothing
+from the run's own parse except to say whether the parse has changed since. Pure: no model, no I/O.
+
+A verdict is True, False, or None when it does not apply (no call expected, no answer expected, or a
+replayed record that stops before the part being judged)."""
+
+import json
+
+from harness import families as registry
+from harness.arguments import type_arguments
+from harness.families import deviations as dev
+from harness.families.base import ParseResult
+
+VERDICTS = ("parsed", "right_tool", "valid_arguments", "expected_arguments", "answer", "result_used")
+
+# Findings: named behaviours of the model (or, for tool-ran-twice, of the loop) that a rate would hide.
+INVENTED_ARGUMENTS = "invented-arguments"      # arguments given to a tool that takes none (seed 004 note)
+INVALID_ARGUMENTS = "invalid-arguments"        # the schema rejects a call's arguments (wrong type, missing, unknown)
+STRING_COERCED = "string-coerced-arguments"    # "10" written for an integer and read as JSON (seed ADR: Llama 3.2)
+UNKNOWN_TOOL = "unknown-tool"                  # a call to a tool that was not offered
+REPEATED_CALL = "repeated-call"                # the same call (tool and arguments) twice in one turn
+STEP_LIMIT = "step-limit"                      # the turn ran out of steps while still calling tools
+TRUNCATED = "truncated"                        # a reply stopped at max_tokens
+GENERATION_ERROR = "generation-error"          # generation failed (deadline, runtime error)
+TOOL_RAN_TWICE = "tool-ran-twice"              # one call executed more than once: a loop bug, never a model's
+CALL_WITHOUT_TOOLS = "call-without-tools"      # a tools-less chat wrote call-like text (named by its deviation)
+
+
+def parse_reply(family: str | None, reply: str, prompt_tail: str = "") -> ParseResult:
+    """The current parse of a recorded reply. Without a family the chat had no tools: the reply is text, and
+    call-shaped text in it is still named so the report can say what the model tried."""
+    if family:
+        return registry.get(family).parse(reply, prompt_tail)
+    result = ParseResult(None, content=reply.strip())
+    result.deviation = dev.classify_unmarked(reply, (), registry.all_markers())
+    return result
+
+
+def contains(text: str, needle: str) -> bool:
+    return needle.casefold() in text.casefold()
+
+
+def _same_value(got, want) -> bool:
+    if isinstance(want, str) and isinstance(got, str):
+        return got.strip().casefold() == want.strip().casefold()
+    if isinstance(want, bool) or isinstance(got, bool):
+        return got is want
+    if isinstance(want, dict) and isinstance(got, dict):
+        return arguments_match(got, want)
+    return got == want
+
+
+def arguments_match(got: dict, want: dict) -> bool:
+    """Subset match: every expected argument is there with the expected (typed) value; strings compare
+    case-insensitively. `{}` is the exception: it means "no arguments at all" (a zero-parameter tool)."""
+    if not want:
+        return not got
+    return all(key in got and _same_value(got[key], value) for key, value in want.items())
+
+
+def _all(values):
+    known = [v for v in values if v is not None]
+    return None if not known else all(known)
+
+
+class _Turn:
+    """One user turn of a record, re-parsed."""
+
+    def __init__(self, record_turn: dict, family, scenario):
+        self.steps = record_turn.get("steps", [])
+        self.parses = [parse_reply(family, s.get("reply", ""), s.get("prompt_tail", "")) for s in self.steps]
+        self.calls = []  # (step index, ToolCall, Typed or None)
+        for index, parse in enumerate(self.parses):
+            for call in parse.calls if parse.accepted else ():
+                tool = scenario.tool(call.name)
+                typed = type_arguments(call.arguments, tool.parameters) if tool else None
+                self.calls.append((index, call, typed))
+        self.answer = self._answer()
+
+    def _answer(self):
+        if not self.steps or self.steps[-1].get("error"):
+            return None
+        last = self.parses[-1]
+        return None if last.accepted else last.content
+
+
+def score_turn(scenario, spec, record_turn, family, replayed=False) -> dict:
+    expect = spec.expect
+    turn = _Turn(record_turn or {}, family, scenario)
+    first = turn.parses[0] if turn.parses else None
+    out = dict.fromkeys(VERDICTS)
+    findings, deviations = [], [p.deviation for p in turn.parses if p.deviation]
+    names = [call.name for _, call, _ in turn.calls]
+    # A near miss is an attempted call; reasoning left open is not.
+    attempted = first is not None and (first.accepted or first.deviation not in (None, dev.UNCLOSED_REASONING))
+    if first is not None:
+        if expect.expects_call is True:
+            out["parsed"] = first.accepted
+        elif expect.expects_call is False:
+            out["parsed"] = not first.calls and first.deviation is None
+        if expect.tool:
+            out["right_tool"] = bool(first.accepted and first.calls[0].name == expect.tool)
+        elif expect.no_tool:
+            out["right_tool"] = not names and not attempted
+        if expect.not_tools and out["right_tool"] is not False:
+            out["right_tool"] = not any(n in expect.not_tools for n in names)
+    target = next(((i, c, t) for i, c, t in turn.calls if c.name == expect.tool), None) if expect.tool else None
+    if target is not None:
+        out["valid_arguments"] = target[2].ok
+        if expect.arguments is not None:
+            out["expected_arguments"] = target[2].ok and arguments_match(target[2].arguments, expect.arguments)
+    complete = bool(turn.steps) and not (replayed and turn.answer is None)
+    if expect.any_of or expect.all_of:
+        if turn.answer is not None:
+            text = turn.answer
+            out["answer"] = ((not expect.any_of or any(contains(text, s) for s in expect.any_of))
+                             and all(contains(text, s) for s in expect.all_of))
+        elif complete:
+            out["answer"] = False
+    if expect.uses_tool_result:
+        ran = _tool_returned(turn, expect.tool)
+        evidence = scenario.tool(expect.tool).evidence
+        if turn.answer is not None:
+            out["result_used"] = ran and any(contains(turn.answer, e) for e in evidence)
+        elif complete:
+            out["result_used"] = False
+    if not turn.steps and not replayed:
+        # The sample stopped before this turn (a render or generation error): what was due did not happen.
+        out = {k: (False if _applies(k, expect) else None) for k in VERDICTS}
+    findings += _findings(scenario, turn, family, replayed)
+    recorded = [s.get("parse") for s in turn.steps]
+    changed = any(r is not None and _parse_key(r) != _parse_key(p.to_json()) for r, p in zip(recorded, turn.parses))
+    return {**out, "deviations": deviations, "findings": findings, "answer_text": turn.answer,
+            "calls": [{"name": c.name, "arguments": t.arguments if t else c.arguments} for _, c, t in turn.calls],
+            "parse_changed": changed}
+
+
+def _applies(verdict: str, expect) -> bool:
+    return {"parsed": expect.expects_call is not None,
+            "right_tool": expect.expects_call is not None or bool(expect.not_tools),
+            "valid_arguments": bool(expect.tool), "expected_arguments": expect.arguments is not None,
+            "answer": bool(expect.any_of or expect.all_of), "result_used": expect.uses_tool_result}[verdict]
+
+
+def _parse_key(parse: dict):
+    return (json.dumps(parse.get("calls"), sort_keys=True), parse.get("deviation"))
+
+
+def _tool_returned(turn: _Turn, name: str) -> bool:
+    """The named tool ran in this turn and returned a result (not an error)."""
+    for step in turn.steps:
+        for call in step.get("calls", []):
+            if call.get("name") == name and call.get("executed") and not call.get("error"):
+                return True
+    return False
+
+
+def _findings(scenario, turn: _Turn, family, replayed=False) -> list:
+    found = []
+    seen = set()
+    for _, call, typed in turn.calls:
+        tool = scenario.tool(call.name)
+        if tool is None:
+            found.append(UNKNOWN_TOOL)
+            continue
+        if not tool.parameters.get("properties") and call.arguments:
+            found.append(INVENTED_ARGUMENTS)
+        elif not typed.ok:
+            found.append(INVALID_ARGUMENTS)
+        if typed.coerced:
+            found.append(STRING_COERCED)
+        key = (call.name, json.dumps(typed.arguments if typed.ok else call.arguments, sort_keys=True, default=str))
+        if key in seen:
+            found.append(REPEATED_CALL)
+        seen.add(key)
+    if not replayed and turn.steps and turn.parses[-1].accepted and not turn.steps[-1].get("error"):
+        found.append(STEP_LIMIT)
+    for step in turn.steps:
+        if step.get("finish_reason") == "length":
+            found.append(TRUNCATED)
+        if step.get("error"):
+            found.append(GENERATION_ERROR)
+        if any(c.get("executions", 1) > 1 for c in step.get("calls", [])):
+            found.append(TOOL_RAN_TWICE)
+    if family is None and any(p.deviation for p in turn.parses):
+        found.append(CALL_WITHOUT_TOOLS)
+    return found
+
+
+def score_sample(scenario, record: dict) -> dict:
+    """Verdicts of a recorded sample against the scenario: per turn, and for the sample (a verdict holds for
+    the sample when it holds in every turn where it applies). `passed`: every applicable verdict holds."""
+    family = record.get("family")
+    replayed = bool(record.get("replayed"))
+    recorded_turns = record.get("turns", [])
+    turns = []
+    for index, spec in enumerate(scenario.turns):
+        if index >= len(recorded_turns):
+            if replayed:
+                break  # a replay quotes only what the ADR quoted; the rest is unknown, not wrong
+            turns.append(score_turn(scenario, spec, {}, family))
+            continue
+        turns.append(score_turn(scenario, spec, recorded_turns[index], family, replayed))
+    out = {name: _all(t[name] for t in turns) for name in VERDICTS}
+    applicable = [v for v in out.values() if v is not None]
+    out["passed"] = all(applicable) if applicable else None
+    out["deviations"] = [d for t in turns for d in t["deviations"]]
+    out["findings"] = [f for t in turns for f in t["findings"]]
+    out["parse_changed"] = any(t["parse_changed"] for t in turns)
+    out["turns"] = turns
+    return out
+
+
+def wilson(successes: int, n: int, z: float = 1.959964) -> tuple:
+    """Wilson score interval for a binomial rate (95% by default); (0, 1) when there is nothing to count."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)

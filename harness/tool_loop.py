@@ -1,0 +1,188 @@
+"""One sample of a scenario: the agent loop a local chat runs, with stub tools, recorded step by step.
+
+Per user turn: render the conversation (and the tools, only when a family is in use: `auto` with no family
+chats without tools, as the seed ADR decides) through the model's template, generate, parse the raw reply
+with the family (passing the generation prompt, so a reasoning block the prompt opened is handled), type each
+call's arguments by the tool's schema, dispatch to the stub, and loop until the model answers in text or the
+step limit is reached. A typed-argument error, an unknown tool or a raising tool goes back to the model as a
+tool message {"error": ...} (seed 004 note). Each call is executed at most once, and a turn is never re-run
+after a tool has run: a failed follow-up generation ends the sample instead.
+
+Message shapes follow the ADR: an assistant tool-call turn has string content ("" when there is no text) and
+call ids of nine alphanumerics (call00001, ...)."""
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+
+from harness.arguments import type_arguments
+from harness.errors import GenerationError, TemplateError
+from harness.families.base import ParseResult
+from harness.render import render, template_variables
+from harness.scoring import parse_reply
+
+# The parsers need only the end of the prompt (an open <think>, Functionary's ">>>"); scoring re-parses with it.
+PROMPT_TAIL = 256
+DEFAULT_STEP_TIMEOUT = 180.0
+_MAX_SEED = 2**32 - 2
+
+
+@dataclass
+class Chat:
+    """A loaded model as the loop drives it: its template (as embedded in the GGUF), special tokens, the
+    family whose parser reads its replies (None: chat without tools) and extra template variables."""
+
+    llm: object
+    template: str
+    bos_token: str = ""
+    eos_token: str = ""
+    family: str | None = None
+    template_kwargs: dict = field(default_factory=dict)
+    step_timeout: float | None = DEFAULT_STEP_TIMEOUT
+
+
+def template_kwargs_for(template: str) -> dict:
+    """Templates that think by default (Qwen3, Granite, LFM2.5, Ling) are asked not to, where they take the
+    switch, so the reply reaches the parser without a reasoning block (seed 004 note)."""
+    return {"enable_thinking": False} if "enable_thinking" in template_variables(template) else {}
+
+
+def step_seed(sample_seed: int, turn: int, step: int) -> int:
+    """The seed of one generation: the sample's own seed for its first step (so the batched first steps of N
+    samples and a resumed single sample write the same reply), a fixed derivation after that."""
+    if turn == 0 and step == 0:
+        return sample_seed % (_MAX_SEED + 1)
+    return (sample_seed * 1_000_003 + turn * 7919 + step * 104_729) % (_MAX_SEED + 1)
+
+
+def opening_messages(scenario) -> list:
+    messages = [{"role": "system", "content": scenario.system}] if scenario.system else []
+    messages += json.loads(json.dumps(list(scenario.history)))  # fresh copies: the loop appends to them
+    return messages
+
+
+def render_prompt(chat: Chat, scenario, messages: list) -> str:
+    tools = scenario.tool_schemas() if chat.family and scenario.tools else None
+    return render(chat.template, messages, tools=tools, add_generation_prompt=True, bos_token=chat.bos_token,
+                  eos_token=chat.eos_token, **chat.template_kwargs)
+
+
+def first_prompt(chat: Chat, scenario) -> str:
+    """The prompt of the first step, which every sample of the scenario shares (batched generation)."""
+    return render_prompt(chat, scenario, opening_messages(scenario) + [{"role": "user", "content": scenario.turns[0].user}])
+
+
+class StubTools:
+    """The scenario's tools as stubs: a fixed result or a fixed error. Counts every execution per call id,
+    so a test (and the transcript) can prove no call ran twice."""
+
+    def __init__(self, scenario):
+        self.scenario = scenario
+        self.executions: dict = {}
+
+    def dispatch(self, call_id: str, call) -> dict:
+        tool = self.scenario.tool(call.name)
+        record = {"id": call_id, "name": call.name, "arguments": call.arguments, "typed": None, "errors": [],
+                  "coerced": [], "executed": False, "executions": 0, "error": True}
+        if tool is None:
+            offered = ", ".join(t.name for t in self.scenario.tools) or "none"
+            record["result"] = _error(f"unknown tool {call.name!r}; the tools are: {offered}")
+            return record
+        typed = type_arguments(call.arguments, tool.parameters)
+        record.update(typed=typed.arguments, errors=typed.errors, coerced=typed.coerced)
+        if not typed.ok:
+            record["result"] = _error(f"invalid arguments for {call.name}: {typed.error_message()}")
+            return record
+        if call_id in self.executions:
+            raise RuntimeError(f"call {call_id} was about to run a second time")  # a loop bug, never allowed
+        self.executions[call_id] = self.executions.get(call_id, 0) + 1
+        record.update(executed=True, executions=self.executions[call_id], error=tool.raises is not None,
+                      result=tool.result_message())
+        return record
+
+
+def _error(message: str) -> str:
+    return json.dumps({"error": message}, ensure_ascii=False)
+
+
+def _generate(chat: Chat, prompt: str, sampling: dict, seed: int):
+    from harness.generate import generate  # the binding loads only when a model is really driven
+
+    return generate(chat.llm, prompt, seed=seed, timeout=chat.step_timeout, **sampling)
+
+
+def _step_record(prompt: str, seed: int, generation, parse: ParseResult | None, shared: bool) -> dict:
+    return {
+        "seed": seed, "prompt_sha256": hashlib.sha256(prompt.encode("utf-8")).hexdigest(),
+        "prompt_tail": prompt[-PROMPT_TAIL:], "shared_prompt": shared,
+        "prompt_tokens": generation.prompt_tokens if generation else None,
+        "reply": generation.text if generation else "",
+        "completion_tokens": generation.completion_tokens if generation else 0,
+        "finish_reason": generation.finish_reason if generation else None,
+        "timings": asdict(generation.timings) if generation else None,
+        "parse": parse.to_json() if parse else None, "calls": [], "error": None,
+    }
+
+
+def run_sample(chat: Chat, scenario, seed: int, first=None, generate_fn=None) -> dict:
+    """Run every user turn of the scenario once. `first` is the first step's Generation when it was written
+    in a batch with the other samples (same prompt, this sample's seed). Returns {"turns", "error",
+    "executions"}; "error" is set when a render or generation failed and the sample stopped there."""
+    generate_fn = generate_fn or _generate
+    tools = StubTools(scenario)
+    messages = opening_messages(scenario)
+    turns, counter = [], 0
+    for turn_index, turn in enumerate(scenario.turns):
+        messages.append({"role": "user", "content": turn.user})
+        steps = []
+        turns.append({"user": turn.user, "steps": steps})
+        for step_index in range(scenario.max_steps):
+            seed_here = step_seed(seed, turn_index, step_index)
+            try:
+                prompt = render_prompt(chat, scenario, messages)
+            except TemplateError as exc:
+                steps.append({**_step_record("", seed_here, None, None, False), "error": f"render: {exc}"})
+                return {"turns": turns, "error": f"render: {exc}", "executions": tools.executions}
+            shared = first is not None and turn_index == 0 and step_index == 0
+            try:
+                generation = first if shared else generate_fn(chat, prompt, scenario.sampling, seed_here)
+            except GenerationError as exc:
+                # Never re-run the turn: a tool may already have run (seed 004 note). Stop the sample here.
+                steps.append({**_step_record(prompt, seed_here, None, None, False), "error": f"generate: {exc}"})
+                return {"turns": turns, "error": f"generate: {exc}", "executions": tools.executions}
+            parse = parse_reply(chat.family, generation.text, prompt)
+            step = _step_record(prompt, seed_here, generation, parse, shared)
+            steps.append(step)
+            if not parse.accepted:
+                # Text, or a near miss shown as text (the ADR never turns a near miss into a call).
+                messages.append(_assistant(parse.content, parse.reasoning))
+                break
+            calls = []
+            for call in parse.calls:
+                counter += 1
+                call_id = f"call{counter:05d}"
+                record = tools.dispatch(call_id, call)
+                step["calls"].append(record)
+                calls.append((call_id, call, record))
+            message = _assistant(parse.content, parse.reasoning)
+            message["tool_calls"] = [
+                {"id": cid, "type": "function",
+                 "function": {"name": call.name, "arguments": rec["typed"] if not rec["errors"] and rec["typed"] is not None
+                              else _as_object(call.arguments)}}
+                for cid, call, rec in calls]
+            messages.append(message)
+            for cid, call, rec in calls:
+                messages.append({"role": "tool", "tool_call_id": cid, "name": call.name, "content": rec["result"]})
+    return {"turns": turns, "error": None, "executions": tools.executions}
+
+
+def _assistant(content: str, reasoning: str | None) -> dict:
+    message = {"role": "assistant", "content": content or ""}
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    return message
+
+
+def _as_object(arguments):
+    # Templates serialise arguments with tojson or iterate them as a mapping; give them a mapping always.
+    return arguments if isinstance(arguments, dict) else {"value": arguments}

@@ -1,0 +1,128 @@
+"""The tool loop through the real binding, on a stand-in GGUF with Qwen2.5's vocabulary and template whose
+scripted reply is always the same Hermes call: every step calls the tool again, so a turn ends at its step
+limit, and each call must still run exactly once."""
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from standin import PROFILES, Script, Vocab, build_standin  # noqa: E402
+
+from harness.scenarios import load_scenarios  # noqa: E402
+from harness.scoring import score_sample  # noqa: E402
+from harness.tool_loop import Chat, first_prompt, run_sample, step_seed, template_kwargs_for  # noqa: E402
+
+CALL = '<tool_call>{"name": "ping", "arguments": {}}</tool_call>'
+
+
+def scripted_ids(vocab, text, trigger):
+    ids, used = [], [vocab.id(trigger)]
+    for piece in re.split(r"(<tool_call>|</tool_call>)", text):
+        if piece in ("<tool_call>", "</tool_call>"):
+            ids.append(vocab.id(piece))
+        elif piece:
+            ids += vocab.segment(piece, avoid=used + ids)
+    return tuple(ids)
+
+
+@pytest.fixture(scope="module")
+def chat(tmp_path_factory):
+    from harness.generate import load_model
+
+    vocab = Vocab(PROFILES["qwen2.5"])
+    path = tmp_path_factory.mktemp("standin") / "qwen-ping.gguf"
+    build_standin(path, "qwen2.5", [Script("\n", scripted_ids(vocab, CALL, "\n"))], vocab=vocab)
+    llm = load_model(path, n_ctx=1024)
+    template = llm.metadata["tokenizer.chat_template"]
+    return Chat(llm, template, "", "<|im_end|>", "hermes", template_kwargs_for(template))
+
+
+def scenario(tmp_path, tool: str, max_steps=2):
+    (tmp_path / "s.yaml").write_text(f"""\
+name: ping
+description: scripted
+max_steps: {max_steps}
+tools:
+  - name: ping
+    description: Check the relay.
+{tool}
+conversation:
+  turns:
+    - user: Ping the relay.
+      expect: {{tool: ping}}
+""")
+    return load_scenarios(tmp_path)[0]
+
+
+def record(chat, sc, result):
+    return {"family": chat.family, "turns": result["turns"], "replayed": False}
+
+
+def test_raising_tool_runs_once_per_call_and_its_error_reaches_the_model(chat, tmp_path):
+    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    raises: relay down")
+    result = run_sample(chat, sc, seed=7)
+    steps = result["turns"][0]["steps"]
+    assert [s["reply"] for s in steps] == [CALL, CALL]
+    calls = [c for s in steps for c in s["calls"]]
+    assert [c["id"] for c in calls] == ["call00001", "call00002"]
+    assert result["executions"] == {"call00001": 1, "call00002": 1}
+    assert all(c["executed"] and c["error"] and c["result"] == '{"error": "relay down"}' for c in calls)
+    # The second prompt ends with the tool's error, as a tool response, right before the assistant's turn.
+    assert '{"error": "relay down"}' in steps[1]["prompt_tail"]
+    assert steps[1]["prompt_tail"].endswith("<|im_start|>assistant\n")
+    verdicts = score_sample(sc, record(chat, sc, result))
+    assert verdicts["parsed"] and verdicts["right_tool"] and verdicts["valid_arguments"]
+    assert "step-limit" in verdicts["findings"] and "repeated-call" in verdicts["findings"]
+    assert "tool-ran-twice" not in verdicts["findings"]
+
+
+def test_failed_follow_up_ends_the_sample_without_re_running_the_tool(chat, tmp_path):
+    # The result is longer than the context window, so the follow-up generation cannot even start.
+    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: " + json.dumps("word " * 1500))
+    result = run_sample(chat, sc, seed=7)
+    steps = result["turns"][0]["steps"]
+    assert len(steps) == 2 and steps[1]["error"].startswith("generate:") and "context window" in steps[1]["error"]
+    assert result["error"] and result["executions"] == {"call00001": 1}
+
+
+def test_invalid_arguments_go_back_as_an_error_and_nothing_runs(chat, tmp_path):
+    sc = scenario(tmp_path, "    parameters: {type: object, properties: {host: {type: string}}, required: [host]}\n"
+                            "    returns: pong", max_steps=1)
+    result = run_sample(chat, sc, seed=7)
+    (call,) = result["turns"][0]["steps"][0]["calls"]
+    assert not call["executed"] and result["executions"] == {}
+    assert json.loads(call["result"]) == {"error": "invalid arguments for ping: missing required parameter 'host'"}
+    verdicts = score_sample(sc, record(chat, sc, result))
+    assert verdicts["right_tool"] is True and verdicts["valid_arguments"] is False
+
+
+def test_without_a_family_the_tools_are_not_offered_and_a_call_is_text(chat, tmp_path):
+    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong")
+    plain = Chat(chat.llm, chat.template, "", "<|im_end|>", None, {})
+    assert "ping" in first_prompt(chat, sc) and "ping" not in first_prompt(plain, sc)
+    result = run_sample(plain, sc, seed=7)
+    (step,) = result["turns"][0]["steps"]
+    assert step["reply"] == CALL and step["calls"] == [] and result["executions"] == {}
+    verdicts = score_sample(sc, {"family": None, "turns": result["turns"]})
+    assert verdicts["parsed"] is False and verdicts["right_tool"] is False
+    assert "call-without-tools" in verdicts["findings"]
+
+
+def test_batched_first_step_is_used_as_given(chat, tmp_path):
+    from harness.generate import generate
+
+    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong", max_steps=1)
+    first = generate(chat.llm, first_prompt(chat, sc), max_tokens=32, seed=step_seed(3, 0, 0))
+    result = run_sample(chat, sc, seed=3, first=first)
+    (step,) = result["turns"][0]["steps"]
+    assert step["shared_prompt"] and step["seed"] == 3 and step["reply"] == CALL
+
+
+def test_thinking_templates_are_asked_not_to_think():
+    qwen3 = (Path(__file__).parent.parent / "templates" / "Qwen-Qwen3-0.6B.jinja").read_text()
+    assert template_kwargs_for(qwen3) == {"enable_thinking": False}
+    assert template_kwargs_for("{{ messages[0].content }}") == {}
