@@ -19,6 +19,7 @@ CUSTOM_MODULES = [
     "harness.families.atem",
     "harness.families.deepseek_v32",
     "harness.families.deepseek_v4",
+    "harness.families.kimi_k3",
 ]
 
 __all__ = ["Family", "NearMiss", "ParseResult", "ToolCall", "families", "get", "all_markers", "names"]
