@@ -21,6 +21,7 @@ CUSTOM_MODULES = [
     "harness.families.deepseek_v4",
     "harness.families.kimi_k3",
     "harness.families.functionary_v32",
+    "harness.families.harmony",
 ]
 
 __all__ = ["Family", "NearMiss", "ParseResult", "ToolCall", "families", "get", "all_markers", "names"]
