@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness import constants
 from harness.errors import DownloadError, HarnessError, SourcesError
+from harness.gguf_header import read_gguf_metadata
 from harness.hub_download import (assemble_from_wheels, fetch_hub_bytes, store_verified, stream_hub_file)
 from harness.sources import (ModelPin, Sources, TemplatePin, file_drift, fetch_command, file_digest,
                              model_cache_path, model_path, write_sources)
@@ -68,41 +69,6 @@ def extract_chat_template(config: bytes, key: str, name: str | None, where: str)
             raise DownloadError(f"{where}: no template variant {wanted!r} (variants: {', '.join(map(str, variants))})")
         return variants[wanted].encode("utf-8")
     raise DownloadError(f"{where}: {key!r} is neither a string nor a list of named templates")
-
-
-def read_gguf_metadata(path: Path) -> dict:
-    """The chat template bytes (or None) and the bos/eos token texts a GGUF file declares."""
-    try:
-        from gguf import GGUFReader
-    except ImportError:
-        raise HarnessError("reading a GGUF needs the `gguf` package: pip install gguf") from None
-
-    class HeaderReader(GGUFReader):
-        # Only the metadata is wanted: skipping the tensor views keeps this fast on multi-GB files, and lets it
-        # read the head of a file that is still in pieces (the first registry package of a split model).
-        def _build_tensors(self, start_offs, fields):
-            pass
-
-    try:
-        fields = HeaderReader(str(path), "r").fields
-    except (ValueError, IndexError) as exc:
-        raise HarnessError(f"{path}: not a readable GGUF file: {exc}") from None
-
-    def raw(name):
-        f = fields.get(name)
-        return None if f is None else f.parts[f.data[0]]
-
-    template = raw("tokenizer.chat_template")
-    tokens = fields.get("tokenizer.ggml.tokens")
-
-    def token(id_field):
-        idx = raw(id_field)
-        if idx is None or tokens is None:
-            return None
-        return bytes(tokens.parts[tokens.data[int(idx[0])]]).decode("utf-8")
-
-    return {"chat_template": None if template is None else bytes(template),
-            "bos_token": token("tokenizer.ggml.bos_token_id"), "eos_token": token("tokenizer.ggml.eos_token_id")}
 
 
 def _template_from_model(pin: TemplatePin, sources: Sources, cache_dir) -> bytes:

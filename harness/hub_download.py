@@ -181,17 +181,19 @@ def fetch_hub_bytes(*, repo: str, filename: str, revision: str | None, endpoint:
 
 # --- registry wheels -----------------------------------------------------------------------------------------
 
-def _wheel_stem(name: str, version: str) -> str:
-    # Wheel file names normalise the project name (PEP 427/503): runs of -_. become one underscore.
-    return f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}-"
+def _normalise(name: str) -> str:
+    # PEP 503: names compare case-insensitively, with runs of -_. equivalent.
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def find_local_wheel(name: str, version: str, folder: Path | None) -> Path | None:
     if folder is None or not Path(folder).is_dir():
         return None
-    stem = _wheel_stem(name, version)
-    matches = sorted(p for p in Path(folder).iterdir() if p.name.lower().startswith(stem) and p.suffix == ".whl")
-    return matches[0] if matches else None
+    for path in sorted(Path(folder).glob("*.whl")):
+        dist, _, rest = path.name.partition("-")      # {distribution}-{version}-{tags}.whl (PEP 427)
+        if _normalise(dist) == _normalise(name) and rest.split("-", 1)[0] == version:
+            return path
+    return None
 
 
 def pip_download_wheel(name: str, version: str, into: Path, find_links: Path | None = None) -> Path:

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import constants  # noqa: E402
-from harness.fetch import read_gguf_metadata  # noqa: E402
+from harness.gguf_header import read_gguf_metadata  # noqa: E402
 from harness.sources import file_digest, load_sources, write_sources  # noqa: E402
 
 ORIGIN = "llama-cpp-python 0.3.36 sdist: vendor/llama.cpp/models/templates/{name}"
