@@ -38,6 +38,8 @@ class HashingWriter:
     """A write-only file wrapper that hashes and counts what passes through, and drives a progress bar."""
 
     def __init__(self, raw, progress=None):
+        # progress: a bar, or a function making one, called at the first byte so that a source failing before
+        # any data arrives leaves no empty bar behind.
         self.raw, self.progress = raw, progress
         self.sha = hashlib.sha256()
         self.size = 0
@@ -46,6 +48,8 @@ class HashingWriter:
         self.raw.write(data)
         self.sha.update(data)
         self.size += len(data)
+        if callable(self.progress) and not hasattr(self.progress, "update"):
+            self.progress = self.progress()
         if self.progress is not None:
             self.progress.update(len(data))
         return len(data)
@@ -57,6 +61,13 @@ def _progress(total: int | None, label: str):
     from tqdm import tqdm
     return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=label, file=sys.stderr,
                 mininterval=1.0, leave=False)
+
+
+def default_file_mode() -> int:
+    # mkstemp creates 0600; a stored file should get the permissions any other new file would.
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def _fsync_dir(path: Path) -> None:
@@ -78,15 +89,18 @@ def store_verified(dest: Path, fill: Callable[[HashingWriter], None], *, size: i
     --record-hash on a pin whose hash is unknown.
     """
     dest = Path(dest)
+    created = [d for d in (dest.parent, *dest.parent.parents) if not d.exists()]
     dest.parent.mkdir(parents=True, exist_ok=True)
+    stored = False
     fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent)
     tmp = Path(tmp_name)
-    progress = _progress(size, label)
+    writer = None
     try:
         with os.fdopen(fd, "wb") as raw:
-            writer = HashingWriter(raw, progress)
+            writer = HashingWriter(raw, lambda: _progress(size, label))
             fill(writer)
             raw.flush()
+            os.fchmod(raw.fileno(), default_file_mode())
             os.fsync(raw.fileno())
         actual_sha = writer.sha.hexdigest()
         if (size is not None and writer.size != size) or (sha256 is not None and actual_sha != sha256):
@@ -94,6 +108,7 @@ def store_verified(dest: Path, fill: Callable[[HashingWriter], None], *, size: i
                 f"{label}: expected {size if size is not None else '?'} bytes with sha256 {sha256 or '?'}, "
                 f"got {writer.size} bytes with sha256 {actual_sha}; nothing was stored")
         os.replace(tmp, dest)
+        stored = True
         _fsync_dir(dest.parent)
         return Stored(dest, writer.size, actual_sha)
     except HarnessError:
@@ -103,9 +118,14 @@ def store_verified(dest: Path, fill: Callable[[HashingWriter], None], *, size: i
     except Exception as exc:
         raise DownloadError(f"{label}: {_one_line(exc)}; nothing was stored") from exc
     finally:
-        if progress is not None:
-            progress.close()
+        if writer is not None and hasattr(writer.progress, "close"):
+            writer.progress.close()
         tmp.unlink(missing_ok=True)     # after os.replace the temp name no longer exists
+        for folder in created if not stored else ():
+            try:
+                folder.rmdir()          # only folders this call made, and only while empty
+            except OSError:
+                break
 
 
 def _one_line(exc: BaseException) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.fetch import extract_chat_template, fetch_model, fetch_template
+from harness.hub_download import default_file_mode
 from harness.sources import load_sources, model_cache_path, write_sources
 from tests.hub_server import COMMIT, HubServer
 
@@ -69,6 +70,7 @@ def test_good_download_verifies_and_lands(tmp_path, hub, cache):
     assert result.path == cache / "tiny" / FILE
     assert result.path.read_bytes() == DATA
     assert leftovers(cache) == [FILE]
+    assert result.path.stat().st_mode & 0o777 == default_file_mode()      # not mkstemp's 0600
     assert ("GET", f"/{REPO}/resolve/{COMMIT}/{FILE}") in hub.requests
 
 
@@ -87,7 +89,7 @@ def test_connection_cut_mid_body_is_rejected_and_nothing_is_left(tmp_path, hub, 
     result = fetch(tmp_path, hub, cache, model_entry())
     assert result.status == "failed"
     assert "nothing was stored" in result.detail
-    assert leftovers(cache) == []
+    assert not cache.exists()          # not even the folders made for it
     assert [m for m, _ in hub.requests].count("GET") == 1       # no silent retry on a cut
 
 
