@@ -56,7 +56,8 @@ def test_model_pins():
     assert {m.family for m in sources.models.values()} >= {"hermes", "llama3", "qwen-xml"}
 
 
-@pytest.mark.parametrize("model_id", ["qwen2.5-coder-0.5b-instruct-q4_k_m", "smollm2-135m-instruct-q4_1",
+@pytest.mark.parametrize("model_id", ["qwen2.5-coder-0.5b-instruct-q4_k_m", "qwen2.5-coder-1.5b-instruct-q4_k_m",
+                                      "smollm2-135m-instruct-q4_1",
                                       "gemma-3-270m-q4_k_m"])
 def test_gguf_templates_match_the_cached_models(model_id):
     sources = load_sources(ROOT / "sources.json")
