@@ -33,7 +33,7 @@ def check_template(ref) -> dict:
     wall = wall_for(ref.id)
     if found.family:
         status = "detected"
-    elif found.rendered_call:
+    elif wall or found.rendered_call:
         status = "wall"
     else:
         status = "no tools"

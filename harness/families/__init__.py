@@ -28,7 +28,9 @@ __all__ = ["Family", "NearMiss", "ParseResult", "ToolCall", "families", "get", "
 
 
 def all_markers() -> tuple:
-    return tuple(dict.fromkeys(m for f in families().values() for m in f.markers if len(m) > 1))
+    """Markers that name a foreign family when they turn up in a reply. Punctuation-only markers (`>>>`,
+    `{`) occur in ordinary answers (a Python prompt, a JSON example), so they never count as foreign."""
+    return tuple(dict.fromkeys(m for f in families().values() for m in f.markers if any(c.isalpha() for c in m)))
 
 
 @lru_cache(maxsize=1)
