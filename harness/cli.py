@@ -12,6 +12,8 @@ from harness.errors import HarnessError
 COMMAND_MODULES = [
     "harness.commands_core",
     "harness.commands_pins",
+    "harness.commands_run",
+    "harness.commands_report",
 ]
 
 

@@ -70,10 +70,14 @@ class Expectation:
     any_of: tuple = ()
     all_of: tuple = ()
     uses_tool_result: bool = False
+    # Set only by replays whose prompt is unknown but whose reply the ADR calls an attempted call.
+    call_expected: bool | None = None
 
     @property
     def expects_call(self) -> bool | None:
         """True when a call is due, False when none may be made, None when the turn leaves it open."""
+        if self.call_expected is not None:
+            return self.call_expected
         return True if self.tool else (False if self.no_tool else None)
 
     def to_json(self) -> dict:

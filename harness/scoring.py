@@ -8,11 +8,12 @@ A verdict is True, False, or None when it does not apply (no call expected, no a
 replayed record that stops before the part being judged)."""
 
 import json
+from functools import lru_cache
 
 from harness import families as registry
 from harness.arguments import type_arguments
 from harness.families import deviations as dev
-from harness.families.base import ParseResult
+from harness.families.base import ParseResult, ToolCall
 
 VERDICTS = ("parsed", "right_tool", "valid_arguments", "expected_arguments", "answer", "result_used")
 
@@ -37,6 +38,20 @@ def parse_reply(family: str | None, reply: str, prompt_tail: str = "") -> ParseR
     result = ParseResult(None, content=reply.strip())
     result.deviation = dev.classify_unmarked(reply, (), registry.all_markers())
     return result
+
+
+@lru_cache(maxsize=None)
+def writes_values_as_text(family: str | None) -> bool:
+    """True for families whose grammar carries every value as text (Qwen XML, key/value tags): there a string
+    for an integer is the format, not the model's deviation. Asked of the family itself, by a round trip."""
+    if not family:
+        return False
+    parser = registry.get(family)
+    try:
+        parsed = parser.parse(parser.format([ToolCall("probe", {"n": 1})]))
+    except Exception:  # noqa: BLE001 -- a family that cannot format is judged as JSON-typed
+        return False
+    return bool(parsed.calls) and isinstance(parsed.calls[0].arguments.get("n"), str)
 
 
 def contains(text: str, needle: str) -> bool:
@@ -170,7 +185,7 @@ def _findings(scenario, turn: _Turn, family, replayed=False) -> list:
             found.append(INVENTED_ARGUMENTS)
         elif not typed.ok:
             found.append(INVALID_ARGUMENTS)
-        if typed.coerced:
+        if typed.coerced and not writes_values_as_text(family):
             found.append(STRING_COERCED)
         key = (call.name, json.dumps(typed.arguments if typed.ok else call.arguments, sort_keys=True, default=str))
         if key in seen:

@@ -1,0 +1,30 @@
+"""`harness report`: rebuild results/*.md and results/heatmap.png from transcripts alone."""
+
+import sys
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "report", help="rebuild the result tables and heat map from results/transcripts (no model loaded)",
+        description="Re-score every recorded sample through the current parsers, add the seed ADR's replayed "
+                    "replies, and write results/<model>.md, results/summary.md and results/heatmap.png.")
+    parser.add_argument("--no-plot", action="store_true", help="skip the heat map")
+    parser.add_argument("--json", action="store_true", help="print the rates as JSON on stdout")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from harness.cli import emit_json
+    from harness.report import write_reports
+
+    result = write_reports(plot=not args.no_plot)
+    for warning in result["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.json:
+        emit_json(result)
+    else:
+        for path in result["written"]:
+            print(path)
+        if not result["written"]:
+            print("no transcripts yet: run `harness run` first", file=sys.stderr)
+    return 0

@@ -1,0 +1,71 @@
+"""`harness run`: the live matrix (models × scenarios × samples), resumable, one transcript per model."""
+
+import sys
+
+from harness.errors import HarnessError
+from harness.scenarios import load_scenarios
+from harness.sources import load_sources
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "run", help="run scenarios on models and append every sample to results/transcripts/<model>.jsonl",
+        description="Run the scenario matrix on local models (mode native: the model's own template and "
+                    "parser). Samples already in the transcript are skipped, so a killed run resumes. "
+                    "Then `harness report` builds the tables.")
+    parser.add_argument("--model", action="append", metavar="ID",
+                        help="model id from sources.json (repeatable; default: the models marked default)")
+    parser.add_argument("--scenario", action="append", metavar="NAME",
+                        help="scenario name from scenarios/*.yaml (repeatable; default: all)")
+    parser.add_argument("--samples", type=int, metavar="N",
+                        help="samples per scenario (default: each scenario's own `samples`)")
+    parser.add_argument("--seed", type=int, default=0, metavar="S",
+                        help="base seed; sample i uses S+i (default 0)")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="llama.cpp threads (default: $HARNESS_THREADS, else llama-cpp-python's default)")
+    parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from harness.cli import emit_json
+    from harness.runner import run_model
+
+    if args.samples is not None and args.samples < 1:
+        raise HarnessError("--samples must be at least 1")
+    if args.seed < 0:
+        raise HarnessError("--seed must not be negative")
+    sources = load_sources()
+    models = args.model or [m.id for m in sources.default_models()]
+    for model_id in models:
+        sources.model(model_id)  # unknown ids fail before any work
+    scenarios = load_scenarios(names=args.scenario)
+    total = len(models) * sum(args.samples or s.samples for s in scenarios)
+    summaries, failures = [], []
+    with _progress(total) as bar:
+        for model_id in models:
+            bar.set_description(model_id)
+            try:
+                summaries.append(run_model(model_id, scenarios, args.samples, args.seed, bar, sources,
+                                           warn=lambda m: bar.write(f"warning: {m}", file=sys.stderr), threads=args.threads))
+            except HarnessError as exc:
+                # A missing or drifted model file says how to fetch it; the other models still run.
+                failures.append({"model": model_id, "error": str(exc)})
+                bar.write(f"harness run: {model_id}: {exc}", file=sys.stderr)
+    if args.json:
+        emit_json({"models": summaries, "failures": failures})
+    else:
+        for s in summaries:
+            stopped = f", {s['errors']} stopped by errors" if s["errors"] else ""
+            print(f"{s['model']}: ran {s['ran']}, already recorded {s['skipped']}, {s['seconds']} s{stopped}"
+                  f" -> {s['transcript']}")
+        if summaries:
+            print("next: harness report")
+    return 1 if failures else 0
+
+
+def _progress(total: int):
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="sample", file=sys.stderr, dynamic_ncols=True,
+                disable=None)  # None: no bar when stderr is not a terminal (CI logs stay clean)

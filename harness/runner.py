@@ -1,0 +1,194 @@
+"""`harness run`: drive models × scenarios × samples through the tool loop and write every sample to the
+model's transcript as soon as it finishes. Samples already recorded (same model file, scenario hash, mode,
+sample index and seed) are skipped, so a killed run resumes where it stopped."""
+
+import hashlib
+import time
+from dataclasses import dataclass
+
+from harness import constants
+from harness import detect as detection
+from harness.scoring import score_sample
+from harness.sources import load_sources, model_path
+from harness.tool_loop import Chat, first_prompt, run_sample, step_seed, template_kwargs_for
+from harness.transcripts import MODEL, SAMPLE, TranscriptWriter, now, read_transcript, sample_key, transcript_path
+
+MODE = "native"  # issue 4 adds grammar and fallback; the mode is already part of every record and key
+# llama.cpp's template for a GGUF that embeds none (common/chat.cpp, CHATML_TEMPLATE_SRC), used only when
+# sources.json pins no template for the model either. Recorded as such in the transcript.
+LLAMA_CPP_CHATML = (
+    "{%- for message in messages -%}\n"
+    "  {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "  {{- '<|im_start|>assistant\n' -}}\n"
+    "{%- endif -%}"
+)
+N_CTX = 4096
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class OpenModel:
+    id: str
+    sha256: str
+    filename: str
+    chat: Chat
+    template_source: str     # "gguf", "sources.json:<id>" or "llama.cpp-default-chatml"
+    template_id: str | None  # the official template sources.json expects this model to carry
+    detection: object
+
+
+def _token_text(llm, token: int) -> str:
+    from harness.decoding import token_bytes
+
+    return token_bytes(llm, token).decode("utf-8", errors="replace") if token >= 0 else ""
+
+
+def open_model(model_id: str, sources=None, threads: int | None = None) -> OpenModel:
+    """Load a verified model file and decide how it is driven: its embedded template, its special tokens
+    and the family detected from that template (mode native, setting auto)."""
+    from harness.generate import load_model
+    from harness.sources import resolve_template
+
+    sources = sources or load_sources()
+    pin = sources.model(model_id)
+    path = model_path(model_id, sources)
+    llm = load_model(path, n_ctx=N_CTX, n_threads=threads or constants.HARNESS_THREADS)
+    template = llm.metadata.get("tokenizer.chat_template")
+    source = "gguf"
+    if not template and pin.template:
+        template, source = resolve_template(pin.template, sources).text, f"sources.json:{pin.template}"
+    elif not template:
+        template, source = LLAMA_CPP_CHATML, "llama.cpp-default-chatml"
+    bos, eos = _token_text(llm, llm.token_bos()), _token_text(llm, llm.token_eos())
+    kwargs = template_kwargs_for(template)
+    found = detection.detect(template, bos, eos, **kwargs)
+    chat = Chat(llm, template, bos, eos, found.family, kwargs)
+    return OpenModel(model_id, pin.sha256, pin.filename, chat, source, pin.template, found)
+
+
+def model_record(model: OpenModel) -> dict:
+    """What the report needs about the model without loading it: the template as rendered, and detection."""
+    return {"kind": MODEL, "model": {"id": model.id, "sha256": model.sha256, "file": model.filename},
+            "template": {"source": model.template_source, "pinned_id": model.template_id,
+                         "sha256": sha256_text(model.chat.template), "text": model.chat.template},
+            "bos_token": model.chat.bos_token, "eos_token": model.chat.eos_token, "family": model.chat.family,
+            "detection": model.detection.to_json(), "template_kwargs": model.chat.template_kwargs,
+            "recorded": now()}
+
+
+def sample_seed(base_seed: int, index: int) -> int:
+    return base_seed + index
+
+
+def planned_key(model: OpenModel | dict, scenario, index: int, base_seed: int) -> tuple:
+    ident = {"id": model.id, "sha256": model.sha256} if isinstance(model, OpenModel) else model
+    return sample_key({"model": ident, "scenario": {"name": scenario.name, "hash": scenario.hash},
+                       "mode": MODE, "sample": index, "seed": sample_seed(base_seed, index)})
+
+
+def sample_record(model: OpenModel, scenario, index: int, seed: int, result: dict, started: str, seconds: float,
+                  batch: dict | None = None) -> dict:
+    record = {
+        "kind": SAMPLE,
+        "model": {"id": model.id, "sha256": model.sha256},
+        "template": {"id": model.template_id, "sha256": sha256_text(model.chat.template),
+                     "source": model.template_source},
+        "family": model.chat.family, "mode": MODE,
+        "scenario": {"name": scenario.name, "hash": scenario.hash},
+        "sample": index, "seed": seed, "sampling": scenario.sampling, "max_steps": scenario.max_steps,
+        "template_kwargs": model.chat.template_kwargs, "replayed": False,
+        "turns": result["turns"], "error": result["error"], "executions": result["executions"],
+        "started": started, "finished": now(), "seconds": round(seconds, 3),
+        # The first step was written in a batch with the other pending samples: its wall time and size.
+        "batch": batch,
+    }
+    record["verdicts"] = score_sample(scenario, record)
+    return record
+
+
+def pending(model_id: str, sha256: str, scenarios, samples: int | None, base_seed: int, done: set) -> list:
+    """(scenario, [sample indices still to run]) for every scenario, in order."""
+    ident = {"id": model_id, "sha256": sha256}
+    out = []
+    for scenario in scenarios:
+        n = samples or scenario.samples
+        todo = [i for i in range(n) if planned_key(ident, scenario, i, base_seed) not in done]
+        out.append((scenario, todo))
+    return out
+
+
+def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, progress=None, sources=None,
+              results_dir=None, warn=print, threads: int | None = None) -> dict:
+    """Run every pending sample of one model. Returns a summary: counts and wall time."""
+    sources = sources or load_sources()
+    pin = sources.model(model_id)
+    path = transcript_path(model_id, results_dir)
+    existing = read_transcript(path)
+    for message in existing.warnings:
+        warn(message)
+    work = pending(model_id, pin.sha256, scenarios, samples, base_seed, existing.done())
+    total = sum(len(todo) for _, todo in work)
+    skipped = sum((samples or s.samples) for s in scenarios) - total
+    summary = {"model": model_id, "transcript": str(path), "ran": 0, "skipped": skipped, "seconds": 0.0,
+               "errors": 0, "family": None}
+    if progress is not None:
+        progress.update(skipped)
+    if total == 0:
+        return summary
+    started = time.monotonic()
+    model = open_model(model_id, sources, threads)
+    summary["family"] = model.chat.family
+    with TranscriptWriter(path) as writer:
+        for message in writer.warnings:
+            warn(message)
+        if model.sha256 not in existing.models() or _changed(existing.models()[model.sha256], model):
+            writer.append(model_record(model))
+        for scenario, todo in work:
+            if not todo:
+                continue
+            began, clock = now(), time.monotonic()
+            firsts = _first_steps(model, scenario, todo, base_seed)
+            batch = None
+            if any(firsts):
+                batch = {"size": len(todo), "seconds": round(time.monotonic() - clock, 3)}
+            for index, first in zip(todo, firsts):
+                seed = sample_seed(base_seed, index)
+                result = run_sample(model.chat, scenario, seed, first=first)
+                share = batch["seconds"] / batch["size"] if batch else 0.0
+                seconds = time.monotonic() - clock + share
+                writer.append(sample_record(model, scenario, index, seed, result, began, seconds, batch))
+                began, clock = now(), time.monotonic()
+                summary["ran"] += 1
+                summary["errors"] += bool(result["error"])
+                if progress is not None:
+                    progress.update(1)
+    summary["seconds"] = round(time.monotonic() - started, 1)
+    return summary
+
+
+def _changed(recorded: dict, model: OpenModel) -> bool:
+    return recorded.get("template", {}).get("sha256") != sha256_text(model.chat.template) or \
+        recorded.get("family") != model.chat.family
+
+
+def _first_steps(model: OpenModel, scenario, todo: list, base_seed: int) -> list:
+    """The first step of every pending sample in one batch, sharing the prompt's evaluation. A failure here
+    (a template that cannot render, a prompt too long) is left to each sample's own loop to record."""
+    from harness.errors import GenerationError, TemplateError
+    from harness.generate import generate_samples
+
+    if len(todo) < 2:
+        return [None] * len(todo)
+    try:
+        prompt = first_prompt(model.chat, scenario)
+        seeds = [step_seed(sample_seed(base_seed, i), 0, 0) for i in todo]
+        batch = generate_samples(model.chat.llm, prompt, len(todo), seeds=seeds, timeout=model.chat.step_timeout,
+                                 **scenario.sampling)
+    except (GenerationError, TemplateError):
+        return [None] * len(todo)
+    return batch.generations
