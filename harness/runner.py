@@ -123,8 +123,9 @@ def pending(model_id: str, sha256: str, scenarios, samples: int | None, base_see
 
 
 def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, progress=None, sources=None,
-              results_dir=None, warn=print, threads: int | None = None) -> dict:
-    """Run every pending sample of one model. Returns a summary: counts and wall time."""
+              results_dir=None, warn=print, threads: int | None = None, model: OpenModel | None = None) -> dict:
+    """Run every pending sample of one model (opened here unless `model` is already open). Returns a
+    summary: counts and wall time."""
     sources = sources or load_sources()
     pin = sources.model(model_id)
     path = transcript_path(model_id, results_dir)
@@ -141,7 +142,7 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
     if total == 0:
         return summary
     started = time.monotonic()
-    model = open_model(model_id, sources, threads)
+    model = model or open_model(model_id, sources, threads)
     summary["family"] = model.chat.family
     with TranscriptWriter(path) as writer:
         for message in writer.warnings:

@@ -1,0 +1,30 @@
+"""Live tests: parametrized over models (sources.json) × scenarios (scenarios/*.yaml).
+
+The `live` marker is declared in pyproject.toml (--strict-markers). Options, all under one prefix:
+  --harness-samples N   samples per model × scenario in tests/test_live.py (default 1)
+  --harness-models IDS  comma-separated model ids (default: every model in sources.json; those not in the
+                        cache are skipped with the exact `harness fetch --models ID` command as the reason)
+"""
+
+import pytest
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("harness", "live model runs")
+    group.addoption("--harness-samples", type=int, default=1, metavar="N",
+                    help="samples per model x scenario in live tests (default 1)")
+    group.addoption("--harness-models", default=None, metavar="IDS",
+                    help="comma-separated model ids for live tests (default: all of sources.json)")
+
+
+def pytest_generate_tests(metafunc):
+    if "live_model_id" not in metafunc.fixturenames:
+        return
+    from harness.scenarios import load_scenarios
+    from harness.sources import load_sources
+
+    chosen = metafunc.config.getoption("--harness-models")
+    models = chosen.split(",") if chosen else list(load_sources().models)
+    scenarios = [s.name for s in load_scenarios()]
+    cases = [pytest.param(m, s, id=f"{m}-{s}", marks=pytest.mark.live) for m in models for s in scenarios]
+    metafunc.parametrize(("live_model_id", "live_scenario_name"), cases)
