@@ -28,8 +28,7 @@ def draw_heatmap(frame: pd.DataFrame, path: Path) -> Path:
     rate = np.where(known.fillna(0).to_numpy() > 0, passed.to_numpy(dtype=float) / known.to_numpy(dtype=float), np.nan)
 
     fig, ax = plt.subplots(figsize=(1.1 * len(cols) + 3.5, 0.62 * len(rows) + 2.2), dpi=120)
-    cmap = matplotlib.colormaps["RdYlGn"].copy()
-    cmap.set_bad("#d9d9d9")
+    cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#d9d9d9")
     image = ax.imshow(np.ma.masked_invalid(rate), cmap=cmap, vmin=0, vmax=1, aspect="auto")
     for i in range(len(rows)):
         for j in range(len(cols)):
