@@ -152,18 +152,19 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
         for scenario, todo in work:
             if not todo:
                 continue
-            began, clock = now(), time.monotonic()
+            clock = time.monotonic()
             firsts = _first_steps(model, scenario, todo, base_seed)
             batch = None
             if any(firsts):
                 batch = {"size": len(todo), "seconds": round(time.monotonic() - clock, 3)}
+            # A sample's time: its own steps plus its share of the batched first step.
+            share = batch["seconds"] / batch["size"] if batch else 0.0
             for index, first in zip(todo, firsts):
                 seed = sample_seed(base_seed, index)
+                began, clock = now(), time.monotonic()
                 result = run_sample(model.chat, scenario, seed, first=first)
-                share = batch["seconds"] / batch["size"] if batch else 0.0
                 seconds = time.monotonic() - clock + share
                 writer.append(sample_record(model, scenario, index, seed, result, began, seconds, batch))
-                began, clock = now(), time.monotonic()
                 summary["ran"] += 1
                 summary["errors"] += bool(result["error"])
                 if progress is not None:
