@@ -19,9 +19,17 @@ from harness.sources import load_sources, resolve_template
 from harness.transcripts import read_all
 
 # Rates every table shows, in order, with their column titles.
-RATES = {"parsed": "parses as a call of the family", "right_tool": "right tool",
+RATES = {"parsed": "parsed as expected", "call_readable": "call attempts read", "right_tool": "right tool",
          "valid_arguments": "valid typed args", "expected_arguments": "expected args",
          "answer": "expected answer", "result_used": "uses tool result", "passed": "all checks"}
+
+
+LEGEND = (
+    "Rates: successes/samples where the check applies, with the Wilson 95% interval. *Parsed as expected*: "
+    "the first reply is a call of the model's family where a call is due, plain text where none is. *Call "
+    "attempts read*: of the samples whose replies tried to call (a call or a call-shaped near miss), how many "
+    "the strict parser reads as calls. Deviations name the near misses; findings name behaviours a rate hides."
+)
 
 
 @dataclass
@@ -41,7 +49,7 @@ def _row(record: dict, verdicts: dict) -> dict:
         "model": record["model"]["id"], "scenario": record["scenario"]["name"], "mode": record.get("mode", "native"),
         "sample": record.get("sample"), "seed": record.get("seed"), "family": record.get("family"),
         "replayed": bool(record.get("replayed")), "replay_kind": replay.get("kind"),
-        **{name: verdicts.get(name) for name in (*VERDICTS, "passed")},
+        **{name: verdicts.get(name) for name in (*VERDICTS, "passed", "call_readable")},
         "deviations": verdicts["deviations"], "findings": verdicts["findings"],
         "parse_changed": verdicts["parse_changed"], "seconds": record.get("seconds"),
         "completion_tokens": sum(s.get("completion_tokens") or 0 for s in steps),
@@ -97,8 +105,8 @@ def named_counts(series) -> str:
 
 def scenario_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = []
-    for name, group in frame.groupby("scenario", sort=True):
-        row = {"scenario": name, "samples": len(group)}
+    for (name, mode), group in frame.groupby(["scenario", "mode"], sort=True):
+        row = {"scenario": name, "mode": mode, "samples": len(group)}
         row.update({title: rate_cell(group[key]) for key, title in RATES.items()})
         row["deviations"] = named_counts(group["deviations"])
         row["findings"] = named_counts(group["findings"])
@@ -180,7 +188,7 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
     stale = sum(n for (m, _), n in collected.stale.items() if m == model_id)
     if stale:
         lines.append(f"- {stale} older record(s) of since-changed scenarios left out (re-run to refresh).")
-    lines += ["", "Rates: successes/samples where the check applies, with the Wilson 95% interval.", ""]
+    lines += ["", LEGEND, ""]
     if not live.empty:
         lines += ["## Live", "", scenario_table(live).to_markdown(index=False), ""]
     if not replayed.empty:
@@ -212,10 +220,10 @@ def summary_markdown(collected: Collected) -> str:
     for (model, replayed), group in frame.groupby(["model", "replayed"], sort=True):
         row = {"model": model + (" (replayed)" if replayed else ""), "family": _family(group["family"].iloc[0]),
                "samples": len(group)}
-        row.update({RATES[k]: rate_cell(group[k]) for k in ("parsed", "right_tool", "valid_arguments", "answer",
-                                                            "passed")})
+        row.update({RATES[k]: rate_cell(group[k]) for k in ("parsed", "call_readable", "right_tool",
+                                                            "valid_arguments", "answer", "passed")})
         overall.append(row)
-    lines += ["## Models", "", pd.DataFrame(overall).to_markdown(index=False), ""]
+    lines += ["## Models", "", LEGEND, "", pd.DataFrame(overall).to_markdown(index=False), ""]
     grid = pass_grid(frame)
     cells = grid.map(lambda v: "–" if v is None or v != v else f"{100 * v:.0f}%")
     lines += ["## All checks passed, by scenario", "", cells.to_markdown(), "", "![heat map](heatmap.png)", ""]

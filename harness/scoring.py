@@ -145,10 +145,14 @@ def score_turn(scenario, spec, record_turn, family, replayed=False) -> dict:
     if not turn.steps and not replayed:
         # The sample stopped before this turn (a render or generation error): what was due did not happen.
         out = {k: (False if _applies(k, expect) else None) for k in VERDICTS}
+    # Of the replies that tried to call (a call, or a call-shaped near miss), how many the strict parser reads.
+    attempts = [p for p in turn.parses if p.accepted or p.deviation not in (None, dev.UNCLOSED_REASONING)]
+    readable = all(p.accepted for p in attempts) if attempts else None
     findings += _findings(scenario, turn, family, replayed)
     recorded = [s.get("parse") for s in turn.steps]
     changed = any(r is not None and _parse_key(r) != _parse_key(p.to_json()) for r, p in zip(recorded, turn.parses))
-    return {**out, "deviations": deviations, "findings": findings, "answer_text": turn.answer,
+    return {**out, "call_readable": readable, "deviations": deviations, "findings": findings,
+            "answer_text": turn.answer,
             "calls": [{"name": c.name, "arguments": t.arguments if t else c.arguments} for _, c, t in turn.calls],
             "parse_changed": changed}
 
@@ -222,6 +226,7 @@ def score_sample(scenario, record: dict) -> dict:
     out = {name: _all(t[name] for t in turns) for name in VERDICTS}
     applicable = [v for v in out.values() if v is not None]
     out["passed"] = all(applicable) if applicable else None
+    out["call_readable"] = _all(t["call_readable"] for t in turns)
     out["deviations"] = [d for t in turns for d in t["deviations"]]
     out["findings"] = [f for t in turns for f in t["findings"]]
     out["parse_changed"] = any(t["parse_changed"] for t in turns)

@@ -121,3 +121,11 @@ def test_wilson_interval():
     low, high = wilson(5, 10)
     assert 0.23 < low < 0.24 and 0.76 < high < 0.77
     assert wilson(0, 0) == (0.0, 1.0)
+
+
+def test_call_readable_counts_only_replies_that_tried_to_call():
+    fenced = '```json\n{"name": "file_chunks", "arguments": {"source": "imprint/chat.py", "start": 0, "end": 2}}\n```'
+    assert score_sample(SCENARIOS["file-chunks"], sample("hermes", [step(fenced)]))["call_readable"] is False
+    assert score_sample(SCENARIOS["file-chunks"], sample("hermes", [step(QWEN3_FILE_CHUNKS)],
+                                                          replayed=True))["call_readable"] is True
+    assert score_sample(SCENARIOS["greeting"], sample("hermes", [step("Hello!")]))["call_readable"] is None
