@@ -12,6 +12,7 @@ from functools import lru_cache
 
 from harness import families as registry
 from harness.arguments import type_arguments
+from harness.detect import END_OF_TURN
 from harness.families import deviations as dev
 from harness.families.base import ParseResult, ToolCall
 
@@ -28,6 +29,8 @@ TRUNCATED = "truncated"                        # a reply stopped at max_tokens
 GENERATION_ERROR = "generation-error"          # generation failed (deadline, runtime error)
 TOOL_RAN_TWICE = "tool-ran-twice"              # one call executed more than once: a loop bug, never a model's
 CALL_WITHOUT_TOOLS = "call-without-tools"      # a tools-less chat wrote call-like text (named by its deviation)
+PAST_END_OF_TURN = "past-end-of-turn"          # the reply holds an end-of-turn marker as text and goes on:
+#                                                the model writes the next turns itself (wrong or no template)
 
 
 def parse_reply(family: str | None, reply: str, prompt_tail: str = "") -> ParseResult:
@@ -52,6 +55,18 @@ def writes_values_as_text(family: str | None) -> bool:
     except Exception:  # noqa: BLE001 -- a family that cannot format is judged as JSON-typed
         return False
     return bool(parsed.calls) and isinstance(parsed.calls[0].arguments.get("n"), str)
+
+
+def end_of_turn_at(text: str) -> int | None:
+    hits = [text.find(m) for m in END_OF_TURN if m in text]
+    return min(hits) if hits else None
+
+
+def before_end_of_turn(text: str) -> str:
+    """The answer the turn gave: text a model writes after an end-of-turn marker is the next turns, which it
+    made up, not its answer (an echo of the user's words there must not pass an answer check)."""
+    cut = end_of_turn_at(text)
+    return text if cut is None else text[:cut].strip()
 
 
 def contains(text: str, needle: str) -> bool:
@@ -99,7 +114,7 @@ class _Turn:
         if not self.steps or self.steps[-1].get("error"):
             return None
         last = self.parses[-1]
-        return None if last.accepted else last.content
+        return None if last.accepted else before_end_of_turn(last.content)
 
 
 def score_turn(scenario, spec, record_turn, family, replayed=False) -> dict:
@@ -198,6 +213,8 @@ def _findings(scenario, turn: _Turn, family, replayed=False) -> list:
     if not replayed and turn.steps and turn.parses[-1].accepted and not turn.steps[-1].get("error"):
         found.append(STEP_LIMIT)
     for step in turn.steps:
+        if end_of_turn_at(step.get("reply", "")) is not None:
+            found.append(PAST_END_OF_TURN)
         if step.get("finish_reason") == "length":
             found.append(TRUNCATED)
         if step.get("error"):

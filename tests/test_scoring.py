@@ -129,3 +129,9 @@ def test_call_readable_counts_only_replies_that_tried_to_call():
     assert score_sample(SCENARIOS["file-chunks"], sample("hermes", [step(QWEN3_FILE_CHUNKS)],
                                                           replayed=True))["call_readable"] is True
     assert score_sample(SCENARIOS["greeting"], sample("hermes", [step("Hello!")]))["call_readable"] is None
+
+
+def test_text_past_an_end_of_turn_marker_is_not_the_answer():
+    echo = "what did I tell you my name was<|im_end|>\n<|im_start|>user\nMy name is Priya.<|im_end|>"
+    verdicts = score_sample(SCENARIOS["name-recall"], sample(None, [step("Hello.")], [step(echo)]))
+    assert verdicts["answer"] is False and "past-end-of-turn" in verdicts["findings"]
