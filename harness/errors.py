@@ -37,3 +37,14 @@ class FamilySpecError(HarnessError):
 
 class ScenarioError(HarnessError):
     """A scenario YAML file is invalid; the message names the file, line and field."""
+
+
+class GrammarError(HarnessError):
+    """A tool-call grammar cannot be built: no tools, a tool without an identifier name, an unknown family or
+    tool_choice."""
+
+
+class GrammarRuntimeError(HarnessError):
+    """Grammar-constrained sampling failed inside the runtime (seed 004: a null function pointer under GPU
+    offload), as opposed to a grammar that does not parse. The tool loop retries that step once without the
+    grammar and records that it did."""
