@@ -1,0 +1,122 @@
+"""Tool-call grammars: a GBNF grammar from the offered tools' JSON schemas, in a family's own call shape, so that
+sampling can only write plain text or a valid call of that family (only a call, with tool_choice "required").
+
+    spec = build_grammar("hermes", tools, tool_choice="auto")
+    spec.gbnf              # GBNF text, root rule "root"
+    spec.lazy              # True for "auto": unconstrained until a trigger, constrained from it on
+    spec.trigger_patterns  # what llama_sampler_init_grammar_lazy_patterns takes (the words are inside)
+    spec.triggers          # the words those patterns look for (for people and stream holdback)
+    spec.family            # whose call shape the grammar imposes; family_for(spec.family) parses the reply
+
+Families: every YAML family gets its grammar from its own pattern; custom families with a shape in
+harness/grammar/shapes.py get theirs; a family with no tool format (None) or a custom family without a shape
+gets the generic JSON shape, family "generic-json": the whole reply is {"name": ..., "arguments": {...}} or it
+is a plain answer. generic-json is a family of its own (harness/grammar/generic-json.yaml), outside the
+registry: no template writes it, so detection never picks it (docs/adding-a-family.md, "Grammar shapes").
+
+Lazy grammars and llama.cpp. When a trigger pattern matches, llama.cpp feeds the text from the trigger to the
+end of the current token into the grammar; if the grammar rejects that text it throws a C++ exception through
+the C API and the process aborts (it cannot be caught in Python). Every pattern built here therefore matches
+only when that text is a prefix the grammar accepts, and fires on the word at the end of a token or followed
+by the start of the call, never by arbitrary text. GrammarRuntimeError (harness.errors) is what a generation
+raises when grammar sampling fails inside the runtime: the tool loop retries once unconstrained."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from harness import families as registry
+from harness.errors import GrammarError, GrammarRuntimeError
+from harness.families.base import Family
+from harness.families.spec import load_family
+from harness.grammar.builder import CallGrammar, tool_list
+from harness.grammar.gbnf import RuleSet, seq
+from harness.grammar.shapes import from_pattern, shape_for
+
+__all__ = ["GENERIC", "TOOL_CHOICES", "GrammarSpec", "GrammarError", "GrammarRuntimeError", "build_grammar",
+           "family_for", "generic_family"]
+
+GENERIC = "generic-json"
+TOOL_CHOICES = ("auto", "required")
+GENERIC_PATH = Path(__file__).resolve().parent / f"{GENERIC}.yaml"
+
+
+@dataclass(frozen=True)
+class GrammarSpec:
+    family: str
+    gbnf: str
+    triggers: tuple = ()
+    trigger_patterns: tuple = ()
+    tool_choice: str = "auto"
+    # The family asked for (None: the template has no tool format); differs from `family` on a fallback.
+    requested: str | None = None
+    root: str = "root"
+    note: str = ""
+
+    @property
+    def lazy(self) -> bool:
+        return bool(self.trigger_patterns)
+
+    def to_json(self) -> dict:
+        return {"family": self.family, "requested": self.requested, "tool_choice": self.tool_choice,
+                "lazy": self.lazy, "triggers": list(self.triggers), "trigger_patterns": list(self.trigger_patterns),
+                "note": self.note, "gbnf": self.gbnf}
+
+
+@lru_cache(maxsize=1)
+def generic_family() -> Family:
+    return load_family(GENERIC_PATH, registry.all_markers)
+
+
+def family_for(name: str | None) -> Family:
+    """The family that parses replies written under a grammar of family `name` (generic-json included)."""
+    if name is None or name == GENERIC:
+        return generic_family()
+    return registry.get(name)
+
+
+def build_grammar(family: str | None, tools: list, tool_choice: str = "auto") -> GrammarSpec:
+    """The grammar of a call of `family` (None: no tool format) to one of `tools` (OpenAI-style tool dicts or
+    bare functions with name/parameters). tool_choice "auto": a lazy grammar (plain text, or text then a call
+    where the family allows it); "required": a call and nothing else."""
+    if tool_choice not in TOOL_CHOICES:
+        raise GrammarError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)}, not {tool_choice!r}")
+    tools = tool_list(tools)
+    if family is None or family == GENERIC:
+        why = "the template has no tool-call format" if family is None else ""
+        return _build(generic_family(), from_pattern(generic_family()), tools, tool_choice, family, why)
+    fam = registry.get(family)
+    shape = shape_for(fam)
+    if shape is None:
+        why = f"{family}'s call format has no grammar shape (custom parser); the generic JSON shape is imposed"
+        return _build(generic_family(), from_pattern(generic_family()), tools, tool_choice, family, why)
+    try:
+        return _build(fam, shape, tools, tool_choice, family, shape.note)
+    except GrammarError as exc:
+        why = f"{family}'s pattern cannot be made a grammar ({exc}); the generic JSON shape is imposed"
+        return _build(generic_family(), from_pattern(generic_family()), tools, tool_choice, family, why)
+
+
+def _build(fam: Family, shape, tools, tool_choice, requested, note) -> GrammarSpec:
+    grammar = CallGrammar(shape, tools, RuleSet())
+    calls = grammar.calls()
+    names = [n for n, _ in tools]
+    if tool_choice == "required":
+        root = seq(grammar.lead(), calls)
+        return GrammarSpec(fam.name, grammar.rules.text(root), tool_choice=tool_choice, requested=requested,
+                           note=note)
+    if shape.start_only:
+        anywhere, at_start = [], list(fam.markers)
+    else:
+        anywhere, at_start = list(fam.markers), []
+    if shape.triggers is not None:
+        anywhere = shape.triggers(names)
+    if shape.start_triggers is not None:
+        at_start = shape.start_triggers(names)
+    words, patterns = grammar.trigger_patterns(calls, anywhere, at_start)
+    if not patterns:
+        raise GrammarError(f"{fam.name}: none of the trigger words {anywhere + at_start} opens the call grammar")
+    return GrammarSpec(fam.name, grammar.rules.text(calls), tuple(words), tuple(patterns), tool_choice,
+                       requested, note=note)
