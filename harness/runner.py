@@ -25,6 +25,10 @@ LLAMA_CPP_CHATML = (
     "{%- endif -%}"
 )
 N_CTX = 4096
+# Measured on the 2-core machine while other jobs ran: with 2 threads (llama-cpp-python's batch default) the
+# batched first steps of qwen2.5-coder-0.5b wrote 0.3-1 token/s, because ggml's threads spin at every
+# barrier and stall whenever the other core is busy; with 1 thread, 7-15 tokens/s and prompts at ~50 tokens/s.
+DEFAULT_THREADS = 1
 
 
 def sha256_text(text: str) -> str:
@@ -57,7 +61,7 @@ def open_model(model_id: str, sources=None, threads: int | None = None) -> OpenM
     sources = sources or load_sources()
     pin = sources.model(model_id)
     path = model_path(model_id, sources)
-    llm = load_model(path, n_ctx=N_CTX, n_threads=threads or constants.HARNESS_THREADS)
+    llm = load_model(path, n_ctx=N_CTX, n_threads=threads or constants.HARNESS_THREADS or DEFAULT_THREADS)
     template = llm.metadata.get("tokenizer.chat_template")
     source = "gguf"
     if not template and pin.template:

@@ -23,7 +23,7 @@ TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # it, and harness.generate.DEFAULT_SAMPLING holds the same values). max_tokens bounds a reply.
 DEFAULT_SAMPLING = {"temperature": 0.2, "top_p": 0.95, "top_k": 40, "min_p": 0.05, "repeat_penalty": 1.1,
                     "max_tokens": 192}
-DEFAULT_SAMPLES = 3
+DEFAULT_SAMPLES = 5
 DEFAULT_MAX_STEPS = 3
 SCENARIO_KEYS = {"name", "description", "tools", "conversation", "sampling", "samples", "max_steps"}
 TOOL_KEYS = {"name", "description", "parameters", "returns", "raises", "evidence"}
