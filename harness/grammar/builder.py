@@ -249,17 +249,34 @@ class CallGrammar:
         return words_kept, patterns
 
 
+class _PlainJson(Values):
+    """JSON a MiniCPM 5 value may hold unwrapped: no newline, and strings without < or &."""
+
+    space = Raw('" "?', " ?", closed=True)
+    prefix = "plain-json"
+
+    def string(self) -> Expr:
+        char = self.rules.define("plain-json-char",
+                                 Raw(f'[^"\\\\<&\\x7F\\x00-\\x1F] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{{4}})'))
+        return self.rules.define("plain-json-string", Raw(f'"\\"" {char.name}* "\\""'))
+
+
 class _CdataJson(Values):
-    """Objects and arrays in a MiniCPM 5 value: JSON inside <![CDATA[...]]> (JSON may hold < and newlines)."""
+    """Objects and arrays in a MiniCPM 5 value: plain JSON, or any JSON inside <![CDATA[...]]>."""
+
+    def _either(self, plain: Expr, wrapped: Expr) -> Expr:
+        return alt(plain, seq(Lit("<![CDATA["), wrapped, Lit("]]>")))
 
     def object(self, schema, hint):
-        return seq(Lit("<![CDATA["), Values(self.rules, self.schemas.root).object(schema, hint), Lit("]]>"))
+        return self._either(_PlainJson(self.rules, self.schemas.root).object(schema, f"{hint}-plain"),
+                            Values(self.rules, self.schemas.root).object(schema, hint))
 
     def array(self, schema, hint):
-        return seq(Lit("<![CDATA["), Values(self.rules, self.schemas.root).array(schema, hint), Lit("]]>"))
+        return self._either(_PlainJson(self.rules, self.schemas.root).array(schema, f"{hint}-plain"),
+                            Values(self.rules, self.schemas.root).array(schema, hint))
 
     def any(self):
-        return seq(Lit("<![CDATA["), Values(self.rules, self.schemas.root).any(), Lit("]]>"))
+        return self._either(_PlainJson(self.rules, self.schemas.root).any(), Values(self.rules, self.schemas.root).any())
 
 
 def _stop_after_value(param_tokens) -> tuple[str, list]:

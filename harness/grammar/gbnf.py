@@ -334,13 +334,16 @@ def text_without(rules: RuleSet, stop: str, continuations, hint: str) -> Ref:
 
     chars = sorted(set(stop))
     names = [rules.reserve(f"{hint}-{i}") for i in range(n)]
-    other = Raw("[^" + "".join(char_class_escape(c) for c in chars) + "]")
     for state in range(n):
+        # llama.cpp keeps one stack per alternative, for every candidate token: the characters that lead
+        # back to the start state share one negated class, so a state has few alternatives.
+        moves = {ch: step(state, ch) for ch in chars}
+        special = sorted(ch for ch, nxt in moves.items() if nxt != 0)
+        other = Raw("[^" + "".join(char_class_escape(c) for c in special) + "]")
         options = [Seq((other, Ref(names[0])))]
-        for ch in chars:
-            nxt = step(state, ch)
-            if nxt < n:
-                options.append(Seq((Lit(ch), Ref(names[nxt]))))
+        for ch in special:
+            if moves[ch] < n:
+                options.append(Seq((Lit(ch), Ref(names[moves[ch]]))))
         if may_end(state):
             options.append(EMPTY)
         rules.fill(names[state], Alt(tuple(options)))

@@ -133,6 +133,7 @@ class Values:
 
     space = JSON_SPACE
     key_order_sorted = False
+    prefix = "json"  # names the shared rules of this syntax (any value, any object)
 
     def __init__(self, rules: RuleSet, root_schema: dict | None = None):
         self.rules = rules
@@ -223,7 +224,7 @@ class Values:
         return self.rules.define(f"{hint}-array", self.enclose("[", body, "]"))
 
     def any(self) -> Expr:
-        name = "json-value"
+        name = f"{self.prefix}-value"
         if name not in self.rules.rules:
             self.rules.reserve(name)
             obj = self.any_object()
@@ -235,7 +236,7 @@ class Values:
         return Ref(name)
 
     def any_object(self) -> Expr:
-        name = "json-object"
+        name = f"{self.prefix}-object"
         if name not in self.rules.rules:
             self.rules.reserve(name)
             value = self.any()
