@@ -57,6 +57,11 @@ def writes_values_as_text(family: str | None) -> bool:
     return bool(parsed.calls) and isinstance(parsed.calls[0].arguments.get("n"), str)
 
 
+def is_call_attempt(parse: ParseResult) -> bool:
+    """A near miss: the reply tried to call and the parser could not read it (reasoning left open is not)."""
+    return not parse.accepted and parse.deviation not in (None, dev.UNCLOSED_REASONING)
+
+
 def end_of_turn_at(text: str) -> int | None:
     hits = [text.find(m) for m in END_OF_TURN if m in text]
     return min(hits) if hits else None
@@ -114,7 +119,9 @@ class _Turn:
         if not self.steps or self.steps[-1].get("error"):
             return None
         last = self.parses[-1]
-        return None if last.accepted else before_end_of_turn(last.content)
+        if last.accepted or is_call_attempt(last):
+            return None  # a call, or an unread call shown as text: either way the turn gave no answer
+        return before_end_of_turn(last.content)
 
 
 def score_turn(scenario, spec, record_turn, family, replayed=False) -> dict:
@@ -124,8 +131,7 @@ def score_turn(scenario, spec, record_turn, family, replayed=False) -> dict:
     out = dict.fromkeys(VERDICTS)
     findings, deviations = [], [p.deviation for p in turn.parses if p.deviation]
     names = [call.name for _, call, _ in turn.calls]
-    # A near miss is an attempted call; reasoning left open is not.
-    attempted = first is not None and (first.accepted or first.deviation not in (None, dev.UNCLOSED_REASONING))
+    attempted = first is not None and (first.accepted or is_call_attempt(first))
     if first is not None:
         if expect.expects_call is True:
             out["parsed"] = first.accepted
@@ -161,7 +167,7 @@ def score_turn(scenario, spec, record_turn, family, replayed=False) -> dict:
         # The sample stopped before this turn (a render or generation error): what was due did not happen.
         out = {k: (False if _applies(k, expect) else None) for k in VERDICTS}
     # Of the replies that tried to call (a call, or a call-shaped near miss), how many the strict parser reads.
-    attempts = [p for p in turn.parses if p.accepted or p.deviation not in (None, dev.UNCLOSED_REASONING)]
+    attempts = [p for p in turn.parses if p.accepted or is_call_attempt(p)]
     readable = all(p.accepted for p in attempts) if attempts else None
     findings += _findings(scenario, turn, family, replayed)
     recorded = [s.get("parse") for s in turn.steps]

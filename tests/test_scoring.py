@@ -135,3 +135,9 @@ def test_text_past_an_end_of_turn_marker_is_not_the_answer():
     echo = "what did I tell you my name was<|im_end|>\n<|im_start|>user\nMy name is Priya.<|im_end|>"
     verdicts = score_sample(SCENARIOS["name-recall"], sample(None, [step("Hello.")], [step(echo)]))
     assert verdicts["answer"] is False and "past-end-of-turn" in verdicts["findings"]
+
+
+def test_an_unread_call_shown_as_text_is_no_answer():
+    bare = '{"name": "search", "arguments": {"query": "Priya", "limit": 10}}'
+    verdicts = score_sample(SCENARIOS["name-recall"], sample("hermes", [step("Hi Priya!")], [step(bare)]))
+    assert verdicts["answer"] is False and verdicts["deviations"] == ["bare-json"]
