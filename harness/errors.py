@@ -39,6 +39,15 @@ class ScenarioError(HarnessError):
     """A scenario YAML file is invalid; the message names the file, line and field."""
 
 
+class ModelLoadError(HarnessError):
+    """A GGUF model file is missing or llama.cpp could not load it."""
+
+
+class GenerationError(HarnessError):
+    """Generation could not start or continue: empty or over-long prompt, bad grammar, bad sampling values,
+    or llama.cpp failing to decode."""
+
+
 class GrammarError(HarnessError):
     """A tool-call grammar cannot be built: no tools, a tool without an identifier name, an unknown family or
     tool_choice."""

@@ -1,0 +1,66 @@
+"""The stand-in builder: vocabularies as the families have them, and scripts it refuses to write."""
+
+from __future__ import annotations
+
+import pytest
+from gguf import GGUFValueType, GGUFWriter
+
+import standin
+from standin import CONTROL, PROFILES, USER_DEFINED, Script, Turn, build_standin, vocab_for
+
+
+def test_fast_array_packing_writes_the_same_bytes_as_gguf():
+    fast, plain = standin._Writer(None, arch="gpt2"), GGUFWriter(None, arch="gpt2")
+    v, m = vocab_for("llama3.1"), vocab_for("mistral")
+    # Slices keep gguf's own (slow) packer quick; the tails hold the odd unicode and the control tokens.
+    arrays = [(v.tokens[-3000:], GGUFValueType.STRING), (v.types[-3000:], GGUFValueType.INT32),
+              (v.copied["tokenizer.ggml.merges"][2][-3000:], GGUFValueType.STRING),
+              (m.scores[-3000:], GGUFValueType.FLOAT32), (m.tokens[-3000:], GGUFValueType.STRING)]
+    for values, kind in arrays:
+        assert fast._pack_val(values, GGUFValueType.ARRAY, True, kind) == \
+            plain._pack_val(values, GGUFValueType.ARRAY, True, kind)
+
+
+def test_profiles_carry_the_family_tokens_with_their_kinds():
+    q, ll, m = vocab_for("qwen2.5"), vocab_for("llama3.1"), vocab_for("mistral")
+    assert (q.id("<tool_call>"), q.types[q.id("<tool_call>")]) == (151657, USER_DEFINED)  # Qwen2.5's id
+    assert (ll.id("<|python_tag|>"), ll.types[128010]) == (128010, CONTROL)
+    assert ll.id("<|eom_id|>") == 128008
+    assert m.types[m.id("[TOOL_CALLS]")] == CONTROL
+    assert m.id(b"\xe2") == m.tokens.index("<0xE2>")  # SentencePiece byte fallback
+    with pytest.raises(KeyError):
+        q.id("not one token at all")
+
+
+def test_prompt_ids_follow_the_bos_rule():
+    ll = vocab_for("llama3.1")
+    assert ll.prompt_ids("hi")[0] == ll.id("<|begin_of_text|>")
+    assert ll.prompt_ids("<|begin_of_text|>hi") == ll.prompt_ids("hi")
+    assert vocab_for("qwen2.5").prompt_ids("<|im_start|>")[0] == 151644
+
+
+def test_segment_spells_text_without_repeating_a_token():
+    q = vocab_for("qwen2.5")
+    text = "a b a b"
+    ids = q.segment(text)
+    assert len(set(ids)) == len(ids)
+    assert "".join(q.tokens[i] for i in ids) == q._internal(text)
+    with pytest.raises(ValueError, match="without repeating"):
+        q.segment("\x00\x00")  # byte 0 has one token and pairs with nothing
+    assert q.segment("\x00\x00", repeats=True) == [q.id(b"\x00")] * 2
+
+
+def test_contradicting_scripts_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="followed by both"):
+        build_standin(tmp_path / "x.gguf", "mistral", [Script("[INST]", ("Hello",)), Script("[INST]", ("Done",))])
+    with pytest.raises(ValueError, match="followed by both"):
+        build_standin(tmp_path / "x.gguf", "mistral", [Turn(5, ("Hello", "Done")), Turn(6, ("Yes",))])
+    with pytest.raises(ValueError, match="does not fit"):
+        build_standin(tmp_path / "x.gguf", "mistral", [Turn(4096, ("Hello",))])
+    assert not (tmp_path / "x.gguf").exists()
+
+
+def test_every_profile_builds(tmp_path):
+    for name in PROFILES:
+        s = build_standin(tmp_path / f"{name}.gguf", name, [Script(PROFILES[name].end_of_turn, ("Hello",))])
+        assert s.path.stat().st_size > 1_000_000 and s.turn_positions == frozenset()
