@@ -23,28 +23,22 @@ every scripted state from the weights it writes and refuses a model whose margin
 For replies that depend on more than this, drive generation with a grammar (llama.cpp grammars can name
 control tokens as `<|python_tag|>` or `<[id]>`).
 
-Vocabularies are read with a small reader of our own: gguf.GGUFReader takes ~20 s on the 128k-token Llama 3
-vocabulary, this takes well under a second. Files are written with gguf.GGUFWriter.
+The vocabularies and profiles live in tests/standin_vocab.py; everything a test needs is importable from here.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-import struct
-import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Sequence, Union
+from typing import Sequence
 
 import numpy as np
-from gguf import GGUFValueType, GGUFWriter
 
-LLAMA_CPP_MODELS = Path("/work/cache/llama_cpp_python-0.3.36/vendor/llama.cpp/models")
-
-# GGUF token types (llama.cpp's llama_token_type).
-NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+from standin_vocab import (  # noqa: F401  (re-exported: tests import the builder's whole API from here)
+    BYTE, CONTEXT_LENGTH, CONTROL, LLAMA_CPP_MODELS, NORMAL, PROFILES, UNKNOWN, UNUSED, USER_DEFINED, Item,
+    Profile, Vocab, _Writer, _write_kv, read_gguf_kv, vocab_for,
+)
 
 # Logits of the scripted next token (every unscripted token gets ~0): e^-40 times a 152k vocabulary is
 # ~1e-12, so sampling at any usual temperature, after a repeat penalty, still picks the scripted token.
@@ -52,290 +46,6 @@ TOKEN_LOGIT = 40.0  # a token slot alone (first-order lookup)
 POSITION_LOGIT = 56.0  # a position slot, which also outweighs the token slot present at the same time
 POSITION_GAIN = 8.0  # position slots are this much stronger than token slots in the residual stream
 MIN_MARGIN = 25.0  # build_standin refuses weights whose scripted token leads the runner-up by less
-CONTEXT_LENGTH = 4096  # rows of the position embedding: load stand-ins with n_ctx <= this
-
-Item = Union[str, bytes, int]  # a token's text, one raw byte (byte token), or a token id
-
-
-@dataclass(frozen=True)
-class Profile:
-    """A family's tokenizer: a llama.cpp vocabulary file plus the edits that make it that family's."""
-
-    name: str
-    vocab_file: str
-    end_of_turn: str  # the token the instruct model ends its turn with; also what unscripted tokens lead to
-    bos: str | None
-    add_bos: bool
-    template: str | None  # a file in models/templates, embedded as tokenizer.chat_template
-    renames: dict[int, tuple[str, int]] = field(default_factory=dict)  # id -> (new text, token type)
-    appended: tuple[tuple[str, int], ...] = ()  # new tokens at the end of the vocabulary
-    note: str = ""
-
-
-_QWEN25_ADDED = [
-    "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>", "<|box_end|>", "<|quad_start|>",
-    "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
-]
-_QWEN25_USER = ["<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>",
-                "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"]
-
-PROFILES: dict[str, Profile] = {
-    p.name: p
-    for p in (
-        Profile(
-            name="qwen2.5",
-            vocab_file="ggml-vocab-qwen2.gguf",
-            end_of_turn="<|im_end|>",
-            bos="<|endoftext|>",
-            add_bos=False,
-            template="Qwen-Qwen2.5-7B-Instruct.jinja",
-            # The vocabulary file predates Qwen2.5: ids 151646.. are padding there. Qwen2.5 puts its added
-            # tokens at exactly these ids, <tool_call> as a user-defined (not control) token.
-            renames={
-                **{151646 + i: (t, CONTROL) for i, t in enumerate(_QWEN25_ADDED)},
-                **{151657 + i: (t, USER_DEFINED) for i, t in enumerate(_QWEN25_USER)},
-            },
-            note="Qwen2 vocabulary with Qwen2.5's added tokens at their real ids",
-        ),
-        Profile(
-            name="llama3.1",
-            vocab_file="ggml-vocab-llama-bpe.gguf",
-            end_of_turn="<|eot_id|>",
-            bos="<|begin_of_text|>",
-            add_bos=True,
-            template="meta-llama-Llama-3.1-8B-Instruct.jinja",
-            # Llama 3.0's reserved tokens 4 and 5 became <|eom_id|> and <|python_tag|> in 3.1, same ids.
-            renames={128008: ("<|eom_id|>", CONTROL), 128010: ("<|python_tag|>", CONTROL)},
-            note="Llama 3 vocabulary with Llama 3.1's <|eom_id|> and <|python_tag|> at their real ids",
-        ),
-        Profile(
-            name="mistral",
-            vocab_file="ggml-vocab-llama-spm.gguf",
-            end_of_turn="</s>",
-            bos="<s>",
-            add_bos=True,
-            template="mistralai-Mistral-Nemo-Instruct-2407.jinja",
-            # Mistral v0.3's control tokens (ids 3-9 there) appended to a 32k SentencePiece vocabulary with byte
-            # fallback; the ids differ from Mistral's, the token kinds and texts do not.
-            appended=tuple((t, CONTROL) for t in (
-                "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
-                "[TOOL_RESULTS]", "[/TOOL_RESULTS]")),
-            note="Llama SentencePiece vocabulary plus Mistral v0.3's control tokens (appended ids)",
-        ),
-    )
-}
-
-
-def _bytes_to_unicode() -> dict[int, str]:
-    # GPT-2's byte-level BPE alphabet: printable bytes stand for themselves, the rest map above U+0100.
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
-
-
-_BYTE_ENCODER = _bytes_to_unicode()
-
-
-# --- GGUF key/value reader (vocabulary files hold no tensors) -------------------------------------------
-
-_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-_NUMPY = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "?", 10: "<u8", 11: "<i8", 12: "<f8"}
-
-
-def read_gguf_kv(path: Path) -> dict[str, tuple[int, int | None, object]]:
-    """key -> (value type, array element type or None, value). String arrays become lists of str."""
-    buf = memoryview(Path(path).read_bytes())
-    if bytes(buf[:4]) != b"GGUF":
-        raise ValueError(f"{path}: not a GGUF file")
-    version, _n_tensors, n_kv = struct.unpack_from("<IQQ", buf, 4)
-    if version < 2:
-        raise ValueError(f"{path}: GGUF version {version} is not supported")
-    pos = 24
-
-    def string() -> str:
-        nonlocal pos
-        (n,) = struct.unpack_from("<Q", buf, pos)
-        s = bytes(buf[pos + 8:pos + 8 + n]).decode("utf-8")
-        pos += 8 + n
-        return s
-
-    def scalar(t: int):
-        nonlocal pos
-        if t == 8:
-            return string()
-        fmt = _SCALARS[t]
-        (v,) = struct.unpack_from(fmt, buf, pos)
-        pos += struct.calcsize(fmt)
-        return v
-
-    out: dict[str, tuple[int, int | None, object]] = {}
-    for _ in range(n_kv):
-        key = string()
-        (vtype,) = struct.unpack_from("<I", buf, pos)
-        pos += 4
-        if vtype != 9:
-            out[key] = (vtype, None, scalar(vtype))
-            continue
-        etype, count = struct.unpack_from("<IQ", buf, pos)
-        pos += 12
-        if etype == 8:
-            out[key] = (vtype, etype, [string() for _ in range(count)])
-        else:
-            dt = np.dtype(_NUMPY[etype])
-            arr = np.frombuffer(buf, dtype=dt, count=count, offset=pos).copy()
-            pos += dt.itemsize * count
-            out[key] = (vtype, etype, arr)
-    return out
-
-
-# --- the vocabulary of a profile ---------------------------------------------------------------------
-
-class Vocab:
-    """A profile's vocabulary as it will be written: tokens, types, and how to name a token."""
-
-    def __init__(self, profile: Profile):
-        self.profile = profile
-        kv = read_gguf_kv(LLAMA_CPP_MODELS / profile.vocab_file)
-        self.model = kv["tokenizer.ggml.model"][2]  # "gpt2" (byte-level BPE) or "llama" (SentencePiece)
-        self.tokens: list[str] = list(kv["tokenizer.ggml.tokens"][2])
-        self.types: list[int] = [int(t) for t in kv["tokenizer.ggml.token_type"][2]]
-        scores = kv.get("tokenizer.ggml.scores")
-        self.scores: list[float] | None = [float(s) for s in scores[2]] if scores else None
-        for tid, (text, ttype) in profile.renames.items():
-            self.tokens[tid], self.types[tid] = text, ttype
-        for text, ttype in profile.appended:
-            self.tokens.append(text)
-            self.types.append(ttype)
-            if self.scores is not None:
-                self.scores.append(0.0)
-        self._id = {t: i for i, t in enumerate(self.tokens)}
-        self._tokenizer = None  # a vocabulary-only llama_cpp.Llama, made on first prompt_ids()
-        if len(self._id) != len(self.tokens):
-            raise ValueError(f"profile {profile.name}: duplicate token texts after edits")
-        # Keys copied as they are (merges, pre-tokenizer, special ids); the ids we set are overridden below.
-        self.copied = {k: v for k, v in kv.items() if k.startswith("tokenizer.") and k not in (
-            "tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.scores",
-            "tokenizer.chat_template", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
-            "tokenizer.ggml.add_bos_token", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")}
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    def id(self, item: Item) -> int:
-        """The id of one token named by its text, one raw byte, or its id. Raises if it is not one token."""
-        if isinstance(item, int):
-            if not 0 <= item < len(self.tokens):
-                raise ValueError(f"token id {item} out of range")
-            return item
-        if isinstance(item, bytes):
-            if len(item) != 1:
-                raise ValueError(f"a byte item is one byte, got {item!r}")
-            key = _BYTE_ENCODER[item[0]] if self.model == "gpt2" else f"<0x{item[0]:02X}>"
-            return self._id[key]
-        if item in self._id and self.types[self._id[item]] in (CONTROL, USER_DEFINED):
-            return self._id[item]
-        key = self._internal(item)
-        if key not in self._id:
-            raise KeyError(f"{item!r} is not a single token of the {self.profile.name} vocabulary")
-        return self._id[key]
-
-    def _internal(self, text: str) -> str:
-        if self.model == "gpt2":
-            return "".join(_BYTE_ENCODER[b] for b in text.encode("utf-8"))
-        return text.replace(" ", "\u2581")
-
-    def segment(self, text: str, avoid: Sequence[int] = (), repeats: bool = False) -> list[int]:
-        """Split text into normal tokens, longest first, never reusing an id (nor one in `avoid`) unless
-        `repeats`.
-
-        A first-order script cannot visit a token twice, so repeated text ("\\"" in JSON) must be spelt with
-        different tokens each time. Raises ValueError when the text cannot be spelt that way. With repeats=True
-        it is a plain longest-match spelling, e.g. for a Turn reply that must not start with SentencePiece's
-        space prefix (tokenizing "[{" gives "▁[{")."""
-        used = set(avoid)
-        out: list[int] = []
-        dead: set[int] = set()  # with repeats, a position that failed once always fails
-        budget = [20_000]  # without repeats the search can explode ("\n" * 300): give up, don't hang
-
-        def walk(i: int) -> bool:
-            if i == len(text):
-                return True
-            budget[0] -= 1
-            if i in dead or budget[0] < 0:
-                return False
-            for j in range(min(len(text), i + 24), i, -1):
-                tid = self._id.get(self._internal(text[i:j]))
-                if tid is None or tid in used or self.types[tid] != NORMAL:
-                    continue
-                if not repeats:
-                    used.add(tid)
-                out.append(tid)
-                if walk(j):
-                    return True
-                used.discard(tid)
-                out.pop()
-            if repeats:
-                dead.add(i)
-            return False
-
-        if not walk(0):
-            why = "without repeating a token" if not repeats else "with normal tokens"
-            raise ValueError(f"cannot spell {text!r} {why}" + (" (search gave up)" if budget[0] < 0 else ""))
-        return out
-
-    def prompt_ids(self, prompt: str) -> list[int]:
-        """The ids generate() feeds the model for `prompt` (special tokens parsed, BOS rule applied), from a
-        vocabulary-only GGUF of this profile loaded in llama.cpp. len() of it is a Turn's `after`."""
-        if self._tokenizer is None:
-            import llama_cpp
-            from llama_cpp._internals import LlamaModel
-
-            self._tmp = tempfile.TemporaryDirectory(prefix="standin-vocab-")
-            path = Path(self._tmp.name) / f"{self.profile.name}-vocab.gguf"
-            w = _Writer(str(path), arch="gpt2")
-            _write_kv(w, self, n_embd=16)
-            w.write_header_to_file()
-            w.write_kv_data_to_file()
-            w.close()
-            # The model alone, no context: Llama(vocab_only=True) would still open a context and warn about it.
-            params = llama_cpp.llama_model_default_params()
-            params.vocab_only = True
-            model = LlamaModel(path_model=str(path), params=params, verbose=False)
-            self._tokenizer = SimpleNamespace(tokenize=model.tokenize, token_bos=model.token_bos, _model=model)
-        from harness.decoding import prompt_token_ids
-
-        return prompt_token_ids(self._tokenizer, prompt)
-
-
-class _Writer(GGUFWriter):
-    """GGUFWriter with a fast path for long arrays: packing 300k vocabulary strings one value at a time takes
-    seconds. Same bytes (checked by loading the result in llama.cpp); relies on gguf 0.19's _pack_val."""
-
-    def _pack_val(self, val, vtype, add_vtype, sub_type=None):
-        if vtype != GGUFValueType.ARRAY or sub_type is None or len(val) < 1024:
-            return super()._pack_val(val, vtype, add_vtype, sub_type)
-        head = struct.pack("<I", vtype) if add_vtype else b""
-        head += struct.pack("<IQ", sub_type, len(val))
-        if sub_type == GGUFValueType.STRING:
-            parts = [s.encode("utf-8") for s in val]
-            lens = np.fromiter((len(b) for b in parts), dtype="<u8", count=len(parts))
-            return head + b"".join(l + b for l, b in zip((x.tobytes() for x in lens), parts))
-        dtype = {GGUFValueType.INT32: "<i4", GGUFValueType.FLOAT32: "<f4", GGUFValueType.UINT32: "<u4"}.get(sub_type)
-        if dtype is None:
-            return super()._pack_val(val, vtype, add_vtype, sub_type)
-        return head + np.asarray(val, dtype=dtype).tobytes()
-
-
-@functools.lru_cache(maxsize=None)
-def vocab_for(profile: str) -> Vocab:
-    """One Vocab per profile per test session: loading a vocabulary and its tokenizer takes about a second."""
-    return Vocab(PROFILES[profile])
 
 
 # --- scripts and the model --------------------------------------------------------------------------
@@ -371,35 +81,6 @@ class StandIn:
 
     def id(self, item: Item) -> int:
         return self.vocab.id(item)
-
-
-def _write_kv(w: GGUFWriter, vocab: Vocab, n_embd: int) -> None:
-    profile = vocab.profile
-    w.add_name(f"stand-in {profile.name}")
-    w.add_context_length(CONTEXT_LENGTH)
-    w.add_embedding_length(n_embd)
-    w.add_block_count(1)
-    w.add_feed_forward_length(n_embd)
-    w.add_head_count(1)
-    w.add_layer_norm_eps(1e-5)
-    w.add_vocab_size(len(vocab))
-    w.add_file_type(1)  # mostly F16
-    w.add_key_value("tokenizer.ggml.tokens", vocab.tokens, GGUFValueType.ARRAY, GGUFValueType.STRING)
-    w.add_key_value("tokenizer.ggml.token_type", vocab.types, GGUFValueType.ARRAY, GGUFValueType.INT32)
-    if vocab.scores is not None:
-        w.add_key_value("tokenizer.ggml.scores", vocab.scores, GGUFValueType.ARRAY, GGUFValueType.FLOAT32)
-    for key, (vtype, etype, value) in vocab.copied.items():
-        if vtype == GGUFValueType.ARRAY:
-            value = value if isinstance(value, list) else value.tolist()
-            w.add_key_value(key, value, GGUFValueType.ARRAY, GGUFValueType(etype))
-        else:
-            w.add_key_value(key, value, GGUFValueType(vtype))
-    w.add_eos_token_id(vocab.id(profile.end_of_turn))
-    if profile.bos is not None:
-        w.add_bos_token_id(vocab.id(profile.bos))
-    w.add_add_bos_token(profile.add_bos)
-    if profile.template:
-        w.add_chat_template((LLAMA_CPP_MODELS / "templates" / profile.template).read_text(encoding="utf-8"))
 
 
 def _links(vocab: Vocab, scripts: Sequence[Script | Turn]):
