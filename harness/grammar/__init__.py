@@ -115,6 +115,8 @@ def _build(fam: Family, shape, tools, tool_choice, requested, note) -> GrammarSp
         anywhere = shape.triggers(names)
     if shape.start_triggers is not None:
         at_start = shape.start_triggers(names)
+    if shape.lazy_lead:
+        calls = seq(grammar.render(shape.lazy_lead), calls)
     words, patterns = grammar.trigger_patterns(calls, anywhere, at_start)
     if not patterns:
         raise GrammarError(f"{fam.name}: none of the trigger words {anywhere + at_start} opens the call grammar")

@@ -82,6 +82,10 @@ class CallGrammar:
                 parts.append(Lit(value))
         return seq(*parts)
 
+    def render(self, tokens) -> Expr:
+        """Fixed tokens (no call placeholders) as an expression."""
+        return self._tokens(tokens, None)
+
     def _call_rule(self) -> Ref:
         per_tool = any(t == ("ph", p) for t in self.shape.call for p in ("name", "arguments", "params"))
         if per_tool:

@@ -8,7 +8,7 @@ import re
 
 import llama_cpp
 
-from harness.errors import GrammarError
+from harness.errors import GrammarError, GrammarRuntimeError
 
 
 def make_sampler(vocab, gbnf: str, trigger_patterns=(), root: str = "root"):
@@ -51,3 +51,97 @@ def trigger_start(patterns, buffer: bytes) -> int | None:
                     return m.start(i)
             return m.start()
     return None
+
+
+class GrammarGate:
+    """A grammar held beside sampling instead of inside the sampler chain, for generation loops that want
+    llama.cpp's fast path: sample as usual, ask allows(token), and only when the grammar refuses that token
+    mask the logits (mask) and sample again; then accept(token).
+
+    Applying a grammar to every candidate costs 40-150 ms per token with a 150k vocabulary on this machine;
+    a model that follows the grammar almost never needs it. Failures become GrammarRuntimeError, which the
+    tool loop can catch (retry once unconstrained), instead of a llama.cpp abort: a token the grammar refuses
+    is never accepted, and a lazy trigger whose replay the grammar would refuse is caught before llama.cpp
+    sees it."""
+
+    def __init__(self, vocab, gbnf: str, trigger_patterns=(), root: str = "root"):
+        self.vocab = vocab
+        self.gbnf, self.root = gbnf, root
+        self.patterns = tuple(trigger_patterns)
+        self.sampler = make_sampler(vocab, gbnf, self.patterns, root)
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
+        self.triggered = not self.patterns
+        self._buffer = b""
+        self._one = (llama_cpp.llama_token_data * 1)()
+        self._one_array = llama_cpp.llama_token_data_array(data=self._one, size=1, selected=-1, sorted=False)
+        self._all = None
+        self._piece = ctypes.create_string_buffer(256)
+
+    @classmethod
+    def for_spec(cls, vocab, spec) -> "GrammarGate":
+        return cls(vocab, spec.gbnf, spec.trigger_patterns, spec.root)
+
+    def allows(self, token: int) -> bool:
+        self._one[0].id, self._one[0].logit, self._one[0].p = token, 0.0, 0.0
+        self._one_array.size, self._one_array.selected = 1, -1
+        llama_cpp.llama_sampler_apply(self.sampler, ctypes.byref(self._one_array))
+        return self._one[0].logit != float("-inf")
+
+    def mask(self, logits):
+        """A copy of `logits` (n_vocab floats) with -inf for every token the grammar refuses."""
+        import numpy as np
+
+        if self._all is None:
+            self._all = (llama_cpp.llama_token_data * self.n_vocab)()
+            self._view = np.frombuffer(self._all, dtype=np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")]))
+            self._array = llama_cpp.llama_token_data_array(data=self._all, size=self.n_vocab, selected=-1,
+                                                           sorted=False)
+        self._view["id"] = np.arange(self.n_vocab, dtype=np.int32)
+        self._view["logit"] = logits[: self.n_vocab]
+        self._view["p"] = 0.0
+        self._array.size, self._array.selected, self._array.sorted = self.n_vocab, -1, False
+        llama_cpp.llama_sampler_apply(self.sampler, ctypes.byref(self._array))
+        out = np.full(self.n_vocab, -np.inf, dtype=np.float32)
+        out[self._view["id"]] = self._view["logit"]
+        if not np.isfinite(out).any():
+            raise GrammarRuntimeError("the grammar allows no token here (llama.cpp would sample from nothing)")
+        return out
+
+    def accept(self, token: int) -> None:
+        if not self.allows(token):
+            raise GrammarRuntimeError(f"token {token} is outside the grammar; accepting it would abort llama.cpp")
+        if not self.triggered:
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, self._piece, len(self._piece), 0, True)
+            self._buffer += self._piece.raw[:n]
+            start = trigger_start(self.patterns, self._buffer)
+            if start is not None:
+                if not self._accepts_prefix(self._buffer[start:]):
+                    raise GrammarRuntimeError(f"a trigger fired on {self._buffer[start:]!r}, which the grammar "
+                                              "refuses; llama.cpp would abort")
+                self.triggered = True
+        llama_cpp.llama_sampler_accept(self.sampler, token)
+
+    def _accepts_prefix(self, text: bytes) -> bool:
+        check = make_sampler(self.vocab, self.gbnf, (), self.root)
+        try:
+            n = -llama_cpp.llama_tokenize(self.vocab, text, len(text), None, 0, False, False)
+            ids = (llama_cpp.llama_token * max(n, 1))()
+            n = llama_cpp.llama_tokenize(self.vocab, text, len(text), ids, len(ids), False, False)
+            for token in ids[:n]:
+                self._one[0].id, self._one[0].logit = token, 0.0
+                self._one_array.size, self._one_array.selected = 1, -1
+                llama_cpp.llama_sampler_apply(check, ctypes.byref(self._one_array))
+                if self._one[0].logit == float("-inf"):
+                    return False
+                llama_cpp.llama_sampler_accept(check, token)
+            return True
+        finally:
+            llama_cpp.llama_sampler_free(check)
+
+    def close(self) -> None:
+        if self.sampler:
+            llama_cpp.llama_sampler_free(self.sampler)
+            self.sampler = None
+
+    def __del__(self):
+        self.close()

@@ -56,11 +56,41 @@ class Shape:
     kinds: dict | None = None  # {kind} literal per value kind ("*" for the rest); None: no {kind}
     key_escape: Callable[[str], str] = lambda k: k
     lead: list | None = None  # tokens written before the calls (tool_choice "required" only)
+    lazy_lead: list | None = None  # tokens a lazy grammar starts with, before the calls (the trigger's start)
     # Trigger words: anywhere in the reply / only at its start. Default: the family's markers the grammar
     # starts with (start_only families: at the start, after reasoning).
     triggers: Callable | None = None  # (tool names) -> words
     start_triggers: Callable | None = None
     note: str = ""
+
+
+def pin_marker(tokens: list, markers) -> list:
+    """The pattern's opening with its whitespace written as in the family's marker.
+
+    The parser finds a reply's first call by its marker, an exact string, and only then reads the pattern
+    (where whitespace is free): Gigachat's `<|message_sep|>\n\nfunction call` must be written just so."""
+    for marker in markers:
+        out, pos = [], 0
+        for i, (kind, value) in enumerate(tokens):
+            if pos >= len(marker):
+                return out + tokens[i:]
+            if kind == "lit":
+                n = min(len(value), len(marker) - pos)
+                if marker[pos : pos + n] != value[:n]:
+                    break
+                out.append((kind, value))
+                pos += n
+            elif kind in ("ws", "nl"):
+                run = re.match(r"\s*", marker[pos:]).group()
+                if run:
+                    out.append(("lit", run))
+                pos += len(run)
+            else:
+                break
+        else:
+            if pos >= len(marker):
+                return out
+    return tokens
 
 
 def from_pattern(family: Family) -> Shape:
@@ -70,11 +100,17 @@ def from_pattern(family: Family) -> Shape:
     between = [("ws", "")]
     if spec.separator:
         between = [("ws", ""), ("lit", spec.separator), ("ws", "")]
+    section_open = list(spec.section_open) if spec.section_open else None
+    call = list(spec.call)
+    if section_open and not spec.section_optional:
+        section_open = pin_marker(section_open, family.markers)
+    else:
+        call = pin_marker(call, family.markers)
     return Shape(
         family=family.name,
-        call=list(spec.call),
+        call=call,
         param=list(spec.param) if spec.param else None,
-        section_open=list(spec.section_open) if spec.section_open else None,
+        section_open=section_open,
         section_optional=spec.section_optional,
         section_close=list(spec.section_close) if spec.section_close else None,
         between=between,
@@ -179,8 +215,11 @@ CUSTOM: dict[str, Callable[[], Shape]] = {
         kinds={"string": "string", "integer": "number", "number": "number", "boolean": "boolean",
                "null": "null", "object": "object", "array": "array"},
         key_escape=_kimi_escape,
-        # The response section comes first (the prompt may have opened it); its text holds no tags.
+        # The response section comes first (the prompt may have opened it); its text holds no tags. The trigger
+        # is its close followed by the tools section, so a tools section opened inside it stays unconstrained.
         lead=[("opt", exact(_KIMI_OPEN_RESPONSE)), ("text", "<|"), ("lit", _KIMI_CLOSE_RESPONSE)],
+        lazy_lead=exact(_KIMI_CLOSE_RESPONSE),
+        triggers=lambda names: [_KIMI_CLOSE_RESPONSE + "<|open|>tools<|sep|>"],
         note="tagged tools section after the response section; argument type attributes by the schema",
     ),
     "atem": lambda: Shape(
