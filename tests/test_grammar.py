@@ -108,6 +108,7 @@ def test_grammar_accepts_what_the_family_writes(name, specs, checker):
     for label, _, text in texts_of(name):
         verdict = checker.check(auto.gbnf, text, auto.trigger_patterns)
         assert verdict.accepted and verdict.triggered_at is not None, (label, text, verdict)
+        assert checker.check_gate(auto, text) == verdict  # laziness in Python agrees with llama.cpp's
         if label != "text then call":
             assert checker.check(required.gbnf, text).accepted, (label, text)
     plain = checker.check(auto.gbnf, "17 times 3 is 51.", auto.trigger_patterns)
@@ -121,6 +122,7 @@ def test_grammar_rejects_the_familys_near_misses(name, specs, checker):
     for miss in fam(name).near_misses:
         assert not checker.check(required.gbnf, miss.text).accepted, miss.text
         lazily = checker.check(auto.gbnf, miss.text, auto.trigger_patterns)
+        assert checker.check_gate(auto, miss.text).status == lazily.status, miss.text
         # Lazily, a near miss is plain text unless a trigger fires; once one fires it cannot complete, unless
         # what is wrong comes before the trigger (text before the trigger is never constrained).
         if lazily.triggered_at is None:
@@ -285,10 +287,13 @@ def test_whole_reply_families_trigger_only_at_the_start(specs, checker):
     call = generic_call("get_weather", {"location": "Paris"})
     assert checker.check(generic.gbnf, call, generic.trigger_patterns).triggered_at == 0
     assert checker.check(generic.gbnf, "  \n" + call, generic.trigger_patterns).triggered_at == 3
-    # After reasoning (DeepSeek R1 distills think first; the prompt may have opened the block).
+    # After reasoning (DeepSeek R1 distills think first; the prompt may have opened the block): GrammarGate
+    # applies the start patterns after a closed reasoning block too.
+    assert generic.after_reasoning == ("</think>",)
     for thought in ("<think>I should call get_weather.</think>\n\n", "I should call it.\n</think>\n"):
-        verdict = checker.check(generic.gbnf, thought + call, generic.trigger_patterns)
+        verdict = checker.check_gate(generic, thought + call)
         assert verdict.accepted and verdict.triggered_at == len(thought)
+        assert checker.check_gate(generic, thought + call[:-1] + ", }").status == "rejected"
     # Mid-reply JSON is text (the generic shape is the whole reply); seed 004's Gemma wrote a call as prose.
     for text in ("Sure! " + call, "I will use get_weather{} for that."):
         assert checker.check(generic.gbnf, text, generic.trigger_patterns).triggered_at is None
@@ -474,6 +479,6 @@ def test_gate_failures_are_grammar_runtime_errors(standins):
     hermes = build_grammar("hermes", TOOLS[:2], "auto")
     naive = GrammarGate(llm._model.vocab, hermes.gbnf, ["<tool_call>"])
     tokens = llm.tokenize(b'Hi <tool_call>"x', add_bos=False, special=False)
-    with pytest.raises(GrammarRuntimeError, match="trigger"):
+    with pytest.raises(GrammarRuntimeError, match="trigger fired"):
         for token in tokens:
             naive.accept(token)

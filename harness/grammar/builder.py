@@ -244,10 +244,9 @@ class CallGrammar:
             words_kept += [w for w in usable if w not in words_kept]
             look = "(?=" + "|".join(regex_escape(w) for w in usable) + ")"
             if start:
-                reasoning = "|".join(f"(?:{regex_escape(o)})?[\\s\\S]*?{regex_escape(c)}"
-                                     for o, c in self.shape.reasoning)
-                before = f"(?:(?:{reasoning}){_LEADING_SPACE})?" if reasoning else ""
-                patterns.append(f"^{before}{_LEADING_SPACE}({look}{prefix})$")
+                # No reasoning prefix here: `[\\s\\S]*` over the whole reply makes std::regex recurse once per
+                # character (a 60k-character reply crashed it). GrammarGate applies these after reasoning itself.
+                patterns.append(f"^{_LEADING_SPACE}({look}{prefix})$")
             else:
                 patterns.append(f"{look}{prefix}$")
         return words_kept, patterns

@@ -22,7 +22,8 @@ from llama_cpp._internals import LlamaModel
 from llama_cpp._logger import set_verbose
 
 from harness.errors import GrammarError
-from harness.grammar.sampler import make_sampler, trigger_start
+from harness.errors import GrammarRuntimeError
+from harness.grammar.sampler import GrammarGate, make_sampler, trigger_start
 
 __all__ = ["GrammarChecker", "TriggerHazard", "Verdict", "trigger_start"]
 
@@ -116,3 +117,21 @@ class GrammarChecker:
         if patterns and triggered_at is None and not complete:
             raise TriggerHazard("llama.cpp's grammar took over where the trigger patterns, read in Python, do not fire")
         return Verdict("complete" if complete else "prefix", triggered_at=triggered_at)
+
+    def check_gate(self, spec, text: str | bytes) -> Verdict:
+        """Run `text` through a GrammarGate for `spec` (laziness handled in Python, as a generation loop would)."""
+        gate = GrammarGate.for_spec(self.vocab, spec)
+        consumed = b""
+        try:
+            for token in self.tokens(text):
+                piece = self.piece(token)
+                try:
+                    gate.accept(token)
+                except GrammarRuntimeError:
+                    offset = len(consumed.decode("utf-8", errors="replace"))
+                    return Verdict("rejected", offset, piece.decode("utf-8", errors="replace"), gate.triggered_at)
+                consumed += piece
+            status = "complete" if gate.allows(self.eog) else "prefix"
+            return Verdict(status, triggered_at=gate.triggered_at)
+        finally:
+            gate.close()

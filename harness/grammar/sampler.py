@@ -54,23 +54,31 @@ def trigger_start(patterns, buffer: bytes) -> int | None:
 
 
 class GrammarGate:
-    """A grammar held beside sampling instead of inside the sampler chain, for generation loops that want
-    llama.cpp's fast path: sample as usual, ask allows(token), and only when the grammar refuses that token
-    mask the logits (mask) and sample again; then accept(token).
+    """A grammar held beside sampling instead of inside the sampler chain, lazy in Python.
 
-    Applying a grammar to every candidate costs 40-150 ms per token with a 150k vocabulary on this machine;
-    a model that follows the grammar almost never needs it. Failures become GrammarRuntimeError, which the
-    tool loop can catch (retry once unconstrained), instead of a llama.cpp abort: a token the grammar refuses
-    is never accepted, and a lazy trigger whose replay the grammar would refuse is caught before llama.cpp
-    sees it."""
+    Use: sample as usual; if not allows(token), sample again from mask(logits); then accept(token). Three
+    reasons to prefer it to llama.cpp's own lazy sampler in a sampler chain:
+    - cost: a grammar applied to every candidate costs 40-150 ms per token with a 150k vocabulary on this
+      machine; a model that follows the grammar almost never needs that (llama.cpp's common sampler does the same);
+    - triggers: llama.cpp runs each trigger regex over everything generated so far, after every token (O(n²):
+      seconds on a long reply; a pattern with an unbounded repeat crashed it at 60k characters). Here
+      anywhere-patterns only see the last WINDOW bytes (a match must end at the end) and ^-anchored ones are
+      also tried after a closed reasoning block (spec.after_reasoning);
+    - failures: a token the grammar refuses is never accepted, and a trigger whose text the grammar refuses is
+      caught; both are GrammarRuntimeError (the tool loop retries once unconstrained) instead of an abort.
+    Once a trigger fires, the text from the trigger on is tokenized again and fed to a plain grammar sampler:
+    a grammar reads characters, so any tokenization of the same text leaves it in the same state."""
 
-    def __init__(self, vocab, gbnf: str, trigger_patterns=(), root: str = "root"):
+    WINDOW = 4096
+
+    def __init__(self, vocab, gbnf: str, trigger_patterns=(), root: str = "root", after_reasoning=()):
         self.vocab = vocab
         self.gbnf, self.root = gbnf, root
         self.patterns = tuple(trigger_patterns)
-        self.sampler = make_sampler(vocab, gbnf, self.patterns, root)
+        self.after_reasoning = tuple(c.encode("utf-8") for c in after_reasoning)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
-        self.triggered = not self.patterns
+        self.sampler = None if self.patterns else make_sampler(vocab, gbnf, (), root)
+        self.triggered_at: int | None = None if self.patterns else 0
         self._buffer = b""
         self._one = (llama_cpp.llama_token_data * 1)()
         self._one_array = llama_cpp.llama_token_data_array(data=self._one, size=1, selected=-1, sorted=False)
@@ -79,25 +87,35 @@ class GrammarGate:
 
     @classmethod
     def for_spec(cls, vocab, spec) -> "GrammarGate":
-        return cls(vocab, spec.gbnf, spec.trigger_patterns, spec.root)
+        return cls(vocab, spec.gbnf, spec.trigger_patterns, spec.root, spec.after_reasoning)
+
+    @property
+    def active(self) -> bool:
+        return self.sampler is not None
 
     def allows(self, token: int) -> bool:
+        return not self.active or self._apply_one(self.sampler, token)
+
+    def _apply_one(self, sampler, token) -> bool:
         self._one[0].id, self._one[0].logit, self._one[0].p = token, 0.0, 0.0
         self._one_array.size, self._one_array.selected = 1, -1
-        llama_cpp.llama_sampler_apply(self.sampler, ctypes.byref(self._one_array))
+        llama_cpp.llama_sampler_apply(sampler, ctypes.byref(self._one_array))
         return self._one[0].logit != float("-inf")
 
     def mask(self, logits):
-        """A copy of `logits` (n_vocab floats) with -inf for every token the grammar refuses."""
+        """`logits` (n_vocab floats) with -inf for every token the grammar refuses (a copy)."""
         import numpy as np
 
+        logits = np.asarray(logits, dtype=np.float32)[: self.n_vocab]
+        if not self.active:
+            return logits.copy()
         if self._all is None:
             self._all = (llama_cpp.llama_token_data * self.n_vocab)()
             self._view = np.frombuffer(self._all, dtype=np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")]))
             self._array = llama_cpp.llama_token_data_array(data=self._all, size=self.n_vocab, selected=-1,
                                                            sorted=False)
         self._view["id"] = np.arange(self.n_vocab, dtype=np.int32)
-        self._view["logit"] = logits[: self.n_vocab]
+        self._view["logit"] = logits
         self._view["p"] = 0.0
         self._array.size, self._array.selected, self._array.sorted = self.n_vocab, -1, False
         llama_cpp.llama_sampler_apply(self.sampler, ctypes.byref(self._array))
@@ -108,35 +126,47 @@ class GrammarGate:
         return out
 
     def accept(self, token: int) -> None:
-        if not self.allows(token):
-            raise GrammarRuntimeError(f"token {token} is outside the grammar; accepting it would abort llama.cpp")
-        if not self.triggered:
-            n = llama_cpp.llama_token_to_piece(self.vocab, token, self._piece, len(self._piece), 0, True)
-            self._buffer += self._piece.raw[:n]
-            start = trigger_start(self.patterns, self._buffer)
-            if start is not None:
-                if not self._accepts_prefix(self._buffer[start:]):
-                    raise GrammarRuntimeError(f"a trigger fired on {self._buffer[start:]!r}, which the grammar "
-                                              "refuses; llama.cpp would abort")
-                self.triggered = True
-        llama_cpp.llama_sampler_accept(self.sampler, token)
+        if self.active:
+            if not self._apply_one(self.sampler, token):
+                raise GrammarRuntimeError(f"token {token} is outside the grammar; accepting it would abort llama.cpp")
+            llama_cpp.llama_sampler_accept(self.sampler, token)
+            return
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, self._piece, len(self._piece), 0, True)
+        self._buffer += self._piece.raw[:n]
+        start = self._trigger()
+        if start is not None:
+            self._start(start)
 
-    def _accepts_prefix(self, text: bytes) -> bool:
-        check = make_sampler(self.vocab, self.gbnf, (), self.root)
-        try:
-            n = -llama_cpp.llama_tokenize(self.vocab, text, len(text), None, 0, False, False)
-            ids = (llama_cpp.llama_token * max(n, 1))()
-            n = llama_cpp.llama_tokenize(self.vocab, text, len(text), ids, len(ids), False, False)
-            for token in ids[:n]:
-                self._one[0].id, self._one[0].logit = token, 0.0
-                self._one_array.size, self._one_array.selected = 1, -1
-                llama_cpp.llama_sampler_apply(check, ctypes.byref(self._one_array))
-                if self._one[0].logit == float("-inf"):
-                    return False
-                llama_cpp.llama_sampler_accept(check, token)
-            return True
-        finally:
-            llama_cpp.llama_sampler_free(check)
+    def _trigger(self) -> int | None:
+        buffer = self._buffer
+        anywhere = [p for p in self.patterns if not p.startswith("^")]
+        if anywhere:
+            offset = max(0, len(buffer) - self.WINDOW)
+            found = trigger_start(anywhere, buffer[offset:])
+            if found is not None:
+                return offset + found
+        anchored = [p for p in self.patterns if p.startswith("^")]
+        if anchored:
+            starts = [0] + [buffer.find(c) + len(c) for c in self.after_reasoning if c in buffer]
+            for base in starts:
+                found = trigger_start(anchored, buffer[base:])
+                if found is not None:
+                    return base + found
+        return None
+
+    def _start(self, start: int) -> None:
+        sampler = make_sampler(self.vocab, self.gbnf, (), self.root)
+        replay = self._buffer[start:]
+        n = -llama_cpp.llama_tokenize(self.vocab, replay, len(replay), None, 0, False, False)
+        ids = (llama_cpp.llama_token * max(n, 1))()
+        n = llama_cpp.llama_tokenize(self.vocab, replay, len(replay), ids, len(ids), False, False)
+        for token in ids[:n]:
+            if not self._apply_one(sampler, token):
+                llama_cpp.llama_sampler_free(sampler)
+                raise GrammarRuntimeError(f"a trigger fired on {replay!r}, which the grammar refuses "
+                                          "(llama.cpp's lazy sampler would abort here)")
+            llama_cpp.llama_sampler_accept(sampler, token)
+        self.sampler, self.triggered_at = sampler, start
 
     def close(self) -> None:
         if self.sampler:
