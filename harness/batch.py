@@ -5,8 +5,17 @@ Llama() creates its context with one sequence, so this opens a second context on
 is decoded once into sequence 0, llama_memory_seq_cp shares its cells with sequences 1..N-1 (in a unified
 cache a copy only tags the cells, it does not duplicate them), and each step decodes the last token of every
 unfinished sequence in a single llama_batch. Each sequence has its own sampler chain, built exactly as
-Llama.generate builds its own (penalties, grammar, top-k, typical, top-p, min-p, temperature, dist(seed)),
-so sample i equals generate(..., seed=seeds[i]) on the same prompt.
+Llama.generate builds its own (penalties, grammar, top-k, typical, top-p, min-p, temperature, dist(seed)).
+
+Determinism: the same prompt, n and seeds give the same samples, and with n=1 a sample equals
+generate(..., seed) token for token. With n>1 llama.cpp computes the logits in a wider batch, whose float
+rounding differs in the last bits from a single sequence's, so on a real model sample i can part from
+generate(seed=seeds[i]) after some tokens (measured: SmolLM2-135M Q4_1, n=3, at tokens 13-17 of 40). The
+stand-in tests, whose logits are exact, check that the chains and seeds themselves are the same.
+
+Cost: generate() also avoids re-reading a prompt it has just read (Llama.generate reuses the evaluated prefix),
+so what batching adds is decoding N tokens per llama_decode; on 2 loaded cores, 3 samples of 40 tokens after a
+200-token prompt took 16 s batched against 19 s as three generate() calls.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ StreamHoldback (harness.holdback) decides which streamed text is safe to show wh
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Callable, Sequence
@@ -35,16 +36,42 @@ __all__ = [
 
 
 def load_model(path: str | Path, *, n_ctx: int = 4096, seed: int = 0, n_threads: int | None = None,
-               **llama_kwargs) -> Llama:
-    """Load a GGUF with verbose output off. Extra keyword arguments go to llama_cpp.Llama unchanged."""
+               extra_buffer_types: bool = False, **llama_kwargs) -> Llama:
+    """Load a GGUF with verbose output off. Extra keyword arguments go to llama_cpp.Llama unchanged.
+
+    extra_buffer_types=False keeps llama.cpp from placing weights in its extra CPU buffer types (AMX tiles,
+    repacked layouts). On a machine whose CPU flags advertise AMX but whose hypervisor faults on it (this
+    project's CI VM), a native build otherwise dies with SIGILL on the first multi-token decode of a quantized
+    model; the cost is the repacked kernels' speed-up. Llama() has no keyword for it, so its default model
+    parameters are swapped for the duration of the call.
+    """
     path = Path(path)
     if not path.is_file():
         raise ModelLoadError(f"model file not found: {path}")
     try:
-        return Llama(model_path=str(path), n_ctx=n_ctx, seed=seed, n_threads=n_threads,
-                     n_threads_batch=n_threads, verbose=False, **llama_kwargs)
+        with _model_params(use_extra_bufts=extra_buffer_types):
+            return Llama(model_path=str(path), n_ctx=n_ctx, seed=seed, n_threads=n_threads,
+                         n_threads_batch=n_threads, verbose=False, **llama_kwargs)
     except (ValueError, RuntimeError) as exc:
         raise ModelLoadError(f"llama.cpp could not load {path}: {exc}") from exc
+
+
+@contextlib.contextmanager
+def _model_params(**fields):
+    module = llama_cpp.llama_cpp  # the module Llama.__init__ calls llama_model_default_params() on
+    original = module.llama_model_default_params
+
+    def patched():
+        params = original()
+        for name, value in fields.items():
+            setattr(params, name, value)
+        return params
+
+    module.llama_model_default_params = patched
+    try:
+        yield
+    finally:
+        module.llama_model_default_params = original
 
 
 def generate(llm: Llama, prompt: str, *, max_tokens: int, temperature: float = DEFAULT_SAMPLING["temperature"],

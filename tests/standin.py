@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+from gguf import GGMLQuantizationType
+from gguf.quants import quantize
 
 from standin_vocab import (  # noqa: F401  (re-exported: tests import the builder's whole API from here)
     BYTE, CONTEXT_LENGTH, CONTROL, LLAMA_CPP_MODELS, NORMAL, PROFILES, UNKNOWN, UNUSED, USER_DEFINED, Item,
@@ -139,15 +141,19 @@ def _check_margins(out: np.ndarray, embd: np.ndarray, pos: np.ndarray, by_token,
 
 
 def build_standin(path: str | Path, profile: str | Profile, scripts: Sequence[Script | Turn],
-                  vocab: Vocab | None = None) -> StandIn:
-    """Write a stand-in GGUF at `path` that follows `scripts` (vocab defaults to the session's cached one)."""
+                  vocab: Vocab | None = None, quantized: bool = False) -> StandIn:
+    """Write a stand-in GGUF at `path` that follows `scripts` (vocab defaults to the session's cached one).
+
+    quantized=True stores the matrices as Q8_0 (exact for these weights), so llama.cpp runs the quantized
+    matmul kernels and weight buffers a real model uses (F16/F32 stand-ins never reach them)."""
     profile = PROFILES[profile] if isinstance(profile, str) else profile
     vocab = vocab or (vocab_for(profile.name) if PROFILES.get(profile.name) is profile else Vocab(profile))
     by_token, by_position, replies = _links(vocab, scripts)
     eot = vocab.id(profile.end_of_turn)
     n_vocab = len(vocab)
     n_tok_slots = 1 + len(by_token)  # slot 0: every unscripted token
-    n_embd = max(16, math.ceil((n_tok_slots + len(by_position)) / 16) * 16)
+    step = 32 if quantized else 16  # Q8_0 blocks are 32 wide
+    n_embd = max(step, math.ceil((n_tok_slots + len(by_position)) / step) * step)
 
     # After layer norm a lone one-hot entry is ~sqrt(n_embd); next to a position entry POSITION_GAIN times
     # larger it shrinks to ~sqrt(n_embd)/POSITION_GAIN, so the position's token wins there.
@@ -172,23 +178,31 @@ def build_standin(path: str | Path, profile: str | Profile, scripts: Sequence[Sc
     _write_kv(w, vocab, n_embd)
     zeros = lambda *shape: np.zeros(shape, dtype=np.float32)  # noqa: E731
     ones = np.ones(n_embd, dtype=np.float32)
+
+    def matrix(name: str, values: np.ndarray) -> None:
+        if quantized:  # Q8_0 stores 0 and each block's largest value exactly: same logits
+            values = quantize(values.astype(np.float32), GGMLQuantizationType.Q8_0)
+            w.add_tensor(name, values, raw_dtype=GGMLQuantizationType.Q8_0)
+        else:
+            w.add_tensor(name, values)
+
     w.add_tensor("token_embd.weight", embd)
     w.add_tensor("position_embd.weight", pos)
     w.add_tensor("blk.0.attn_norm.weight", ones)
     w.add_tensor("blk.0.attn_norm.bias", zeros(n_embd))
-    w.add_tensor("blk.0.attn_qkv.weight", zeros(3 * n_embd, n_embd))
+    matrix("blk.0.attn_qkv.weight", zeros(3 * n_embd, n_embd))
     w.add_tensor("blk.0.attn_qkv.bias", zeros(3 * n_embd))
-    w.add_tensor("blk.0.attn_output.weight", zeros(n_embd, n_embd))
+    matrix("blk.0.attn_output.weight", zeros(n_embd, n_embd))
     w.add_tensor("blk.0.attn_output.bias", zeros(n_embd))
     w.add_tensor("blk.0.ffn_norm.weight", ones)
     w.add_tensor("blk.0.ffn_norm.bias", zeros(n_embd))
-    w.add_tensor("blk.0.ffn_up.weight", zeros(n_embd, n_embd))
+    matrix("blk.0.ffn_up.weight", zeros(n_embd, n_embd))
     w.add_tensor("blk.0.ffn_up.bias", zeros(n_embd))
-    w.add_tensor("blk.0.ffn_down.weight", zeros(n_embd, n_embd))
+    matrix("blk.0.ffn_down.weight", zeros(n_embd, n_embd))
     w.add_tensor("blk.0.ffn_down.bias", zeros(n_embd))
     w.add_tensor("output_norm.weight", ones)
     w.add_tensor("output_norm.bias", zeros(n_embd))
-    w.add_tensor("output.weight", out)
+    matrix("output.weight", out)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
