@@ -29,6 +29,16 @@ RELIABLE = {
 _OPEN = {}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _close_models():
+    """Free the models before interpreter shutdown (the binding cannot free them once its globals are gone)."""
+    yield
+    for model in _OPEN.values():
+        if model is not None:
+            model.chat.llm.close()
+    _OPEN.clear()
+
+
 def _open(model_id):
     """Each model is verified and loaded once per session."""
     if model_id not in _OPEN:
