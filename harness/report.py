@@ -177,7 +177,11 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
                   f"- Family: **{record.get('family') or 'none (chat without tools)'}**: {det.get('reason', '')}"]
         if record.get("template_kwargs"):
             lines.append(f"- Template variables: {record['template_kwargs']}")
-    lines += template_comparison(record, model_id, sources)
+    if record is not None:
+        lines += template_comparison(record, model_id, sources)
+    elif not replayed.empty:
+        lines.append(f"- Not run here (no transcript; fetch it with `harness fetch --models {model_id}` where the Hub "
+                     f"is reachable). Family as the seed ADR reports detection: {_family(replayed['family'].iloc[0])}.")
     if not live.empty:
         seconds = live["seconds"].dropna()
         lines += [f"- Live samples: {len(live)}, mode {', '.join(sorted(live['mode'].unique()))}; "
@@ -193,6 +197,10 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
         lines += ["## Live", "", scenario_table(live).to_markdown(index=False), ""]
     if not replayed.empty:
         lines += ["## Replayed from the seed ADR (not run here)", "", replay_table(replayed).to_markdown(index=False), ""]
+        for _, r in replayed.iterrows():
+            lines.append(f"- {r['scenario']} ({r['replay_kind']}): the ADR: “{r['quote']}”"
+                         + (f" Note: {r['note']}" if isinstance(r["note"], str) else ""))
+        lines.append("")
     notes = [d for d in collected.described if d["model"] == model_id]
     if notes:
         lines += ["Described by the ADR without a reply to replay (not scored):", ""]
@@ -204,7 +212,7 @@ def replay_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for _, r in frame.iterrows():
         rows.append({"scenario": r["scenario"], "replay": r["replay_kind"],
-                     "reply": "`" + str(r["reply"]).replace("\n", "\\n").replace("|", "\\|")[:120] + "`",
+                     "reply": "`" + str(r["reply"]).replace("\n", "\\n").replace("|", "\\|")[:160] + "`",
                      **{RATES[k]: {True: "yes", False: "no", None: "–"}.get(r[k], "–")
                         for k in ("parsed", "right_tool", "valid_arguments", "expected_arguments")},
                      "deviations": named_counts([r["deviations"]]), "findings": named_counts([r["findings"]])})
