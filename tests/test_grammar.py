@@ -289,11 +289,12 @@ def test_whole_reply_families_trigger_only_at_the_start(specs, checker):
     assert checker.check(generic.gbnf, "  \n" + call, generic.trigger_patterns).triggered_at == 3
     # After reasoning (DeepSeek R1 distills think first; the prompt may have opened the block): GrammarGate
     # applies the start patterns after a closed reasoning block too.
-    assert generic.after_reasoning == ("</think>",)
-    for thought in ("<think>I should call get_weather.</think>\n\n", "I should call it.\n</think>\n"):
-        verdict = checker.check_gate(generic, thought + call)
+    assert generic.reasoning == (("<think>", "</think>"),)
+    for thought, prompt in (("<think>I should call get_weather.</think>\n\n", ""),
+                            ("I should call it.\n</think>\n", "<|im_start|>assistant\n<think>\n")):
+        verdict = checker.check_gate(generic, thought + call, prompt)
         assert verdict.accepted and verdict.triggered_at == len(thought)
-        assert checker.check_gate(generic, thought + call[:-1] + ", }").status == "rejected"
+        assert checker.check_gate(generic, thought + call[:-1] + ", }", prompt).status == "rejected"
     # Mid-reply JSON is text (the generic shape is the whole reply); seed 004's Gemma wrote a call as prose.
     for text in ("Sure! " + call, "I will use get_weather{} for that."):
         assert checker.check(generic.gbnf, text, generic.trigger_patterns).triggered_at is None
@@ -301,6 +302,31 @@ def test_whole_reply_families_trigger_only_at_the_start(specs, checker):
     assert broken.status == "prefix"
     llama3 = specs["llama3"]["auto"]
     assert set(llama3.triggers) == {"<|python_tag|>", "{"}
+
+
+def test_gate_fires_no_trigger_inside_reasoning(specs, checker):
+    hermes = specs["hermes"]["auto"]
+    call = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
+    thinking = "<think>Maybe " + call + " would do.</think>The answer is 4."
+    assert fam("hermes").parse(thinking).deviation == dev.CALL_IN_REASONING  # markup in reasoning is no call
+    assert checker.check_gate(hermes, thinking) == checker.check_gate(hermes, "The answer is 4.")
+    assert checker.check_gate(hermes, thinking).triggered_at is None
+    after = "<think>I need the time.</think>\n" + call
+    assert checker.check_gate(hermes, after).triggered_at == after.index("<tool_call>")
+    opened = "I need the time.\n</think>\n\n" + call
+    verdict = checker.check_gate(hermes, opened, prompt="<|im_start|>assistant\n<think>\n")
+    assert verdict.accepted and verdict.triggered_at == opened.index("<tool_call>")
+    # llama.cpp's own lazy sampler has no notion of reasoning: it fires inside the block.
+    assert checker.check(hermes.gbnf, thinking, hermes.trigger_patterns).triggered_at == thinking.index("<tool_call>")
+
+
+def test_gate_reads_long_replies_in_bounded_windows(specs, checker):
+    hermes = specs["hermes"]["auto"]
+    prose = "Some <tool and <tool_cal text {\"name\": 1} >>> " * 600  # ~30k characters, no trigger
+    assert checker.check_gate(hermes, prose).triggered_at is None
+    call = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
+    verdict = checker.check_gate(hermes, prose + call)
+    assert verdict.accepted and verdict.triggered_at == len(prose.encode())
 
 
 def test_families_whose_marker_also_opens_text_trigger_on_the_call(specs, checker):

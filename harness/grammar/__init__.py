@@ -54,9 +54,10 @@ class GrammarSpec:
     requested: str | None = None
     root: str = "root"
     note: str = ""
-    # Closing reasoning tags after which the ^-anchored trigger patterns also apply (a whole-reply call after
-    # `<think>…</think>`). llama.cpp's own lazy sampler cannot do this safely; GrammarGate does.
-    after_reasoning: tuple = ()
+    # The family's reasoning blocks ((open, close) pairs). GrammarGate fires no trigger inside one that opens
+    # the reply, and applies the ^-anchored patterns after it (a whole-reply call after `<think>…</think>`);
+    # llama.cpp's own lazy sampler cannot do either safely.
+    reasoning: tuple = ()
 
     @property
     def lazy(self) -> bool:
@@ -65,7 +66,7 @@ class GrammarSpec:
     def to_json(self) -> dict:
         return {"family": self.family, "requested": self.requested, "tool_choice": self.tool_choice,
                 "lazy": self.lazy, "triggers": list(self.triggers), "trigger_patterns": list(self.trigger_patterns),
-                "after_reasoning": list(self.after_reasoning), "note": self.note, "gbnf": self.gbnf}
+                "reasoning": [list(p) for p in self.reasoning], "note": self.note, "gbnf": self.gbnf}
 
 
 @lru_cache(maxsize=1)
@@ -123,6 +124,5 @@ def _build(fam: Family, shape, tools, tool_choice, requested, note) -> GrammarSp
     words, patterns = grammar.trigger_patterns(calls, anywhere, at_start)
     if not patterns:
         raise GrammarError(f"{fam.name}: none of the trigger words {anywhere + at_start} opens the call grammar")
-    closes = tuple(close for _, close in shape.reasoning) if at_start else ()
     return GrammarSpec(fam.name, grammar.rules.text(calls), tuple(words), tuple(patterns), tool_choice,
-                       requested, note=note, after_reasoning=closes)
+                       requested, note=note, reasoning=tuple(tuple(p) for p in shape.reasoning))

@@ -118,9 +118,9 @@ class GrammarChecker:
             raise TriggerHazard("llama.cpp's grammar took over where the trigger patterns, read in Python, do not fire")
         return Verdict("complete" if complete else "prefix", triggered_at=triggered_at)
 
-    def check_gate(self, spec, text: str | bytes) -> Verdict:
+    def check_gate(self, spec, text: str | bytes, prompt: str = "") -> Verdict:
         """Run `text` through a GrammarGate for `spec` (laziness handled in Python, as a generation loop would)."""
-        gate = GrammarGate.for_spec(self.vocab, spec)
+        gate = GrammarGate.for_spec(self.vocab, spec, prompt)
         consumed = b""
         try:
             for token in self.tokens(text):

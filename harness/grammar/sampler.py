@@ -9,6 +9,7 @@ import re
 import llama_cpp
 
 from harness.errors import GrammarError, GrammarRuntimeError
+from harness.families.reasoning import prompt_opens
 
 
 def make_sampler(vocab, gbnf: str, trigger_patterns=(), root: str = "root"):
@@ -62,8 +63,9 @@ class GrammarGate:
       machine; a model that follows the grammar almost never needs that (llama.cpp's common sampler does the same);
     - triggers: llama.cpp runs each trigger regex over everything generated so far, after every token (O(n²):
       seconds on a long reply; a pattern with an unbounded repeat crashed it at 60k characters). Here
-      anywhere-patterns only see the last WINDOW bytes (a match must end at the end) and ^-anchored ones are
-      also tried after a closed reasoning block (spec.after_reasoning);
+      anywhere-patterns only see the last WINDOW bytes (a match must end at the end);
+    - reasoning: as the parsers read it, a reasoning block that opens the reply holds no call, so no trigger
+      fires inside it, and ^-anchored patterns apply after it (a whole-reply call after `<think>…</think>`);
     - failures: a token the grammar refuses is never accepted, and a trigger whose text the grammar refuses is
       caught; both are GrammarRuntimeError (the tool loop retries once unconstrained) instead of an abort.
     Once a trigger fires, the text from the trigger on is tokenized again and fed to a plain grammar sampler:
@@ -71,11 +73,12 @@ class GrammarGate:
 
     WINDOW = 4096
 
-    def __init__(self, vocab, gbnf: str, trigger_patterns=(), root: str = "root", after_reasoning=()):
+    def __init__(self, vocab, gbnf: str, trigger_patterns=(), root: str = "root", reasoning=(), prompt: str = ""):
         self.vocab = vocab
         self.gbnf, self.root = gbnf, root
         self.patterns = tuple(trigger_patterns)
-        self.after_reasoning = tuple(c.encode("utf-8") for c in after_reasoning)
+        # (open, close, opened by the prompt) per reasoning pair, as the parsers read reasoning.
+        self.reasoning = tuple((o.encode("utf-8"), c.encode("utf-8"), prompt_opens(prompt, o)) for o, c in reasoning)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
         self.sampler = None if self.patterns else make_sampler(vocab, gbnf, (), root)
         self.triggered_at: int | None = None if self.patterns else 0
@@ -86,8 +89,9 @@ class GrammarGate:
         self._piece = ctypes.create_string_buffer(256)
 
     @classmethod
-    def for_spec(cls, vocab, spec) -> "GrammarGate":
-        return cls(vocab, spec.gbnf, spec.trigger_patterns, spec.root, spec.after_reasoning)
+    def for_spec(cls, vocab, spec, prompt: str = "") -> "GrammarGate":
+        """`prompt` (the rendered generation prompt) tells whether it already opened a reasoning block."""
+        return cls(vocab, spec.gbnf, spec.trigger_patterns, spec.root, spec.reasoning, prompt)
 
     @property
     def active(self) -> bool:
@@ -137,22 +141,36 @@ class GrammarGate:
         if start is not None:
             self._start(start)
 
-    def _trigger(self) -> int | None:
+    def _reasoning_end(self) -> int | None:
+        """Where the text after a reasoning block that opens the reply starts (0: no such block), or None while
+        the block is open (or may still be opening): nothing in it is a call."""
         buffer = self._buffer
+        lead = len(buffer) - len(buffer.lstrip())
+        rest = buffer[lead:]
+        for open_tag, close_tag, opened in self.reasoning:
+            if opened or rest.startswith(open_tag):
+                end = buffer.find(close_tag, 0 if opened else lead + len(open_tag))
+                return None if end < 0 else end + len(close_tag)
+            if rest.startswith(close_tag):  # "no reasoning" written as a bare close tag
+                return lead + len(close_tag)
+            if open_tag.startswith(rest) or close_tag.startswith(rest):
+                return None
+        return 0
+
+    def _trigger(self) -> int | None:
+        base = self._reasoning_end()
+        if base is None:
+            return None
+        buffer = self._buffer[base:]
         anywhere = [p for p in self.patterns if not p.startswith("^")]
         if anywhere:
             offset = max(0, len(buffer) - self.WINDOW)
             found = trigger_start(anywhere, buffer[offset:])
             if found is not None:
-                return offset + found
+                return base + offset + found
         anchored = [p for p in self.patterns if p.startswith("^")]
-        if anchored:
-            starts = [0] + [buffer.find(c) + len(c) for c in self.after_reasoning if c in buffer]
-            for base in starts:
-                found = trigger_start(anchored, buffer[base:])
-                if found is not None:
-                    return base + found
-        return None
+        found = trigger_start(anchored, buffer) if anchored else None
+        return None if found is None else base + found
 
     def _start(self, start: int) -> None:
         sampler = make_sampler(self.vocab, self.gbnf, (), self.root)
