@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 
 import llama_cpp
 import pytest

@@ -96,7 +96,7 @@ class CallGrammar:
 
     def _tokens(self, tokens, tool, param=None) -> Expr:
         parts = []
-        for i, (kind, value) in enumerate(tokens):
+        for kind, value in tokens:
             if kind == "lit":
                 parts.append(Lit(value))
             elif kind == "ws":
@@ -104,10 +104,10 @@ class CallGrammar:
             elif kind == "nl":
                 parts.append(Opt(Lit("\n")))
             else:
-                parts.append(self._placeholder(value, tool, param, tokens[i + 1 :]))
+                parts.append(self._placeholder(value, tool, param))
         return seq(*parts) if parts else EMPTY
 
-    def _placeholder(self, name, tool, param, following) -> Expr:
+    def _placeholder(self, name, tool, param) -> Expr:
         if name == "name":
             return Lit(tool[0])
         if name == "arguments":
@@ -118,7 +118,8 @@ class CallGrammar:
             return self._call_objects()
         if name == "array":
             obj = self._call_objects()
-            more = Raw(f'("," {self.rules.render(JSON_SPACE, inner=True)} {obj.name})*') if self.shape.multiple else None
+            space = self.rules.render(JSON_SPACE, inner=True)
+            more = Raw(f'("," {space} {obj.name})*') if self.shape.multiple else None
             return seq(Lit("["), JSON_SPACE, obj, more, JSON_SPACE, Lit("]"))
         if name == "pycalls":
             return self._python_calls()

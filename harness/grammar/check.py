@@ -62,9 +62,19 @@ class GrammarChecker:
         self._data = (llama_cpp.llama_token_data * 1)()
         self._array = llama_cpp.llama_token_data_array(data=self._data, size=1, selected=-1, sorted=False)
         self._piece = ctypes.create_string_buffer(256)
+        self._pristine: dict = {}
 
     def sampler(self, gbnf: str, patterns=(), root: str = "root"):
-        return make_sampler(self.vocab, gbnf, patterns, root)
+        """A fresh grammar sampler; a clone of one parsed once per grammar (parsing a grammar and compiling
+        its trigger regexes is most of the cost of a check)."""
+        key = (gbnf, tuple(patterns), root)
+        if key not in self._pristine:
+            self._pristine[key] = make_sampler(self.vocab, gbnf, patterns, root)
+        return llama_cpp.llama_sampler_clone(self._pristine[key])
+
+    def __del__(self):
+        for sampler in getattr(self, "_pristine", {}).values():
+            llama_cpp.llama_sampler_free(sampler)
 
     def compiles(self, gbnf: str, patterns=()) -> bool:
         try:
