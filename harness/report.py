@@ -119,8 +119,21 @@ def _diff_lines(old_text: str, new_text: str, old_name: str, new_name: str) -> l
                                      lineterm="", n=0))
     added = sum(1 for d in diff if d.startswith("+") and not d.startswith("+++"))
     removed = sum(1 for d in diff if d.startswith("-") and not d.startswith("---"))
-    body = ["", "```diff", *[d[:160] for d in diff[:24]], *(["…"] if len(diff) > 24 else []), "```", ""]
+    body = ["", "```diff", *_crop_pairs(diff[:24]), *(["…"] if len(diff) > 24 else []), "```", ""]
     return [f"+{added} −{removed} lines", body]
+
+
+def _crop_pairs(diff: list, width: int = 150) -> list:
+    """Long template lines cropped around where a removed line and the added line after it first differ, so
+    a one-character change (the {{ of the Qwen2.5 GGUF quirk) is visible in the report."""
+    out = list(diff)
+    for i in range(len(out) - 1):
+        old, new = out[i], out[i + 1]
+        if old.startswith("-") and new.startswith("+") and not old.startswith("---") and max(len(old), len(new)) > width:
+            at = next((k for k, (a, b) in enumerate(zip(old[1:], new[1:])) if a != b), min(len(old), len(new)) - 1)
+            start = max(0, at - width // 2)
+            out[i], out[i + 1] = (f"{line[0]}…{line[1 + start:1 + start + width]}…" for line in (old, new))
+    return [line if len(line) <= width + 3 else line[:width] + "…" for line in out]
 
 
 def _official_templates(sources) -> list:
