@@ -27,6 +27,8 @@ from harness.decoding import (
     grammar_sampler, grammar_source, pick_seed, prepare_prompt, prompt_token_ids,
 )
 from harness.errors import GenerationError, ModelLoadError
+from harness.gated import generate_gated
+from harness.grammar import GrammarSpec
 from harness.holdback import StreamHoldback
 
 __all__ = [
@@ -77,12 +79,13 @@ def _model_params(**fields):
 def generate(llm: Llama, prompt: str, *, max_tokens: int, temperature: float = DEFAULT_SAMPLING["temperature"],
              top_p: float = DEFAULT_SAMPLING["top_p"], top_k: int = DEFAULT_SAMPLING["top_k"],
              min_p: float = DEFAULT_SAMPLING["min_p"], repeat_penalty: float = DEFAULT_SAMPLING["repeat_penalty"],
-             seed: int | None = None, grammar: LlamaGrammar | str | None = None, deadline: float | None = None,
+             seed: int | None = None, grammar=None, deadline: float | None = None,
              timeout: float | None = None, stop_strings: Sequence[str] = (),
              on_text: Callable[[str], None] | None = None) -> Generation:
     """Write one reply to a rendered prompt.
 
-    grammar is a LlamaGrammar or GBNF text. deadline is a time.monotonic() value, timeout seconds from now
+    grammar is a LlamaGrammar or GBNF text (in llama.cpp's sampler chain), or a GrammarSpec (lazy or not: run
+    through a GrammarGate in harness.gated's own token loop; its GrammarRuntimeError propagates). deadline is a time.monotonic() value, timeout seconds from now
     (the earlier wins); both are checked between tokens, and a deadline already past returns at once without
     reading the prompt. on_text receives the reply's text as it becomes final: never half a character, never
     text that a stop string later cuts. seed=None draws one; the one used is in the result.
@@ -92,6 +95,14 @@ def generate(llm: Llama, prompt: str, *, max_tokens: int, temperature: float = D
     ends = deadline_from(deadline, timeout)
     started = time.monotonic()
     ids, limit = prepare_prompt(llm, prompt, max_tokens)
+    if isinstance(grammar, GrammarSpec):
+        reply = Reply(llm, limit, stop_strings, on_text)
+        if ends is not None and time.monotonic() >= ends:
+            reply.finish("deadline")
+        else:
+            generate_gated(llm, prompt, ids, reply, grammar, seed=seed, ends=ends, temperature=temperature,
+                           top_p=top_p, top_k=top_k, min_p=min_p, repeat_penalty=repeat_penalty)
+        return reply.result(len(ids), started, seed)
     source = grammar_source(grammar)
     llama_grammar = None
     if source is not None:
