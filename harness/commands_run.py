@@ -10,8 +10,7 @@ from harness.sources import load_sources
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "run", help="run scenarios on models and append every sample to results/transcripts/<model>.jsonl",
-        description="Run the scenario matrix on local models (mode native: the model's own template and "
-                    "parser). Samples already in the transcript are skipped, so a killed run resumes. "
+        description="Run the scenario matrix on local models in modes native, grammar and/or fallback. Samples already in the transcript are skipped, so a killed run resumes. "
                     "Then `harness report` builds the tables.")
     parser.add_argument("--model", action="append", metavar="ID",
                         help="model id from sources.json (repeatable; default: the models marked default)")
@@ -19,6 +18,10 @@ def register(subparsers) -> None:
                         help="scenario name from scenarios/*.yaml (repeatable; default: all)")
     parser.add_argument("--samples", type=int, metavar="N",
                         help="samples per scenario (default: each scenario's own `samples`)")
+    parser.add_argument("--mode", action="append", metavar="MODE",
+                        help="native (the model's template and parser), grammar (sampling constrained by a grammar "
+                             "from the tool schemas) or fallback (native, a failed step retried under the grammar); "
+                             "repeatable or a comma list (default: each scenario's `modes`, else native)")
     parser.add_argument("--seed", type=int, default=0, metavar="S",
                         help="base seed; sample i uses S+i (default 0)")
     parser.add_argument("--threads", type=int, metavar="N",
@@ -29,6 +32,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from harness.cli import emit_json
+    from harness.modes import parse_modes
     from harness.runner import run_model
 
     if args.samples is not None and args.samples < 1:
@@ -39,15 +43,17 @@ def run(args) -> int:
     models = args.model or [m.id for m in sources.default_models()]
     for model_id in models:
         sources.model(model_id)  # unknown ids fail before any work
+    modes = parse_modes(args.mode) or None  # None: each scenario's own modes
     scenarios = load_scenarios(names=args.scenario)
-    total = len(models) * sum(args.samples or s.samples for s in scenarios)
+    total = len(models) * sum((args.samples or s.samples) * len(modes or s.modes) for s in scenarios)
     summaries, failures = [], []
     with _progress(total) as bar:
         for model_id in models:
             bar.set_description(model_id)
             try:
                 summaries.append(run_model(model_id, scenarios, args.samples, args.seed, bar, sources,
-                                           warn=lambda m: bar.write(f"warning: {m}", file=sys.stderr), threads=args.threads))
+                                           warn=lambda m: bar.write(f"warning: {m}", file=sys.stderr), threads=args.threads,
+                                           modes=modes))
             except HarnessError as exc:
                 # A missing or drifted model file says how to fetch it; the other models still run.
                 failures.append({"model": model_id, "error": str(exc)})

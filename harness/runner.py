@@ -10,10 +10,11 @@ from harness import constants
 from harness import detect as detection
 from harness.scoring import score_sample
 from harness.sources import load_sources, model_path
+from harness.modes import grammar_plan
 from harness.tool_loop import Chat, first_prompt, run_sample, step_seed, template_kwargs_for
 from harness.transcripts import MODEL, SAMPLE, TranscriptWriter, now, read_transcript, sample_key, transcript_path
 
-MODE = "native"  # issue 4 adds grammar and fallback; the mode is already part of every record and key
+MODE = "native"  # the mode of a run that names none (harness.modes); the mode is part of every record and key
 # llama.cpp's template for a GGUF that embeds none (common/chat.cpp, CHATML_TEMPLATE_SRC), used only when
 # sources.json pins no template for the model either. Recorded as such in the transcript.
 LLAMA_CPP_CHATML = (
@@ -89,20 +90,22 @@ def sample_seed(base_seed: int, index: int) -> int:
     return base_seed + index
 
 
-def planned_key(model: OpenModel | dict, scenario, index: int, base_seed: int) -> tuple:
+def planned_key(model: OpenModel | dict, scenario, index: int, base_seed: int, mode: str = MODE) -> tuple:
     ident = {"id": model.id, "sha256": model.sha256} if isinstance(model, OpenModel) else model
     return sample_key({"model": ident, "scenario": {"name": scenario.name, "hash": scenario.hash},
-                       "mode": MODE, "sample": index, "seed": sample_seed(base_seed, index)})
+                       "mode": mode, "sample": index, "seed": sample_seed(base_seed, index)})
 
 
 def sample_record(model: OpenModel, scenario, index: int, seed: int, result: dict, started: str, seconds: float,
-                  batch: dict | None = None) -> dict:
+                  batch: dict | None = None, mode: str = MODE, plan=None) -> dict:
     record = {
         "kind": SAMPLE,
         "model": {"id": model.id, "sha256": model.sha256},
         "template": {"id": model.template_id, "sha256": sha256_text(model.chat.template),
                      "source": model.template_source},
-        "family": model.chat.family, "mode": MODE,
+        "family": model.chat.family, "mode": mode,
+        # The grammar of grammar and fallback attempts: family, triggers, GBNF hash and the preamble as sent.
+        "grammar": plan.to_json() if plan is not None and mode != "native" else None,
         "scenario": {"name": scenario.name, "hash": scenario.hash},
         "sample": index, "seed": seed, "sampling": scenario.sampling, "max_steps": scenario.max_steps,
         "template_kwargs": model.chat.template_kwargs, "replayed": False,
@@ -115,19 +118,23 @@ def sample_record(model: OpenModel, scenario, index: int, seed: int, result: dic
     return record
 
 
-def pending(model_id: str, sha256: str, scenarios, samples: int | None, base_seed: int, done: set) -> list:
-    """(scenario, [sample indices still to run]) for every scenario, in order."""
+def pending(model_id: str, sha256: str, scenarios, samples: int | None, base_seed: int, done: set,
+            modes=None) -> list:
+    """(scenario, mode, [sample indices still to run]) for every scenario and mode (given, else the
+    scenario's own), in order."""
     ident = {"id": model_id, "sha256": sha256}
     out = []
     for scenario in scenarios:
         n = samples or scenario.samples
-        todo = [i for i in range(n) if planned_key(ident, scenario, i, base_seed) not in done]
-        out.append((scenario, todo))
+        for mode in modes or scenario.modes:
+            todo = [i for i in range(n) if planned_key(ident, scenario, i, base_seed, mode) not in done]
+            out.append((scenario, mode, todo))
     return out
 
 
 def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, progress=None, sources=None,
-              results_dir=None, warn=print, threads: int | None = None, model: OpenModel | None = None) -> dict:
+              results_dir=None, warn=print, threads: int | None = None, model: OpenModel | None = None,
+              modes=None) -> dict:
     """Run every pending sample of one model (opened here unless `model` is already open). Returns a
     summary: counts and wall time."""
     sources = sources or load_sources()
@@ -136,9 +143,9 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
     existing = read_transcript(path)
     for message in existing.warnings:
         warn(message)
-    work = pending(model_id, pin.sha256, scenarios, samples, base_seed, existing.done())
-    total = sum(len(todo) for _, todo in work)
-    skipped = sum((samples or s.samples) for s in scenarios) - total
+    work = pending(model_id, pin.sha256, scenarios, samples, base_seed, existing.done(), modes)
+    total = sum(len(todo) for _, _, todo in work)
+    skipped = sum((samples or s.samples) * len(modes or s.modes) for s in scenarios) - total
     summary = {"model": model_id, "transcript": str(path), "ran": 0, "skipped": skipped, "seconds": 0.0,
                "errors": 0, "family": None}
     if progress is not None:
@@ -153,11 +160,14 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
             warn(message)
         if model.sha256 not in existing.models() or _changed(existing.models()[model.sha256], model):
             writer.append(model_record(model))
-        for scenario, todo in work:
+        for scenario, mode, todo in work:
             if not todo:
                 continue
             clock = time.monotonic()
-            firsts = _first_steps(model, scenario, todo, base_seed)
+            plan = grammar_plan(model.chat.family, scenario) if mode != "native" else None
+            # Native and fallback samples open with a native attempt, written in one batch; grammar samples
+            # go one by one (the batch's sampler chains hold no GrammarGate).
+            firsts = _first_steps(model, scenario, todo, base_seed) if mode != "grammar" else [None] * len(todo)
             batch = None
             if any(firsts):
                 batch = {"size": len(todo), "seconds": round(time.monotonic() - clock, 3)}
@@ -166,9 +176,9 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
             for index, first in zip(todo, firsts):
                 seed = sample_seed(base_seed, index)
                 began, clock = now(), time.monotonic()
-                result = run_sample(model.chat, scenario, seed, first=first)
+                result = run_sample(model.chat, scenario, seed, first=first, mode=mode, plan=plan)
                 seconds = time.monotonic() - clock + share
-                writer.append(sample_record(model, scenario, index, seed, result, began, seconds, batch))
+                writer.append(sample_record(model, scenario, index, seed, result, began, seconds, batch, mode, plan))
                 summary["ran"] += 1
                 summary["errors"] += bool(result["error"])
                 if progress is not None:

@@ -25,7 +25,10 @@ DEFAULT_SAMPLING = {"temperature": 0.2, "top_p": 0.95, "top_k": 40, "min_p": 0.0
                     "max_tokens": 192}
 DEFAULT_SAMPLES = 5
 DEFAULT_MAX_STEPS = 3
-SCENARIO_KEYS = {"name", "description", "tools", "conversation", "sampling", "samples", "max_steps"}
+SCENARIO_KEYS = {"name", "description", "tools", "conversation", "sampling", "samples", "max_steps", "modes"}
+# How a run drives the model (harness.modes): its own template and parser, a grammar from the tool schemas,
+# or native with a grammar retry of a failed step. Like `samples`, a run setting: not part of the hash.
+MODES = ("native", "grammar", "fallback")
 TOOL_KEYS = {"name", "description", "parameters", "returns", "raises", "evidence"}
 EXPECT_KEYS = {"tool", "arguments", "not_tools", "no_tool", "answer_contains", "uses_tool_result"}
 ROLES = {"system", "user", "assistant", "tool"}
@@ -104,6 +107,7 @@ class Scenario:
     samples: int = DEFAULT_SAMPLES
     max_steps: int = DEFAULT_MAX_STEPS
     path: Path | None = None
+    modes: tuple = ("native",)  # the modes `harness run` uses when --mode is not given
 
     def tool(self, name: str) -> StubTool | None:
         return next((t for t in self.tools if t.name == name), None)
@@ -312,8 +316,11 @@ def parse_scenario(doc: Located, library: dict) -> Scenario:
     max_steps = c.get(raw, (), "max_steps", int, required=False, default=DEFAULT_MAX_STEPS)
     if samples < 1 or max_steps < 1:
         c.fail(("samples",) if samples < 1 else ("max_steps",), "must be at least 1")
+    modes = tuple(c.strings(raw, (), "modes")) if "modes" in raw else ("native",)
+    if not modes or any(m not in MODES for m in modes) or len(set(modes)) != len(modes):
+        c.fail(("modes",), f"must be a non-empty list of distinct modes from {', '.join(MODES)}")
     return Scenario(name, description, tuple(tools.values()), tuple(turns), system, history, sampling, samples,
-                    max_steps, doc.path)
+                    max_steps, doc.path, modes)
 
 
 def load_library(path: Path) -> dict:

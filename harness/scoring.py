@@ -15,6 +15,7 @@ from harness.arguments import type_arguments
 from harness.detect import END_OF_TURN
 from harness.families import deviations as dev
 from harness.families.base import ParseResult, ToolCall
+from harness.families.reasoning import DEFAULT_PAIRS, split_reasoning
 
 VERDICTS = ("parsed", "right_tool", "valid_arguments", "expected_arguments", "answer", "result_used")
 
@@ -31,15 +32,25 @@ TOOL_RAN_TWICE = "tool-ran-twice"              # one call executed more than onc
 CALL_WITHOUT_TOOLS = "call-without-tools"      # a tools-less chat wrote call-like text (named by its deviation)
 PAST_END_OF_TURN = "past-end-of-turn"          # the reply holds an end-of-turn marker as text and goes on:
 #                                                the model writes the next turns itself (wrong or no template)
+# Behaviours of the tool loop (issue 4), named so a rate never hides that the loop stepped in.
+ZERO_ARG_RETRY = "zero-arg-retry"              # a zero-parameter tool called with arguments ran with none
+SYNTHESIZED_ANSWER = "synthesized-answer"      # a follow-up failed after a tool ran; the answer is its result
+GRAMMAR_RUNTIME_RETRY = "grammar-runtime-retry"  # grammar sampling failed in the runtime; rewritten unconstrained
+NATIVE_FALLBACK = "native-fallback"            # fallback mode: a failed native attempt was rewritten under grammar
+THINKING_BUDGET_RETRY = "thinking-budget-retry"  # a reply cut inside its think block was rewritten with room
 
 
 def parse_reply(family: str | None, reply: str, prompt_tail: str = "") -> ParseResult:
     """The current parse of a recorded reply. Without a family the chat had no tools: the reply is text, and
     call-shaped text in it is still named so the report can say what the model tried."""
     if family:
-        return registry.get(family).parse(reply, prompt_tail)
-    result = ParseResult(None, content=reply.strip())
-    result.deviation = dev.classify_unmarked(reply, (), registry.all_markers())
+        from harness.grammar import family_for  # generic-json, the grammar's own shape, is outside the registry
+
+        return family_for(family).parse(reply, prompt_tail)
+    # Thinking text never counts as a call: a think block is kept apart before call-shaped text is looked for.
+    reasoning, rest, _ = split_reasoning(reply, prompt_tail, DEFAULT_PAIRS)
+    result = ParseResult(None, content=rest.strip(), reasoning=reasoning)
+    result.deviation = dev.classify_unmarked(rest, (), registry.all_markers())
     return result
 
 
@@ -106,7 +117,11 @@ class _Turn:
 
     def __init__(self, record_turn: dict, family, scenario):
         self.steps = record_turn.get("steps", [])
-        self.parses = [parse_reply(family, s.get("reply", ""), s.get("prompt_tail", "")) for s in self.steps]
+        # Each step is read by the parser it was written for (a grammar attempt's may differ from the model's);
+        # a synthesized answer is the loop's text, never parsed for calls.
+        self.parses = [ParseResult(None, content=s.get("reply", "")) if s.get("synthesized")
+                       else parse_reply(s.get("family", family), s.get("reply", ""), s.get("prompt_tail", ""))
+                       for s in self.steps]
         self.calls = []  # (step index, ToolCall, Typed or None)
         for index, parse in enumerate(self.parses):
             for call in parse.calls if parse.accepted else ():
@@ -223,11 +238,16 @@ def _findings(scenario, turn: _Turn, family, replayed=False) -> list:
             found.append(PAST_END_OF_TURN)
         if step.get("finish_reason") == "length":
             found.append(TRUNCATED)
-        if step.get("error"):
+        if step.get("error") or step.get("generation_error"):
             found.append(GENERATION_ERROR)
         if any(c.get("executions", 1) > 1 for c in step.get("calls", [])):
             found.append(TOOL_RAN_TWICE)
-    if family is None and any(p.deviation for p in turn.parses):
+        found += [ZERO_ARG_RETRY for c in step.get("calls", []) if c.get("zero_arg_retry")]
+        for key, name in (("synthesized", SYNTHESIZED_ANSWER), ("grammar_runtime_retry", GRAMMAR_RUNTIME_RETRY),
+                          ("fallback_from", NATIVE_FALLBACK), ("thinking_budget_retry", THINKING_BUDGET_RETRY)):
+            if step.get(key):
+                found.append(name)
+    if any(s.get("family", family) is None and p.deviation for s, p in zip(turn.steps, turn.parses)):
         found.append(CALL_WITHOUT_TOOLS)
     return found
 

@@ -16,8 +16,10 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from harness.arguments import type_arguments
-from harness.errors import GenerationError, TemplateError
+from harness.errors import GenerationError, GrammarRuntimeError, TemplateError
 from harness.families.base import ParseResult
+from harness.families.reasoning import prompt_opens
+from harness.modes import grammar_plan, native_failed, plain_messages
 from harness.render import render, template_variables
 from harness.scoring import parse_reply
 
@@ -25,6 +27,9 @@ from harness.scoring import parse_reply
 PROMPT_TAIL = 256
 DEFAULT_STEP_TIMEOUT = 180.0
 _MAX_SEED = 2**32 - 2
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+# A model that reasons spends most of its budget thinking; the scenario's max_tokens would cut its answer.
+THINKING_BUDGET_FACTOR = 4
 
 
 @dataclass
@@ -61,8 +66,13 @@ def opening_messages(scenario) -> list:
     return messages
 
 
-def render_prompt(chat: Chat, scenario, messages: list) -> str:
+def render_prompt(chat: Chat, scenario, messages: list, plan=None, plain: bool = False) -> str:
+    """plan: the GrammarPlan of a grammar attempt (its preamble, if any, goes ahead of the system message).
+    plain: the template has no tool format and the loop is not native, so calls and results are written as
+    text (see harness.modes.plain_messages)."""
     tools = scenario.tool_schemas() if chat.family and scenario.tools else None
+    if plain or (plan is not None and plan.preamble):
+        messages = plain_messages(messages, plan.preamble if plan is not None else None)
     return render(chat.template, messages, tools=tools, add_generation_prompt=True, bos_token=chat.bos_token,
                   eos_token=chat.eos_token, **chat.template_kwargs)
 
@@ -89,6 +99,11 @@ class StubTools:
             record["result"] = _error(f"unknown tool {call.name!r}; the tools are: {offered}")
             return record
         typed = type_arguments(call.arguments, tool.parameters)
+        if not typed.ok and call.arguments and not tool.parameters.get("properties"):
+            # A tool that takes nothing, called with invented arguments (seed 004 note): the intent is clear,
+            # so it is retried once with no arguments before the call fails. Scoring names both.
+            record["zero_arg_retry"] = {"invented": call.arguments, "errors": typed.errors}
+            typed = type_arguments({}, tool.parameters)
         record.update(typed=typed.arguments, errors=typed.errors, coerced=typed.coerced)
         if not typed.ok:
             record["result"] = _error(f"invalid arguments for {call.name}: {typed.error_message()}")
@@ -105,10 +120,10 @@ def _error(message: str) -> str:
     return json.dumps({"error": message}, ensure_ascii=False)
 
 
-def _generate(chat: Chat, prompt: str, sampling: dict, seed: int):
+def _generate(chat: Chat, prompt: str, sampling: dict, seed: int, grammar=None):
     from harness.generate import generate  # the binding loads only when a model is really driven
 
-    return generate(chat.llm, prompt, seed=seed, timeout=chat.step_timeout, **sampling)
+    return generate(chat.llm, prompt, seed=seed, timeout=chat.step_timeout, grammar=grammar, **sampling)
 
 
 def _step_record(prompt: str, seed: int, generation, parse: ParseResult | None, shared: bool) -> dict:
@@ -124,35 +139,106 @@ def _step_record(prompt: str, seed: int, generation, parse: ParseResult | None, 
     }
 
 
-def run_sample(chat: Chat, scenario, seed: int, first=None, generate_fn=None) -> dict:
-    """Run every user turn of the scenario once. `first` is the first step's Generation when it was written
-    in a batch with the other samples (same prompt, this sample's seed). Returns {"turns", "error",
-    "executions"}; "error" is set when a render or generation failed and the sample stopped there."""
+class _Writer:
+    """Writes one step's reply in a mode: the generation (under a grammar, with its runtime retry), the thinking
+    budget, and the parse with the family that reads it."""
+
+    def __init__(self, chat: Chat, scenario, mode: str, plan, generate_fn):
+        self.chat, self.scenario, self.mode, self.plan = chat, scenario, mode, plan
+        self.generate_fn = generate_fn
+        self.plain = mode != "native" and chat.family is None  # tools-less template: calls written as text
+        self.thinks = False  # sticky: once a reply reasons, later steps get the larger budget too
+
+    def sampling(self, prompt: str) -> dict:
+        sampling = dict(self.scenario.sampling)
+        if self.thinks or prompt_opens(prompt, THINK_OPEN):
+            sampling["max_tokens"] = sampling["max_tokens"] * THINKING_BUDGET_FACTOR
+        return sampling
+
+    def attempt(self, messages, seed, grammar: bool, first=None) -> dict:
+        """One attempt: {"prompt", "generation", "parse", "family", "extra"}; raises GenerationError and
+        TemplateError (the caller records them)."""
+        plan = self.plan if grammar else None
+        prompt = render_prompt(self.chat, self.scenario, messages, plan, self.plain)
+        extra = {}
+        if first is not None:
+            generation = first
+        else:
+            sampling = self.sampling(prompt)
+            generation = self._write(prompt, sampling, seed, plan, extra)
+            if (generation.finish_reason == "length" and THINK_OPEN in generation.text
+                    and THINK_CLOSE not in generation.text and not self.thinks):
+                # Cut inside a think block: nothing ran on this reply yet, so it is written again with room.
+                self.thinks = True
+                extra["thinking_budget_retry"] = {"max_tokens": sampling["max_tokens"], "reply": generation.text}
+                generation = self._write(prompt, self.sampling(prompt), seed, plan, extra)
+        if THINK_OPEN in generation.text:
+            self.thinks = True
+        family = plan.family if plan is not None else self.chat.family
+        return {"prompt": prompt, "generation": generation, "parse": parse_reply(family, generation.text, prompt),
+                "family": family, "extra": extra}
+
+    def _write(self, prompt, sampling, seed, plan, extra):
+        if plan is None:
+            return self.generate_fn(self.chat, prompt, sampling, seed)
+        try:
+            return self.generate_fn(self.chat, prompt, sampling, seed, grammar=plan.spec)
+        except GrammarRuntimeError as exc:
+            # Grammar sampling failed inside the runtime (the seed saw it under GPU offload): retry once
+            # unconstrained, and say so in the transcript.
+            extra["grammar_runtime_retry"] = str(exc)
+            return self.generate_fn(self.chat, prompt, sampling, seed)
+
+
+def run_sample(chat: Chat, scenario, seed: int, first=None, generate_fn=None, mode: str = "native",
+               plan=None) -> dict:
+    """Run every user turn of the scenario once in `mode` (harness.modes). `first` is the first step's
+    Generation when it was written in a batch with the other samples (same prompt, this sample's seed; a
+    native attempt). `plan` overrides the GrammarPlan built for the scenario (tests inject faults with it).
+    Returns {"turns", "error", "executions"}; "error" is set when a render or generation failed and the
+    sample stopped there."""
     generate_fn = generate_fn or _generate
+    if mode != "native" and plan is None:
+        plan = grammar_plan(chat.family, scenario)
+    writer = _Writer(chat, scenario, mode, plan, generate_fn)
     tools = StubTools(scenario)
     messages = opening_messages(scenario)
     turns, counter = [], 0
     for turn_index, turn in enumerate(scenario.turns):
         messages.append({"role": "user", "content": turn.user})
-        steps = []
+        steps, results = [], []  # results: (name, result) of the calls that ran in this turn
         turns.append({"user": turn.user, "steps": steps})
         for step_index in range(scenario.max_steps):
             seed_here = step_seed(seed, turn_index, step_index)
+            shared = first is not None and turn_index == 0 and step_index == 0
+            grammar = mode == "grammar" and plan is not None
             try:
-                prompt = render_prompt(chat, scenario, messages)
+                done = writer.attempt(messages, seed_here, grammar, first if shared else None)
+                fallback_from = None
+                if mode == "fallback" and plan is not None and native_failed(
+                        done["parse"], turn.expect.expects_call, bool(results)):
+                    fallback_from = _record(done, seed_here, shared)
+                    done = writer.attempt(messages, seed_here, True)
+                    shared = False
             except TemplateError as exc:
                 steps.append({**_step_record("", seed_here, None, None, False), "error": f"render: {exc}"})
                 return {"turns": turns, "error": f"render: {exc}", "executions": tools.executions}
-            shared = first is not None and turn_index == 0 and step_index == 0
-            try:
-                generation = first if shared else generate_fn(chat, prompt, scenario.sampling, seed_here)
             except GenerationError as exc:
-                # Never re-run the turn: a tool may already have run (seed 004 note). Stop the sample here.
-                steps.append({**_step_record(prompt, seed_here, None, None, False), "error": f"generate: {exc}"})
+                if results:
+                    # A tool already ran: never re-run the loop (it would run twice); answer from the
+                    # result in hand and go on with the next user turn.
+                    text = _synthesized(results)
+                    steps.append({**_step_record("", seed_here, None, None, False), "reply": text,
+                                  "synthesized": True, "generation_error": f"generate: {exc}"})
+                    messages.append(_assistant(text, None))
+                    break
+                steps.append({**_step_record("", seed_here, None, None, False), "error": f"generate: {exc}"})
                 return {"turns": turns, "error": f"generate: {exc}", "executions": tools.executions}
-            parse = parse_reply(chat.family, generation.text, prompt)
-            step = _step_record(prompt, seed_here, generation, parse, shared)
+            step = _record(done, seed_here, shared)
+            if fallback_from is not None:
+                step["fallback_from"] = fallback_from
             steps.append(step)
+            parse = done["parse"]
             if not parse.accepted:
                 # Text, or a near miss shown as text (the ADR never turns a near miss into a call).
                 messages.append(_assistant(parse.content, parse.reasoning))
@@ -164,6 +250,8 @@ def run_sample(chat: Chat, scenario, seed: int, first=None, generate_fn=None) ->
                 record = tools.dispatch(call_id, call)
                 step["calls"].append(record)
                 calls.append((call_id, call, record))
+                if record["executed"]:
+                    results.append((call.name, record["result"]))
             message = _assistant(parse.content, parse.reasoning)
             message["tool_calls"] = [
                 {"id": cid, "type": "function",
@@ -174,6 +262,18 @@ def run_sample(chat: Chat, scenario, seed: int, first=None, generate_fn=None) ->
             for cid, call, rec in calls:
                 messages.append({"role": "tool", "tool_call_id": cid, "name": call.name, "content": rec["result"]})
     return {"turns": turns, "error": None, "executions": tools.executions}
+
+
+def _record(done: dict, seed: int, shared: bool) -> dict:
+    step = _step_record(done["prompt"], seed, done["generation"], done["parse"], shared)
+    step["family"] = done["family"]  # the parser that read this attempt (a grammar's may differ from native)
+    step.update(done["extra"])
+    return step
+
+
+def _synthesized(results: list) -> str:
+    """The answer a failed follow-up leaves: the tool results already in hand, as they came back."""
+    return "\n".join(f"{name}: {result}" for name, result in results)
 
 
 def _assistant(content: str, reasoning: str | None) -> dict:

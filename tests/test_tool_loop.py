@@ -80,13 +80,18 @@ def test_raising_tool_runs_once_per_call_and_its_error_reaches_the_model(chat, t
     assert "tool-ran-twice" not in verdicts["findings"]
 
 
-def test_failed_follow_up_ends_the_sample_without_re_running_the_tool(chat, tmp_path):
+def test_failed_follow_up_is_answered_from_the_result_in_hand_and_the_tool_runs_once(chat, tmp_path):
     # The result is longer than the context window, so the follow-up generation cannot even start.
-    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: " + json.dumps("word " * 1500))
+    big = "word " * 1500
+    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: " + json.dumps(big))
     result = run_sample(chat, sc, seed=7)
     steps = result["turns"][0]["steps"]
-    assert len(steps) == 2 and steps[1]["error"].startswith("generate:") and "context window" in steps[1]["error"]
-    assert result["error"] and result["executions"] == {"call00001": 1}
+    assert len(steps) == 2 and steps[1]["synthesized"] and "context window" in steps[1]["generation_error"]
+    assert steps[1]["reply"].startswith("ping: ") and big.strip() in steps[1]["reply"]
+    assert result["error"] is None and result["executions"] == {"call00001": 1}
+    verdicts = score_sample(sc, record(chat, sc, result))
+    assert "synthesized-answer" in verdicts["findings"] and "generation-error" in verdicts["findings"]
+    assert "tool-ran-twice" not in verdicts["findings"]
 
 
 def test_invalid_arguments_go_back_as_an_error_and_nothing_runs(chat, tmp_path):

@@ -1,0 +1,115 @@
+"""How a run drives a model: native, grammar or fallback (issue 4).
+
+- native: the model's own template and parser (tools offered only when a family was detected).
+- grammar: every step is sampled under a lazy grammar built from the tools' schemas in the model's family's
+  call shape (harness.grammar.build_grammar; no family: the generic JSON call-or-answer shape, parsed by
+  family_for("generic-json")). A template that takes tools is given them as in native mode; a template
+  without a tool format (SmolLM2's ChatML, Gemma) is not, so the tools and the JSON call shape are described in
+  a preamble put in front of the system message (TOOL_PREAMBLE below, recorded in each sample's transcript).
+- fallback: native first; when a native attempt fails mid-turn (a call attempt the parser cannot read, or no
+  call where the turn expects one and none has been made yet), that step is written again under the grammar.
+  The step records the native attempt under "fallback_from".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from harness.errors import HarnessError
+from harness.grammar import GENERIC, GrammarSpec, build_grammar
+from harness.scenarios import MODES
+from harness.scoring import is_call_attempt
+
+__all__ = ["MODES", "GrammarPlan", "grammar_plan", "parse_modes", "plain_messages", "tool_preamble",
+           "native_failed"]
+
+TOOL_PREAMBLE = (
+    "You can call these tools:\n{tools}\n"
+    'To call a tool, reply with only a JSON object of the form {{"name": "<tool name>", "arguments": '
+    "{{<arguments as the tool's parameters describe>}}}} and nothing else. "
+    "Otherwise answer in plain text.")
+
+
+def parse_modes(values) -> list:
+    """--mode values (repeatable, each may be a comma list) as an ordered list without repeats."""
+    out = []
+    for value in values or ():
+        for mode in (m.strip() for m in value.split(",")):
+            if mode not in MODES:
+                raise HarnessError(f"unknown mode {mode!r} (modes: {', '.join(MODES)})")
+            if mode not in out:
+                out.append(mode)
+    return out
+
+
+def tool_preamble(scenario) -> str:
+    """The exact text that tells a model without a tool template which tools exist and how to call them."""
+    tools = [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in scenario.tools]
+    return TOOL_PREAMBLE.format(tools=json.dumps(tools, ensure_ascii=False, indent=1))
+
+
+@dataclass(frozen=True)
+class GrammarPlan:
+    spec: GrammarSpec
+    preamble: str | None  # sent ahead of the system message when the template cannot carry the tools
+
+    @property
+    def family(self) -> str:
+        return self.spec.family  # the parser that reads replies written under the grammar
+
+    def to_json(self) -> dict:
+        """What the transcript keeps: the grammar's identity and triggers (its GBNF is rebuilt from the
+        tools; its hash pins it) and the preamble text as sent."""
+        return {"family": self.spec.family, "requested": self.spec.requested, "lazy": self.spec.lazy,
+                "triggers": list(self.spec.triggers), "note": self.spec.note,
+                "gbnf_sha256": hashlib.sha256(self.spec.gbnf.encode("utf-8")).hexdigest(),
+                "preamble": self.preamble}
+
+
+def grammar_plan(family: str | None, scenario) -> GrammarPlan | None:
+    """The grammar for a scenario's tools in `family`'s call shape; None when the scenario offers no tools."""
+    if not scenario.tools:
+        return None
+    spec = build_grammar(family, scenario.tool_schemas(), "auto")
+    # The generic shape is one no template describes: the model must be told (also when a family without a
+    # grammar shape had the generic one imposed on it).
+    preamble = tool_preamble(scenario) if spec.family == GENERIC else None
+    return GrammarPlan(spec, preamble)
+
+
+def plain_messages(messages: list, preamble: str | None) -> list:
+    """The conversation for a template without a tool format: the preamble ahead of the system message, an
+    assistant call as the JSON it is written in, and tool results as one user message per step (Gemma's
+    template only takes alternating user/assistant turns)."""
+    out = []
+    if preamble:
+        if messages and messages[0]["role"] == "system":
+            out.append({"role": "system", "content": preamble + "\n\n" + messages[0]["content"]})
+            messages = messages[1:]
+        else:
+            out.append({"role": "system", "content": preamble})
+    for message in messages:
+        if message["role"] == "assistant" and message.get("tool_calls"):
+            calls = [json.dumps({"name": c["function"]["name"], "arguments": c["function"]["arguments"]},
+                                ensure_ascii=False) for c in message["tool_calls"]]
+            text = "\n".join(filter(None, [message.get("content") or ""] + calls))
+            out.append({"role": "assistant", "content": text})
+        elif message["role"] == "tool":
+            line = f"Result of {message.get('name') or 'the tool'}: {message['content']}"
+            if out and out[-1]["role"] == "user" and out[-1].get("tool_results"):
+                out[-1] = {**out[-1], "content": out[-1]["content"] + "\n" + line}
+            else:
+                out.append({"role": "user", "content": line, "tool_results": True})
+        else:
+            out.append({k: v for k, v in message.items() if k != "reasoning_content"})
+    return [{k: v for k, v in m.items() if k != "tool_results"} for m in out]
+
+
+def native_failed(parse, expects_call: bool | None, called_this_turn: bool) -> bool:
+    """A native attempt that fallback writes again under the grammar: a call the parser could not read, or
+    no call where the turn expects one and none has been made yet (after a call, an answer is expected)."""
+    if is_call_attempt(parse):
+        return True
+    return bool(expects_call) and not called_this_turn and not parse.accepted
