@@ -79,32 +79,32 @@ def grammar_plan(family: str | None, scenario) -> GrammarPlan | None:
     return GrammarPlan(spec, preamble)
 
 
-def plain_messages(messages: list, preamble: str | None) -> list:
+def plain_messages(messages: list, preamble: str | None, into_user: bool = False) -> list:
     """The conversation for a template without a tool format: the preamble ahead of the system message, an
-    assistant call as the JSON it is written in, and tool results as one user message per step (Gemma's
-    template only takes alternating user/assistant turns)."""
-    out = []
-    if preamble:
-        if messages and messages[0]["role"] == "system":
-            out.append({"role": "system", "content": preamble + "\n\n" + messages[0]["content"]})
-            messages = messages[1:]
-        else:
-            out.append({"role": "system", "content": preamble})
+    assistant call as the JSON it is written in, tool results as user text, and consecutive user messages
+    joined (Gemma's template only takes alternating user/assistant turns). into_user: the template refuses a
+    system role (Gemma's raises), so the preamble and system text open the first user message instead."""
+    head = [m["content"] for m in messages[:1] if m["role"] == "system"]
+    messages = messages[len(head):]
+    head = [preamble] * bool(preamble) + head
+    out = [] if into_user or not head else [{"role": "system", "content": "\n\n".join(head)}]
+    lead = "\n\n".join(head) if into_user and head else ""
     for message in messages:
         if message["role"] == "assistant" and message.get("tool_calls"):
             calls = [json.dumps({"name": c["function"]["name"], "arguments": c["function"]["arguments"]},
                                 ensure_ascii=False) for c in message["tool_calls"]]
-            text = "\n".join(filter(None, [message.get("content") or ""] + calls))
-            out.append({"role": "assistant", "content": text})
+            item = {"role": "assistant", "content": "\n".join(filter(None, [message.get("content") or ""] + calls))}
         elif message["role"] == "tool":
-            line = f"Result of {message.get('name') or 'the tool'}: {message['content']}"
-            if out and out[-1]["role"] == "user" and out[-1].get("tool_results"):
-                out[-1] = {**out[-1], "content": out[-1]["content"] + "\n" + line}
-            else:
-                out.append({"role": "user", "content": line, "tool_results": True})
+            item = {"role": "user", "content": f"Result of {message.get('name') or 'the tool'}: {message['content']}"}
         else:
-            out.append({k: v for k, v in message.items() if k != "reasoning_content"})
-    return [{k: v for k, v in m.items() if k != "tool_results"} for m in out]
+            item = {k: v for k, v in message.items() if k != "reasoning_content"}
+        if item["role"] == "user" and lead:
+            item["content"], lead = lead + "\n\n" + item["content"], ""
+        if out and item["role"] == "user" and out[-1]["role"] == "user":
+            out[-1] = {**out[-1], "content": out[-1]["content"] + "\n\n" + item["content"]}
+        else:
+            out.append(item)
+    return out
 
 
 def native_failed(parse, expects_call: bool | None, called_this_turn: bool) -> bool:

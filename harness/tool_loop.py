@@ -71,8 +71,17 @@ def render_prompt(chat: Chat, scenario, messages: list, plan=None, plain: bool =
     plain: the template has no tool format and the loop is not native, so calls and results are written as
     text (see harness.modes.plain_messages)."""
     tools = scenario.tool_schemas() if chat.family and scenario.tools else None
-    if plain or (plan is not None and plan.preamble):
-        messages = plain_messages(messages, plan.preamble if plan is not None else None)
+    if not (plain or (plan is not None and plan.preamble)):
+        return _render(chat, messages, tools)
+    preamble = plan.preamble if plan is not None else None
+    try:
+        return _render(chat, plain_messages(messages, preamble), tools)
+    except TemplateError:
+        # A template that refuses the system role (Gemma's): the same text opens the first user message.
+        return _render(chat, plain_messages(messages, preamble, into_user=True), tools)
+
+
+def _render(chat: Chat, messages: list, tools) -> str:
     return render(chat.template, messages, tools=tools, add_generation_prompt=True, bos_token=chat.bos_token,
                   eos_token=chat.eos_token, **chat.template_kwargs)
 
