@@ -1,0 +1,132 @@
+"""The tool loop's failure-mode behaviours (issue 4, seed 004 note), each through the real binding on a stand-in
+GGUF with Qwen2.5's vocabulary and template, scripted to write the reply that provokes the behaviour. Each
+test asserts what the behaviour changes, so it fails when the behaviour is removed. (Raising tools and failed
+follow-ups are in test_tool_loop.py.)"""
+
+import dataclasses
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from standin import PROFILES, Script, Turn, Vocab, build_standin  # noqa: E402
+
+from harness.errors import GrammarRuntimeError  # noqa: E402
+from harness.modes import GrammarPlan, grammar_plan  # noqa: E402
+from harness.scenarios import load_scenarios  # noqa: E402
+from harness.scoring import parse_reply, score_sample  # noqa: E402
+from harness.tool_loop import Chat, first_prompt, run_sample, template_kwargs_for  # noqa: E402
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    """A stand-in with the real template and tokenizer, to render prompts and tokenize scripted replies."""
+    return standin_chat(tmp_path_factory.mktemp("standin"), "probe", [Script("\n", (Vocab(PROFILES["qwen2.5"]).id("ok"),))])
+
+
+def standin_chat(directory, name, scripts):
+    from harness.generate import load_model
+
+    vocab = Vocab(PROFILES["qwen2.5"])
+    path = directory / f"{name}.gguf"
+    build_standin(path, "qwen2.5", scripts, vocab=vocab)
+    llm = load_model(path, n_ctx=1024)
+    template = llm.metadata["tokenizer.chat_template"]
+    return Chat(llm, template, "", "<|im_end|>", "hermes", template_kwargs_for(template))
+
+
+def replying(probe, directory, name, sc, reply: str, special=True):
+    """A stand-in that writes `reply` (tokenized as the real tokenizer does; repeats allowed) after the
+    scenario's first prompt, whatever that prompt says: a position-keyed Turn."""
+    from harness.decoding import prompt_token_ids
+
+    n = len(prompt_token_ids(probe.llm, first_prompt(probe, sc)))
+    ids = tuple(probe.llm.tokenize(reply.encode("utf-8"), add_bos=False, special=special))
+    return standin_chat(directory, name, [Turn(n, ids + (Vocab(PROFILES["qwen2.5"]).id("<|im_end|>"),))])
+
+
+def scenario(tmp_path, tool: str, max_steps=1, sampling=""):
+    (tmp_path / "s.yaml").write_text(f"""\
+name: ping
+description: scripted
+max_steps: {max_steps}
+{sampling}tools:
+  - name: ping
+    description: Check the relay.
+{tool}
+conversation:
+  turns:
+    - user: Ping the relay.
+      expect: {{tool: ping}}
+""")
+    return load_scenarios(tmp_path)[0]
+
+
+def verdicts_of(chat, sc, result):
+    return score_sample(sc, {"family": chat.family, "turns": result["turns"], "replayed": False})
+
+
+INVENTED = '<tool_call>{"name": "ping", "arguments": {"host": "a"}}</tool_call>'
+
+
+def test_zero_parameter_tool_with_invented_arguments_runs_once_without_them(probe, tmp_path):
+    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong")
+    chat = replying(probe, tmp_path, "invented", sc, INVENTED)
+    result = run_sample(chat, sc, seed=7)
+    (step,) = result["turns"][0]["steps"]
+    assert step["reply"] == INVENTED
+    (call,) = step["calls"]
+    # Without the retry the call fails on the unknown parameter and nothing runs.
+    assert call["executed"] and call["typed"] == {} and call["result"] == "pong"
+    assert call["zero_arg_retry"]["invented"] == {"host": "a"} and result["executions"] == {"call00001": 1}
+    verdicts = verdicts_of(chat, sc, result)
+    assert "invented-arguments" in verdicts["findings"] and "zero-arg-retry" in verdicts["findings"]
+    assert verdicts["valid_arguments"] is False  # the model's own call stays invalid: the retry is the loop's
+
+
+def test_grammar_runtime_failure_is_retried_once_unconstrained(probe, tmp_path):
+    # A real fault, not a mock: a trigger that fires on text the Hermes grammar refuses. (`<tool_call>"x` does
+    # not fault here: <tool_call> is one token in Qwen2.5's vocabulary, so the trigger fires on it alone, the
+    # grammar accepts it, and the gate resamples the quote from the mask. A trigger on a word of the reply
+    # replays text the grammar cannot start with, which llama.cpp's own lazy sampler would abort on.)
+    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong")
+    chat = replying(probe, tmp_path, "fault", sc, "Checking the relay.")
+    spec = dataclasses.replace(grammar_plan("hermes", sc).spec, trigger_patterns=("relay",))
+    from harness.generate import generate
+
+    with pytest.raises(GrammarRuntimeError, match="trigger fired"):  # the fault is real
+        generate(chat.llm, first_prompt(chat, sc), max_tokens=16, grammar=spec)
+    result = run_sample(chat, sc, seed=7, mode="grammar", plan=GrammarPlan(spec, None))
+    (step,) = result["turns"][0]["steps"]
+    assert "trigger fired" in step["grammar_runtime_retry"] and step["reply"] == "Checking the relay."
+    assert result["error"] is None and step["family"] == "hermes"
+    assert "grammar-runtime-retry" in verdicts_of(chat, sc, result)["findings"]
+
+
+THOUGHT = ('<think>Maybe <tool_call>{"name": "ping", "arguments": {}}</tool_call> would help, but the relay '
+           'status is known already.</think>The relay is up.')
+
+
+def test_a_reply_cut_inside_its_think_block_is_written_again_with_room(probe, tmp_path):
+    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong",
+                  sampling="sampling: {max_tokens: 12}\n")
+    chat = replying(probe, tmp_path, "thinker", sc, THOUGHT)
+    result = run_sample(chat, sc, seed=7)
+    (step,) = result["turns"][0]["steps"]
+    # Without the larger budget the reply stops 12 tokens in, inside the think block, and gives no answer.
+    assert step["thinking_budget_retry"]["max_tokens"] == 12 and step["finish_reason"] == "stop"
+    assert step["reply"] == THOUGHT and step["completion_tokens"] > 12
+    # The call written inside the thinking is never a call.
+    assert step["calls"] == [] and result["executions"] == {}
+    verdicts = verdicts_of(chat, sc, result)
+    assert step["parse"]["content"] == "The relay is up." and step["parse"]["calls"] == []
+    assert "thinking-budget-retry" in verdicts["findings"] and verdicts["parsed"] is False
+    assert verdicts["turns"][0]["calls"] == []
+
+
+def test_thinking_text_never_counts_as_a_call_without_a_family():
+    text = '<think>{"name": "ping", "arguments": {}}</think>The relay is up.'
+    parse = parse_reply(None, text)
+    assert parse.deviation is None and parse.content == "The relay is up." and parse.reasoning
+    assert parse_reply(None, '{"name": "ping", "arguments": {}}').deviation is not None
