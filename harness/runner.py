@@ -65,8 +65,9 @@ def open_model(model_id: str, sources=None, threads: int | None = None) -> OpenM
     llm = load_model(path, n_ctx=N_CTX, n_threads=threads or constants.HARNESS_THREADS or DEFAULT_THREADS)
     template = llm.metadata.get("tokenizer.chat_template")
     source = "gguf"
-    if not template and pin.template:
-        template, source = resolve_template(pin.template, sources).text, f"sources.json:{pin.template}"
+    fallback = pin.template or pin.stand_in_template
+    if not template and fallback:
+        template, source = resolve_template(fallback, sources).text, f"sources.json:{fallback}"
     elif not template:
         template, source = LLAMA_CPP_CHATML, "llama.cpp-default-chatml"
     bos, eos = _token_text(llm, llm.token_bos()), _token_text(llm, llm.token_eos())

@@ -28,7 +28,8 @@ SOURCE_KINDS = {"hub", "pypi"}
 # Field order of each entry in sources.json; dump_sources writes them in this order so the file stays stable.
 TEMPLATE_FIELDS = ("id", "file", "repo", "repo_basis", "variant", "revision", "sha256", "size", "origin", "hub",
                    "model", "license", "bos_token", "eos_token", "note")
-MODEL_FIELDS = ("id", "default", "repo", "filename", "revision", "size", "sha256", "license", "template", "family",
+MODEL_FIELDS = ("id", "default", "repo", "filename", "revision", "size", "sha256", "license", "template",
+                "stand_in_template", "family",
                 "sources", "note")
 
 
@@ -70,6 +71,8 @@ class ModelPin:
     family: str | None
     sources: tuple
     note: str | None
+    # For a GGUF that embeds no template: the pinned template runs render with instead of llama.cpp's ChatML.
+    stand_in_template: str | None = None
 
 
 @dataclass(frozen=True)
@@ -194,13 +197,17 @@ def _parse_model(raw, index: int, template_ids) -> ModelPin:
     template = e.get("template", str, nullable=True)
     if template is not None and template not in template_ids:
         raise SourcesError(f"{e.where}: field 'template' names {template!r}, which is not a pinned template")
+    stand_in = e.get("stand_in_template", str, required=False, nullable=True)
+    if stand_in is not None and stand_in not in template_ids:
+        raise SourcesError(f"{e.where}: field 'stand_in_template' names {stand_in!r}, which is not a pinned template")
     # The family is a name from harness/families; that registry checks it where it is used.
     family = e.get("family", str, nullable=True, pattern=_ID)
     return ModelPin(
         id=mid, default=e.get("default", bool), repo=repo, filename=e.get("filename", str),
         revision=e.get("revision", str, nullable=True, pattern=_REVISION), size=e.get("size", int, nullable=True),
         sha256=e.get("sha256", str, nullable=True, pattern=_SHA256), license=e.get("license", str, nullable=True),
-        template=template, family=family, sources=parsed, note=e.get("note", str, required=False, nullable=True))
+        template=template, family=family, sources=parsed, note=e.get("note", str, required=False, nullable=True),
+        stand_in_template=stand_in)
 
 
 def load_sources(path: Path | str | None = None) -> Sources:

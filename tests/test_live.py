@@ -65,18 +65,22 @@ def test_live_run(live_model_id, live_scenario_name, tmp_path, request):
 
     first = run_model(live_model_id, [scenario], samples, 0, results_dir=tmp_path, model=model)
     assert first["ran"] == samples and first["skipped"] == 0
-    assert first["errors"] == 0, "a sample stopped on a render or generation error"
 
     transcript = read_transcript(transcript_path(live_model_id, tmp_path))
     assert transcript.warnings == []
     records = transcript.samples()
+    # A template may refuse a conversation with its own raise_exception (Gemma's turn template refuses the
+    # tool turns of a seeded history): that is the template's recorded verdict, not a harness failure.
+    errors = [r["error"] for r in records if r.get("error")]
+    assert first["errors"] == len(errors)
+    assert all(e.startswith("render: template raised") for e in errors), errors
     assert sorted(r["sample"] for r in records) == list(range(samples))
     assert sum(r["kind"] == "model" for r in transcript.records) == 1
     for record in records:
         assert record["scenario"]["hash"] == scenario.hash and record["mode"] == "native"
         assert record["model"]["sha256"] == load_sources().model(live_model_id).sha256
         steps = [s for t in record["turns"] for s in t["steps"]]
-        assert steps and all(s["prompt_sha256"] and s["finish_reason"] for s in steps)
+        assert steps and all(s["prompt_sha256"] and (s["finish_reason"] or s.get("error")) for s in steps)
         for step in steps:
             for call in step["calls"]:
                 assert call["executions"] <= 1 and call["id"].startswith("call") and len(call["id"]) == 9
