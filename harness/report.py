@@ -13,7 +13,7 @@ import pandas as pd
 
 from harness import constants
 from harness.replays import load_replays
-from harness.scenarios import load_scenarios
+from harness.scenarios import MODES, load_scenarios
 from harness.scoring import VERDICTS, score_sample, wilson
 from harness.sources import load_sources, resolve_template
 from harness.transcripts import read_all
@@ -103,9 +103,57 @@ def named_counts(series) -> str:
     return ", ".join(f"{name} ×{n}" for name, n in counts.most_common()) or "–"
 
 
+def mode_order(mode) -> int:
+    """native, grammar, fallback side by side in every table (then any other, alphabetically)."""
+    return MODES.index(mode) if mode in MODES else len(MODES)
+
+
+def _by_mode(frame: pd.DataFrame, keys: list):
+    groups = list(frame.groupby(keys, sort=True))
+    at = keys.index("mode")
+    return sorted(groups, key=lambda g: tuple((mode_order(k), k) if i == at else (0, k) for i, k in enumerate(g[0])))
+
+
+# The comparison issue 4 asks for: grammar buys syntax; does it buy right tools and right arguments?
+TRADE_OFF = ("parsed", "right_tool", "valid_arguments", "expected_arguments", "answer", "passed")
+
+
+def mode_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per mode over all scenarios of a model: the rates, and how often the loop stepped in."""
+    rows = []
+    for (mode,), group in _by_mode(frame, ["mode"]):
+        findings = Counter(f for fs in group["findings"] for f in fs)
+        row = {"mode": mode, "samples": len(group)}
+        row.update({RATES[k]: rate_cell(group[k]) for k in TRADE_OFF})
+        row["grammar retries of native steps"] = findings.get("native-fallback", 0)
+        row["unconstrained retries"] = findings.get("grammar-runtime-retry", 0)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def trade_off_lines(frame: pd.DataFrame) -> list:
+    """Per model, each non-native mode against native on the same scenarios and seeds, in points."""
+    lines = []
+    for model, group in frame.groupby("model", sort=True):
+        native = group[group["mode"] == "native"]
+        for mode in [m for m in MODES[1:] if m in set(group["mode"])]:
+            other = group[group["mode"] == mode]
+            shared = set(native["scenario"]) & set(other["scenario"])
+            if not shared:
+                continue
+            parts = []
+            for key in TRADE_OFF:
+                a = rate_value(native[native["scenario"].isin(shared)][key])
+                b = rate_value(other[other["scenario"].isin(shared)][key])
+                if a is not None and b is not None:
+                    parts.append(f"{RATES[key]} {100 * a:.0f}% → {100 * b:.0f}% ({100 * (b - a):+.0f})")
+            lines.append(f"- **{model}**, {mode} vs native ({len(shared)} scenarios): " + "; ".join(parts))
+    return lines
+
+
 def scenario_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = []
-    for (name, mode), group in frame.groupby(["scenario", "mode"], sort=True):
+    for (name, mode), group in _by_mode(frame, ["scenario", "mode"]):
         row = {"scenario": name, "mode": mode, "samples": len(group)}
         row.update({title: rate_cell(group[key]) for key, title in RATES.items()})
         row["deviations"] = named_counts(group["deviations"])
@@ -207,7 +255,12 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
         lines.append(f"- {stale} older record(s) of since-changed scenarios left out (re-run to refresh).")
     lines += ["", LEGEND, ""]
     if not live.empty:
-        lines += ["## Live", "", scenario_table(live).to_markdown(index=False), ""]
+        if live["mode"].nunique() > 1:
+            lines += ["## Modes", "", "All scenarios together, per mode (native: the model's template and parser; "
+                      "grammar: sampling constrained by a grammar from the tool schemas; fallback: native, with a "
+                      "failed step rewritten under the grammar).", "", mode_table(live).to_markdown(index=False), "",
+                      *trade_off_lines(live), ""]
+        lines += ["## Live, by scenario and mode", "", scenario_table(live).to_markdown(index=False), ""]
     if not replayed.empty:
         lines += ["## Replayed from the seed ADR (not run here)", "", replay_table(replayed).to_markdown(index=False), ""]
         for _, r in replayed.iterrows():
@@ -238,13 +291,19 @@ def summary_markdown(collected: Collected) -> str:
              "scenarios/replays/*.yaml, through the current parsers. Replayed rows quote the seed ADR; "
              "they were not run here.", ""]
     overall = []
-    for (model, replayed), group in frame.groupby(["model", "replayed"], sort=True):
-        row = {"model": model + (" (replayed)" if replayed else ""), "family": _family(group["family"].iloc[0]),
-               "samples": len(group)}
+    for (model, replayed, mode), group in _by_mode(frame, ["model", "replayed", "mode"]):
+        row = {"model": model + (" (replayed)" if replayed else ""), "mode": mode,
+               "family": _family(group["family"].iloc[0]), "samples": len(group)}
         row.update({RATES[k]: rate_cell(group[k]) for k in ("parsed", "call_readable", "right_tool",
                                                             "valid_arguments", "answer", "passed")})
         overall.append(row)
-    lines += ["## Models", "", LEGEND, "", pd.DataFrame(overall).to_markdown(index=False), ""]
+    lines += ["## Models and modes", "", LEGEND, "", pd.DataFrame(overall).to_markdown(index=False), ""]
+    trade = trade_off_lines(frame[~frame["replayed"]])
+    if trade:
+        lines += ["## The trade-off: what a grammar buys", "",
+                  "A grammar makes the call's syntax right once it is triggered; whether the model then picks the "
+                  "right tool with the right arguments, and still answers, is what these differences show "
+                  "(percentage points against native on the same scenarios and seeds).", "", *trade, ""]
     grid = pass_grid(frame)
     cells = grid.map(lambda v: "–" if v is None or v != v else f"{100 * v:.0f}%")
     lines += ["## All checks passed, by scenario", "", cells.to_markdown(), "", "![heat map](heatmap.png)", ""]
@@ -256,9 +315,12 @@ def _family(value) -> str:
 
 
 def pass_grid(frame: pd.DataFrame) -> pd.DataFrame:
-    """Models (rows; replayed ones labelled) × scenarios: the rate of samples that passed every check."""
-    labels = frame["model"] + frame["replayed"].map({True: " (replayed)", False: ""})
+    """Models and modes (rows; replayed ones labelled) × scenarios: the rate of samples that passed every check."""
+    labels = frame["model"] + " · " + frame["mode"] + frame["replayed"].map({True: " (replayed)", False: ""})
     table = frame.assign(label=labels).groupby(["label", "scenario"])["passed"].agg(rate_value).unstack()
+    order = frame.assign(label=labels).drop_duplicates("label")
+    order = sorted(zip(order["replayed"], order["model"], order["mode"].map(mode_order), order["label"]))
+    table = table.reindex([label for *_, label in order])
     return table.astype(object).where(table.notna(), None)
 
 
@@ -285,8 +347,10 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
 
 def json_summary(collected: Collected) -> dict:
     out = {}
-    for (model, replayed, scenario), group in collected.samples.groupby(["model", "replayed", "scenario"]):
-        entry = out.setdefault(model + (" (replayed)" if replayed else ""), {})
+    for (model, replayed, mode, scenario), group in collected.samples.groupby(["model", "replayed", "mode", "scenario"]):
+        # Native keeps the plain model key (the --json contract); other modes are keyed "<model> [<mode>]".
+        label = model + (f" [{mode}]" if mode != "native" else "") + (" (replayed)" if replayed else "")
+        entry = out.setdefault(label, {})
         entry[scenario] = {"samples": len(group), **{k: rate_value(group[k]) for k in RATES},
                            "deviations": dict(Counter(d for ds in group["deviations"] for d in ds)),
                            "findings": dict(Counter(f for fs in group["findings"] for f in fs))}

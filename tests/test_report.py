@@ -108,3 +108,21 @@ def test_shipped_replays_quote_the_adr_exactly():
     reconstructed = [r for r in replays.records if r["replay"]["kind"] == "reconstructed"]
     assert reconstructed and all(r["replay"]["note"] for r in reconstructed)
     assert json.dumps(replays.records)  # records are plain JSON like live ones
+
+
+def test_modes_are_a_dimension_of_every_table_and_of_the_json(tmp_path):
+    scenarios, results = setup(tmp_path)
+    (scenario,) = load_scenarios(scenarios)
+    with TranscriptWriter(results / "transcripts" / "m1.jsonl") as writer:
+        for index, reply in enumerate(["It is 51.", "17 times 3 is 51.", "no idea"]):
+            writer.append({**sample(scenario, index, reply), "mode": "grammar"})
+    out = write_reports(results, scenarios)
+    table = (results / "m1.md").read_text()
+    # Rows per scenario × mode, native first; a per-mode table; the trade-off against native in points.
+    assert table.index("| arithmetic | native") < table.index("| arithmetic | grammar")
+    assert "## Modes" in table and "grammar vs native (1 scenarios)" in table
+    assert "all checks 67% → 67% (+0)" in table
+    summary = (results / "summary.md").read_text()
+    assert "## The trade-off: what a grammar buys" in summary and "m1 · grammar" in summary
+    assert out["models"]["m1"]["arithmetic"]["passed"] == 2 / 3
+    assert out["models"]["m1 [grammar]"]["arithmetic"]["passed"] == 2 / 3
