@@ -8,7 +8,10 @@
   a preamble put in front of the system message (TOOL_PREAMBLE below, recorded in each sample's transcript).
 - fallback: native first; when a native attempt fails mid-turn (a call attempt the parser cannot read, or no
   call where the turn expects one and none has been made yet), that step is written again under the grammar.
-  The step records the native attempt under "fallback_from".
+  The step records the native attempt under "fallback_from". When the native attempt was itself a call attempt
+  (a near miss), the model has shown it means to call, so the retry is held to a call (tool_choice "required",
+  as AgentOp retries); otherwise the retry gets the lazy grammar ("auto"), which leaves an answer alone. The
+  scenario's expectation never chooses: only the model's own attempt does.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ def tool_preamble(scenario) -> str:
 class GrammarPlan:
     spec: GrammarSpec
     preamble: str | None  # sent ahead of the system message when the template cannot carry the tools
+    required: GrammarSpec | None = None  # a call and nothing else: fallback's retry of a near miss
 
     @property
     def family(self) -> str:
@@ -65,7 +69,8 @@ class GrammarPlan:
         return {"family": self.spec.family, "requested": self.spec.requested, "lazy": self.spec.lazy,
                 "triggers": list(self.spec.triggers), "note": self.spec.note,
                 "gbnf_sha256": hashlib.sha256(self.spec.gbnf.encode("utf-8")).hexdigest(),
-                "preamble": self.preamble}
+                "required_gbnf_sha256": hashlib.sha256(self.required.gbnf.encode("utf-8")).hexdigest()
+                if self.required else None, "preamble": self.preamble}
 
 
 def grammar_plan(family: str | None, scenario) -> GrammarPlan | None:
@@ -76,7 +81,7 @@ def grammar_plan(family: str | None, scenario) -> GrammarPlan | None:
     # The generic shape is one no template describes: the model must be told (also when a family without a
     # grammar shape had the generic one imposed on it).
     preamble = tool_preamble(scenario) if spec.family == GENERIC else None
-    return GrammarPlan(spec, preamble)
+    return GrammarPlan(spec, preamble, build_grammar(family, scenario.tool_schemas(), "required"))
 
 
 def plain_messages(messages: list, preamble: str | None, into_user: bool = False) -> list:

@@ -21,7 +21,7 @@ from harness.families.base import ParseResult
 from harness.families.reasoning import prompt_opens
 from harness.modes import grammar_plan, native_failed, plain_messages
 from harness.render import render, template_variables
-from harness.scoring import parse_reply
+from harness.scoring import is_call_attempt, parse_reply
 
 # The parsers need only the end of the prompt (an open <think>, Functionary's ">>>"); scoring re-parses with it.
 PROMPT_TAIL = 256
@@ -164,34 +164,35 @@ class _Writer:
             sampling["max_tokens"] = sampling["max_tokens"] * THINKING_BUDGET_FACTOR
         return sampling
 
-    def attempt(self, messages, seed, grammar: bool, first=None) -> dict:
+    def attempt(self, messages, seed, grammar: bool, first=None, required: bool = False) -> dict:
         """One attempt: {"prompt", "generation", "parse", "family", "extra"}; raises GenerationError and
-        TemplateError (the caller records them)."""
+        TemplateError (the caller records them). required: held to a call (fallback's retry of a near miss)."""
         plan = self.plan if grammar else None
         prompt = render_prompt(self.chat, self.scenario, messages, plan, self.plain)
-        extra = {}
+        extra = {"grammar": "required" if required else "auto"} if plan is not None else {}
+        spec = None if plan is None else plan.required if required and plan.required else plan.spec
         if first is not None:
             generation = first
         else:
             sampling = self.sampling(prompt)
-            generation = self._write(prompt, sampling, seed, plan, extra)
+            generation = self._write(prompt, sampling, seed, spec, extra)
             if (generation.finish_reason == "length" and THINK_OPEN in generation.text
                     and THINK_CLOSE not in generation.text and not self.thinks):
                 # Cut inside a think block: nothing ran on this reply yet, so it is written again with room.
                 self.thinks = True
                 extra["thinking_budget_retry"] = {"max_tokens": sampling["max_tokens"], "reply": generation.text}
-                generation = self._write(prompt, self.sampling(prompt), seed, plan, extra)
+                generation = self._write(prompt, self.sampling(prompt), seed, spec, extra)
         if THINK_OPEN in generation.text:
             self.thinks = True
         family = plan.family if plan is not None else self.chat.family
         return {"prompt": prompt, "generation": generation, "parse": parse_reply(family, generation.text, prompt),
                 "family": family, "extra": extra}
 
-    def _write(self, prompt, sampling, seed, plan, extra):
-        if plan is None:
+    def _write(self, prompt, sampling, seed, spec, extra):
+        if spec is None:
             return self.generate_fn(self.chat, prompt, sampling, seed)
         try:
-            return self.generate_fn(self.chat, prompt, sampling, seed, grammar=plan.spec)
+            return self.generate_fn(self.chat, prompt, sampling, seed, grammar=spec)
         except GrammarRuntimeError as exc:
             # Grammar sampling failed inside the runtime (the seed saw it under GPU offload): retry once
             # unconstrained, and say so in the transcript.
@@ -227,7 +228,8 @@ def run_sample(chat: Chat, scenario, seed: int, first=None, generate_fn=None, mo
                 if mode == "fallback" and plan is not None and native_failed(
                         done["parse"], turn.expect.expects_call, bool(results)):
                     fallback_from = _record(done, seed_here, shared)
-                    done = writer.attempt(messages, seed_here, True)
+                    near_miss = is_call_attempt(done["parse"])  # the model meant to call: hold it to a call
+                    done = writer.attempt(messages, seed_here, True, required=near_miss)
                     shared = False
             except TemplateError as exc:
                 steps.append({**_step_record("", seed_here, None, None, False), "error": f"render: {exc}"})
