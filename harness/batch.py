@@ -92,6 +92,11 @@ def generate_samples(llm: Llama, prompt: str, n: int, *, seeds: Sequence[int], m
 
     Same rules as generate() per sample; the deadline is shared and ends every unfinished sample."""
     check_sampling(max_tokens, temperature, top_p, top_k, min_p, repeat_penalty)
+    if not isinstance(grammar, (LlamaGrammar, str, type(None))):
+        # A GrammarSpec needs a GrammarGate per sequence beside sampling (harness.gated); the batch's sampler
+        # chains hold none, so grammar-mode samples are written one by one with generate().
+        raise GenerationError("generate_samples takes GBNF text or a LlamaGrammar; write samples under a "
+                              "GrammarSpec one by one with generate()")
     if n < 1:
         raise GenerationError(f"n={n}: ask for at least one sample")
     if n > llama_cpp.llama_max_parallel_sequences():

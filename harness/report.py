@@ -138,16 +138,19 @@ def trade_off_lines(frame: pd.DataFrame) -> list:
         native = group[group["mode"] == "native"]
         for mode in [m for m in MODES[1:] if m in set(group["mode"])]:
             other = group[group["mode"] == mode]
-            shared = set(native["scenario"]) & set(other["scenario"])
-            if not shared:
+            # Only the (scenario, seed) pairs both modes ran: a mode run with fewer samples compares fairly.
+            pairs = set(zip(native["scenario"], native["seed"])) & set(zip(other["scenario"], other["seed"]))
+            if not pairs:
                 continue
+            pick = lambda f: f[[p in pairs for p in zip(f["scenario"], f["seed"])]]  # noqa: E731
             parts = []
             for key in TRADE_OFF:
-                a = rate_value(native[native["scenario"].isin(shared)][key])
-                b = rate_value(other[other["scenario"].isin(shared)][key])
+                a, b = rate_value(pick(native)[key]), rate_value(pick(other)[key])
                 if a is not None and b is not None:
                     parts.append(f"{RATES[key]} {100 * a:.0f}% → {100 * b:.0f}% ({100 * (b - a):+.0f})")
-            lines.append(f"- **{model}**, {mode} vs native ({len(shared)} scenarios): " + "; ".join(parts))
+            scenarios = len({s for s, _ in pairs})
+            lines.append(f"- **{model}**, {mode} vs native ({scenarios} scenarios, {len(pairs)} paired samples): "
+                         + "; ".join(parts))
     return lines
 
 

@@ -120,7 +120,7 @@ def test_modes_are_a_dimension_of_every_table_and_of_the_json(tmp_path):
     table = (results / "m1.md").read_text()
     # Rows per scenario × mode, native first; a per-mode table; the trade-off against native in points.
     assert table.index("| arithmetic | native") < table.index("| arithmetic | grammar")
-    assert "## Modes" in table and "grammar vs native (1 scenarios)" in table
+    assert "## Modes" in table and "grammar vs native (1 scenarios, 3 paired samples)" in table
     assert "all checks 67% → 67% (+0)" in table
     summary = (results / "summary.md").read_text()
     assert "## The trade-off: what a grammar buys" in summary and "m1 · grammar" in summary

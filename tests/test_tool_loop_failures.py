@@ -130,3 +130,20 @@ def test_thinking_text_never_counts_as_a_call_without_a_family():
     parse = parse_reply(None, text)
     assert parse.deviation is None and parse.content == "The relay is up." and parse.reasoning
     assert parse_reply(None, '{"name": "ping", "arguments": {}}').deviation is not None
+
+
+def test_fallback_retries_a_native_near_miss_held_to_a_call_and_keeps_both_attempts(probe, tmp_path):
+    bare = '{"name": "ping", "arguments": {}}'  # Qwen2.5-Coder's habit: the call without its <tool_call> tags
+    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong",
+                  sampling="sampling: {temperature: 0, max_tokens: 64}\n")
+    chat = replying(probe, tmp_path, "bare", sc, bare)
+    native = run_sample(chat, sc, seed=7)
+    (step,) = native["turns"][0]["steps"]
+    assert step["reply"] == bare and step["parse"]["deviation"] and native["executions"] == {}
+    result = run_sample(chat, sc, seed=7, mode="fallback")
+    (step,) = result["turns"][0]["steps"]
+    assert step["fallback_from"]["reply"] == bare and step["grammar"] == "required"
+    assert step["parse"]["calls"] == [{"name": "ping", "arguments": {}}] and step["parse"]["deviation"] is None
+    assert result["executions"] == {"call00001": 1}
+    verdicts = verdicts_of(chat, sc, result)
+    assert verdicts["parsed"] and verdicts["right_tool"] and "native-fallback" in verdicts["findings"]
