@@ -22,7 +22,7 @@ def _counts(frame: pd.DataFrame):
     return grouped["ok"].sum().unstack(), grouped["known"].sum().unstack()
 
 
-def _panel(ax, frame: pd.DataFrame, rows: list, cols: list, cmap, title: str, show_rows: bool):
+def _panel(ax, frame: pd.DataFrame, rows: list, cols: list, cmap, title: str, show_rows: bool = True):
     passed, known = _counts(frame) if not frame.empty else (pd.DataFrame(), pd.DataFrame())
     passed, known = passed.reindex(index=rows, columns=cols), known.reindex(index=rows, columns=cols)
     known_n = known.fillna(0).to_numpy(dtype=float)
@@ -50,20 +50,25 @@ def _panel(ax, frame: pd.DataFrame, rows: list, cols: list, cmap, title: str, sh
 
 def draw_heatmap(frame: pd.DataFrame, path: Path) -> Path:
     labels = frame["model"] + frame["replayed"].map({True: " (replayed)", False: ""})
-    # Live models first, replayed ones after; scenarios alphabetically; modes in MODES order.
-    rows = sorted(set(labels), key=lambda label: (label.endswith("(replayed)"), label))
+    # Live models first, replayed ones after (they quote the seed ADR: native only); scenarios alphabetically;
+    # one panel per mode, stacked in MODES order with the same columns so a column reads down across modes.
+    live = sorted(set(labels[~frame["replayed"]]))
+    replayed = sorted(set(labels[frame["replayed"]]))
     cols = sorted(set(frame["scenario"]))
     present = set(frame["mode"])
     modes = [m for m in MODES if m in present] + sorted(present - set(MODES))
-    width = 1.1 * len(cols) + 1.0
-    fig, axes = plt.subplots(1, len(modes), figsize=(width * len(modes) + 3.5, 0.62 * len(rows) + 2.6), dpi=120,
-                             squeeze=False)
+    panels = [(mode, live + (replayed if mode == "native" else [])) for mode in modes]
+    heights = [max(1, len(rows)) for _, rows in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(1.1 * len(cols) + 4.5, 0.5 * sum(heights) + 1.6 * len(panels) + 1),
+                             dpi=120, squeeze=False, gridspec_kw={"height_ratios": heights})
     cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#d9d9d9")
     image = None
-    for index, (ax, mode) in enumerate(zip(axes[0], modes)):
-        image = _panel(ax, frame[frame["mode"] == mode], rows, cols, cmap, f"mode {mode}", index == 0)
-    fig.suptitle("Samples that passed every check, per mode; grey: not run, replayed: seed ADR quotes", fontsize=11)
-    bar = fig.colorbar(image, ax=list(axes[0]), fraction=0.02, pad=0.01)
+    for index, (ax, (mode, rows)) in enumerate(zip(axes[:, 0], panels)):
+        image = _panel(ax, frame[frame["mode"] == mode], rows, cols, cmap, f"mode {mode}", True)
+        if index < len(panels) - 1:
+            ax.set_xticklabels([])
+    fig.suptitle("Samples that passed every check, per mode; grey: not run; replayed: seed ADR quotes", fontsize=11)
+    bar = fig.colorbar(image, ax=list(axes[:, 0]), fraction=0.025, pad=0.02)
     bar.set_label("pass rate")
     path = Path(path)
     fig.savefig(path, metadata={"Software": None}, bbox_inches="tight")  # no version stamp: CI compares bytes
