@@ -8,10 +8,9 @@
   a preamble put in front of the system message (TOOL_PREAMBLE below, recorded in each sample's transcript).
 - fallback: native first; when a native attempt fails mid-turn (a call attempt the parser cannot read, or no
   call where the turn expects one and none has been made yet), that step is written again under the grammar.
-  The step records the native attempt under "fallback_from". When the native attempt was itself a call attempt
-  (a near miss), the model has shown it means to call, so the retry is held to a call (tool_choice "required",
-  as AgentOp retries); otherwise the retry gets the lazy grammar ("auto"), which leaves an answer alone. The
-  scenario's expectation never chooses: only the model's own attempt does.
+  The step records the native attempt under "fallback_from". The retry is held to a call (tool_choice
+  "required", as AgentOp retries): a lazy "auto" grammar would let the model write the same text again, since
+  its trigger never fires on text that does not open a call.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from harness.families.base import ParseResult
 from harness.families.reasoning import prompt_opens
 from harness.modes import grammar_plan, native_failed, plain_messages
 from harness.render import render, template_variables
-from harness.scoring import is_call_attempt, parse_reply
+from harness.scoring import parse_reply
 
 # The parsers need only the end of the prompt (an open <think>, Functionary's ">>>"); scoring re-parses with it.
 PROMPT_TAIL = 256
@@ -228,8 +228,10 @@ def run_sample(chat: Chat, scenario, seed: int, first=None, generate_fn=None, mo
                 if mode == "fallback" and plan is not None and native_failed(
                         done["parse"], turn.expect.expects_call, bool(results)):
                     fallback_from = _record(done, seed_here, shared)
-                    near_miss = is_call_attempt(done["parse"])  # the model meant to call: hold it to a call
-                    done = writer.attempt(messages, seed_here, True, required=near_miss)
+                    # Either the model meant to call and missed the shape, or it answered where the turn
+                    # needs a call (issue 4's "no parseable call where one was expected"): in both, an
+                    # "auto" grammar would let it write the same text again, so the retry is held to a call.
+                    done = writer.attempt(messages, seed_here, True, required=True)
                     shared = False
             except TemplateError as exc:
                 steps.append({**_step_record("", seed_here, None, None, False), "error": f"render: {exc}"})

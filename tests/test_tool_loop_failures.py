@@ -147,3 +147,14 @@ def test_fallback_retries_a_native_near_miss_held_to_a_call_and_keeps_both_attem
     assert result["executions"] == {"call00001": 1}
     verdicts = verdicts_of(chat, sc, result)
     assert verdicts["parsed"] and verdicts["right_tool"] and "native-fallback" in verdicts["findings"]
+
+
+def test_fallback_holds_a_plain_answer_to_a_call_where_the_turn_expects_one(probe, tmp_path):
+    answer = "The relay is probably fine."  # no call at all, where the scenario needs ping
+    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong",
+                  sampling="sampling: {temperature: 0, max_tokens: 64}\n")
+    chat = replying(probe, tmp_path, "answer", sc, answer)
+    result = run_sample(chat, sc, seed=7, mode="fallback")
+    (step,) = result["turns"][0]["steps"]
+    assert step["fallback_from"]["reply"] == answer and step["grammar"] == "required"
+    assert step["parse"]["calls"] == [{"name": "ping", "arguments": {}}] and result["executions"] == {"call00001": 1}
