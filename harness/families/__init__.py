@@ -1,7 +1,7 @@
 """The family registry: one table from public family name to its strict parser.
 
 Families come from `harness/families/*.yaml` (pattern families, no code) and from the Python modules in
-CUSTOM_MODULES (formats a pattern cannot express); each custom module exposes `build(foreign_markers)`."""
+CUSTOM_MODULES (formats a pattern cannot express); each custom module declares `FAMILY`, a CustomFamily."""
 
 import importlib
 from functools import lru_cache
@@ -40,7 +40,8 @@ def families() -> dict:
         family = load_family(path, all_markers)
         table[family.name] = family
     for module in CUSTOM_MODULES:
-        family = importlib.import_module(module).build(all_markers)
+        declared = importlib.import_module(module)
+        family = declared.FAMILY.build(all_markers, declared.__file__)
         if family.name in table:
             raise FamilySpecError(f"{module}: family {family.name!r} is already defined in {table[family.name].source}")
         table[family.name] = family

@@ -15,7 +15,7 @@ writes strings as is, true/false/null, and objects and lists as JSON)."""
 import json
 
 from harness.families import deviations as dev
-from harness.families.base import Family, NearMiss, ParseResult, ToolCall
+from harness.families.base import CustomFamily, NearMiss, ParseResult, ToolCall
 from harness.families.payloads import Mismatch
 from harness.families.scanner import NAME, Cursor, MarkupParser, no_call, unique
 
@@ -139,18 +139,12 @@ NEAR_MISSES = (
 )
 
 
-def build(foreign_markers) -> Family:
-    parser = AtemParser(foreign_markers)
-    return Family(
-        name="atem",
-        label="ATEM recipient messages",
-        detail=f"Each call is a message to=FUNCTION{BODY}{BLOCK} holding one {INVOKE}FUNCTION\"> with "
-        f"{PARAM}K\">V{END_PARAM} elements; messages are joined by {NEXT}, reasoning goes to=self. "
-        "Written by Muse Glimmer.",
-        markers=parser.markers,
-        start_only=False,
-        parser=parser,
-        multiple_calls=True,
-        near_misses=NEAR_MISSES,
-        source=__file__,
-    )
+FAMILY = CustomFamily(
+    name="atem",
+    label="ATEM recipient messages",
+    detail=f"Each call is a message to=FUNCTION{BODY}{BLOCK} holding one {INVOKE}FUNCTION\"> with "
+    f"{PARAM}K\">V{END_PARAM} elements; messages are joined by {NEXT}, reasoning goes to=self. "
+    "Written by Muse Glimmer.",
+    parser=AtemParser,
+    near_misses=NEAR_MISSES,
+)

@@ -3,7 +3,7 @@ formatter, used for canonical outputs and grammars). Parsers never repair: a nea
 calls and a named deviation."""
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Callable, Protocol
 
 
 @dataclass(frozen=True)
@@ -81,3 +81,22 @@ class Family:
 
     def format(self, calls: list, content: str = "") -> str:
         return self.parser.format(calls, content)
+
+
+@dataclass(frozen=True)
+class CustomFamily:
+    """What a Python family module declares as FAMILY. The registry builds the Family from it, because a
+    parser needs every family's markers (to name a foreign one in a reply), known only once all are loaded."""
+
+    name: str
+    label: str
+    detail: str
+    parser: Callable  # foreign_markers -> Parser
+    near_misses: tuple
+    multiple_calls: bool = True
+
+    def build(self, foreign_markers, source: str) -> Family:
+        parser = self.parser(foreign_markers)
+        return Family(name=self.name, label=self.label, detail=self.detail, markers=parser.markers,
+                      start_only=False, parser=parser, multiple_calls=self.multiple_calls,
+                      near_misses=self.near_misses, source=source)

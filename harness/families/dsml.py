@@ -13,9 +13,10 @@ written, string="false" must be JSON. A pattern cannot express that choice, henc
 
 import json
 import re
+from functools import partial
 
 from harness.families import deviations as dev
-from harness.families.base import Family, NearMiss, ToolCall
+from harness.families.base import CustomFamily, NearMiss, ToolCall
 from harness.families.payloads import Mismatch
 from harness.families.scanner import NAME, MarkupParser, unique
 
@@ -104,18 +105,14 @@ def near_misses(block: str) -> tuple:
     )
 
 
-def build_family(name: str, block: str, written_by: str, foreign_markers) -> Family:
-    parser = DsmlParser(name, block, foreign_markers)
-    return Family(
+def declare(name: str, block: str, written_by: str) -> CustomFamily:
+    """The DSML family whose calls sit in a <｜DSML｜BLOCK> block (V3.2 and V4 differ only there)."""
+    return CustomFamily(
         name=name,
         label=f"DeepSeek DSML <{block}>",
         detail=f"<｜DSML｜{block}> around one <｜DSML｜invoke name=\"NAME\"> per call, each argument a "
         '<｜DSML｜parameter name="K" string="true|false"> element (text as is, or JSON); reasoning in <think>. '
         f"Written by {written_by}.",
-        markers=parser.markers,
-        start_only=False,
-        parser=parser,
-        multiple_calls=True,
+        parser=partial(DsmlParser, name, block),
         near_misses=near_misses(block),
-        source=__file__,
     )

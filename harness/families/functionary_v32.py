@@ -11,7 +11,7 @@ import json
 import re
 
 from harness.families import deviations as dev
-from harness.families.base import Family, NearMiss, ParseResult, ToolCall
+from harness.families.base import CustomFamily, NearMiss, ParseResult, ToolCall
 from harness.families.payloads import Mismatch, check_arguments, decode_json
 from harness.families.scanner import no_call
 
@@ -94,17 +94,11 @@ NEAR_MISSES = (
 )
 
 
-def build(foreign_markers) -> Family:
-    parser = FunctionaryV32Parser(foreign_markers)
-    return Family(
-        name="functionary-v3.2",
-        label="Functionary v3.2 >>> recipients",
-        detail=">>>NAME\\n{json arguments} per call, after optional >>>all\\n text; the generation prompt opens the "
-        "first >>>. Written by meetkai functionary-medium-v3.2.",
-        markers=parser.markers,
-        start_only=False,
-        parser=parser,
-        multiple_calls=True,
-        near_misses=NEAR_MISSES,
-        source=__file__,
-    )
+FAMILY = CustomFamily(
+    name="functionary-v3.2",
+    label="Functionary v3.2 >>> recipients",
+    detail=">>>NAME\\n{json arguments} per call, after optional >>>all\\n text; the generation prompt opens the "
+    "first >>>. Written by meetkai functionary-medium-v3.2.",
+    parser=FunctionaryV32Parser,
+    near_misses=NEAR_MISSES,
+)

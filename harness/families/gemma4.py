@@ -10,7 +10,7 @@ import json
 import re
 
 from harness.families import deviations as dev
-from harness.families.base import Family, NearMiss, ToolCall
+from harness.families.base import CustomFamily, NearMiss, ToolCall
 from harness.families.payloads import Mismatch
 from harness.families.scanner import NAME, Cursor, MarkupParser, unique
 
@@ -112,17 +112,11 @@ NEAR_MISSES = (
 )
 
 
-def build(foreign_markers) -> Family:
-    parser = Gemma4Parser(foreign_markers)
-    return Family(
-        name="gemma4",
-        label="Gemma 4 call syntax",
-        detail='<|tool_call>call:NAME{key:value,...}<tool_call|>, strings delimited by <|"|>, then <|tool_response>. '
-        "Written by Google's Gemma 4.",
-        markers=parser.markers,
-        start_only=False,
-        parser=parser,
-        multiple_calls=True,
-        near_misses=NEAR_MISSES,
-        source=__file__,
-    )
+FAMILY = CustomFamily(
+    name="gemma4",
+    label="Gemma 4 call syntax",
+    detail='<|tool_call>call:NAME{key:value,...}<tool_call|>, strings delimited by <|"|>, then <|tool_response>. '
+    "Written by Google's Gemma 4.",
+    parser=Gemma4Parser,
+    near_misses=NEAR_MISSES,
+)

@@ -14,7 +14,7 @@ import json
 import re
 
 from harness.families import deviations as dev
-from harness.families.base import Family, NearMiss, ParseResult, ToolCall
+from harness.families.base import CustomFamily, NearMiss, ParseResult, ToolCall
 from harness.families.payloads import Mismatch, check_arguments, decode_json
 from harness.families.scanner import no_call
 
@@ -147,17 +147,12 @@ NEAR_MISSES = (
 )
 
 
-def build(foreign_markers) -> Family:
-    parser = HarmonyParser(foreign_markers)
-    return Family(
-        name="harmony",
-        label="Harmony (gpt-oss) channels",
-        detail="Messages on analysis (reasoning), commentary and final channels; a call is a commentary message to "
-        "functions.NAME with JSON arguments, ended by <|call|>, one per reply. Written by gpt-oss.",
-        markers=parser.markers,
-        start_only=False,
-        parser=parser,
-        multiple_calls=False,
-        near_misses=NEAR_MISSES,
-        source=__file__,
-    )
+FAMILY = CustomFamily(
+    name="harmony",
+    label="Harmony (gpt-oss) channels",
+    detail="Messages on analysis (reasoning), commentary and final channels; a call is a commentary message to "
+    "functions.NAME with JSON arguments, ended by <|call|>, one per reply. Written by gpt-oss.",
+    parser=HarmonyParser,
+    near_misses=NEAR_MISSES,
+    multiple_calls=False,
+)

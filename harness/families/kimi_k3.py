@@ -20,7 +20,7 @@ import json
 import re
 
 from harness.families import deviations as dev
-from harness.families.base import Family, NearMiss, ParseResult, ToolCall
+from harness.families.base import CustomFamily, NearMiss, ParseResult, ToolCall
 from harness.families.payloads import Mismatch, check_arguments
 from harness.families.scanner import NAME, Cursor, no_call, unique
 
@@ -203,18 +203,12 @@ NEAR_MISSES = (
 )
 
 
-def build(foreign_markers) -> Family:
-    parser = KimiK3Parser(foreign_markers)
-    return Family(
-        name="kimi-k3",
-        label="Kimi K3 tagged tools section",
-        detail='<|open|>tools<|sep|> after the closed response section, one <|open|>call tool="NAME" index="N"<|sep|> '
-        'per call with <|open|>argument key="K" type="T"<|sep|>V<|close|>argument<|sep|> sections (typed by T), then '
-        "<|close|>tools<|sep|><|close|>message<|sep|>; reasoning in the think section. Written by Kimi K3.",
-        markers=parser.markers,
-        start_only=False,
-        parser=parser,
-        multiple_calls=True,
-        near_misses=NEAR_MISSES,
-        source=__file__,
-    )
+FAMILY = CustomFamily(
+    name="kimi-k3",
+    label="Kimi K3 tagged tools section",
+    detail='<|open|>tools<|sep|> after the closed response section, one <|open|>call tool="NAME" index="N"<|sep|> '
+    'per call with <|open|>argument key="K" type="T"<|sep|>V<|close|>argument<|sep|> sections (typed by T), then '
+    "<|close|>tools<|sep|><|close|>message<|sep|>; reasoning in the think section. Written by Kimi K3.",
+    parser=KimiK3Parser,
+    near_misses=NEAR_MISSES,
+)

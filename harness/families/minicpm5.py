@@ -7,7 +7,7 @@ import json
 import re
 
 from harness.families import deviations as dev
-from harness.families.base import Family, NearMiss, ToolCall
+from harness.families.base import CustomFamily, NearMiss, ToolCall
 from harness.families.payloads import Mismatch
 from harness.families.scanner import NAME, Cursor, MarkupParser, unique
 
@@ -76,17 +76,11 @@ NEAR_MISSES = (
 )
 
 
-def build(foreign_markers) -> Family:
-    parser = MiniCPM5Parser(foreign_markers)
-    return Family(
-        name="minicpm5",
-        label="MiniCPM 5 XML function",
-        detail='<function name="NAME"><param name="K">V</param>...</function> per call, values with <, & or a '
-        "newline in <![CDATA[...]]>. Written by OpenBMB's MiniCPM 5.",
-        markers=parser.markers,
-        start_only=False,
-        parser=parser,
-        multiple_calls=True,
-        near_misses=NEAR_MISSES,
-        source=__file__,
-    )
+FAMILY = CustomFamily(
+    name="minicpm5",
+    label="MiniCPM 5 XML function",
+    detail='<function name="NAME"><param name="K">V</param>...</function> per call, values with <, & or a '
+    "newline in <![CDATA[...]]>. Written by OpenBMB's MiniCPM 5.",
+    parser=MiniCPM5Parser,
+    near_misses=NEAR_MISSES,
+)

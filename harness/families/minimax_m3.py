@@ -11,7 +11,7 @@ reply with a bare `</mm:think>`, read as empty reasoning."""
 import json
 
 from harness.families import deviations as dev
-from harness.families.base import Family, NearMiss, ToolCall
+from harness.families.base import CustomFamily, NearMiss, ToolCall
 from harness.families.payloads import Mismatch
 from harness.families.scanner import NAME, Cursor, MarkupParser, unique
 
@@ -110,17 +110,11 @@ NEAR_MISSES = (
 )
 
 
-def build(foreign_markers) -> Family:
-    parser = MiniMaxM3Parser(foreign_markers)
-    return Family(
-        name="minimax-m3",
-        label="MiniMax-M3 namespaced XML",
-        detail=f'{OPEN} then per call {INVOKE}NAME"> with one {NS}<KEY>value{NS}</KEY> element per argument '
-        "(objects and arrays expanded into child elements), then " + CLOSE + ". Written by MiniMax-M3.",
-        markers=parser.markers,
-        start_only=False,
-        parser=parser,
-        multiple_calls=True,
-        near_misses=NEAR_MISSES,
-        source=__file__,
-    )
+FAMILY = CustomFamily(
+    name="minimax-m3",
+    label="MiniMax-M3 namespaced XML",
+    detail=f'{OPEN} then per call {INVOKE}NAME"> with one {NS}<KEY>value{NS}</KEY> element per argument '
+    "(objects and arrays expanded into child elements), then " + CLOSE + ". Written by MiniMax-M3.",
+    parser=MiniMaxM3Parser,
+    near_misses=NEAR_MISSES,
+)
