@@ -7,31 +7,24 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from standin import PROFILES, Script, Vocab, build_standin  # noqa: E402
+from ping_standin import CALL, scripted_ids, standin_chat  # noqa: E402
+from standin import PROFILES, Script, Vocab  # noqa: E402
 
 from harness.detect import Detection  # noqa: E402
 from harness.report import collect  # noqa: E402
 from harness.runner import OpenModel, run_model  # noqa: E402
 from harness.scenarios import load_scenarios  # noqa: E402
 from harness.sources import ModelPin, Sources  # noqa: E402
-from harness.tool_loop import Chat, template_kwargs_for  # noqa: E402
 from harness.transcripts import read_transcript, transcript_path  # noqa: E402
-from test_tool_loop import CALL, scripted_ids  # noqa: E402
 
 MODEL_ID = "standin-qwen"
 
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    from harness.generate import load_model
-
     vocab = Vocab(PROFILES["qwen2.5"])
-    path = tmp_path_factory.mktemp("standin") / "qwen-ping.gguf"
-    build_standin(path, "qwen2.5", [Script("\n", scripted_ids(vocab, CALL, "\n"))], vocab=vocab)
-    llm = load_model(path, n_ctx=1024)
-    template = llm.metadata["tokenizer.chat_template"]
-    chat = Chat(llm, template, "", "<|im_end|>", "hermes", template_kwargs_for(template))
-    return OpenModel(MODEL_ID, "0" * 64, path.name, chat, "gguf", None, Detection("hermes", "stand-in"))
+    chat = standin_chat(tmp_path_factory.mktemp("standin"), "qwen-ping", [Script("\n", scripted_ids(vocab, CALL, "\n"))])
+    return OpenModel(MODEL_ID, "0" * 64, "qwen-ping.gguf", chat, "gguf", None, Detection("hermes", "stand-in"))
 
 
 @pytest.fixture

@@ -3,59 +3,22 @@ scripted reply is always the same Hermes call: every step calls the tool again, 
 limit, and each call must still run exactly once."""
 
 import json
-import re
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from standin import PROFILES, Script, Vocab, build_standin  # noqa: E402
+from ping_standin import CALL, ping_scenario, scripted_ids, standin_chat  # noqa: E402
+from standin import PROFILES, Script, Vocab  # noqa: E402
 
-from harness.scenarios import load_scenarios  # noqa: E402
 from harness.scoring import score_sample  # noqa: E402
 from harness.tool_loop import Chat, first_prompt, run_sample, step_seed, template_kwargs_for  # noqa: E402
 
-CALL = '<tool_call>{"name": "ping", "arguments": {}}</tool_call>'
-
-
-def scripted_ids(vocab, text, trigger):
-    ids, used = [], [vocab.id(trigger)]
-    for piece in re.split(r"(<tool_call>|</tool_call>)", text):
-        if piece in ("<tool_call>", "</tool_call>"):
-            ids.append(vocab.id(piece))
-        elif piece:
-            ids += vocab.segment(piece, avoid=used + ids)
-    return tuple(ids)
-
-
 @pytest.fixture(scope="module")
 def chat(tmp_path_factory):
-    from harness.generate import load_model
-
     vocab = Vocab(PROFILES["qwen2.5"])
-    path = tmp_path_factory.mktemp("standin") / "qwen-ping.gguf"
-    build_standin(path, "qwen2.5", [Script("\n", scripted_ids(vocab, CALL, "\n"))], vocab=vocab)
-    llm = load_model(path, n_ctx=1024)
-    template = llm.metadata["tokenizer.chat_template"]
-    return Chat(llm, template, "", "<|im_end|>", "hermes", template_kwargs_for(template))
-
-
-def scenario(tmp_path, tool: str, max_steps=2):
-    (tmp_path / "s.yaml").write_text(f"""\
-name: ping
-description: scripted
-max_steps: {max_steps}
-tools:
-  - name: ping
-    description: Check the relay.
-{tool}
-conversation:
-  turns:
-    - user: Ping the relay.
-      expect: {{tool: ping}}
-""")
-    return load_scenarios(tmp_path)[0]
+    return standin_chat(tmp_path_factory.mktemp("standin"), "qwen-ping", [Script("\n", scripted_ids(vocab, CALL, "\n"))])
 
 
 def record(chat, sc, result):
@@ -63,7 +26,7 @@ def record(chat, sc, result):
 
 
 def test_raising_tool_runs_once_per_call_and_its_error_reaches_the_model(chat, tmp_path):
-    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    raises: relay down")
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    raises: relay down", max_steps=2)
     result = run_sample(chat, sc, seed=7)
     steps = result["turns"][0]["steps"]
     assert [s["reply"] for s in steps] == [CALL, CALL]
@@ -83,7 +46,7 @@ def test_raising_tool_runs_once_per_call_and_its_error_reaches_the_model(chat, t
 def test_failed_follow_up_is_answered_from_the_result_in_hand_and_the_tool_runs_once(chat, tmp_path):
     # The result is longer than the context window, so the follow-up generation cannot even start.
     big = "word " * 1500
-    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: " + json.dumps(big))
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: " + json.dumps(big), max_steps=2)
     result = run_sample(chat, sc, seed=7)
     steps = result["turns"][0]["steps"]
     assert len(steps) == 2 and steps[1]["synthesized"] and "context window" in steps[1]["generation_error"]
@@ -95,8 +58,8 @@ def test_failed_follow_up_is_answered_from_the_result_in_hand_and_the_tool_runs_
 
 
 def test_invalid_arguments_go_back_as_an_error_and_nothing_runs(chat, tmp_path):
-    sc = scenario(tmp_path, "    parameters: {type: object, properties: {host: {type: string}}, required: [host]}\n"
-                            "    returns: pong", max_steps=1)
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {host: {type: string}}, required: [host]}\n"
+                       "    returns: pong", max_steps=1)
     result = run_sample(chat, sc, seed=7)
     (call,) = result["turns"][0]["steps"][0]["calls"]
     assert not call["executed"] and result["executions"] == {}
@@ -106,7 +69,7 @@ def test_invalid_arguments_go_back_as_an_error_and_nothing_runs(chat, tmp_path):
 
 
 def test_without_a_family_the_tools_are_not_offered_and_a_call_is_text(chat, tmp_path):
-    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong")
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong", max_steps=2)
     plain = Chat(chat.llm, chat.template, "", "<|im_end|>", None, {})
     assert "ping" in first_prompt(chat, sc) and "ping" not in first_prompt(plain, sc)
     result = run_sample(plain, sc, seed=7)
@@ -120,7 +83,7 @@ def test_without_a_family_the_tools_are_not_offered_and_a_call_is_text(chat, tmp
 def test_batched_first_step_is_used_as_given(chat, tmp_path):
     from harness.generate import generate
 
-    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong", max_steps=1)
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong", max_steps=1)
     first = generate(chat.llm, first_prompt(chat, sc), max_tokens=32, seed=step_seed(3, 0, 0))
     result = run_sample(chat, sc, seed=3, first=first)
     (step,) = result["turns"][0]["steps"]

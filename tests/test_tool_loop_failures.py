@@ -4,36 +4,24 @@ test asserts what the behaviour changes, so it fails when the behaviour is remov
 follow-ups are in test_tool_loop.py.)"""
 
 import dataclasses
-import re
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from standin import PROFILES, Script, Turn, Vocab, build_standin  # noqa: E402
+from ping_standin import ping_scenario, standin_chat  # noqa: E402
+from standin import PROFILES, Script, Turn, Vocab  # noqa: E402
 
 from harness.errors import GrammarRuntimeError  # noqa: E402
 from harness.modes import GrammarPlan, grammar_plan  # noqa: E402
-from harness.scenarios import load_scenarios  # noqa: E402
 from harness.scoring import parse_reply, score_sample  # noqa: E402
-from harness.tool_loop import Chat, first_prompt, run_sample, template_kwargs_for  # noqa: E402
+from harness.tool_loop import first_prompt, run_sample  # noqa: E402
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
     """A stand-in with the real template and tokenizer, to render prompts and tokenize scripted replies."""
     return standin_chat(tmp_path_factory.mktemp("standin"), "probe", [Script("\n", (Vocab(PROFILES["qwen2.5"]).id("ok"),))])
-
-
-def standin_chat(directory, name, scripts):
-    from harness.generate import load_model
-
-    vocab = Vocab(PROFILES["qwen2.5"])
-    path = directory / f"{name}.gguf"
-    build_standin(path, "qwen2.5", scripts, vocab=vocab)
-    llm = load_model(path, n_ctx=1024)
-    template = llm.metadata["tokenizer.chat_template"]
-    return Chat(llm, template, "", "<|im_end|>", "hermes", template_kwargs_for(template))
 
 
 def replying(probe, directory, name, sc, reply: str, special=True):
@@ -46,23 +34,6 @@ def replying(probe, directory, name, sc, reply: str, special=True):
     return standin_chat(directory, name, [Turn(n, ids + (Vocab(PROFILES["qwen2.5"]).id("<|im_end|>"),))])
 
 
-def scenario(tmp_path, tool: str, max_steps=1, sampling=""):
-    (tmp_path / "s.yaml").write_text(f"""\
-name: ping
-description: scripted
-max_steps: {max_steps}
-{sampling}tools:
-  - name: ping
-    description: Check the relay.
-{tool}
-conversation:
-  turns:
-    - user: Ping the relay.
-      expect: {{tool: ping}}
-""")
-    return load_scenarios(tmp_path)[0]
-
-
 def verdicts_of(chat, sc, result):
     return score_sample(sc, {"family": chat.family, "turns": result["turns"], "replayed": False})
 
@@ -71,7 +42,7 @@ INVENTED = '<tool_call>{"name": "ping", "arguments": {"host": "a"}}</tool_call>'
 
 
 def test_zero_parameter_tool_with_invented_arguments_runs_once_without_them(probe, tmp_path):
-    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong")
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong")
     chat = replying(probe, tmp_path, "invented", sc, INVENTED)
     result = run_sample(chat, sc, seed=7)
     (step,) = result["turns"][0]["steps"]
@@ -90,7 +61,7 @@ def test_grammar_runtime_failure_is_retried_once_unconstrained(probe, tmp_path):
     # not fault here: <tool_call> is one token in Qwen2.5's vocabulary, so the trigger fires on it alone, the
     # grammar accepts it, and the gate resamples the quote from the mask. A trigger on a word of the reply
     # replays text the grammar cannot start with, which llama.cpp's own lazy sampler would abort on.)
-    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong")
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong")
     chat = replying(probe, tmp_path, "fault", sc, "Checking the relay.")
     spec = dataclasses.replace(grammar_plan("hermes", sc).spec, trigger_patterns=("relay",))
     from harness.generate import generate
@@ -109,8 +80,8 @@ THOUGHT = ('<think>Maybe <tool_call>{"name": "ping", "arguments": {}}</tool_call
 
 
 def test_a_reply_cut_inside_its_think_block_is_written_again_with_room(probe, tmp_path):
-    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong",
-                  sampling="sampling: {max_tokens: 12}\n")
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong",
+                       sampling="sampling: {max_tokens: 12}\n")
     chat = replying(probe, tmp_path, "thinker", sc, THOUGHT)
     result = run_sample(chat, sc, seed=7)
     (step,) = result["turns"][0]["steps"]
@@ -134,8 +105,8 @@ def test_thinking_text_never_counts_as_a_call_without_a_family():
 
 def test_fallback_retries_a_native_near_miss_held_to_a_call_and_keeps_both_attempts(probe, tmp_path):
     bare = '{"name": "ping", "arguments": {}}'  # Qwen2.5-Coder's habit: the call without its <tool_call> tags
-    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong",
-                  sampling="sampling: {temperature: 0, max_tokens: 64}\n")
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong",
+                       sampling="sampling: {temperature: 0, max_tokens: 64}\n")
     chat = replying(probe, tmp_path, "bare", sc, bare)
     native = run_sample(chat, sc, seed=7)
     (step,) = native["turns"][0]["steps"]
@@ -151,8 +122,8 @@ def test_fallback_retries_a_native_near_miss_held_to_a_call_and_keeps_both_attem
 
 def test_fallback_holds_a_plain_answer_to_a_call_where_the_turn_expects_one(probe, tmp_path):
     answer = "The relay is probably fine."  # no call at all, where the scenario needs ping
-    sc = scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong",
-                  sampling="sampling: {temperature: 0, max_tokens: 64}\n")
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong",
+                       sampling="sampling: {temperature: 0, max_tokens: 64}\n")
     chat = replying(probe, tmp_path, "answer", sc, answer)
     result = run_sample(chat, sc, seed=7, mode="fallback")
     (step,) = result["turns"][0]["steps"]

@@ -1,0 +1,50 @@
+"""The stand-in the tool-loop tests share: a GGUF with Qwen2.5's vocabulary and chat template (Hermes calls)
+built from a script, opened as a Chat, and a one-tool `ping` scenario to run it on."""
+
+import re
+
+from standin import PROFILES, Vocab, build_standin
+
+from harness.scenarios import load_scenarios
+from harness.tool_loop import Chat, template_kwargs_for
+
+CALL = '<tool_call>{"name": "ping", "arguments": {}}</tool_call>'
+
+
+def scripted_ids(vocab, text, trigger):
+    """`text` as token ids that never contain `trigger`'s id, the Hermes markers as their special tokens."""
+    ids, used = [], [vocab.id(trigger)]
+    for piece in re.split(r"(<tool_call>|</tool_call>)", text):
+        if piece in ("<tool_call>", "</tool_call>"):
+            ids.append(vocab.id(piece))
+        elif piece:
+            ids += vocab.segment(piece, avoid=used + ids)
+    return tuple(ids)
+
+
+def standin_chat(directory, name, scripts) -> Chat:
+    from harness.generate import load_model
+
+    path = directory / f"{name}.gguf"
+    build_standin(path, "qwen2.5", scripts, vocab=Vocab(PROFILES["qwen2.5"]))
+    llm = load_model(path, n_ctx=1024)
+    template = llm.metadata["tokenizer.chat_template"]
+    return Chat(llm, template, "", "<|im_end|>", "hermes", template_kwargs_for(template))
+
+
+def ping_scenario(directory, tool: str, max_steps=1, sampling=""):
+    """A scenario offering one `ping` tool (`tool`: its YAML lines after the description) and expecting it."""
+    (directory / "s.yaml").write_text(f"""\
+name: ping
+description: scripted
+max_steps: {max_steps}
+{sampling}tools:
+  - name: ping
+    description: Check the relay.
+{tool}
+conversation:
+  turns:
+    - user: Ping the relay.
+      expect: {{tool: ping}}
+""")
+    return load_scenarios(directory)[0]
