@@ -2,8 +2,11 @@
 
 Text families write every value as text and small models write numbers as strings ("limit": "10"), so a
 string given for a non-string parameter is read as JSON. Anything else that does not fit the schema is a
-tool error the model can read: a wrong type, a missing required parameter, an unknown parameter."""
+tool error the model can read: a wrong type, a missing required parameter, an unknown parameter. A text value
+in Python notation (True, None, {'a': 1}) is not read: it stays an error, named, because JSON is what the schema
+and every parser expect (Seed-OSS and MiniCPM 5 templates render past values with Python's str())."""
 
+import ast
 import json
 from dataclasses import dataclass, field
 
@@ -24,6 +27,8 @@ class Typed:
     errors: list = field(default_factory=list)
     # Parameters whose string value was read as JSON (reported, since it is the model's deviation too).
     coerced: list = field(default_factory=list)
+    # Parameters whose string value is not JSON but a Python literal of another type (an error, named).
+    python_notation: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -67,6 +72,17 @@ def _describe(schema) -> str:
     return str(out)
 
 
+def _is_python_literal(text: str) -> bool:
+    """Whether `text` spells a non-string value in Python notation (True, None, ['x'], {'a': 1})."""
+    if len(text) > 10_000:
+        return False
+    try:
+        value = ast.literal_eval(text.strip())
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return not isinstance(value, (str, bytes))
+
+
 def type_arguments(arguments: dict, parameters: dict) -> Typed:
     properties = parameters.get("properties", {}) or {}
     typed = Typed({})
@@ -83,6 +99,11 @@ def type_arguments(arguments: dict, parameters: dict) -> Typed:
             if decoded is not value:
                 value = decoded
                 typed.coerced.append(key)
+            elif _is_python_literal(value):
+                typed.python_notation.append(key)
+                typed.errors.append(f"parameter {key!r} must be {_describe(schema)}, got {json.dumps(value)} "
+                                    "(Python notation; JSON is due)")
+                continue
         if schema.get("type") == "integer" and isinstance(value, float) and value.is_integer():
             value = int(value)
         if not _fits(value, schema):

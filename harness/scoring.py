@@ -23,6 +23,7 @@ VERDICTS = ("parsed", "right_tool", "valid_arguments", "expected_arguments", "an
 INVENTED_ARGUMENTS = "invented-arguments"      # arguments given to a tool that takes none (seed 004 note)
 INVALID_ARGUMENTS = "invalid-arguments"        # the schema rejects a call's arguments (wrong type, missing, unknown)
 STRING_COERCED = "string-coerced-arguments"    # "10" written for an integer and read as JSON (seed ADR: Llama 3.2)
+PYTHON_NOTATION = "python-notation-arguments"  # True / None / {'a': 1} written for a typed parameter
 UNKNOWN_TOOL = "unknown-tool"                  # a call to a tool that was not offered
 REPEATED_CALL = "repeated-call"                # the same call (tool and arguments) twice in one turn
 STEP_LIMIT = "step-limit"                      # the turn ran out of steps while still calling tools
@@ -227,6 +228,8 @@ def _findings(scenario, turn: _Turn, family, replayed=False) -> list:
             found.append(INVALID_ARGUMENTS)
         if typed.coerced and not writes_values_as_text(family):
             found.append(STRING_COERCED)
+        if typed.python_notation:
+            found.append(PYTHON_NOTATION)
         key = (call.name, json.dumps(typed.arguments if typed.ok else call.arguments, sort_keys=True, default=str))
         if key in seen:
             found.append(REPEATED_CALL)

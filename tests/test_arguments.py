@@ -47,3 +47,41 @@ def test_booleans_are_not_integers_and_integral_floats_are():
     assert not type_arguments({"source": "a", "start": True}, PARAMS).ok
     typed = type_arguments({"source": "a", "start": 2.0, "ratio": "0.5", "flags": "[1, 2]"}, PARAMS)
     assert typed.ok and typed.arguments["ratio"] == 0.5 and typed.arguments["flags"] == [1, 2]
+
+
+SEED_PARAMS = {"type": "object", "properties": {"source": {"type": "string"}, "flags": {"type": "array"},
+                                                "exact": {"type": "boolean"}, "limit": {"type": ["integer", "null"]}}}
+
+
+def test_python_notation_is_an_error_named_for_its_parameter_never_read():
+    typed = type_arguments({"source": "None", "flags": "['x']", "exact": "True", "limit": "None"}, SEED_PARAMS)
+    assert typed.python_notation == ["flags", "exact", "limit"]
+    assert typed.arguments == {"source": "None"} and typed.coerced == []
+    assert "parameter 'exact' must be boolean, got \"True\" (Python notation; JSON is due)" in typed.errors
+
+
+def test_text_that_is_neither_json_nor_a_python_literal_is_a_plain_type_error():
+    typed = type_arguments({"exact": "yes", "flags": "'x'"}, SEED_PARAMS)
+    assert typed.python_notation == [] and len(typed.errors) == 2
+
+
+def test_the_seed_oss_and_minicpm5_templates_themselves_write_python_notation():
+    """Why the finding exists: these templates render a past call's non-string values with Python's str(), so
+    the models learn True and ['x'] where the parser and the schema expect JSON."""
+    from pathlib import Path
+
+    from harness.families import get
+    from harness.render import render
+
+    call = {"type": "function", "function": {"name": "grep", "arguments": {"flags": ["x"], "exact": True}}}
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
+    root = Path(__file__).resolve().parent.parent / "templates"
+    cases = (("ByteDance-Seed-OSS.jinja", "seed-oss", "<seed:tool_call>", "<seed:eos>"),
+             ("openbmb-MiniCPM5-1B.jinja", "minicpm5", "<function ", "<|im_end|>"))
+    for template, family, opens, end_of_turn in cases:
+        rendered = render((root / template).read_text(), messages)
+        reply = rendered[rendered.rindex(opens):rendered.rindex(end_of_turn)]
+        parsed = get(family).parse(reply)
+        assert parsed.accepted, (family, parsed.deviation, parsed.detail)
+        typed = type_arguments(parsed.calls[0].arguments, SEED_PARAMS)
+        assert typed.python_notation == ["flags", "exact"], (family, parsed.calls[0].arguments)

@@ -36,6 +36,15 @@ def test_llama_string_numbers_type_as_integers_but_an_invented_key_is_invalid():
     assert verdicts["result_used"] is None and "step-limit" not in verdicts["findings"]
 
 
+def test_python_notation_values_are_a_named_finding_and_invalid_arguments():
+    # MiniCPM 5's template writes a past value with Python's str(); a model that does the same writes None.
+    reply = ('<function name="file_chunks"><param name="source">imprint/chat.py</param>'
+             '<param name="start">0</param><param name="end">None</param></function>')
+    verdicts = score_sample(SCENARIOS["file-chunks"], sample("minicpm5", [step(reply)], replayed=True))
+    assert verdicts["parsed"] and verdicts["right_tool"] and verdicts["valid_arguments"] is False
+    assert {"invalid-arguments", "python-notation-arguments"} <= set(verdicts["findings"])
+
+
 def test_qwen3_reply_is_right_in_every_way_that_applies():
     verdicts = score_sample(SCENARIOS["file-chunks"], sample("hermes", [step(QWEN3_FILE_CHUNKS)], replayed=True))
     assert verdicts["parsed"] and verdicts["right_tool"] and verdicts["valid_arguments"]
