@@ -45,6 +45,9 @@ class Generation:
     finish_reason: str  # one of FINISH_REASONS
     timings: Timings
     seed: int
+    # Under a GrammarSpec: the character offset in `text` where the grammar took over (0 for a grammar that is
+    # not lazy), None when its trigger never fired. None too when no grammar was given.
+    grammar_from: int | None = None
 
 
 def prompt_token_ids(llm: Llama, prompt: str) -> list[int]:

@@ -59,9 +59,11 @@ def _reuse_prefix(llm, ids: list) -> list:
 
 
 def generate_gated(llm, prompt: str, ids: list, reply: Reply, spec, *, seed: int, ends: float | None,
-                   temperature: float, top_p: float, top_k: int, min_p: float, repeat_penalty: float) -> None:
+                   temperature: float, top_p: float, top_k: int, min_p: float,
+                   repeat_penalty: float) -> int | None:
     """Write `reply` for the tokenized prompt under `spec` (a GrammarSpec). `prompt` tells the gate whether
-    the prompt already opened a reasoning block."""
+    the prompt already opened a reasoning block. Returns the character offset in the reply where the grammar
+    took over (0: not lazy), None when its trigger never fired."""
     gate = GrammarGate.for_spec(llm._model.vocab, spec, prompt)
     chain = _chain(llm, seed, temperature, top_p, top_k, min_p, repeat_penalty, None)
     n_vocab = llama_cpp.llama_vocab_n_tokens(llm._model.vocab)
@@ -89,3 +91,6 @@ def generate_gated(llm, prompt: str, ids: list, reply: Reply, spec, *, seed: int
     finally:
         llama_cpp.llama_sampler_free(chain)
         gate.close()
+    if gate.triggered_at is None:
+        return None
+    return gate.text_offset(gate.triggered_at)

@@ -14,6 +14,7 @@ StreamHoldback (harness.holdback) decides which streamed text is safe to show wh
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from pathlib import Path
 from typing import Callable, Sequence
@@ -97,12 +98,14 @@ def generate(llm: Llama, prompt: str, *, max_tokens: int, temperature: float = D
     ids, limit = prepare_prompt(llm, prompt, max_tokens)
     if isinstance(grammar, GrammarSpec):
         reply = Reply(llm, limit, stop_strings, on_text)
+        took_over = None
         if ends is not None and time.monotonic() >= ends:
             reply.finish("deadline")
         else:
-            generate_gated(llm, prompt, ids, reply, grammar, seed=seed, ends=ends, temperature=temperature,
-                           top_p=top_p, top_k=top_k, min_p=min_p, repeat_penalty=repeat_penalty)
-        return reply.result(len(ids), started, seed)
+            took_over = generate_gated(llm, prompt, ids, reply, grammar, seed=seed, ends=ends,
+                                       temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
+                                       repeat_penalty=repeat_penalty)
+        return dataclasses.replace(reply.result(len(ids), started, seed), grammar_from=took_over)
     source = grammar_source(grammar)
     llama_grammar = None
     if source is not None:

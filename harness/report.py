@@ -53,7 +53,12 @@ def _row(record: dict, verdicts: dict) -> dict:
         "deviations": verdicts["deviations"], "findings": verdicts["findings"],
         "parse_changed": verdicts["parse_changed"], "seconds": record.get("seconds"),
         "completion_tokens": sum(s.get("completion_tokens") or 0 for s in steps),
-        "steps": len(steps), "error": record.get("error"), "reply": steps[0].get("reply") if steps else None,
+        "steps": len(steps), "error": record.get("error"),
+        # Steps written under a lazy ("auto") grammar, and how many of them the grammar took over: a mode that
+        # scores as native did because its trigger never fired, and the tables should say so.
+        "lazy_steps": sum(1 for s in steps if s.get("grammar") == "auto" and "grammar_from" in s),
+        "lazy_took_over": sum(1 for s in steps if s.get("grammar") == "auto" and s.get("grammar_from") is not None),
+        "reply": steps[0].get("reply") if steps else None,
         "quote": replay.get("quote"), "note": replay.get("note"),
     }
 
@@ -125,10 +130,17 @@ def mode_table(frame: pd.DataFrame) -> pd.DataFrame:
         findings = Counter(f for fs in group["findings"] for f in fs)
         row = {"mode": mode, "samples": len(group)}
         row.update({RATES[k]: rate_cell(group[k]) for k in TRADE_OFF})
+        row["lazy grammar took over"] = took_over_cell(group)
         row["grammar retries of native steps"] = findings.get("native-fallback", 0)
         row["unconstrained retries"] = findings.get("grammar-runtime-retry", 0)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def took_over_cell(group: pd.DataFrame) -> str:
+    """'k/n steps': of the steps written under a lazy grammar, those where its trigger fired."""
+    steps = int(group["lazy_steps"].sum())
+    return f"{int(group['lazy_took_over'].sum())}/{steps} steps" if steps else "–"
 
 
 def trade_off_lines(frame: pd.DataFrame) -> list:
@@ -149,6 +161,8 @@ def trade_off_lines(frame: pd.DataFrame) -> list:
                 if a is not None and b is not None:
                     parts.append(f"{RATES[key]} {100 * a:.0f}% → {100 * b:.0f}% ({100 * (b - a):+.0f})")
             scenarios = len({s for s, _ in pairs})
+            if int(pick(other)["lazy_steps"].sum()):
+                parts.append(f"the lazy grammar took over in {took_over_cell(pick(other))}")
             lines.append(f"- **{model}**, {mode} vs native ({scenarios} scenarios, {len(pairs)} paired samples): "
                          + "; ".join(parts))
     return lines

@@ -184,6 +184,8 @@ class _Writer:
                 generation = self._write(prompt, self.sampling(prompt), seed, spec, extra)
         if THINK_OPEN in generation.text:
             self.thinks = True
+        if plan is not None:
+            extra["grammar_from"] = generation.grammar_from  # None: the lazy grammar never took over
         family = plan.family if plan is not None else self.chat.family
         return {"prompt": prompt, "generation": generation, "parse": parse_reply(family, generation.text, prompt),
                 "family": family, "extra": extra}

@@ -515,12 +515,19 @@ def test_generate_takes_a_grammar_spec_and_samples_what_the_gate_allows(standins
     from harness.generate import generate
 
     lazy = build_grammar(None, TOOLS[:2], "auto")
-    assert generate(standins["json"], PROMPT, max_tokens=48, temperature=0.0, grammar=lazy).text == RESCUED
-    assert generate(standins["prose"], PROMPT, max_tokens=48, temperature=0.0, grammar=lazy).text == \
-        SMOL_REPLIES["prose"]
+    rescued = generate(standins["json"], PROMPT, max_tokens=48, temperature=0.0, grammar=lazy)
+    assert (rescued.text, rescued.grammar_from) == (RESCUED, RESCUED.index("{"))
+    prose = generate(standins["prose"], PROMPT, max_tokens=48, temperature=0.0, grammar=lazy)
+    # The trigger never fired: the reply says so, which is how a report tells "grammar = native" apart.
+    assert (prose.text, prose.grammar_from) == (SMOL_REPLIES["prose"], None)
     hermes = build_grammar("hermes", TOOLS[:2], "auto")
-    reply = generate(standins["qwen"], QWEN_PROMPT, max_tokens=64, temperature=0.0, grammar=hermes).text
-    assert valid_call(fam("hermes").parse(reply)), reply
+    reply = generate(standins["qwen"], QWEN_PROMPT, max_tokens=64, temperature=0.0, grammar=hermes)
+    assert valid_call(fam("hermes").parse(reply.text)), reply.text
+    assert reply.grammar_from == reply.text.index("<tool_call>")  # characters, after the text before it
+    required = generate(standins["json"], PROMPT, max_tokens=48, temperature=0.0,
+                        grammar=build_grammar(None, TOOLS[:2], "required"))
+    assert required.grammar_from == 0
+    assert generate(standins["json"], PROMPT, max_tokens=48, temperature=0.0).grammar_from is None
     # Unconstrained, the same stand-in writes the near miss: the spec is what changed the reply.
     assert generate(standins["qwen"], QWEN_PROMPT, max_tokens=64, temperature=0.0).text.startswith(QWEN_NEAR_MISS[:20])
 

@@ -115,13 +115,17 @@ def test_modes_are_a_dimension_of_every_table_and_of_the_json(tmp_path):
     (scenario,) = load_scenarios(scenarios)
     with TranscriptWriter(results / "transcripts" / "m1.jsonl") as writer:
         for index, reply in enumerate(["It is 51.", "17 times 3 is 51.", "no idea"]):
-            writer.append({**sample(scenario, index, reply), "mode": "grammar"})
+            record = {**sample(scenario, index, reply), "mode": "grammar"}
+            # Lazy grammar steps say where the grammar took over; here it took over the third reply only.
+            record["turns"][0]["steps"][0].update(grammar="auto", grammar_from=0 if index == 2 else None)
+            writer.append(record)
     out = write_reports(results, scenarios)
     table = (results / "m1.md").read_text()
     # Rows per scenario × mode, native first; a per-mode table; the trade-off against native in points.
     assert table.index("| arithmetic | native") < table.index("| arithmetic | grammar")
     assert "## Modes" in table and "grammar vs native (1 scenarios, 3 paired samples)" in table
     assert "all checks 67% → 67% (+0)" in table
+    assert "| lazy grammar took over" in table and "the lazy grammar took over in 1/3 steps" in table
     summary = (results / "summary.md").read_text()
     assert "## The trade-off: what a grammar buys" in summary and "m1 · grammar" in summary
     assert out["models"]["m1"]["arithmetic"]["passed"] == 2 / 3

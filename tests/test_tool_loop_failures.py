@@ -71,6 +71,7 @@ def test_grammar_runtime_failure_is_retried_once_unconstrained(probe, tmp_path):
     result = run_sample(chat, sc, seed=7, mode="grammar", plan=GrammarPlan(spec, None))
     (step,) = result["turns"][0]["steps"]
     assert "trigger fired" in step["grammar_runtime_retry"] and step["reply"] == "Checking the relay."
+    assert step["grammar_from"] is None  # the reply kept is the unconstrained one
     assert result["error"] is None and step["family"] == "hermes"
     assert "grammar-runtime-retry" in verdicts_of(chat, sc, result)["findings"]
 
@@ -114,6 +115,7 @@ def test_fallback_retries_a_native_near_miss_held_to_a_call_and_keeps_both_attem
     result = run_sample(chat, sc, seed=7, mode="fallback")
     (step,) = result["turns"][0]["steps"]
     assert step["fallback_from"]["reply"] == bare and step["grammar"] == "required"
+    assert step["grammar_from"] == 0 and "grammar_from" not in step["fallback_from"]
     assert step["parse"]["calls"] == [{"name": "ping", "arguments": {}}] and step["parse"]["deviation"] is None
     assert result["executions"] == {"call00001": 1}
     verdicts = verdicts_of(chat, sc, result)

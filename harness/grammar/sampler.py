@@ -136,6 +136,9 @@ class GrammarGate:
             llama_cpp.llama_sampler_accept(self.sampler, token)
             return
         n = llama_cpp.llama_token_to_piece(self.vocab, token, self._piece, len(self._piece), 0, True)
+        if n < 0:  # a piece longer than the buffer: llama.cpp says how long
+            self._piece = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, self._piece, len(self._piece), 0, True)
         self._buffer += self._piece.raw[:n]
         start = self._trigger()
         if start is not None:
@@ -185,6 +188,10 @@ class GrammarGate:
                                           "(llama.cpp's lazy sampler would abort here)")
             llama_cpp.llama_sampler_accept(sampler, token)
         self.sampler, self.triggered_at = sampler, start
+
+    def text_offset(self, byte_offset: int) -> int:
+        """The character offset in the reply text of a byte offset in what the gate has read."""
+        return len(self._buffer[:byte_offset].decode("utf-8", "replace"))
 
     def close(self) -> None:
         if self.sampler:
