@@ -21,7 +21,8 @@ def register(subparsers) -> None:
     parser.add_argument("--mode", action="append", metavar="MODE",
                         help="native (the model's template and parser), grammar (sampling constrained by a grammar "
                              "from the tool schemas) or fallback (native, a failed step retried under the grammar); "
-                             "repeatable or a comma list (default: each scenario's `modes`, else native)")
+                             "repeatable or a comma list (default: the scenario's `modes`, else the model's in "
+                             "sources.json, else native)")
     parser.add_argument("--seed", type=int, default=0, metavar="S",
                         help="base seed; sample i uses S+i (default 0)")
     parser.add_argument("--threads", type=int, metavar="N",
@@ -33,7 +34,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from harness.cli import emit_json
     from harness.modes import parse_modes
-    from harness.runner import run_model
+    from harness.runner import planned_count, run_model
 
     if args.samples is not None and args.samples < 1:
         raise HarnessError("--samples must be at least 1")
@@ -43,9 +44,9 @@ def run(args) -> int:
     models = args.model or [m.id for m in sources.default_models()]
     for model_id in models:
         sources.model(model_id)  # unknown ids fail before any work
-    modes = parse_modes(args.mode) or None  # None: each scenario's own modes
+    modes = parse_modes(args.mode) or None  # None: each scenario's, else each model's (runner.modes_for)
     scenarios = load_scenarios(names=args.scenario)
-    total = len(models) * sum((args.samples or s.samples) * len(modes or s.modes) for s in scenarios)
+    total = sum(planned_count(scenarios, args.samples, sources.model(m).modes, modes) for m in models)
     summaries, failures = [], []
     with _progress(total) as bar:
         for model_id in models:

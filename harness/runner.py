@@ -119,15 +119,25 @@ def sample_record(model: OpenModel, scenario, index: int, seed: int, result: dic
     return record
 
 
+def modes_for(scenario, model_modes=None, requested=None) -> tuple:
+    """The modes a run uses for one scenario on one model: those asked for (--mode), else the scenario's own,
+    else the model's (sources.json), else native."""
+    return tuple(requested or scenario.modes or model_modes or (MODE,))
+
+
+def planned_count(scenarios, samples: int | None, model_modes=None, requested=None) -> int:
+    """How many samples a run plans for one model, done or not."""
+    return sum((samples or s.samples) * len(modes_for(s, model_modes, requested)) for s in scenarios)
+
+
 def pending(model_id: str, sha256: str, scenarios, samples: int | None, base_seed: int, done: set,
-            modes=None) -> list:
-    """(scenario, mode, [sample indices still to run]) for every scenario and mode (given, else the
-    scenario's own), in order."""
+            modes=None, model_modes=None) -> list:
+    """(scenario, mode, [sample indices still to run]) for every scenario and mode (see modes_for), in order."""
     ident = {"id": model_id, "sha256": sha256}
     out = []
     for scenario in scenarios:
         n = samples or scenario.samples
-        for mode in modes or scenario.modes:
+        for mode in modes_for(scenario, model_modes, modes):
             todo = [i for i in range(n) if planned_key(ident, scenario, i, base_seed, mode) not in done]
             out.append((scenario, mode, todo))
     return out
@@ -144,9 +154,9 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
     existing = read_transcript(path)
     for message in existing.warnings:
         warn(message)
-    work = pending(model_id, pin.sha256, scenarios, samples, base_seed, existing.done(), modes)
+    work = pending(model_id, pin.sha256, scenarios, samples, base_seed, existing.done(), modes, pin.modes)
     total = sum(len(todo) for _, _, todo in work)
-    skipped = sum((samples or s.samples) * len(modes or s.modes) for s in scenarios) - total
+    skipped = planned_count(scenarios, samples, pin.modes, modes) - total
     summary = {"model": model_id, "transcript": str(path), "ran": 0, "skipped": skipped, "seconds": 0.0,
                "errors": 0, "family": None}
     if progress is not None:

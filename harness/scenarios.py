@@ -107,7 +107,7 @@ class Scenario:
     samples: int = DEFAULT_SAMPLES
     max_steps: int = DEFAULT_MAX_STEPS
     path: Path | None = None
-    modes: tuple = ("native",)  # the modes `harness run` uses when --mode is not given
+    modes: tuple | None = None  # the modes `harness run` uses when --mode is not given (None: the model's)
 
     def tool(self, name: str) -> StubTool | None:
         return next((t for t in self.tools if t.name == name), None)
@@ -316,8 +316,8 @@ def parse_scenario(doc: Located, library: dict) -> Scenario:
     max_steps = c.get(raw, (), "max_steps", int, required=False, default=DEFAULT_MAX_STEPS)
     if samples < 1 or max_steps < 1:
         c.fail(("samples",) if samples < 1 else ("max_steps",), "must be at least 1")
-    modes = tuple(c.strings(raw, (), "modes")) if "modes" in raw else ("native",)
-    if not modes or any(m not in MODES for m in modes) or len(set(modes)) != len(modes):
+    modes = tuple(c.strings(raw, (), "modes")) if "modes" in raw else None
+    if modes is not None and (not modes or any(m not in MODES for m in modes) or len(set(modes)) != len(modes)):
         c.fail(("modes",), f"must be a non-empty list of distinct modes from {', '.join(MODES)}")
     return Scenario(name, description, tuple(tools.values()), tuple(turns), system, history, sampling, samples,
                     max_steps, doc.path, modes)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from harness import constants
 from harness.errors import DriftError, SourcesError
+from harness.scenarios import MODES
 
 SOURCES_VERSION = 1
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -29,7 +30,7 @@ SOURCE_KINDS = {"hub", "pypi"}
 TEMPLATE_FIELDS = ("id", "file", "repo", "repo_basis", "variant", "revision", "sha256", "size", "origin", "hub",
                    "model", "license", "bos_token", "eos_token", "note")
 MODEL_FIELDS = ("id", "default", "repo", "filename", "revision", "size", "sha256", "license", "template",
-                "stand_in_template", "family",
+                "stand_in_template", "family", "modes",
                 "sources", "note")
 
 
@@ -73,6 +74,8 @@ class ModelPin:
     note: str | None
     # For a GGUF that embeds no template: the pinned template runs render with instead of llama.cpp's ChatML.
     stand_in_template: str | None = None
+    # The modes `harness run` uses for this model when neither --mode nor the scenario names any.
+    modes: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -202,12 +205,16 @@ def _parse_model(raw, index: int, template_ids) -> ModelPin:
         raise SourcesError(f"{e.where}: field 'stand_in_template' names {stand_in!r}, which is not a pinned template")
     # The family is a name from harness/families; that registry checks it where it is used.
     family = e.get("family", str, nullable=True, pattern=_ID)
+    modes = e.get("modes", list, required=False, nullable=True)
+    if modes is not None and (not modes or any(m not in MODES for m in modes) or len(set(modes)) != len(modes)):
+        raise SourcesError(f"{e.where}: field 'modes' must be a non-empty list of distinct modes from "
+                           f"{', '.join(MODES)}, got {modes!r}")
     return ModelPin(
         id=mid, default=e.get("default", bool), repo=repo, filename=e.get("filename", str),
         revision=e.get("revision", str, nullable=True, pattern=_REVISION), size=e.get("size", int, nullable=True),
         sha256=e.get("sha256", str, nullable=True, pattern=_SHA256), license=e.get("license", str, nullable=True),
         template=template, family=family, sources=parsed, note=e.get("note", str, required=False, nullable=True),
-        stand_in_template=stand_in)
+        stand_in_template=stand_in, modes=tuple(modes) if modes is not None else None)
 
 
 def load_sources(path: Path | str | None = None) -> Sources:

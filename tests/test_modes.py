@@ -40,9 +40,39 @@ def test_mode_values_are_repeatable_comma_lists():
 def test_a_scenario_names_its_default_modes_outside_its_hash(tmp_path):
     plain = load(tmp_path)
     both = load(tmp_path, "modes: [native, grammar]\n")
-    assert plain.modes == ("native",) and both.modes == ("native", "grammar") and plain.hash == both.hash
+    assert plain.modes is None and both.modes == ("native", "grammar") and plain.hash == both.hash
     with pytest.raises(ScenarioError, match="modes"):
         load(tmp_path, "modes: [native, json]\n")
+
+
+def test_modes_come_from_the_command_else_the_scenario_else_the_model_else_native(tmp_path):
+    from harness.runner import modes_for, pending, planned_count
+
+    plain, named = load(tmp_path), load(tmp_path, "modes: [grammar]\n")
+    every = ("native", "grammar", "fallback")
+    assert modes_for(plain) == ("native",)
+    assert modes_for(plain, every) == every
+    assert modes_for(named, every) == ("grammar",)
+    assert modes_for(named, every, ["fallback"]) == ("fallback",)
+    assert planned_count([plain, named], 2, every) == 2 * 3 + 2 * 1
+    work = pending("m", "0" * 64, [plain], 2, 0, set(), model_modes=every)
+    assert [(mode, todo) for _, mode, todo in work] == [(m, [0, 1]) for m in every]
+
+
+def test_the_default_models_name_every_mode_and_bad_model_modes_are_refused(tmp_path):
+    import json
+
+    from harness import constants
+    from harness.errors import SourcesError
+    from harness.sources import load_sources
+
+    sources = load_sources()
+    assert all(m.modes == ("native", "grammar", "fallback") for m in sources.default_models())
+    raw = json.loads(constants.SOURCES_PATH.read_text())
+    raw["models"][0]["modes"] = ["native", "json"]
+    (tmp_path / "sources.json").write_text(json.dumps(raw))
+    with pytest.raises(SourcesError, match=r"model '[^']+': field 'modes' must be .*'json'"):
+        load_sources(tmp_path / "sources.json")
 
 
 def test_a_model_without_tool_format_gets_the_generic_grammar_and_the_preamble(tmp_path):
