@@ -1,10 +1,12 @@
 """Live tier: the real models, through the real binding. What is asserted must hold on every run; rates,
 which vary with sampling and CPU kernels, are measured by `harness run` and reported, never asserted.
 
-Per model × scenario: the run completes, every sample is in the transcript, the transcript alone re-scores
-to the verdicts recorded at run time (what `harness report` relies on), a second run resumes without
-generating, and detection agrees with the family sources.json expects. Where a reachable model was measured
-reliably right (see RELIABLE), that verdict is asserted for every sample."""
+Per model × scenario × mode: the run completes, every sample is in the transcript, the transcript alone
+re-scores to the verdicts recorded at run time (what `harness report` relies on), a second run resumes without
+generating, and detection agrees with the family sources.json expects. Under a grammar (grammar mode, and
+fallback's retries) every step says so, and a reply the grammar took over that ended on its own is a call the
+strict parser reads. Where a reachable model was measured reliably right in native mode (see RELIABLE), that
+verdict is asserted for every sample."""
 
 import pytest
 
@@ -57,13 +59,13 @@ def _open(model_id):
     return _OPEN[model_id]
 
 
-def test_live_run(live_model_id, live_scenario_name, tmp_path, request):
+def test_live_run(live_model_id, live_scenario_name, live_mode, tmp_path, request):
     samples = request.config.getoption("--harness-samples")
     model = _open(live_model_id)
     (scenario,) = load_scenarios(names=[live_scenario_name])
     from harness.runner import run_model
 
-    first = run_model(live_model_id, [scenario], samples, 0, results_dir=tmp_path, model=model)
+    first = run_model(live_model_id, [scenario], samples, 0, results_dir=tmp_path, model=model, modes=[live_mode])
     assert first["ran"] == samples and first["skipped"] == 0
 
     transcript = read_transcript(transcript_path(live_model_id, tmp_path))
@@ -77,20 +79,44 @@ def test_live_run(live_model_id, live_scenario_name, tmp_path, request):
     assert sorted(r["sample"] for r in records) == list(range(samples))
     assert sum(r["kind"] == "model" for r in transcript.records) == 1
     for record in records:
-        assert record["scenario"]["hash"] == scenario.hash and record["mode"] == "native"
+        assert record["scenario"]["hash"] == scenario.hash and record["mode"] == live_mode
         assert record["model"]["sha256"] == load_sources().model(live_model_id).sha256
         steps = [s for t in record["turns"] for s in t["steps"]]
         assert steps and all(s["prompt_sha256"] and (s["finish_reason"] or s.get("error")) for s in steps)
         for step in steps:
             for call in step["calls"]:
                 assert call["executions"] <= 1 and call["id"].startswith("call") and len(call["id"]) == 9
+        for step in steps:
+            _check_mode(live_mode, scenario, step)
         # The transcript alone gives back the verdicts the run recorded (what `harness report` does).
         assert score_sample(scenario, record) == record["verdicts"]
 
-    again = run_model(live_model_id, [scenario], samples, 0, results_dir=tmp_path, model=model)
+    again = run_model(live_model_id, [scenario], samples, 0, results_dir=tmp_path, model=model,
+                      modes=[live_mode])
     assert again["ran"] == 0 and again["skipped"] == samples
 
     expected_family = load_sources().model(live_model_id).family
     assert model.chat.family == expected_family, model.detection.reason
-    for verdict in RELIABLE.get((live_model_id, live_scenario_name), ()):
+    for verdict in RELIABLE.get((live_model_id, live_scenario_name), ()) if live_mode == "native" else ():
         assert all(r["verdicts"][verdict] is True for r in records), (verdict, [r["verdicts"] for r in records])
+
+
+def _check_mode(mode, scenario, step):
+    """What a mode guarantees of every step, whatever the model writes."""
+    if step.get("error") or step.get("synthesized"):
+        return
+    under_grammar = scenario.tools and (mode == "grammar" or "fallback_from" in step)
+    assert ("grammar" in step) == bool(under_grammar), step.keys()
+    if not under_grammar:
+        assert "grammar_from" not in step
+        return
+    assert step["grammar"] == ("required" if "fallback_from" in step else "auto")
+    if step.get("grammar_runtime_retry"):
+        assert step["grammar_from"] is None  # the reply kept was written unconstrained
+        return
+    if step["grammar"] == "required":
+        assert step["grammar_from"] == 0
+    # The point of the grammar: once it took over and the reply ended on its own, the strict parser reads a
+    # call, with no deviation. (A reply cut by max_tokens may stop inside the call.)
+    if step["grammar_from"] is not None and step["finish_reason"] == "stop":
+        assert step["parse"]["calls"] and step["parse"]["deviation"] is None, (step["reply"], step["parse"])
