@@ -1,11 +1,12 @@
 """How a run drives a model: native, grammar or fallback (issue 4).
 
 - native: the model's own template and parser (tools offered only when a family was detected).
-- grammar: every step is sampled under a lazy grammar built from the tools' schemas in the model's family's
-  call shape (harness.grammar.build_grammar; no family: the generic JSON call-or-answer shape, parsed by
-  family_for("generic-json")). A template that takes tools is given them as in native mode; a template
-  without a tool format (SmolLM2's ChatML, Gemma) is not, so the tools and the JSON call shape are described in
-  a preamble put in front of the system message (TOOL_PREAMBLE below, recorded in each sample's transcript).
+- grammar: every step is sampled under a grammar built from the tools' schemas in the model's family's call
+  shape (harness.grammar.build_grammar): lazy, from the family's call marker on; no family: the generic JSON
+  call-or-answer shape from the first token on, parsed by family_for("generic-json"). A template that takes
+  tools is given them as in native mode; a template without a tool format (SmolLM2's ChatML, Gemma) is not, so
+  the tools and the JSON shapes are described in a preamble put in front of the system message
+  (CALL_OR_ANSWER_PREAMBLE below, recorded in each sample's transcript).
 - fallback: native first; when a native attempt fails mid-turn (a call attempt the parser cannot read, or no
   call where the turn expects one and none has been made yet), that step is written again under the grammar.
   The step records the native attempt under "fallback_from". The retry is held to a call (tool_choice
@@ -24,14 +25,17 @@ from harness.grammar import GENERIC, GrammarSpec, build_grammar
 from harness.scenarios import MODES
 from harness.scoring import is_call_attempt
 
-__all__ = ["MODES", "GrammarPlan", "grammar_plan", "parse_modes", "plain_messages", "tool_preamble",
-           "native_failed"]
+__all__ = ["MODES", "CALL_OR_ANSWER_PREAMBLE", "TOOL_PREAMBLE", "GrammarPlan", "grammar_plan", "parse_modes",
+           "plain_messages", "tool_preamble", "native_failed"]
 
-TOOL_PREAMBLE = (
-    "You can call these tools:\n{tools}\n"
-    'To call a tool, reply with only a JSON object of the form {{"name": "<tool name>", "arguments": '
-    "{{<arguments as the tool's parameters describe>}}}} and nothing else. "
-    "Otherwise answer in plain text.")
+_TOOLS = "You can call these tools:\n{tools}\n"
+_CALL = ('To call a tool, reply with only a JSON object of the form {{"name": "<tool name>", "arguments": '
+         "{{<arguments as the tool's parameters describe>}}}}")
+# Fallback's retry, held to a call (its grammar allows nothing else): the text every fallback sample was run with.
+TOOL_PREAMBLE = _TOOLS + _CALL + " and nothing else. Otherwise answer in plain text."
+# Grammar mode, where the generic grammar allows a call or an answer object (harness.grammar.generic).
+CALL_OR_ANSWER_PREAMBLE = (_TOOLS + _CALL + ". Otherwise reply with only a JSON object of the form "
+                           '{{"response": "<your answer>"}}.')
 
 
 def parse_modes(values) -> list:
@@ -46,10 +50,10 @@ def parse_modes(values) -> list:
     return out
 
 
-def tool_preamble(scenario) -> str:
+def tool_preamble(scenario, preamble: str = TOOL_PREAMBLE) -> str:
     """The exact text that tells a model without a tool template which tools exist and how to call them."""
     tools = [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in scenario.tools]
-    return TOOL_PREAMBLE.format(tools=json.dumps(tools, ensure_ascii=False, indent=1))
+    return preamble.format(tools=json.dumps(tools, ensure_ascii=False, indent=1))
 
 
 @dataclass(frozen=True)
@@ -57,10 +61,14 @@ class GrammarPlan:
     spec: GrammarSpec
     preamble: str | None  # sent ahead of the system message when the template cannot carry the tools
     required: GrammarSpec | None = None  # a call and nothing else: fallback's retry of a near miss
+    required_preamble: str | None = None  # the preamble of that retry (it may not answer)
 
     @property
     def family(self) -> str:
         return self.spec.family  # the parser that reads replies written under the grammar
+
+    def preamble_for(self, required: bool) -> str | None:
+        return self.required_preamble if required and self.required is not None else self.preamble
 
     def to_json(self) -> dict:
         """What the transcript keeps: the grammar's identity and triggers (its GBNF is rebuilt from the
@@ -69,7 +77,7 @@ class GrammarPlan:
                 "triggers": list(self.spec.triggers), "note": self.spec.note,
                 "gbnf_sha256": hashlib.sha256(self.spec.gbnf.encode("utf-8")).hexdigest(),
                 "required_gbnf_sha256": hashlib.sha256(self.required.gbnf.encode("utf-8")).hexdigest()
-                if self.required else None, "preamble": self.preamble}
+                if self.required else None, "preamble": self.preamble, "required_preamble": self.required_preamble}
 
 
 def grammar_plan(family: str | None, scenario) -> GrammarPlan | None:
@@ -79,8 +87,10 @@ def grammar_plan(family: str | None, scenario) -> GrammarPlan | None:
     spec = build_grammar(family, scenario.tool_schemas(), "auto")
     # The generic shape is one no template describes: the model must be told (also when a family without a
     # grammar shape had the generic one imposed on it).
-    preamble = tool_preamble(scenario) if spec.family == GENERIC else None
-    return GrammarPlan(spec, preamble, build_grammar(family, scenario.tool_schemas(), "required"))
+    told = spec.family == GENERIC
+    return GrammarPlan(spec, tool_preamble(scenario, CALL_OR_ANSWER_PREAMBLE) if told else None,
+                       build_grammar(family, scenario.tool_schemas(), "required"),
+                       tool_preamble(scenario) if told else None)
 
 
 def plain_messages(messages: list, preamble: str | None, into_user: bool = False) -> list:

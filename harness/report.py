@@ -54,10 +54,10 @@ def _row(record: dict, verdicts: dict) -> dict:
         "parse_changed": verdicts["parse_changed"], "seconds": record.get("seconds"),
         "completion_tokens": sum(s.get("completion_tokens") or 0 for s in steps),
         "steps": len(steps), "error": record.get("error"),
-        # Steps written under a lazy ("auto") grammar, and how many of them the grammar took over: a mode that
-        # scores as native did because its trigger never fired, and the tables should say so.
-        "lazy_steps": sum(1 for s in steps if s.get("grammar") == "auto" and "grammar_from" in s),
-        "lazy_took_over": sum(1 for s in steps if s.get("grammar") == "auto" and s.get("grammar_from") is not None),
+        # Steps written under an "auto" grammar, and how many of them it constrained (a lazy one only once its
+        # trigger fired): a grammar mode that scores as native did because the grammar never took over.
+        "auto_steps": sum(1 for s in steps if s.get("grammar") == "auto" and "grammar_from" in s),
+        "auto_took_over": sum(1 for s in steps if s.get("grammar") == "auto" and s.get("grammar_from") is not None),
         "reply": steps[0].get("reply") if steps else None,
         "quote": replay.get("quote"), "note": replay.get("note"),
     }
@@ -130,7 +130,7 @@ def mode_table(frame: pd.DataFrame) -> pd.DataFrame:
         findings = Counter(f for fs in group["findings"] for f in fs)
         row = {"mode": mode, "samples": len(group)}
         row.update({RATES[k]: rate_cell(group[k]) for k in TRADE_OFF})
-        row["lazy grammar took over"] = took_over_cell(group)
+        row["grammar took over"] = took_over_cell(group)
         row["grammar retries of native steps"] = findings.get("native-fallback", 0)
         row["unconstrained retries"] = findings.get("grammar-runtime-retry", 0)
         rows.append(row)
@@ -138,9 +138,9 @@ def mode_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def took_over_cell(group: pd.DataFrame) -> str:
-    """'k/n steps': of the steps written under a lazy grammar, those where its trigger fired."""
-    steps = int(group["lazy_steps"].sum())
-    return f"{int(group['lazy_took_over'].sum())}/{steps} steps" if steps else "–"
+    """'k/n steps': of the steps written under an "auto" grammar, those it constrained."""
+    steps = int(group["auto_steps"].sum())
+    return f"{int(group['auto_took_over'].sum())}/{steps} steps" if steps else "–"
 
 
 def trade_off_lines(frame: pd.DataFrame) -> list:
@@ -161,8 +161,8 @@ def trade_off_lines(frame: pd.DataFrame) -> list:
                 if a is not None and b is not None:
                     parts.append(f"{RATES[key]} {100 * a:.0f}% → {100 * b:.0f}% ({100 * (b - a):+.0f})")
             scenarios = len({s for s, _ in pairs})
-            if int(pick(other)["lazy_steps"].sum()):
-                parts.append(f"the lazy grammar took over in {took_over_cell(pick(other))}")
+            if int(pick(other)["auto_steps"].sum()):
+                parts.append(f"the grammar took over in {took_over_cell(pick(other))}")
             lines.append(f"- **{model}**, {mode} vs native ({scenarios} scenarios, {len(pairs)} paired samples): "
                          + "; ".join(parts))
     return lines

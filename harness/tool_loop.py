@@ -66,14 +66,15 @@ def opening_messages(scenario) -> list:
     return messages
 
 
-def render_prompt(chat: Chat, scenario, messages: list, plan=None, plain: bool = False) -> str:
-    """plan: the GrammarPlan of a grammar attempt (its preamble, if any, goes ahead of the system message).
-    plain: the template has no tool format and the loop is not native, so calls and results are written as
-    text (see harness.modes.plain_messages)."""
+def render_prompt(chat: Chat, scenario, messages: list, plan=None, plain: bool = False,
+                  required: bool = False) -> str:
+    """plan: the GrammarPlan of a grammar attempt (its preamble, if any, goes ahead of the system message;
+    required: the attempt is held to a call). plain: the template has no tool format and the loop is not
+    native, so calls and results are written as text (see harness.modes.plain_messages)."""
     tools = scenario.tool_schemas() if chat.family and scenario.tools else None
-    if not (plain or (plan is not None and plan.preamble)):
+    preamble = plan.preamble_for(required) if plan is not None else None
+    if not (plain or preamble):
         return _render(chat, messages, tools)
-    preamble = plan.preamble if plan is not None else None
     try:
         return _render(chat, plain_messages(messages, preamble), tools)
     except TemplateError:
@@ -168,7 +169,7 @@ class _Writer:
         """One attempt: {"prompt", "generation", "parse", "family", "extra"}; raises GenerationError and
         TemplateError (the caller records them). required: held to a call (fallback's retry of a near miss)."""
         plan = self.plan if grammar else None
-        prompt = render_prompt(self.chat, self.scenario, messages, plan, self.plain)
+        prompt = render_prompt(self.chat, self.scenario, messages, plan, self.plain, required)
         extra = {"grammar": "required" if required else "auto"} if plan is not None else {}
         spec = None if plan is None else plan.required if required and plan.required else plan.spec
         if first is not None:

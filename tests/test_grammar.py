@@ -96,7 +96,10 @@ def texts_of(name):
 def test_grammar_compiles_and_takes_the_familys_shape(name, specs, checker):
     auto, required = specs[name]["auto"], specs[name]["required"]
     assert checker.compiles(required.gbnf) and checker.compiles(auto.gbnf, auto.trigger_patterns)
-    assert auto.lazy and auto.triggers and not required.lazy
+    if name == GENERIC:  # call or answer from the first token on: no marker announces a call
+        assert not auto.lazy and not auto.triggers and not required.lazy
+    else:
+        assert auto.lazy and auto.triggers and not required.lazy
     # Every registry family has a shape of its own: YAML ones from their pattern, Python ones from shapes.py.
     assert auto.family == required.family == name
 
@@ -106,12 +109,19 @@ def test_grammar_accepts_what_the_family_writes(name, specs, checker):
     auto, required = specs[name]["auto"], specs[name]["required"]
     for label, _, text in texts_of(name):
         verdict = checker.check(auto.gbnf, text, auto.trigger_patterns)
-        assert verdict.accepted and verdict.triggered_at is not None, (label, text, verdict)
+        assert verdict.accepted and (verdict.triggered_at is not None or not auto.lazy), (label, text, verdict)
         assert checker.check_gate(auto, text) == verdict  # laziness in Python agrees with llama.cpp's
         if label != "text then call":
             assert checker.check(required.gbnf, text).accepted, (label, text)
     plain = checker.check(auto.gbnf, "17 times 3 is 51.", auto.trigger_patterns)
-    assert plain.accepted and plain.triggered_at is None
+    if name == GENERIC:
+        # The answer is an object too, read back as the answer's text; prose is not let through.
+        assert not plain.accepted
+        answer = '{"response": "17 times 3 is 51."}'
+        assert checker.check(auto.gbnf, answer).accepted and not checker.check(required.gbnf, answer).accepted
+        assert fam(name).parse(answer).content == "17 times 3 is 51." and not fam(name).parse(answer).calls
+    else:
+        assert plain.accepted and plain.triggered_at is None
     assert not checker.check(required.gbnf, "17 times 3 is 51.").accepted
 
 
@@ -124,7 +134,9 @@ def test_grammar_rejects_the_familys_near_misses(name, specs, checker):
         assert checker.check_gate(auto, miss.text).status == lazily.status, miss.text
         # Lazily, a near miss is plain text unless a trigger fires; once one fires it cannot complete, unless
         # what is wrong comes before the trigger (text before the trigger is never constrained).
-        if lazily.triggered_at is None:
+        if not auto.lazy:
+            assert not lazily.accepted, (miss.text, lazily)
+        elif lazily.triggered_at is None:
             assert lazily.accepted, (miss.text, lazily)
         elif lazily.accepted:
             assert miss.deviation in BEFORE_THE_CALL, (miss.text, lazily)
@@ -282,25 +294,32 @@ def test_the_grammar_takes_over_at_the_trigger(specs, checker):
 
 
 def test_whole_reply_families_trigger_only_at_the_start(specs, checker):
-    generic = specs[GENERIC]["auto"]
-    call = generic_call("get_weather", {"location": "Paris"})
-    assert checker.check(generic.gbnf, call, generic.trigger_patterns).triggered_at == 0
-    assert checker.check(generic.gbnf, "  \n" + call, generic.trigger_patterns).triggered_at == 3
-    # After reasoning (DeepSeek R1 distills think first; the prompt may have opened the block): GrammarGate
-    # applies the start patterns after a closed reasoning block too.
-    assert generic.reasoning == (("<think>", "</think>"),)
-    for thought, prompt in (("<think>I should call get_weather.</think>\n\n", ""),
-                            ("I should call it.\n</think>\n", "<|im_start|>assistant\n<think>\n")):
-        verdict = checker.check_gate(generic, thought + call, prompt)
-        assert verdict.accepted and verdict.triggered_at == len(thought)
-        assert checker.check_gate(generic, thought + call[:-1] + ", }", prompt).status == "rejected"
-    # Mid-reply JSON is text (the generic shape is the whole reply); seed 004's Gemma wrote a call as prose.
-    for text in ("Sure! " + call, "I will use get_weather{} for that."):
-        assert checker.check(generic.gbnf, text, generic.trigger_patterns).triggered_at is None
-    broken = checker.check(generic.gbnf, '{"name": "get_weather", "arguments": {"location": "Paris"}', generic.trigger_patterns)
-    assert broken.status == "prefix"
     llama3 = specs["llama3"]["auto"]
     assert set(llama3.triggers) == {"<|python_tag|>", "{"}
+    call = fam("llama3").format([ToolCall("get_weather", {"location": "Paris"})])
+    assert checker.check(llama3.gbnf, call, llama3.trigger_patterns).triggered_at == 0
+    assert checker.check(llama3.gbnf, "  \n" + call, llama3.trigger_patterns).triggered_at == 3
+    # Mid-reply JSON is text: the call is the whole reply.
+    assert checker.check(llama3.gbnf, "Sure! " + call, llama3.trigger_patterns).triggered_at is None
+
+
+def test_generic_shape_is_a_call_or_an_answer_from_the_first_token(specs, checker):
+    generic = specs[GENERIC]["auto"]
+    call = generic_call("get_weather", {"location": "Paris"})
+    assert checker.check(generic.gbnf, call).accepted
+    assert checker.check_gate(generic, '{"response": "It is sunny."}').accepted
+    # Seed 004's Gemma wrote a call as prose; SmolLM2 fences its JSON. Neither is let through.
+    for text in ("Sure! " + call, "I will use get_weather{} for that.", "```json\n" + call + "\n```"):
+        assert checker.check_gate(generic, text).status == "rejected", text
+    broken = checker.check(generic.gbnf, '{"name": "get_weather", "arguments": {"location": "Paris"}')
+    assert broken.status == "prefix"
+    # A prompt that opened a reasoning block (a distill's `<think>`): free text to its close, then the same.
+    assert generic.reasoning == (("<think>", "</think>"),)
+    thought, prompt = "I should call it.\n</think>\n", "<|im_start|>assistant\n<think>\n"
+    assert checker.check_gate(generic, thought + call, prompt).accepted
+    assert checker.check_gate(generic, thought + call[:-1] + ", }", prompt).status == "rejected"
+    # A block the reply opens itself is no way out of the JSON.
+    assert checker.check_gate(generic, "<think>I should call it.</think>\n" + call).status == "rejected"
 
 
 def test_gate_fires_no_trigger_inside_reasoning(specs, checker):
@@ -369,6 +388,22 @@ def test_generic_json_is_a_family_of_its_own_outside_the_registry():
             if generic.parse(miss.text).accepted:
                 assert set(json.loads(miss.text)) == {"name", "arguments"}, (name, miss.text)
                 assert miss.deviation in (dev.BARE_JSON, dev.MISSING_KEY), (name, miss.text)
+
+
+def test_generic_answer_object_is_read_exactly_and_never_as_a_call():
+    generic = generic_family()
+    answer = generic.parse('  {"response": "Lisbon, on 3 May."}\n')
+    assert (answer.content, answer.calls, answer.deviation) == ("Lisbon, on 3 May.", [], None)
+    assert generic.format([], "It is 51.") == '{"response": "It is 51."}'
+    for name, other in registry.families().items():
+        assert not other.parse('{"response": "It is 51."}').accepted, name
+    # Anything but exactly one string under "response" is not an answer: the call parser names it.
+    for text in ('{"response": 51}', '{"response": "a", "response": "b"}', '{"response": "a", "name": "x"}',
+                 '{"answer": "a"}', '{"response": "a"} Done.'):
+        result = generic.parse(text)
+        assert result.deviation is not None and not result.calls, (text, result)
+    fenced = '```json\n{"response": "a"}\n```'  # text, kept as written: never unwrapped into "a"
+    assert generic.parse(fenced).content == fenced
 
 
 def test_no_tool_format_and_shapeless_families_get_the_generic_shape(monkeypatch):
@@ -475,13 +510,14 @@ def test_generate_with_a_required_grammar_turns_a_bad_call_into_a_valid_one(stan
     assert gated_generate(llm, PROMPT, spec) == RESCUED  # the fast path samples the same reply
 
 
-def test_lazy_generic_grammar_on_a_model_without_tool_format(standins):
+def test_generic_grammar_on_a_model_without_tool_format(standins):
     spec = build_grammar(None, TOOLS[:2], "auto")
     assert fam(spec.family).parse(SMOL_REPLIES["json"]).accepted  # it parses, but is no valid call of the tool
-    assert gated_generate(standins["json"], PROMPT, spec) == RESCUED  # held to a valid call from its brace on
-    # A prose reply never triggers: call-or-answer leaves answers alone.
+    assert gated_generate(standins["json"], PROMPT, spec) == RESCUED  # held to a valid call
+    # Prose is not let through: the reply is JSON from its first character (this stand-in knows nothing
+    # but its script, so what it writes inside the object is noise; a real model picks a call or an answer).
     prose = gated_generate(standins["prose"], PROMPT, spec)
-    assert prose == SMOL_REPLIES["prose"] and fam(spec.family).parse(prose).calls == []
+    assert prose != SMOL_REPLIES["prose"] and prose.startswith("{"), prose
 
 
 def test_lazy_hermes_grammar_triggers_on_the_tool_call_token(standins):
@@ -514,13 +550,14 @@ def test_generate_takes_a_grammar_spec_and_samples_what_the_gate_allows(standins
     loop, lazy (prose untouched) and required alike."""
     from harness.generate import generate
 
-    lazy = build_grammar(None, TOOLS[:2], "auto")
-    rescued = generate(standins["json"], PROMPT, max_tokens=48, temperature=0.0, grammar=lazy)
-    assert (rescued.text, rescued.grammar_from) == (RESCUED, RESCUED.index("{"))
-    prose = generate(standins["prose"], PROMPT, max_tokens=48, temperature=0.0, grammar=lazy)
-    # The trigger never fired: the reply says so, which is how a report tells "grammar = native" apart.
-    assert (prose.text, prose.grammar_from) == (SMOL_REPLIES["prose"], None)
+    generic = build_grammar(None, TOOLS[:2], "auto")
+    rescued = generate(standins["json"], PROMPT, max_tokens=48, temperature=0.0, grammar=generic)
+    assert (rescued.text, rescued.grammar_from) == (RESCUED, 0)  # not lazy: constrained from the start
     hermes = build_grammar("hermes", TOOLS[:2], "auto")
+    prose = generate(standins["prose"], PROMPT, max_tokens=48, temperature=0.0, grammar=hermes)
+    # No <tool_call>: the lazy grammar never took over, and the reply says so (how a report tells
+    # "grammar = native" apart).
+    assert (prose.text, prose.grammar_from) == (SMOL_REPLIES["prose"], None)
     reply = generate(standins["qwen"], QWEN_PROMPT, max_tokens=64, temperature=0.0, grammar=hermes)
     assert valid_call(fam("hermes").parse(reply.text)), reply.text
     assert reply.grammar_from == reply.text.index("<tool_call>")  # characters, after the text before it

@@ -5,7 +5,7 @@ import pytest
 
 from harness.errors import HarnessError, ScenarioError
 from harness.grammar import GENERIC
-from harness.modes import TOOL_PREAMBLE, grammar_plan, parse_modes, plain_messages, tool_preamble
+from harness.modes import CALL_OR_ANSWER_PREAMBLE, TOOL_PREAMBLE, grammar_plan, parse_modes, plain_messages, tool_preamble
 from harness.render import render
 from harness.scenarios import load_scenarios
 from harness.constants import TEMPLATES_DIR
@@ -78,10 +78,14 @@ def test_the_default_models_name_every_mode_and_bad_model_modes_are_refused(tmp_
 def test_a_model_without_tool_format_gets_the_generic_grammar_and_the_preamble(tmp_path):
     sc = load(tmp_path)
     plan = grammar_plan(None, sc)
-    assert plan.family == GENERIC and plan.spec.lazy and plan.required.tool_choice == "required"
-    assert plan.preamble == tool_preamble(sc) and '"name": "ping"' in plan.preamble
-    assert plan.preamble.startswith(TOOL_PREAMBLE.split("{")[0])
-    assert grammar_plan("hermes", sc).preamble is None  # the template carries the tools itself
+    # Call or answer from the first token on (no marker to wait for); fallback's retry may only call.
+    assert plan.family == GENERIC and not plan.spec.lazy and plan.required.tool_choice == "required"
+    assert plan.preamble == tool_preamble(sc, CALL_OR_ANSWER_PREAMBLE) and '"name": "ping"' in plan.preamble
+    assert '{"response": "<your answer>"}' in plan.preamble_for(required=False)
+    assert plan.preamble_for(required=True) == tool_preamble(sc) and "response" not in plan.required_preamble
+    assert plan.required_preamble.startswith(TOOL_PREAMBLE.split("{")[0])
+    hermes = grammar_plan("hermes", sc)
+    assert hermes.spec.lazy and hermes.preamble is hermes.required_preamble is None  # the template carries the tools
 
 
 def test_plain_messages_alternate_for_gemma_and_keep_every_word():

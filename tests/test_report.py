@@ -125,7 +125,7 @@ def test_modes_are_a_dimension_of_every_table_and_of_the_json(tmp_path):
     assert table.index("| arithmetic | native") < table.index("| arithmetic | grammar")
     assert "## Modes" in table and "grammar vs native (1 scenarios, 3 paired samples)" in table
     assert "all checks 67% → 67% (+0)" in table
-    assert "| lazy grammar took over" in table and "the lazy grammar took over in 1/3 steps" in table
+    assert "| grammar took over" in table and "the grammar took over in 1/3 steps" in table
     summary = (results / "summary.md").read_text()
     assert "## The trade-off: what a grammar buys" in summary and "m1 · grammar" in summary
     assert out["models"]["m1"]["arithmetic"]["passed"] == 2 / 3

@@ -10,8 +10,9 @@ sampling can only write plain text or a valid call of that family (only a call, 
 
 Families: every YAML family gets its grammar from its own pattern; custom families with a shape in
 harness/grammar/shapes.py get theirs; a family with no tool format (None) or a custom family without a shape
-gets the generic JSON shape, family "generic-json": the whole reply is {"name": ..., "arguments": {...}} or it
-is a plain answer. generic-json is a family of its own (harness/grammar/generic-json.yaml), outside the
+gets the generic JSON call-or-answer shape, family "generic-json": the whole reply is {"name": ...,
+"arguments": {...}} or {"response": "..."}, from the first token on (harness/grammar/generic.py; not lazy: no
+marker announces a call). generic-json is a family of its own (harness/grammar/generic-json.yaml), outside the
 registry: no template writes it, so detection never picks it (docs/adding-a-family.md, "Grammar shapes").
 
 Lazy grammars and llama.cpp. When a trigger pattern matches, llama.cpp feeds the text from the trigger to the
@@ -23,6 +24,7 @@ raises when grammar sampling fails inside the runtime: the tool loop retries onc
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -31,8 +33,10 @@ from harness import families as registry
 from harness.errors import GrammarError, GrammarRuntimeError
 from harness.families.base import Family
 from harness.families.spec import load_family
+from harness.families.reasoning import prompt_opens
 from harness.grammar.builder import CallGrammar, tool_list
-from harness.grammar.gbnf import RuleSet, seq
+from harness.grammar.gbnf import PATTERN_SPACE, Lit, RuleSet, alt, seq, text_without
+from harness.grammar.generic import CallOrAnswer, answer_grammar
 from harness.grammar.shapes import from_pattern, shape_for
 
 __all__ = ["GENERIC", "TOOL_CHOICES", "GrammarSpec", "GrammarError", "GrammarRuntimeError", "build_grammar",
@@ -58,10 +62,20 @@ class GrammarSpec:
     # the reply, and applies the ^-anchored patterns after it (a whole-reply call after `<think>…</think>`);
     # llama.cpp's own lazy sampler cannot do either safely.
     reasoning: tuple = ()
+    # A grammar that is not lazy but lets a reasoning block open the reply names, per reasoning pair, the root
+    # to use when the prompt already opened that block ((open tag, rule name) pairs; see root_for).
+    opened_roots: tuple = ()
 
     @property
     def lazy(self) -> bool:
         return bool(self.trigger_patterns)
+
+    def root_for(self, prompt: str) -> str:
+        """The root rule for a reply to `prompt`: inside the reasoning block the prompt opened, if any."""
+        for open_tag, root in self.opened_roots:
+            if prompt_opens(prompt, open_tag):
+                return root
+        return self.root
 
     def to_json(self) -> dict:
         return {"family": self.family, "requested": self.requested, "tool_choice": self.tool_choice,
@@ -70,8 +84,16 @@ class GrammarSpec:
 
 
 @lru_cache(maxsize=1)
-def generic_family() -> Family:
+def _generic_calls() -> Family:
+    """generic-json's call pattern, as generic-json.yaml defines it (the grammar's call shape comes from it)."""
     return load_family(GENERIC_PATH, registry.all_markers)
+
+
+@lru_cache(maxsize=1)
+def generic_family() -> Family:
+    """generic-json: its calls, and the {"response": ...} answer object (harness.grammar.generic)."""
+    calls = _generic_calls()
+    return dataclasses.replace(calls, parser=CallOrAnswer(calls.parser))
 
 
 def family_for(name: str | None) -> Family:
@@ -90,17 +112,36 @@ def build_grammar(family: str | None, tools: list, tool_choice: str = "auto") ->
     tools = tool_list(tools)
     if family is None or family == GENERIC:
         why = "the template has no tool-call format" if family is None else ""
-        return _build(generic_family(), from_pattern(generic_family()), tools, tool_choice, family, why)
+        return _build_generic(tools, tool_choice, family, why)
     fam = registry.get(family)
     shape = shape_for(fam)
     if shape is None:
         why = f"{family}'s call format has no grammar shape (custom parser); the generic JSON shape is imposed"
-        return _build(generic_family(), from_pattern(generic_family()), tools, tool_choice, family, why)
+        return _build_generic(tools, tool_choice, family, why)
     try:
         return _build(fam, shape, tools, tool_choice, family, shape.note)
     except GrammarError as exc:
         why = f"{family}'s pattern cannot be made a grammar ({exc}); the generic JSON shape is imposed"
-        return _build(generic_family(), from_pattern(generic_family()), tools, tool_choice, family, why)
+        return _build_generic(tools, tool_choice, family, why)
+
+
+def _build_generic(tools, tool_choice, requested, note) -> GrammarSpec:
+    """generic-json: "required" is the call; "auto" is the call or the answer object from the first token on.
+    Where the prompt opened a reasoning block (a distill's generation prompt ends in `<think>`), the block is
+    free text up to its close, then the same. A block the reply would open itself is not offered: a model
+    refused its first word would take `<think>` as the way out of the JSON (a stand-in did exactly that)."""
+    shape = from_pattern(_generic_calls())
+    if tool_choice == "required":
+        return _build(generic_family(), shape, tools, tool_choice, requested, note)
+    grammar = CallGrammar(shape, tools, RuleSet())
+    rules = grammar.rules
+    body = alt(grammar.calls(), answer_grammar(rules))
+    opened = []
+    for open_tag, close_tag in shape.reasoning:
+        thought = seq(text_without(rules, close_tag, [close_tag], "reasoning-text"), Lit(close_tag), PATTERN_SPACE)
+        opened.append((open_tag, rules.define(f"root-in-{open_tag}", seq(thought, body)).name))
+    return GrammarSpec(GENERIC, rules.text(body), tool_choice=tool_choice, requested=requested, note=note,
+                       reasoning=tuple(tuple(p) for p in shape.reasoning), opened_roots=tuple(opened))
 
 
 def _build(fam: Family, shape, tools, tool_choice, requested, note) -> GrammarSpec:

@@ -108,7 +108,7 @@ class GrammarChecker:
             llama_cpp.llama_sampler_free(sampler)
 
     def _run(self, sampler, gbnf, tokens, patterns) -> Verdict:
-        buffer, triggered_at = b"", None
+        buffer, triggered_at = b"", (None if patterns else 0)  # a grammar that is not lazy holds from the start
         for token in tokens:
             piece = self.piece(token)
             if not self._allowed(sampler, token):

@@ -91,7 +91,7 @@ class GrammarGate:
     @classmethod
     def for_spec(cls, vocab, spec, prompt: str = "") -> "GrammarGate":
         """`prompt` (the rendered generation prompt) tells whether it already opened a reasoning block."""
-        return cls(vocab, spec.gbnf, spec.trigger_patterns, spec.root, spec.reasoning, prompt)
+        return cls(vocab, spec.gbnf, spec.trigger_patterns, spec.root_for(prompt), spec.reasoning, prompt)
 
     @property
     def active(self) -> bool:
