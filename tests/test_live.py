@@ -5,12 +5,13 @@ Per model × scenario × mode: the run completes, every sample is in the transcr
 re-scores to the verdicts recorded at run time (what `harness report` relies on), a second run resumes without
 generating, and detection agrees with the family sources.json expects. Under a grammar (grammar mode, and
 fallback's retries) every step says so, and a reply the grammar took over that ended on its own is a call the
-strict parser reads. Where a reachable model was measured reliably right in native mode (see RELIABLE), that
-verdict is asserted for every sample."""
+strict parser reads (or generic-json's answer object). Where a reachable model was measured reliably right in
+native mode (see RELIABLE), that verdict is asserted for every sample."""
 
 import pytest
 
 from harness.errors import DriftError, SourcesError
+from harness.grammar import GENERIC
 from harness.scenarios import load_scenarios
 from harness.scoring import score_sample
 from harness.sources import fetch_command, load_sources, model_path
@@ -116,7 +117,10 @@ def _check_mode(mode, scenario, step):
         return
     if step["grammar"] == "required":
         assert step["grammar_from"] == 0
-    # The point of the grammar: once it took over and the reply ended on its own, the strict parser reads a
-    # call, with no deviation. (A reply cut by max_tokens may stop inside the call.)
+    # The point of the grammar: once it took over and the reply ended on its own, the strict parser reads it
+    # with no deviation: a call (or generic-json's answer object, where the grammar offers one). A reply cut by
+    # max_tokens may stop inside the call.
     if step["grammar_from"] is not None and step["finish_reason"] == "stop":
-        assert step["parse"]["calls"] and step["parse"]["deviation"] is None, (step["reply"], step["parse"])
+        parse = step["parse"]
+        answer_allowed = step["family"] == GENERIC and step["grammar"] == "auto"
+        assert parse["deviation"] is None and (parse["calls"] or answer_allowed), (step["reply"], parse)
