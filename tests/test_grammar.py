@@ -322,6 +322,18 @@ def test_generic_shape_is_a_call_or_an_answer_from_the_first_token(specs, checke
     assert checker.check_gate(generic, "<think>I should call it.</think>\n" + call).status == "rejected"
 
 
+@pytest.mark.parametrize("name", [GENERIC, "hermes"])
+def test_required_grammar_lets_a_reasoning_block_the_prompt_opened_close_first(name, specs, checker):
+    required = specs[name]["required"]
+    call = fam(name).format([ToolCall("get_time", {})])
+    prompt = "<|im_start|>assistant\n<think>\n"
+    assert required.root_for(prompt) != required.root == required.root_for("<|im_start|>assistant\n")
+    assert checker.check_gate(required, "The user wants the time.\n</think>\n\n" + call, prompt).accepted
+    assert checker.check_gate(required, "The user wants the time.\n</think>\n\nIt is noon.", prompt).status \
+        == "rejected"
+    assert checker.check_gate(required, call).accepted  # no block opened: the call from the first token
+
+
 def test_gate_fires_no_trigger_inside_reasoning(specs, checker):
     hermes = specs["hermes"]["auto"]
     call = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'

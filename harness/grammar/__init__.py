@@ -127,20 +127,25 @@ def build_grammar(family: str | None, tools: list, tool_choice: str = "auto") ->
 
 def _build_generic(tools, tool_choice, requested, note) -> GrammarSpec:
     """generic-json: "required" is the call; "auto" is the call or the answer object from the first token on.
-    Where the prompt opened a reasoning block (a distill's generation prompt ends in `<think>`), the block is
-    free text up to its close, then the same. A block the reply would open itself is not offered: a model
-    refused its first word would take `<think>` as the way out of the JSON (a stand-in did exactly that)."""
+    A reasoning block the reply would open itself is not offered: a model refused its first word would take
+    `<think>` as the way out of the JSON (a stand-in did exactly that)."""
     shape = from_pattern(_generic_calls())
-    if tool_choice == "required":
-        return _build(generic_family(), shape, tools, tool_choice, requested, note)
     grammar = CallGrammar(shape, tools, RuleSet())
-    rules = grammar.rules
-    body = alt(grammar.calls(), answer_grammar(rules))
-    opened = []
+    body = grammar.calls()
+    if tool_choice == "auto":
+        body = alt(body, answer_grammar(grammar.rules))
+    return _whole(GENERIC, grammar, shape, body, tool_choice, requested, note)
+
+
+def _whole(family: str, grammar: CallGrammar, shape, body, tool_choice, requested, note) -> GrammarSpec:
+    """A grammar that holds from the first token. Where the prompt opened a reasoning block (a distill's
+    generation prompt ends in `<think>`), the block is free text up to its close, then `body`: root_for picks
+    that root, so a model that must think first still can."""
+    rules, opened = grammar.rules, []
     for open_tag, close_tag in shape.reasoning:
         thought = seq(text_without(rules, close_tag, [close_tag], "reasoning-text"), Lit(close_tag), PATTERN_SPACE)
         opened.append((open_tag, rules.define(f"root-in-{open_tag}", seq(thought, body)).name))
-    return GrammarSpec(GENERIC, rules.text(body), tool_choice=tool_choice, requested=requested, note=note,
+    return GrammarSpec(family, rules.text(body), tool_choice=tool_choice, requested=requested, note=note,
                        reasoning=tuple(tuple(p) for p in shape.reasoning), opened_roots=tuple(opened))
 
 
@@ -149,9 +154,7 @@ def _build(fam: Family, shape, tools, tool_choice, requested, note) -> GrammarSp
     calls = grammar.calls()
     names = [n for n, _ in tools]
     if tool_choice == "required":
-        root = seq(grammar.lead(), calls)
-        return GrammarSpec(fam.name, grammar.rules.text(root), tool_choice=tool_choice, requested=requested,
-                           note=note)
+        return _whole(fam.name, grammar, shape, seq(grammar.lead(), calls), tool_choice, requested, note)
     if shape.start_only:
         anywhere, at_start = [], list(fam.markers)
     else:
