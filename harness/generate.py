@@ -14,7 +14,6 @@ StreamHoldback (harness.holdback) decides which streamed text is safe to show wh
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from pathlib import Path
 from typing import Callable, Sequence
@@ -105,7 +104,7 @@ def generate(llm: Llama, prompt: str, *, max_tokens: int, temperature: float = D
             took_over = generate_gated(llm, prompt, ids, reply, grammar, seed=seed, ends=ends,
                                        temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
                                        repeat_penalty=repeat_penalty)
-        return dataclasses.replace(reply.result(len(ids), started, seed), grammar_from=took_over)
+        return reply.result(len(ids), started, seed, grammar_from=took_over)
     source = grammar_source(grammar)
     llama_grammar = None
     if source is not None:

@@ -67,6 +67,9 @@ class GrammarPlan:
     def family(self) -> str:
         return self.spec.family  # the parser that reads replies written under the grammar
 
+    def spec_for(self, required: bool) -> GrammarSpec:
+        return self.required if required and self.required is not None else self.spec
+
     def preamble_for(self, required: bool) -> str | None:
         return self.required_preamble if required and self.required is not None else self.preamble
 

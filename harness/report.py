@@ -44,6 +44,9 @@ class Collected:
 
 def _row(record: dict, verdicts: dict) -> dict:
     steps = [s for t in record.get("turns", []) for s in t.get("steps", [])]
+    # Steps written under an "auto" grammar, and how many of them it constrained (a lazy one only once its
+    # trigger fired): a grammar mode that scores as native did because the grammar never took over.
+    auto = [s for s in steps if s.get("grammar") == "auto" and "grammar_from" in s]
     replay = record.get("replay") or {}
     return {
         "model": record["model"]["id"], "scenario": record["scenario"]["name"], "mode": record.get("mode", "native"),
@@ -54,10 +57,7 @@ def _row(record: dict, verdicts: dict) -> dict:
         "parse_changed": verdicts["parse_changed"], "seconds": record.get("seconds"),
         "completion_tokens": sum(s.get("completion_tokens") or 0 for s in steps),
         "steps": len(steps), "error": record.get("error"),
-        # Steps written under an "auto" grammar, and how many of them it constrained (a lazy one only once its
-        # trigger fired): a grammar mode that scores as native did because the grammar never took over.
-        "auto_steps": sum(1 for s in steps if s.get("grammar") == "auto" and "grammar_from" in s),
-        "auto_took_over": sum(1 for s in steps if s.get("grammar") == "auto" and s.get("grammar_from") is not None),
+        "auto_steps": len(auto), "auto_took_over": sum(s["grammar_from"] is not None for s in auto),
         "reply": steps[0].get("reply") if steps else None,
         "quote": replay.get("quote"), "note": replay.get("note"),
     }

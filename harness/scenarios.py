@@ -279,6 +279,11 @@ def _sampling(c: _Checker, raw, keys) -> dict:
     return sampling
 
 
+def valid_modes(modes) -> bool:
+    """A default-modes list (a scenario's, or a model's in sources.json): non-empty, distinct, known modes."""
+    return bool(modes) and all(m in MODES for m in modes) and len(set(modes)) == len(modes)
+
+
 def parse_scenario(doc: Located, library: dict) -> Scenario:
     c = _Checker(doc)
     raw = doc.data
@@ -317,7 +322,7 @@ def parse_scenario(doc: Located, library: dict) -> Scenario:
     if samples < 1 or max_steps < 1:
         c.fail(("samples",) if samples < 1 else ("max_steps",), "must be at least 1")
     modes = tuple(c.strings(raw, (), "modes")) if "modes" in raw else None
-    if modes is not None and (not modes or any(m not in MODES for m in modes) or len(set(modes)) != len(modes)):
+    if modes is not None and not valid_modes(modes):
         c.fail(("modes",), f"must be a non-empty list of distinct modes from {', '.join(MODES)}")
     return Scenario(name, description, tuple(tools.values()), tuple(turns), system, history, sampling, samples,
                     max_steps, doc.path, modes)

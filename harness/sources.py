@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness import constants
 from harness.errors import DriftError, SourcesError
-from harness.scenarios import MODES
+from harness.scenarios import MODES, valid_modes
 
 SOURCES_VERSION = 1
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -206,7 +206,7 @@ def _parse_model(raw, index: int, template_ids) -> ModelPin:
     # The family is a name from harness/families; that registry checks it where it is used.
     family = e.get("family", str, nullable=True, pattern=_ID)
     modes = e.get("modes", list, required=False, nullable=True)
-    if modes is not None and (not modes or any(m not in MODES for m in modes) or len(set(modes)) != len(modes)):
+    if modes is not None and not valid_modes(modes):
         raise SourcesError(f"{e.where}: field 'modes' must be a non-empty list of distinct modes from "
                            f"{', '.join(MODES)}, got {modes!r}")
     return ModelPin(

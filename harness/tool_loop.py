@@ -171,7 +171,7 @@ class _Writer:
         plan = self.plan if grammar else None
         prompt = render_prompt(self.chat, self.scenario, messages, plan, self.plain, required)
         extra = {"grammar": "required" if required else "auto"} if plan is not None else {}
-        spec = None if plan is None else plan.required if required and plan.required else plan.spec
+        spec = None if plan is None else plan.spec_for(required)
         if first is not None:
             generation = first
         else:
