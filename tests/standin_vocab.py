@@ -18,7 +18,18 @@ from typing import Sequence, Union
 import numpy as np
 from gguf import GGUFValueType, GGUFWriter
 
-LLAMA_CPP_MODELS = Path("/work/cache/llama_cpp_python-0.3.36/vendor/llama.cpp/models")
+from harness import constants
+from harness.archives import archive_tree
+
+# llama.cpp's models/ folder (its ggml-vocab-*.gguf files) comes out of the pinned llama-cpp-python sdist,
+# fetched, verified and unpacked into the cache the first time a test needs it (harness.archives).
+LLAMA_CPP_ARCHIVE = "llama-cpp-python-0.3.36"
+
+
+@functools.cache
+def llama_cpp_models() -> Path:
+    return archive_tree(LLAMA_CPP_ARCHIVE)
+
 
 # GGUF token types (llama.cpp's llama_token_type).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -172,7 +183,7 @@ class Vocab:
 
     def __init__(self, profile: Profile):
         self.profile = profile
-        kv = read_gguf_kv(LLAMA_CPP_MODELS / profile.vocab_file)
+        kv = read_gguf_kv(llama_cpp_models() / profile.vocab_file)
         self.model = kv["tokenizer.ggml.model"][2]  # "gpt2" (byte-level BPE) or "llama" (SentencePiece)
         self.tokens: list[str] = list(kv["tokenizer.ggml.tokens"][2])
         self.types: list[int] = [int(t) for t in kv["tokenizer.ggml.token_type"][2]]
@@ -335,4 +346,4 @@ def _write_kv(w: GGUFWriter, vocab: Vocab, n_embd: int) -> None:
         w.add_bos_token_id(vocab.id(profile.bos))
     w.add_add_bos_token(profile.add_bos)
     if profile.template:
-        w.add_chat_template((LLAMA_CPP_MODELS / "templates" / profile.template).read_text(encoding="utf-8"))
+        w.add_chat_template((constants.TEMPLATES_DIR / profile.template).read_text(encoding="utf-8"))

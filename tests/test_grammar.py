@@ -24,9 +24,8 @@ from harness.grammar import GENERIC, build_grammar, family_for, generic_family, 
 from harness.grammar.check import GrammarChecker, TriggerHazard, trigger_start
 from harness.errors import GrammarRuntimeError
 from harness.grammar.sampler import GrammarGate
-from standin import LLAMA_CPP_MODELS, Profile, Turn, build_standin, vocab_for
+from standin import Profile, Turn, build_standin, llama_cpp_models, vocab_for
 
-VOCAB = LLAMA_CPP_MODELS / "ggml-vocab-qwen2.gguf"
 
 
 def function(name, properties=None, required=(), **extra):
@@ -68,7 +67,7 @@ def fam(name):
 
 @pytest.fixture(scope="session")
 def checker():
-    return GrammarChecker(VOCAB)
+    return GrammarChecker(llama_cpp_models() / "ggml-vocab-qwen2.gguf")
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness import constants
+from harness.archives import archive_tree
 from harness.errors import DownloadError, DriftError, SourcesError
 from harness.gguf_header import read_gguf_metadata
 from harness.hub_download import HashingWriter, assemble_from_wheels, find_local_wheel
@@ -15,7 +16,6 @@ from harness.sources import (check_all, dump_sources, load_sources, model_cache_
                              resolve_template, verify_all, write_sources)
 
 ROOT = Path(__file__).resolve().parent.parent
-LLAMA_CPP_TEMPLATES = Path("/work/cache/llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates")
 
 
 # --- the checkout's own pins ---------------------------------------------------------------------------------
@@ -33,9 +33,8 @@ def test_every_template_file_is_pinned_and_every_pin_has_a_file():
     assert on_disk == {Path(t.file).name for t in sources.templates.values()}
 
 
-@pytest.mark.skipif(not LLAMA_CPP_TEMPLATES.is_dir(), reason="llama-cpp-python sdist not unpacked here")
 def test_llama_cpp_templates_are_byte_identical_to_the_sdist():
-    published = sorted(LLAMA_CPP_TEMPLATES.glob("*.jinja"))
+    published = sorted((archive_tree("llama-cpp-python-0.3.36") / "templates").glob("*.jinja"))
     assert len(published) == 70
     for src in published:
         assert (ROOT / "templates" / src.name).read_bytes() == src.read_bytes(), src.name
