@@ -1,14 +1,17 @@
-"""`harness verify` and `harness fetch`: the pinned files (templates/, models in the cache) against sources.json."""
+"""`harness verify`, `harness fetch` and `harness pin-template`: the pinned files (templates/, models and source
+archives in the cache) against sources.json."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from harness import constants
 from harness.archives import archive_dir, is_unpacked, unpack_archive
 from harness.cli import emit_json
 from harness.errors import HarnessError
 from harness.fetch import FetchResult, fetch_model, fetch_template
+from harness.pin_template import pin_template
 from harness.sources import BAD_STATUSES, check_all, load_sources
 
 
@@ -83,6 +86,22 @@ def _fetch_archive(pin, find_links) -> FetchResult:
                        size=pin.size, sha256=pin.sha256)
 
 
+def run_pin_template(args) -> int:
+    from harness.detect import detect      # rendering machinery only this command needs
+    provenance = {k: getattr(args, k) for k in ("repo", "revision", "license", "bos_token", "eos_token", "note")}
+    entry = pin_template(args.id, args.source, origin=args.origin, force=args.force, variant=args.variant,
+                         **provenance)
+    found = detect((constants.ROOT / entry["file"]).read_text(encoding="utf-8"), entry["bos_token"] or "",
+                   entry["eos_token"] or "")
+    if args.json:
+        emit_json({"entry": entry, "detected": found.to_json()})
+    else:
+        print(f"pinned {entry['id']}: {entry['file']} ({entry['size']} bytes, sha256 {entry['sha256']})")
+        print(f"detected: {found.family or 'none'} — {found.reason}")
+        _log("review the new entry in sources.json and commit it with the template file")
+    return 0
+
+
 def register(subparsers) -> None:
     verify = subparsers.add_parser(
         "verify", help="check every pinned file on disk against its size and SHA-256 in sources.json",
@@ -109,3 +128,23 @@ def register(subparsers) -> None:
     fetch.add_argument("--json", action="store_true", help="print the results as JSON")
     fetch.add_argument("-v", "--verbose", action="store_true", help="also list templates already present")
     fetch.set_defaults(func=run_fetch)
+
+    pin = subparsers.add_parser(
+        "pin-template", help="add a chat template to templates/ and its pin to sources.json",
+        description="Pin a chat template: SOURCE is a .jinja file, a tokenizer_config.json (its chat_template; "
+                    "--variant picks a named one) or a GGUF (its tokenizer.chat_template). The bytes go to "
+                    "templates/ID.jinja, size, SHA-256 and the provenance given to sources.json; bos/eos come "
+                    "from the file when it has them. Then the template's family is detected.")
+    pin.add_argument("source", type=Path, metavar="SOURCE")
+    pin.add_argument("--id", required=True, help="the template id (also its file name)")
+    pin.add_argument("--repo", help="the upstream repository, e.g. Qwen/Qwen3-0.6B")
+    pin.add_argument("--revision", help="the upstream commit (40 hex digits) the bytes were read at")
+    pin.add_argument("--variant", help="a named template in a tokenizer_config.json list (default: default)")
+    pin.add_argument("--license")
+    pin.add_argument("--bos-token")
+    pin.add_argument("--eos-token")
+    pin.add_argument("--origin", help="where the bytes came from (default: the source file's name)")
+    pin.add_argument("--note")
+    pin.add_argument("--force", action="store_true", help="re-pin an id that is already pinned")
+    pin.add_argument("--json", action="store_true", help='print {"entry", "detected"}')
+    pin.set_defaults(func=run_pin_template)

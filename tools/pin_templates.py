@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import constants  # noqa: E402
 from harness.gguf_header import read_gguf_metadata  # noqa: E402
-from harness.sources import file_digest, load_sources, write_sources  # noqa: E402
+from harness.pin_template import template_entry  # noqa: E402
+from harness.sources import load_sources, write_sources  # noqa: E402
 
 ORIGIN = "llama-cpp-python 0.3.36 sdist: vendor/llama.cpp/models/templates/{name}"
 DS = ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>")
@@ -123,11 +124,9 @@ def llama_cpp_entry(path: Path, old: dict | None) -> dict:
     if basis == "models/templates/README.md":
         hub = {"filename": "tokenizer_config.json", "key": "chat_template",
                "name": None if variant == "default" else variant}
-    size, sha = file_digest(path)
-    entry = {"id": tid, "file": f"templates/{path.name}", "repo": repo, "repo_basis": basis, "variant": variant,
-             "revision": None, "sha256": sha, "size": size, "origin": ORIGIN.format(name=path.name), "hub": hub,
-             "model": None, "license": license_, "bos_token": bos, "eos_token": eos,
-             "note": NO_REPO_NOTES.get(tid)}
+    entry = template_entry(tid, path.read_bytes(), origin=ORIGIN.format(name=path.name), repo=repo,
+                           repo_basis=basis, variant=variant, hub=hub, license=license_, bos_token=bos,
+                           eos_token=eos, note=NO_REPO_NOTES.get(tid))
     for key, value in (old or {}).items():          # keep what was added by hand where the table knows nothing
         if entry.get(key) is None and value is not None:
             entry[key] = value
@@ -178,14 +177,12 @@ def pin_gguf(model_id: str, gguf: Path, origin: str | None = None) -> None:
     if same is None:
         tid = f"gguf-{model_id}"
         (constants.TEMPLATES_DIR / f"{tid}.jinja").write_bytes(data)
-        raw["templates"] = [t for t in raw["templates"] if t["id"] != tid] + [{
-            "id": tid, "file": f"templates/{tid}.jinja", "repo": model["repo"], "repo_basis": "the model's GGUF",
-            "variant": "default", "revision": model["revision"], "sha256": sha, "size": size,
-            "origin": origin or f"tokenizer.chat_template in the GGUF metadata of {model['filename']} "
-                                f"(sha256 {model['sha256']})",
-            "hub": None, "model": model_id, "license": model["license"],
-            "bos_token": meta["bos_token"], "eos_token": meta["eos_token"],
-            "note": f"Byte-identical to {twin}." if twin else None}]
+        raw["templates"] = [t for t in raw["templates"] if t["id"] != tid] + [template_entry(
+            tid, data, repo=model["repo"], repo_basis="the model's GGUF", revision=model["revision"],
+            origin=origin or f"tokenizer.chat_template in the GGUF metadata of {model['filename']} "
+                             f"(sha256 {model['sha256']})",
+            model=model_id, license=model["license"], bos_token=meta["bos_token"], eos_token=meta["eos_token"],
+            note=f"Byte-identical to {twin}." if twin else None)]
         print(f"{model_id}: pinned {tid} ({size} bytes, bos {meta['bos_token']!r}, eos {meta['eos_token']!r})")
     else:
         tid = same["id"]
