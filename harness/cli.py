@@ -4,6 +4,7 @@ register sets `func` on its parser, which takes the parsed args and returns an e
 import argparse
 import importlib
 import json
+import os
 import sys
 
 from harness.errors import HarnessError
@@ -14,6 +15,7 @@ COMMAND_MODULES = [
     "harness.commands_pins",
     "harness.commands_run",
     "harness.commands_report",
+    "harness.commands_list",
 ]
 
 
@@ -22,11 +24,20 @@ def emit_json(obj) -> None:
     sys.stdout.write("\n")
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("harness")
+    except PackageNotFoundError:       # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="harness",
         description="Conformance and evaluation harness for the tool-call formats of local language models.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -42,3 +53,8 @@ def main(argv=None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `harness list | head`: the reader left. Point stdout at /dev/null so the interpreter's final flush
+        # does not print a traceback on the way out.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
