@@ -8,17 +8,18 @@ from harness import __version__, matrix
 from harness import families as registry
 from harness.detect import detect, with_string_arguments
 from harness.errors import TemplateError
-from harness.probe import full_conversation, probe_tools
+from harness.probe import HF_TOOLS, full_conversation, probe_tools, tool_variables
 from harness.render import render
 from harness.walls import wall_for
 
 
-def full_conversation_renders(template: str, bos: str, eos: str, arguments_style: str):
+def full_conversation_renders(template: str, bos: str, eos: str, arguments_style: str, carrier: str = HF_TOOLS):
     messages = full_conversation()
     if arguments_style == "string":
         messages = with_string_arguments(messages)
     try:
-        render(template, messages, tools=probe_tools(), add_generation_prompt=True, bos_token=bos, eos_token=eos)
+        render(template, messages, add_generation_prompt=True, bos_token=bos, eos_token=eos,
+               **tool_variables(carrier, probe_tools()))
     except TemplateError as exc:
         return False, str(exc)
     return True, None
@@ -29,14 +30,9 @@ def check_template(ref) -> dict:
     text = ref.text
     found = detect(text, ref.bos_token or "", ref.eos_token or "")
     renders, render_error = full_conversation_renders(text, ref.bos_token or "", ref.eos_token or "",
-                                                      found.arguments_style)
+                                                      found.arguments_style, found.carrier)
     wall = wall_for(ref.id)
-    if found.family:
-        status = "detected"
-    elif wall or found.rendered_call:
-        status = "wall"
-    else:
-        status = "no tools"
+    status = "wall" if wall and not found.family else found.status
     return {
         "id": ref.id,
         "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
@@ -45,6 +41,8 @@ def check_template(ref) -> dict:
         "reason": found.reason,
         "wall": wall,
         "arguments_style": found.arguments_style,
+        "tool_variables": found.carrier,
+        "findings": found.findings,
         "rendered_call": found.rendered_call,
         "prompt_tail": (found.prompt or "")[-80:] if found.prompt else None,
         "round_trips": bool(found.family),

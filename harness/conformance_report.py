@@ -51,6 +51,18 @@ def markdown(report: dict) -> str:
     rows = [[t["id"], t["family"] or "—", t["arguments_style"], f"`{_cell(t['rendered_call'], 140)}`"]
             for t in report["templates"] if t["rendered_call"]]
     out.append(_table(rows, ["template", "family", "arguments", "rendered call"]))
+    found = [t for t in report["templates"] if t["findings"]]
+    if found:
+        out += ["", "## Findings", "",
+                "Named facts beside a template's verdict: `tools-as-functions` (tools reach the template only as "
+                "llama.cpp passes them to Firefunction v2), `list-methods-refused` (what the template renders in a "
+                "sandbox that differs from Hugging Face's only by allowing list methods; the verdict stays the "
+                "refusal), `calls-through-content` (the template drops `tool_calls` and passes content through).",
+                ""]
+        rows = [[t["id"], f["name"], f.get("family") or "—", _cell(f["detail"], 200),
+                 f"`{_cell(f['rendered_call'], 120)}`" if f.get("rendered_call") else ""]
+                for t in found for f in t["findings"]]
+        out.append(_table(rows, ["template", "finding", "family", "detail", "rendered call"]))
     failures = [t for t in report["templates"] if not t["full_conversation_renders"]]
     if failures:
         out += ["", "## Full tool conversation failures", "",

@@ -7,12 +7,13 @@ ever fingerprinted."""
 
 import json
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from harness import families as registry
+from harness import render as rendering
+from harness import sandbox_variant
 from harness.errors import TemplateError
-from harness.probe import PROBE_CALL, PROBE_TOOL, probe_messages
-from harness.render import render
+from harness.probe import HF_TOOLS, LLAMA_CPP_FUNCTIONS, PROBE_CALL, PROBE_TOOL, probe_messages, tool_variables
 
 # Tokens that end an assistant turn across the pinned templates. The template's own eos_token is tried too.
 END_OF_TURN = (
@@ -25,6 +26,10 @@ END_OF_TURN = (
 )
 
 NO_TOOLS_SETTINGS = ("none",)
+
+# Written as the content of the probe's call turn, to see whether a template that drops `tool_calls` passes
+# assistant content through (LFM2 and LFM2.5-Instruct): then a call reaches the history only as caller text.
+CONTENT_SENTINEL = "probe-content-7f3a"
 
 
 @dataclass
@@ -43,9 +48,24 @@ class Detection:
     # The whole generation prompt of the probe. A live reply follows this, so parsing one passes it: it
     # tells whether the template opened a <think> block or Functionary's `>>>` for the model.
     generation_prompt: str | None = None
+    # How the tools were passed: "tools" (Hugging Face) or "functions" (llama.cpp's Firefunction v2 variables).
+    carrier: str = HF_TOOLS
+    # Set when the probe conversation itself fails to render.
+    error: str | None = None
+    # Named facts beside the verdict: {"name", "detail"} and, for a second render, its "family".
+    findings: list = field(default_factory=list)
+    _failure: Exception | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def status(self) -> str:
+        """detected; wall (the probe fails to render, or renders a call no family reads); no tools."""
+        if self.family:
+            return "detected"
+        return "wall" if self.error or self.rendered_call else "no tools"
 
     def to_json(self) -> dict:
-        return {"family": self.family, "reason": self.reason, "rendered_call": self.rendered_call}
+        return {"family": self.family, "status": self.status, "reason": self.reason,
+                "rendered_call": self.rendered_call, "findings": self.findings}
 
 
 def common_prefix_length(a: str, b: str) -> int:
@@ -92,35 +112,49 @@ def same_call(call, expected=PROBE_CALL) -> bool:
     return True
 
 
-def render_probe(template: str, bos_token="", eos_token="", arguments_style="object", **kwargs):
+def render_probe(template: str, bos_token="", eos_token="", arguments_style="object", carrier=HF_TOOLS,
+                 render=rendering.render, **kwargs):
     """Return (prompt up to the reply, generation prompt, reply region) for the probe, or raise TemplateError."""
-    tools = [PROBE_TOOL]
-    prompt = render(template, probe_messages(with_call=False), tools=tools, add_generation_prompt=True,
-                    bos_token=bos_token, eos_token=eos_token, **kwargs)
+    variables = {**tool_variables(carrier, [PROBE_TOOL]), **kwargs}
+    prompt = render(template, probe_messages(with_call=False), add_generation_prompt=True,
+                    bos_token=bos_token, eos_token=eos_token, **variables)
     messages = probe_messages(with_call=True)
     if arguments_style == "string":
         messages = with_string_arguments(messages)
-    history = render(template, messages, tools=tools, add_generation_prompt=False,
-                     bos_token=bos_token, eos_token=eos_token, **kwargs)
+    history = render(template, messages, add_generation_prompt=False,
+                     bos_token=bos_token, eos_token=eos_token, **variables)
     start = reply_start(prompt, history)
     return prompt[:start], prompt, history[start:]
 
 
-def _reads_tools(template, prompt, bos_token, eos_token, **kwargs) -> bool:
+def _reads_tools(template, prompt, bos_token, eos_token, carrier, render, **kwargs) -> bool:
     try:
         without = render(template, probe_messages(with_call=False), add_generation_prompt=True,
-                         bos_token=bos_token, eos_token=eos_token, **kwargs)
+                         bos_token=bos_token, eos_token=eos_token, **{**tool_variables(carrier, None), **kwargs})
     except TemplateError:
         return True  # it fails without tools, so it reads them
     return without != prompt
 
 
-def detect(template: str, bos_token="", eos_token="", candidates=None, **kwargs) -> Detection:
+def _passes_content_through(template, prompt, bos_token, eos_token, carrier, **kwargs) -> bool:
+    messages = probe_messages(with_call=True)
+    messages[-1]["content"] = CONTENT_SENTINEL
+    try:
+        history = rendering.render(template, messages, bos_token=bos_token, eos_token=eos_token,
+                                   **{**tool_variables(carrier, [PROBE_TOOL]), **kwargs})
+    except TemplateError:
+        return False
+    region = history[reply_start(prompt, history):]
+    return CONTENT_SENTINEL in region and PROBE_CALL["name"] not in region
+
+
+def _probe(template, bos_token, eos_token, candidates, carrier, render, kwargs) -> Detection:
     # Hugging Face's shape (arguments as a dict) first; some templates concatenate a JSON string instead.
     failure = prompt = None
     for style in ("object", "string"):
         try:
-            shared_prompt, prompt, reply_region = render_probe(template, bos_token, eos_token, style, **kwargs)
+            shared_prompt, prompt, reply_region = render_probe(template, bos_token, eos_token, style, carrier,
+                                                               render, **kwargs)
         except TemplateError as exc:
             failure = failure or exc
             continue
@@ -128,12 +162,22 @@ def detect(template: str, bos_token="", eos_token="", candidates=None, **kwargs)
         if PROBE_CALL["name"] in rendered:
             break
     if prompt is None:
-        return Detection(None, f"the template fails to render the probe conversation: {failure}")
-    if not _reads_tools(template, prompt, bos_token, eos_token, **kwargs):
-        return Detection(None, "the template does not read the `tools` variable: offered tools never reach the model")
+        return Detection(None, f"the template fails to render the probe conversation: {failure}",
+                         carrier=carrier, error=str(failure), _failure=failure)
+    if not _reads_tools(template, prompt, bos_token, eos_token, carrier, render, **kwargs):
+        return Detection(None, f"the template does not read the `{carrier}` variable: offered tools never reach "
+                         "the model", carrier=carrier)
     if PROBE_CALL["name"] not in rendered:
-        return Detection(None, "the template does not render the assistant's tool call", rendered or None,
-                         shared_prompt, generation_prompt=prompt)
+        found = Detection(None, "the template does not render the assistant's tool call", rendered or None,
+                          shared_prompt, generation_prompt=prompt, carrier=carrier)
+        if _passes_content_through(template, prompt, bos_token, eos_token, carrier, **kwargs):
+            found.reason = ("the template shows the model its tools but drops the assistant's `tool_calls` and "
+                            "passes its content through verbatim: a call reaches the history only as text the "
+                            "caller writes into content, so the template does not say which family the model "
+                            "writes")
+            found.findings.append({"name": "calls-through-content", "detail": (
+                "assistant content renders verbatim where the call would be; no call syntax is in the template")})
+        return found
     table = registry.families()
     names = candidates or list(table)
     matches = []
@@ -143,11 +187,32 @@ def detect(template: str, bos_token="", eos_token="", candidates=None, **kwargs)
             matches.append(name)
     if not matches:
         return Detection(None, "no family's parser reads the rendered call back as the probe call",
-                         rendered, shared_prompt, arguments_style=style, generation_prompt=prompt)
+                         rendered, shared_prompt, arguments_style=style, generation_prompt=prompt, carrier=carrier)
     reason = f"the rendered call parses back as the probe call in the {matches[0]} family"
     if len(matches) > 1:
         reason += f" (also read by: {', '.join(matches[1:])})"
-    return Detection(matches[0], reason, rendered, shared_prompt, tuple(matches), style, prompt)
+    return Detection(matches[0], reason, rendered, shared_prompt, tuple(matches), style, prompt, carrier)
+
+
+def detect(template: str, bos_token="", eos_token="", candidates=None, **kwargs) -> Detection:
+    """Detect as Hugging Face renders. A template that takes no `tools` is tried with llama.cpp's Firefunction
+    v2 variables; one the immutable sandbox refuses for `list.append` keeps that verdict, with a finding
+    naming what it renders once list methods are allowed."""
+    found = _probe(template, bos_token, eos_token, candidates, HF_TOOLS, rendering.render, kwargs)
+    if found.error or (found.status == "no tools" and not found.rendered_call):
+        other = _probe(template, bos_token, eos_token, candidates, LLAMA_CPP_FUNCTIONS, rendering.render, kwargs)
+        if other.family:
+            other.findings.append({"name": "tools-as-functions", "detail": (
+                "With Hugging Face's `tools` variable, " + found.reason + ". Rendered as llama.cpp renders Firefunction "
+                "v2 (no `tools`; a `functions` JSON string and a `datetime`), the call parses as the "
+                f"{other.family} family.")})
+            return other
+    if found.error and sandbox_variant.refused_list_method(found._failure):
+        other = _probe(template, bos_token, eos_token, candidates, HF_TOOLS, sandbox_variant.render, kwargs)
+        found.findings.append({"name": "list-methods-refused", "family": other.family,
+                               "rendered_call": other.rendered_call,
+                               "detail": f"Rendered in an {sandbox_variant.NAME}, {other.reason}."})
+    return found
 
 
 def resolve(setting: str, template: str, bos_token="", eos_token="", **kwargs):

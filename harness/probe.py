@@ -11,6 +11,7 @@ The constants are shared: never mutate them. The functions return fresh copies t
 from __future__ import annotations
 
 import copy
+import json
 
 PROBE_TOOL = {
     "type": "function",
@@ -79,3 +80,22 @@ def full_conversation() -> list[dict]:
         {"role": "assistant", "content": PROBE_ANSWER},
         {"role": "user", "content": PROBE_FOLLOW_UP},
     ]
+
+
+# How tools reach a template. Hugging Face passes `tools`; llama.cpp renders Firefunction v2 without `tools`,
+# giving it a `functions` JSON string (the tools indented by 2, nlohmann's dump(2)) and a `datetime`
+# (common_chat_params_init_firefunction_v2). The date is llama.cpp's earlier fixed one, so renders reproduce.
+HF_TOOLS = "tools"
+LLAMA_CPP_FUNCTIONS = "functions"
+TOOL_CARRIERS = (HF_TOOLS, LLAMA_CPP_FUNCTIONS)
+FUNCTIONS_DATETIME = "Jan 29 2025 13:00:00 GMT"
+
+
+def tool_variables(carrier: str, tools: list | None) -> dict:
+    """The render variables that carry `tools` (None: no tools offered) the way `carrier` passes them."""
+    if carrier == HF_TOOLS:
+        return {"tools": tools}
+    if carrier == LLAMA_CPP_FUNCTIONS:
+        functions = json.dumps(tools, ensure_ascii=False, indent=2) if tools else ""
+        return {"tools": None, "functions": functions, "datetime": FUNCTIONS_DATETIME}
+    raise ValueError(f"unknown tool carrier {carrier!r}")

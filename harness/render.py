@@ -330,7 +330,9 @@ def render(
     consumed = sorted(_HF_CONSUMED & kwargs.keys())
     if consumed:
         raise TemplateError(f"{', '.join(consumed)}: not template variables, and not supported by this renderer")
-    compiled = compile_template(template)
+    # A second opinion in another sandbox (harness.sandbox_variant) reuses everything else here; None is HF's.
+    environment = kwargs.pop("_environment", None)
+    compiled = compile_template(template) if environment is None else environment.from_string(template)
     documents = kwargs.pop("documents", None)
     if documents is not None and not all(isinstance(document, Mapping) for document in documents):
         raise TemplateError("documents must be a list of dicts with 'title' and 'text' keys")

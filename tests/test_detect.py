@@ -51,7 +51,7 @@ EXPECTED = {
     'deepseek-ai-DeepSeek-V3.2': 'deepseek-v3.2',
     'deepseek-ai-DeepSeek-V4': 'deepseek-v4',
     'deepseek-ai-DeepSeek-V4-Flash-0731': 'deepseek-v4',
-    'fireworks-ai-llama-3-firefunction-v2': None,
+    'fireworks-ai-llama-3-firefunction-v2': 'firefunction',
     'gguf-qwen2.5-coder-0.5b-instruct-q4_k_m': 'hermes',
     'gguf-qwen2.5-coder-1.5b-instruct-q4_k_m': 'hermes',
     'gguf-smollm2-135m-instruct-q4_1': None,
@@ -89,7 +89,6 @@ EXPECTED = {
 FULL_CONVERSATION_FAILS = {
     "Kimi-K2-Instruct": "append",
     "Kimi-K2-Thinking": "append",
-    "fireworks-ai-llama-3-firefunction-v2": "functions",
     "llama-cpp-deepseek-r1": "generator",
     "google-gemma-2-2b-it": "System role not supported",
 }
@@ -116,7 +115,8 @@ def test_detection(template_id):
 def test_full_tool_conversation_renders(template_id):
     ref = resolve_template(template_id)
     found = detect(ref.text, ref.bos_token or "", ref.eos_token or "")
-    ok, error = full_conversation_renders(ref.text, ref.bos_token or "", ref.eos_token or "", found.arguments_style)
+    ok, error = full_conversation_renders(ref.text, ref.bos_token or "", ref.eos_token or "", found.arguments_style,
+                                          found.carrier)
     if template_id in FULL_CONVERSATION_FAILS:
         assert not ok and FULL_CONVERSATION_FAILS[template_id] in error
     else:
