@@ -6,6 +6,8 @@ ever added, never renamed."""
 import json
 import re
 
+from harness.families.jsonscan import balanced_regions
+
 BARE_JSON = "bare-json"  # a JSON call object with none of the family's markers
 FENCED_JSON = "fenced-json"  # a call object inside a Markdown code fence
 DOUBLE_BRACES = "double-braces"  # {{"name": ...}} copied from a template's escaped instructions
@@ -31,8 +33,10 @@ NOT_PYTHON_CALL = "not-python-call"  # a Python-call family's payload is not a l
 
 ALL = sorted(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str) and k != "ALL")
 
-_FENCE = re.compile(r"```(?:json|JSON|tool_call|python)?\s*\n?\s*[\[{]")
+# One `\s*`: a newline is whitespace, and `\s*\n?\s*` backtracks quadratically on a long run of it.
+_FENCE = re.compile(r"```(?:json|JSON|tool_call|python)?\s*[\[{]")
 _DOUBLE = re.compile(r"\{\{\s*\"")
+_CALL_KEYS = ("name", "function", "tool_name")
 _PY_DICT = re.compile(r"\{\s*'[A-Za-z_]+'\s*:")
 
 
@@ -47,17 +51,30 @@ def json_failure(payload: str) -> str:
 
 
 def _has_json_call_object(text: str) -> bool:
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"[\[{]", text):
+    """Whether a JSON object with a name, function or tool_name key (a call, alone or in a list) is in the text.
+
+    Only balanced spans are decoded, outermost first: the hook sees every object a decode completes, so a span's
+    inner spans are decoded again only past the point where its own decode failed. Linear in the text, up to
+    the bounded depth."""
+    found = False
+
+    def pairs(items):
+        nonlocal found
+        obj = dict(items)
+        found = found or any(key in obj for key in _CALL_KEYS)
+        return obj
+
+    decoder = json.JSONDecoder(object_pairs_hook=pairs)
+    todo = balanced_regions(text)[::-1]
+    while todo and not found:
+        region = todo.pop()
         try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except ValueError:
-            continue
-        items = value if isinstance(value, list) else [value]
-        for item in items:
-            if isinstance(item, dict) and ("name" in item or "function" in item or "tool_name" in item):
-                return True
-    return False
+            decoder.raw_decode(text[region.start : region.end])
+        except json.JSONDecodeError as exc:
+            todo.extend(c for c in region.children[::-1] if c.end > region.start + exc.pos)
+        except ValueError:  # an integer longer than Python reads
+            todo.extend(region.children[::-1])
+    return found
 
 
 def classify_unmarked(text: str, own_markers, foreign_markers) -> str | None:
@@ -69,10 +86,8 @@ def classify_unmarked(text: str, own_markers, foreign_markers) -> str | None:
             return FOREIGN_MARKERS
     if _DOUBLE.search(text):
         return DOUBLE_BRACES
-    if _FENCE.search(text) and _has_json_call_object(text):
-        return FENCED_JSON
     if _has_json_call_object(text):
-        return BARE_JSON
+        return FENCED_JSON if _FENCE.search(text) else BARE_JSON
     if _PY_DICT.search(text):
         return PYTHON_LITERALS
     return None
