@@ -10,6 +10,8 @@ import ast
 import json
 from dataclasses import dataclass, field
 
+from harness.families.payloads import Mismatch, load_json
+
 _JSON_TYPES = {
     "string": str,
     "integer": int,
@@ -93,8 +95,8 @@ def type_arguments(arguments: dict, parameters: dict) -> Typed:
             continue
         if isinstance(value, str) and not _expects_string(schema):
             try:
-                decoded = json.loads(value)
-            except ValueError:
+                decoded = load_json(value)
+            except (ValueError, Mismatch):  # not JSON, or JSON no parser accepts (NaN, duplicate keys, too deep)
                 decoded = value
             if decoded is not value:
                 value = decoded

@@ -1,3 +1,5 @@
+import pytest
+
 from harness.arguments import tool_parameters, type_arguments
 
 TOOL = {
@@ -85,3 +87,12 @@ def test_the_seed_oss_and_minicpm5_templates_themselves_write_python_notation():
         assert parsed.accepted, (family, parsed.deviation, parsed.detail)
         typed = type_arguments(parsed.calls[0].arguments, SEED_PARAMS)
         assert typed.python_notation == ["flags", "exact"], (family, parsed.calls[0].arguments)
+
+
+@pytest.mark.parametrize("text", ["[" * 5000, '{"a":' * 5000, "[" * 150 + "]" * 150, "NaN", "-Infinity", "1e999",
+                                  '{"a": 1, "a": 2}', "1" * 5000])
+def test_text_no_parser_would_read_as_json_stays_text_and_is_an_error(text):
+    # json.loads raised RecursionError on the deep ones and read NaN, 1e999 (inf) and the later "a" silently.
+    for key in ("flags", "ratio", "start"):
+        typed = type_arguments({"source": "a", "start": 0, key: text}, PARAMS)
+        assert not typed.ok and key not in typed.arguments and key not in typed.coerced

@@ -30,6 +30,11 @@ CALL_IN_REASONING = "call-in-reasoning"  # the only call markup is inside the re
 UNCLOSED_REASONING = "unclosed-reasoning"  # reasoning opened and never closed
 DUPLICATE_ARGUMENT = "duplicate-argument"  # the same parameter written twice
 NOT_PYTHON_CALL = "not-python-call"  # a Python-call family's payload is not a list of plain calls
+DUPLICATE_KEY = "duplicate-key"  # a JSON object with the same key twice ("name" twice in a call object)
+NON_FINITE_NUMBER = "non-finite-number"  # NaN, Infinity, or a number too large for a float (1e999)
+NUMBER_TOO_LONG = "number-too-long"  # an integer of more digits than Python prints (4300)
+NESTING_TOO_DEEP = "nesting-too-deep"  # brackets nested deeper than any call needs (jsonscan.MAX_DEPTH)
+NON_JSON_VALUE = "non-json-value"  # a Python literal JSON has no type for (bytes, set, tuple, complex, ...)
 
 ALL = sorted(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str) and k != "ALL")
 

@@ -17,7 +17,7 @@ from functools import partial
 
 from harness.families import deviations as dev
 from harness.families.base import CustomFamily, NearMiss, ToolCall
-from harness.families.payloads import Mismatch
+from harness.families.payloads import Mismatch, load_json
 from harness.families.scanner import NAME, MarkupParser, unique
 
 DSML = "｜DSML｜"
@@ -82,8 +82,8 @@ class DsmlParser(MarkupParser):
 
 def _json_value(key, raw):
     try:
-        return json.loads(raw)
-    except ValueError:
+        return load_json(raw)
+    except json.JSONDecodeError:
         raise Mismatch(dev.json_failure(raw), f'parameter {key!r} is string="false" but {raw[:30]!r} is not JSON') from None
 
 

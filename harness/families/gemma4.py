@@ -11,7 +11,8 @@ import re
 
 from harness.families import deviations as dev
 from harness.families.base import CustomFamily, NearMiss, ToolCall
-from harness.families.payloads import Mismatch
+from harness.families.jsonscan import MAX_DEPTH
+from harness.families.payloads import Mismatch, load_json
 from harness.families.scanner import NAME, Cursor, MarkupParser, unique
 
 OPEN, CLOSE, QUOTE = "<|tool_call>call:", "<tool_call|>", '<|"|>'
@@ -29,7 +30,7 @@ class Gemma4Parser(MarkupParser):
         while True:
             cursor.expect(OPEN)
             name = cursor.read(NAME, "a function name", dev.INVALID_NAME)
-            calls.append(ToolCall(name, self._object(cursor, "the arguments")))
+            calls.append(ToolCall(name, self._object(cursor, "the arguments", 1)))
             cursor.expect(CLOSE)
             after = cursor.pos
             cursor.skip_ws()
@@ -37,7 +38,7 @@ class Gemma4Parser(MarkupParser):
                 cursor.pos = after
                 return calls
 
-    def _object(self, cursor, what):
+    def _object(self, cursor, what, depth):
         cursor.expect("{")
         out = {}
         if cursor.at("}"):
@@ -46,28 +47,30 @@ class Gemma4Parser(MarkupParser):
         while True:
             key = cursor.read(KEY, f"a bare key in {what}")
             cursor.expect(":")
-            unique(out, key, self._value(cursor))
+            unique(out, key, self._value(cursor, depth + 1))
             if cursor.at(","):
                 cursor.pos += 1
                 continue
             cursor.expect("}")
             return out
 
-    def _value(self, cursor):
+    def _value(self, cursor, depth):
+        if depth > MAX_DEPTH:
+            raise Mismatch(dev.NESTING_TOO_DEEP, f"arguments nested deeper than {MAX_DEPTH} levels")
         if cursor.at(QUOTE):
             cursor.pos += len(QUOTE)
             text = cursor.until(QUOTE)
             cursor.pos += len(QUOTE)
             return text
         if cursor.at("{"):
-            return self._object(cursor, "an object")
+            return self._object(cursor, "an object", depth)
         if cursor.at("["):
             cursor.pos += 1
             items = []
             while not cursor.at("]"):
                 if items:
                     cursor.expect(",")
-                items.append(self._value(cursor))
+                items.append(self._value(cursor, depth + 1))
             cursor.pos += 1
             return items
         for word, value in (("true", True), ("false", False)):
@@ -75,7 +78,7 @@ class Gemma4Parser(MarkupParser):
                 cursor.pos += len(word)
                 return value
         number = cursor.read(NUMBER, 'a value (<|"|>text<|"|>, a number, true, false, {...} or [...])')
-        return json.loads(number)
+        return load_json(number)
 
     def write(self, calls):
         return "".join(f"{OPEN}{c.name}{_write_object(c.arguments)}{CLOSE}" for c in calls)

@@ -21,7 +21,7 @@ import re
 
 from harness.families import deviations as dev
 from harness.families.base import CustomFamily, NearMiss, ParseResult, ToolCall
-from harness.families.payloads import Mismatch, check_arguments
+from harness.families.payloads import Mismatch, check_arguments, load_json
 from harness.families.scanner import NAME, Cursor, no_call, unique
 
 
@@ -170,8 +170,8 @@ def _unescape(value: str) -> str:
 
 def _json(raw, what):
     try:
-        return json.loads(raw)
-    except ValueError:
+        return load_json(raw)
+    except json.JSONDecodeError:
         raise Mismatch(dev.json_failure(raw), f"{what} {raw[:30]!r} are not JSON") from None
 
 

@@ -12,6 +12,7 @@ import json
 
 from harness.families import deviations as dev
 from harness.families.base import CustomFamily, NearMiss, ToolCall
+from harness.families.jsonscan import MAX_DEPTH
 from harness.families.payloads import Mismatch
 from harness.families.scanner import NAME, Cursor, MarkupParser, unique
 
@@ -37,7 +38,7 @@ class MiniMaxM3Parser(MarkupParser):
             params = {}
             cursor.skip_ws()
             while cursor.at(NS + "<") and not cursor.at(END_INVOKE):
-                key, value = self._element(cursor)
+                key, value = self._element(cursor, 1)
                 unique(params, key, value)
                 cursor.skip_ws()
             cursor.expect(END_INVOKE)
@@ -48,14 +49,16 @@ class MiniMaxM3Parser(MarkupParser):
         cursor.expect(CLOSE)
         return calls
 
-    def _element(self, cursor: Cursor):
+    def _element(self, cursor: Cursor, depth):
+        if depth > MAX_DEPTH:
+            raise Mismatch(dev.NESTING_TOO_DEEP, f"elements nested deeper than {MAX_DEPTH} levels")
         cursor.expect(NS + "<")
         key = cursor.read(NAME, "an element name")
         cursor.expect(">")
         if cursor.at(NS + "<") and not cursor.at(NS + "</"):
             children = []
             while cursor.at(NS + "<") and not cursor.at(NS + "</"):
-                children.append(self._element(cursor))
+                children.append(self._element(cursor, depth + 1))
             value = _collect(children)
         else:
             value = cursor.until(NS)

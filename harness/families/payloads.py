@@ -3,14 +3,20 @@ names why a payload is not JSON. Each reader is strict and raises Mismatch with 
 
 import ast
 import json
+import math
 import re
+import warnings
 from dataclasses import dataclass, field
 
 from harness.families import deviations as dev
 from harness.families.base import ToolCall
+from harness.families.jsonscan import MAX_DEPTH, too_deep
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
-_DECODER = json.JSONDecoder()
+_JSON_WS = re.compile(r"[ \t\n\r]*")
+# Python's default limit for printing an int: a longer one would break every later json.dumps of the call.
+MAX_DIGITS = 4300
+_INT_LIMIT = 10**MAX_DIGITS
 
 
 class Mismatch(Exception):
@@ -90,12 +96,59 @@ def check_arguments(args):
     return args
 
 
+def _unique_pairs(pairs):
+    obj = {}
+    for key, value in pairs:
+        if key in obj:
+            raise Mismatch(dev.DUPLICATE_KEY, f"key {key!r} written twice in one JSON object")
+        obj[key] = value
+    return obj
+
+
+def _non_finite(literal):
+    raise Mismatch(dev.NON_FINITE_NUMBER, f"{literal} is not a JSON number")
+
+
+def _finite_float(literal):
+    value = float(literal)
+    if not math.isfinite(value):
+        raise Mismatch(dev.NON_FINITE_NUMBER, f"{literal[:30]} does not fit a float")
+    return value
+
+
+def _bounded_int(literal):
+    if len(literal.lstrip("-")) > MAX_DIGITS:
+        raise Mismatch(dev.NUMBER_TOO_LONG, f"an integer of {len(literal.lstrip('-'))} digits")
+    return int(literal)
+
+
+# Python's decoder keeps the last of two equal keys and reads NaN, Infinity and 1e999 (as inf): JSON has none of them.
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_pairs, parse_constant=_non_finite, parse_float=_finite_float,
+                            parse_int=_bounded_int)
+
+
+def raw_json(text, pos):
+    """The JSON value at `pos` and where it ends. Raises Mismatch for what JSON or our limits refuse in a value
+    that decodes, json.JSONDecodeError for text that is not JSON."""
+    if too_deep(text, pos):
+        raise Mismatch(dev.NESTING_TOO_DEEP, f"the JSON value at offset {pos} nests deeper than {MAX_DEPTH} levels")
+    return _DECODER.raw_decode(text, pos)
+
+
+def load_json(text):
+    """The whole text as one JSON value (whitespace around it allowed, as json.loads allows it)."""
+    value, end = raw_json(text, _JSON_WS.match(text).end())
+    if _JSON_WS.match(text, end).end() != len(text):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return value
+
+
 def decode_json(text, pos):
     if pos >= len(text):
         raise Mismatch(dev.UNCLOSED_CALL, "the reply ended where a JSON value was due")
     try:
-        return _DECODER.raw_decode(text, pos)
-    except ValueError as exc:
+        return raw_json(text, pos)
+    except json.JSONDecodeError as exc:
         tail = text[pos:]
         name = dev.json_failure(tail)
         if name == dev.INVALID_JSON and tail.lstrip()[:1] in "{[" and _unterminated(tail):
@@ -109,30 +162,35 @@ def _unterminated(tail: str) -> bool:
 
 
 class PythonCalls:
-    """`[name(arg=literal, ...), ...]`: read with Python's own parser, literals only, never evaluated."""
+    """`[name(arg=literal, ...), ...]`: read with Python's own parser, never evaluated. Argument values are the
+    literals JSON has a type for (str, int, float, True/False/None, lists, dicts with string keys): Python's
+    literal_eval would also hand back bytes, sets, tuples, complex numbers, Ellipsis and inf."""
 
     @staticmethod
     def read(source: str) -> list:
         try:
-            tree = ast.parse(source.strip(), mode="eval")
+            with warnings.catch_warnings():  # a reply such as `1if` must not print SyntaxWarnings into reports
+                warnings.simplefilter("ignore", SyntaxWarning)
+                tree = ast.parse(source.strip(), mode="eval")
         except SyntaxError as exc:
             raise Mismatch(dev.NOT_PYTHON_CALL, f"not a Python expression: {exc.msg}") from None
+        except ValueError as exc:  # a lone surrogate cannot be encoded as source
+            raise Mismatch(dev.NOT_PYTHON_CALL, f"not Python source: {exc}") from None
+        except (RecursionError, MemoryError):
+            raise Mismatch(dev.NESTING_TOO_DEEP, "an expression nested too deep for Python's parser") from None
         body = tree.body
         if not isinstance(body, ast.List) or not body.elts:
             raise Mismatch(dev.NOT_PYTHON_CALL, "expected a non-empty list of calls [f(a=1), ...]")
         calls = []
         for node in body.elts:
-            if not isinstance(node, ast.Call) or node.args or not isinstance(node.func, (ast.Name, ast.Attribute)):
+            if not isinstance(node, ast.Call) or node.args:
                 raise Mismatch(dev.NOT_PYTHON_CALL, "each item must be name(keyword=literal, ...)")
             args = {}
             for kw in node.keywords:
                 if kw.arg is None or kw.arg in args:
                     raise Mismatch(dev.DUPLICATE_ARGUMENT, f"argument {kw.arg!r} given twice or unpacked")
-                try:
-                    args[kw.arg] = ast.literal_eval(kw.value)
-                except ValueError:
-                    raise Mismatch(dev.NOT_PYTHON_CALL, f"argument {kw.arg!r} is not a literal") from None
-            calls.append(ToolCall(_check_name(ast.unparse(node.func)), args))
+                args[kw.arg] = _literal(kw.value, kw.arg, 1)
+            calls.append(ToolCall(_check_name(_dotted(node.func)), args))
         return calls
 
     @staticmethod
@@ -142,3 +200,55 @@ class PythonCalls:
 
         parts = [f"{c.name}({', '.join(f'{k}={lit(v)}' for k, v in c.arguments.items())})" for c in calls]
         return "[" + ", ".join(parts) + "]"
+
+
+def _dotted(node) -> str:
+    # Iterative: a.b.c... thousands deep would exhaust ast.unparse's recursion.
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        raise Mismatch(dev.NOT_PYTHON_CALL, "each item must be name(keyword=literal, ...)")
+    return ".".join([node.id, *reversed(parts)])
+
+
+def _literal(node, arg, depth):
+    if depth > MAX_DEPTH:
+        raise Mismatch(dev.NESTING_TOO_DEEP, f"argument {arg!r} nests deeper than {MAX_DEPTH} levels")
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) and _is_number(node.operand):
+        value = node.operand.value
+        return _number(-value if isinstance(node.op, ast.USub) else value, arg)
+    if isinstance(node, ast.Constant):
+        value = node.value
+        if value is None or isinstance(value, (str, bool)):
+            return value
+        if _is_number(node):
+            return _number(value, arg)
+        raise Mismatch(dev.NON_JSON_VALUE, f"argument {arg!r} is {type(value).__name__} {value!r:.40}")
+    if isinstance(node, ast.List):
+        return [_literal(item, arg, depth + 1) for item in node.elts]
+    if isinstance(node, ast.Dict):
+        out = {}
+        for key, value in zip(node.keys, node.values):
+            if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                raise Mismatch(dev.NON_JSON_VALUE, f"argument {arg!r} has a dict key that is not a string")
+            if key.value in out:
+                raise Mismatch(dev.DUPLICATE_KEY, f"key {key.value!r} written twice in argument {arg!r}")
+            out[key.value] = _literal(value, arg, depth + 1)
+        return out
+    if isinstance(node, (ast.Set, ast.Tuple)):
+        raise Mismatch(dev.NON_JSON_VALUE, f"argument {arg!r} is a {type(node).__name__.lower()}, which JSON has not")
+    raise Mismatch(dev.NOT_PYTHON_CALL, f"argument {arg!r} is not a literal")
+
+
+def _is_number(node) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+
+
+def _number(value, arg):
+    if isinstance(value, float) and not math.isfinite(value):
+        raise Mismatch(dev.NON_FINITE_NUMBER, f"argument {arg!r} is {value}")
+    if isinstance(value, int) and abs(value) >= _INT_LIMIT:
+        raise Mismatch(dev.NUMBER_TOO_LONG, f"argument {arg!r} is an integer of more than {MAX_DIGITS} digits")
+    return value
