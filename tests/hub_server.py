@@ -8,7 +8,9 @@ RevisionNotFound; 404 EntryNotFound).
 
 Per file, a fault can be injected: "cut" sends the headers and half the body, then closes the connection;
 "short" announces the registered size on HEAD but sends a shorter body (with a matching Content-Length);
-"head-size" announces a different size on HEAD only.
+"head-size" announces a different size on HEAD only; "trickle" announces the whole body and then sends it one
+byte every `trickle_interval` seconds (each read succeeds long before any read timeout, so only an overall
+deadline ends it).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote
@@ -35,6 +38,7 @@ class FakeHub:
     requests: list = field(default_factory=list)    # (method, path) in arrival order
     commit: str = COMMIT
     url: str = ""
+    trickle_interval: float = 2.0
 
     def add(self, repo: str, filename: str, data: bytes, fault: str | None = None) -> None:
         self.files[(repo, filename)] = HubFile(data, fault)
@@ -101,6 +105,16 @@ def _handler(hub: FakeHub):
                 self._headers(206, entry, len(chunk), [("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")])
             else:
                 self._headers(200, entry, len(chunk))
+            if entry.fault == "trickle":
+                try:
+                    for i in range(len(chunk)):
+                        self.wfile.write(chunk[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(hub.trickle_interval)
+                except OSError:         # the client gave up: what the test wants
+                    pass
+                self.close_connection = True
+                return
             if entry.fault == "cut":
                 self.wfile.write(chunk[: len(chunk) // 2])
                 self.wfile.flush()
