@@ -18,6 +18,7 @@ from pathlib import Path
 
 from harness import constants
 from harness.errors import DriftError, SourcesError
+from harness.pin_paths import inside, relative_path_problem
 from harness.scenarios import MODES, valid_modes
 
 SOURCES_VERSION = 1
@@ -56,7 +57,7 @@ class TemplatePin:
 
     @property
     def path(self) -> Path:
-        return self.root / self.file
+        return inside(self.root, self.file, f"template {self.id!r}: field 'file'")
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,13 @@ class _Entry:
             raise SourcesError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
         self.where, self.raw = where, raw
 
+    def relative_path(self, name) -> str:
+        value = self.get(name, str)
+        problem = relative_path_problem(value)
+        if problem:
+            raise SourcesError(f"{self.where}: field {name!r} {problem}, got {value!r}")
+        return value
+
     def get(self, name, types, *, required=True, nullable=False, pattern=None):
         if name not in self.raw:
             if required:
@@ -185,7 +193,7 @@ def _parse_template(raw, index: int, root: Path) -> TemplatePin:
     if size < 0:
         raise SourcesError(f"{e.where}: field 'size' must not be negative")
     return TemplatePin(
-        id=tid, file=e.get("file", str), repo=e.get("repo", str, nullable=True),
+        id=tid, file=e.relative_path("file"), repo=e.get("repo", str, nullable=True),
         repo_basis=e.get("repo_basis", str, nullable=True), variant=e.get("variant", str),
         revision=e.get("revision", str, nullable=True, pattern=_REVISION),
         sha256=e.get("sha256", str, pattern=_SHA256), size=size, origin=e.get("origin", str), hub=hub,
@@ -231,7 +239,7 @@ def _parse_model(raw, index: int, template_ids) -> ModelPin:
         raise SourcesError(f"{e.where}: field 'modes' must be a non-empty list of distinct modes from "
                            f"{', '.join(MODES)}, got {modes!r}")
     return ModelPin(
-        id=mid, default=e.get("default", bool), repo=repo, filename=e.get("filename", str),
+        id=mid, default=e.get("default", bool), repo=repo, filename=e.relative_path("filename"),
         revision=e.get("revision", str, nullable=True, pattern=_REVISION), size=e.get("size", int, nullable=True),
         sha256=e.get("sha256", str, nullable=True, pattern=_SHA256), license=e.get("license", str, nullable=True),
         template=template, family=family, sources=parsed, note=e.get("note", str, required=False, nullable=True),
@@ -354,7 +362,8 @@ def file_drift(path: Path, size, sha256) -> str | None:
 
 
 def model_cache_path(pin: ModelPin, cache_dir: Path | None = None) -> Path:
-    return Path(cache_dir or constants.MODELS_CACHE_DIR) / pin.id / pin.filename
+    return inside(Path(cache_dir or constants.MODELS_CACHE_DIR), f"{pin.id}/{pin.filename}",
+                  f"model {pin.id!r}: field 'filename'")
 
 
 def fetch_command(model_id: str) -> str:
