@@ -1,4 +1,4 @@
-"""`harness report`: rebuild results/*.md and results/heatmap.png from transcripts alone."""
+"""`harness report`: rebuild results/*.md, results/heatmap.png and results/report.html from transcripts alone."""
 
 import sys
 
@@ -7,7 +7,8 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "report", help="rebuild the result tables and heat map from results/transcripts (no model loaded)",
         description="Re-score every recorded sample through the current parsers, add the seed ADR's replayed "
-                    "replies, and write results/<model>.md, results/summary.md and results/heatmap.png.")
+                    "replies, and write results/<model>.md, results/summary.md, results/heatmap.png and "
+                    "results/report.html (the tables with every sample's transcript).")
     parser.add_argument("--no-plot", action="store_true", help="skip the heat map")
     parser.add_argument("--json", action="store_true", help="print the rates as JSON on stdout")
     parser.set_defaults(func=run)

@@ -2,7 +2,9 @@
 current parsers, plus the seed ADR's replayed replies through the same scoring.
 
 Outputs: results/<model>.md per model (one row per scenario: samples, rates with Wilson 95% intervals, named
-deviations and findings), results/summary.md across models, results/heatmap.png (see harness.heatmap)."""
+deviations and findings, example replies of failed samples), results/summary.md across models,
+results/heatmap.png (see harness.heatmap), results/report.html (the tables with every sample's transcript, see
+harness.html_report)."""
 
 import difflib
 from collections import Counter
@@ -12,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import constants
+from harness.examples import markdown_cell
 from harness.replays import load_replays
 from harness.scenarios import MODES, load_scenarios
 from harness.scoring import VERDICTS, score_sample, wilson
@@ -23,6 +26,7 @@ RATES = {"parsed": "parsed as expected", "call_readable": "call attempts read", 
          "valid_arguments": "valid typed args", "expected_arguments": "expected args",
          "answer": "expected answer", "result_used": "uses tool result", "passed": "all checks"}
 
+EXAMPLES = "example replies of failed samples"
 
 LEGEND = (
     "Rates: successes/samples where the check applies, with the Wilson 95% interval. *Parsed as expected*: "
@@ -60,6 +64,8 @@ def _row(record: dict, verdicts: dict) -> dict:
         "auto_steps": len(auto), "auto_took_over": sum(s["grammar_from"] is not None for s in auto),
         "reply": steps[0].get("reply") if steps else None,
         "quote": replay.get("quote"), "note": replay.get("note"),
+        # The whole record and its per-turn verdicts: the HTML transcripts and the example replies read them.
+        "record": record, "turn_verdicts": verdicts["turns"],
     }
 
 
@@ -175,6 +181,7 @@ def scenario_table(frame: pd.DataFrame) -> pd.DataFrame:
         row.update({title: rate_cell(group[key]) for key, title in RATES.items()})
         row["deviations"] = named_counts(group["deviations"])
         row["findings"] = named_counts(group["findings"])
+        row[EXAMPLES] = markdown_cell(group)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -323,7 +330,11 @@ def summary_markdown(collected: Collected) -> str:
                   "(percentage points against native on the same scenarios and seeds).", "", *trade, ""]
     grid = pass_grid(frame)
     cells = grid.map(lambda v: "–" if v is None or v != v else f"{100 * v:.0f}%")
-    lines += ["## All checks passed, by scenario", "", cells.to_markdown(), "", "![heat map](heatmap.png)", ""]
+    lines += ["## All checks passed, by scenario", "", cells.to_markdown(), "",
+              "The heat map adds, per model and mode, each stage a sample passes through (parsed, call attempts "
+              "read, right tool, valid typed args, expected answer, all checks). Every sample's transcript (raw "
+              "replies, parses, deviations, verdicts) is in [report.html](report.html).", "",
+              "![heat map](heatmap.png)", ""]
     return "\n".join(lines)
 
 
@@ -355,6 +366,9 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     summary = results_dir / "summary.md"
     summary.write_text(summary_markdown(collected), encoding="utf-8")
     written.append(str(summary))
+    from harness.html_report import write_html  # it renders with this module's tables
+
+    written.append(str(write_html(collected, results_dir / "report.html")))
     if plot:
         from harness.heatmap import draw_heatmap
 

@@ -113,16 +113,20 @@ def _all(values):
     return None if not known else all(known)
 
 
+def parse_steps(steps: list, family: str | None) -> list:
+    """The current parse of each recorded step. Each step is read by the parser it was written for (a grammar
+    attempt's may differ from the model's); a synthesized answer is the loop's text, never parsed for calls."""
+    return [ParseResult(None, content=s.get("reply", "")) if s.get("synthesized")
+            else parse_reply(s.get("family", family), s.get("reply", ""), s.get("prompt_tail", ""))
+            for s in steps]
+
+
 class _Turn:
     """One user turn of a record, re-parsed."""
 
     def __init__(self, record_turn: dict, family, scenario):
         self.steps = record_turn.get("steps", [])
-        # Each step is read by the parser it was written for (a grammar attempt's may differ from the model's);
-        # a synthesized answer is the loop's text, never parsed for calls.
-        self.parses = [ParseResult(None, content=s.get("reply", "")) if s.get("synthesized")
-                       else parse_reply(s.get("family", family), s.get("reply", ""), s.get("prompt_tail", ""))
-                       for s in self.steps]
+        self.parses = parse_steps(self.steps, family)
         self.calls = []  # (step index, ToolCall, Typed or None)
         for index, parse in enumerate(self.parses):
             for call in parse.calls if parse.accepted else ():
