@@ -6,18 +6,15 @@ renderer that differs from the model maker's tooling would test the wrong prompt
 `render` mirrors the input preparation of `apply_chat_template` and `render_jinja_template`. transformers is not
 imported at runtime (it is a test-only dependency); tests/test_render.py compares both on every template.
 
-Templates are untrusted code: they run in Jinja's immutable sandbox, and a render is bounded in time and size.
+Templates are untrusted code: they run in Jinja's immutable sandbox, and a render is bounded in time and size
+(harness.render_limits sizes every operation that could build more than the budget before it runs).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import re
-import time
 from collections.abc import Mapping
-from contextvars import ContextVar
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -30,6 +27,7 @@ import jinja2.nodes
 import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from harness import render_limits as limits
 from harness.errors import TemplateError, TemplateRaisedError
 
 # Older Jinja releases have known sandbox escapes; transformers refuses them for the same reason.
@@ -38,10 +36,6 @@ _MIN_JINJA = (3, 1, 6)
 # Real templates render in milliseconds and produce kilobytes; these bounds only stop runaway templates.
 MAX_RENDER_SECONDS = 10.0
 MAX_OUTPUT_CHARS = 8_000_000
-# `2 ** n` with a huge n is a single C call that no deadline interrupts, so its size is checked up front.
-_MAX_POWER_BITS = 1 << 20
-# Field widths and precisions in a %-format ('%0999999999d' allocates a gigabyte in one C call).
-_FORMAT_WIDTH = re.compile(r"%(?:\([^)]*\))?[-+ #0]*(\d*)(?:\.(\d*))?")
 
 # Names that apply_chat_template consumes itself instead of passing to the template. Accepting them as template
 # variables would silently render something HF never renders.
@@ -53,33 +47,6 @@ _HF_CONSUMED = frozenset(
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 # Jinja names the template's frames in a rewritten traceback like this when the template came from a string.
 _TEMPLATE_FILENAME = "<template>"
-
-
-class _LimitExceeded(Exception):
-    """A render went past MAX_RENDER_SECONDS or MAX_OUTPUT_CHARS."""
-
-
-@dataclasses.dataclass
-class _Budget:
-    deadline: float
-    max_chars: int
-
-
-# Set only while `render` runs, so a compiled template used directly behaves exactly like HF's.
-_budget: ContextVar[_Budget | None] = ContextVar("render_budget", default=None)
-
-
-def _check_time() -> None:
-    budget = _budget.get()
-    if budget is not None and time.monotonic() > budget.deadline:
-        raise _LimitExceeded(f"render took longer than {MAX_RENDER_SECONDS:g} s")
-
-
-def _check_size(value: Any) -> Any:
-    budget = _budget.get()
-    if budget is not None and isinstance(value, (str, list, tuple)) and len(value) > budget.max_chars:
-        raise _LimitExceeded(f"the template built a value of more than {budget.max_chars} items")
-    return value
 
 
 def _now() -> datetime:
@@ -95,39 +62,47 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
     # Intercepting these also stops Jinja from constant-folding e.g. `'a' * 10**10` at compile time.
     intercepted_binops = frozenset({"+", "*", "**", "%"})
 
+    code_generator_class = limits.CheckedCodeGenerator
+    concat = staticmethod(limits.checked_concat)
+    checked_parts = staticmethod(limits.checked_parts)
+
     def getattr(self, obj: Any, attribute: str) -> Any:
-        _check_time()
-        return _check_size(super().getattr(obj, attribute))
+        limits.check_time()
+        return limits.check_size(super().getattr(obj, attribute))
 
     def getitem(self, obj: Any, argument: Any) -> Any:
-        _check_time()
-        return _check_size(super().getitem(obj, argument))
+        limits.check_time()
+        return limits.check_size(super().getitem(obj, argument))
 
     def call(self, context: Any, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
-        _check_time()
-        budget = _budget.get()
-        if budget is not None and isinstance(getattr(obj, "__self__", None), str):
-            # 'x'.ljust(10**9) and friends allocate in one C call, before any check after it could run.
-            if any(isinstance(arg, int) and arg > budget.max_chars for arg in (*args, *kwargs.values())):
-                raise _LimitExceeded(f"a string method was asked for more than {budget.max_chars} characters")
-        return _check_size(super().call(context, obj, *args, **kwargs))
+        limits.check_time()
+        if isinstance(getattr(obj, "__self__", None), str):
+            limits.check_str_method(obj, args, kwargs)
+        return limits.check_size(super().call(context, obj, *args, **kwargs))
+
+    def wrap_str_format(self, value: Any) -> Any:
+        # Jinja hands out its own wrapper for str.format and format_map, so `call` never sees the str method.
+        wrapper = super().wrap_str_format(value)
+        if wrapper is None:
+            return None
+
+        def sized(*args: Any, **kwargs: Any) -> Any:
+            limits.check_str_method(value, args, kwargs)
+            return wrapper(*args, **kwargs)
+
+        return sized
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        _check_time()
-        budget = _budget.get()
-        if budget is not None and operator == "*":
-            for seq, count in ((left, right), (right, left)):
-                sized = isinstance(seq, (str, list, tuple)) and isinstance(count, int)
-                if sized and len(seq) * count > budget.max_chars:
-                    raise _LimitExceeded(f"the template built a value of more than {budget.max_chars} items")
-        if budget is not None and operator == "%" and isinstance(left, str):
-            widths = [int(number) for spec in _FORMAT_WIDTH.findall(left) for number in spec if number]
-            if any(width > budget.max_chars for width in widths):
-                raise _LimitExceeded(f"a %-format asked for more than {budget.max_chars} characters")
-        if budget is not None and operator == "**" and isinstance(left, (int, float)) and isinstance(right, int):
-            if abs(left) > 1 and right > 0 and right * math.log2(abs(left)) > _MAX_POWER_BITS:
-                raise _LimitExceeded(f"the template computed a power of more than {_MAX_POWER_BITS} bits")
-        return _check_size(super().call_binop(context, operator, left, right))
+        limits.check_time()
+        limits.check_binop(operator, left, right)
+        return limits.check_size(super().call_binop(context, operator, left, right))
+
+
+def _finalize(value: Any) -> Any:
+    # Printing a list that holds one big string a million times is one C call; size it first.
+    if isinstance(value, (list, tuple, dict)):
+        limits.refuse_over("printing a value", limits.weight(value, MAX_OUTPUT_CHARS))
+    return value
 
 
 class _GenerationBlock(jinja2.ext.Extension):
@@ -201,8 +176,13 @@ def _make_environment() -> _BoundedSandbox:
         raise TemplateError(
             f"jinja2 {jinja2.__version__} has known sandbox escapes; chat templates need jinja2>=3.1.6"
         )
-    env = _BoundedSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationBlock, jinja2.ext.loopcontrols])
+    env = _BoundedSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationBlock, jinja2.ext.loopcontrols],
+                          finalize=_finalize)
     env.filters["tojson"] = _tojson
+    for name, check in limits.FILTER_CHECKS.items():
+        env.filters[name] = limits.guarded(env.filters[name], check)
+    for name, check in limits.GLOBAL_CHECKS.items():
+        env.globals[name] = limits.guarded(env.globals[name], check)
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
     env.globals["dict"] = _TemplateDict()
@@ -222,12 +202,21 @@ def compile_template(template: str) -> jinja2.Template:
     """The compiled template, cached by source text. Raises TemplateError naming the line of a syntax error."""
     if not isinstance(template, str):
         raise TemplateError(f"a chat template must be a string, got {type(template).__name__}")
+    # Jinja folds constant expressions while compiling (`'%999999999s'|format(1)`); under a budget the guards
+    # refuse such a fold, which leaves the expression to the render, where the refusal is reported.
+    token = limits.budget_var.set(limits.Budget(seconds=MAX_RENDER_SECONDS, max_chars=MAX_OUTPUT_CHARS))
     try:
         return _compile(template)
     except jinja2.exceptions.TemplateSyntaxError as exc:
         raise TemplateError(f"template syntax error at line {exc.lineno}: {exc.message}") from exc
     except jinja2.exceptions.TemplateError as exc:
         raise TemplateError(f"template does not compile: {exc}") from exc
+    except (RecursionError, MemoryError) as exc:
+        raise TemplateError(f"template does not compile: nested too deeply ({type(exc).__name__})") from None
+    except Exception as exc:  # noqa: BLE001 -- Python's compiler refuses some generated code (too many nested blocks)
+        raise TemplateError(f"template does not compile: {type(exc).__name__}: {exc}") from exc
+    finally:
+        limits.budget_var.reset(token)
 
 
 @lru_cache(maxsize=512)
@@ -344,8 +333,8 @@ def render(
         "add_generation_prompt": add_generation_prompt,
         **_plain({**special, **kwargs}),
     }
-    budget = _Budget(deadline=time.monotonic() + MAX_RENDER_SECONDS, max_chars=MAX_OUTPUT_CHARS)
-    token = _budget.set(budget)
+    budget = limits.Budget(seconds=MAX_RENDER_SECONDS, max_chars=MAX_OUTPUT_CHARS)
+    token = limits.budget_var.set(budget)
     chunks: list[str] = []
     size = 0
     stream = compiled.generate(**variables)
@@ -353,20 +342,23 @@ def render(
         for chunk in stream:
             size += len(chunk)
             if size > budget.max_chars:
-                raise _LimitExceeded(f"output longer than {budget.max_chars} characters")
-            _check_time()
+                raise limits.LimitExceeded(f"output longer than {budget.max_chars} characters")
+            limits.check_time()
             chunks.append(chunk)
     except TemplateRaisedError as exc:
         raise TemplateRaisedError(f"template raised{_at_line(exc)}: {exc}", template_message=str(exc)) from None
-    except _LimitExceeded as exc:
+    except limits.LimitExceeded as exc:
         raise TemplateError(f"render stopped{_at_line(exc)}: {exc}") from None
     except jinja2.exceptions.SecurityError as exc:
         raise TemplateError(f"sandbox refused{_at_line(exc)}: {exc}") from exc
     except RecursionError as exc:
         raise TemplateError(f"render stopped: recursion too deep ({exc})") from None
+    except MemoryError:
+        # Sizes are checked before the big allocations, but a machine can run out below the budget.
+        raise TemplateError(f"render stopped: out of memory (the budget is {budget.max_chars} characters)") from None
     except Exception as exc:  # noqa: BLE001 -- any failure inside untrusted template code is a template error
         raise TemplateError(f"render failed{_at_line(exc)}: {type(exc).__name__}: {exc}") from exc
     finally:
         stream.close()
-        _budget.reset(token)
+        limits.budget_var.reset(token)
     return "".join(chunks)
