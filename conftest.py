@@ -9,11 +9,13 @@ The `live` marker is declared in pyproject.toml (--strict-markers). Options, all
 
 import pytest
 
+from harness.run_values import MAX_SAMPLES, int_argument
+
 
 def pytest_addoption(parser):
     group = parser.getgroup("harness", "live model runs")
-    group.addoption("--harness-samples", type=int, default=1, metavar="N",
-                    help="samples per model x scenario in live tests (default 1)")
+    group.addoption("--harness-samples", type=int_argument(1, MAX_SAMPLES), default=1, metavar="N",
+                    help=f"samples per model x scenario in live tests, 1 to {MAX_SAMPLES} (default 1)")
     group.addoption("--harness-models", default=None, metavar="IDS",
                     help="comma-separated model ids for live tests (default: all of sources.json)")
     group.addoption("--harness-modes", default=None, metavar="MODES",

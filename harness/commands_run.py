@@ -2,7 +2,9 @@
 
 import sys
 
+from harness import constants
 from harness.errors import HarnessError
+from harness.run_values import MAX_SAMPLES, MAX_SEED, MAX_THREADS, int_argument
 from harness.scenarios import load_scenarios
 from harness.sources import load_sources
 
@@ -16,16 +18,16 @@ def register(subparsers) -> None:
                         help="model id from sources.json (repeatable; default: the models marked default)")
     parser.add_argument("--scenario", action="append", metavar="NAME",
                         help="scenario name from scenarios/*.yaml (repeatable; default: all)")
-    parser.add_argument("--samples", type=int, metavar="N",
-                        help="samples per scenario (default: each scenario's own `samples`)")
+    parser.add_argument("--samples", type=int_argument(1, MAX_SAMPLES), metavar="N",
+                        help=f"samples per scenario, 1 to {MAX_SAMPLES} (default: each scenario's own `samples`)")
     parser.add_argument("--mode", action="append", metavar="MODE",
                         help="native (the model's template and parser), grammar (sampling constrained by a grammar "
                              "from the tool schemas) or fallback (native, a failed step retried under the grammar); "
                              "repeatable or a comma list (default: the scenario's `modes`, else the model's in "
                              "sources.json, else native)")
-    parser.add_argument("--seed", type=int, default=0, metavar="S",
-                        help="base seed; sample i uses S+i (default 0)")
-    parser.add_argument("--threads", type=int, metavar="N",
+    parser.add_argument("--seed", type=int_argument(0, MAX_SEED), default=0, metavar="S",
+                        help=f"base seed, 0 to {MAX_SEED}; sample i uses S+i (default 0)")
+    parser.add_argument("--threads", type=int_argument(1, MAX_THREADS), metavar="N",
                         help="llama.cpp threads (default: $HARNESS_THREADS, else 1: robust on a shared 2-core machine)")
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     parser.set_defaults(func=run)
@@ -36,10 +38,8 @@ def run(args) -> int:
     from harness.modes import parse_modes
     from harness.runner import planned_count, run_model
 
-    if args.samples is not None and args.samples < 1:
-        raise HarnessError("--samples must be at least 1")
-    if args.seed < 0:
-        raise HarnessError("--seed must not be negative")
+    if args.threads is None:
+        constants.check_env("HARNESS_THREADS")  # before any model is loaded, not after the first one
     sources = load_sources()
     models = args.model or [m.id for m in sources.default_models()]
     for model_id in models:

@@ -62,6 +62,8 @@ def open_model(model_id: str, sources=None, threads: int | None = None) -> OpenM
     sources = sources or load_sources()
     pin = sources.model(model_id)
     path = model_path(model_id, sources)
+    if threads is None:
+        constants.check_env("HARNESS_THREADS")
     llm = load_model(path, n_ctx=N_CTX, n_threads=threads or constants.HARNESS_THREADS or DEFAULT_THREADS)
     template = llm.metadata.get("tokenizer.chat_template")
     source = "gguf"

@@ -7,6 +7,7 @@ silently wrong rate."""
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 from harness import constants
 from harness.arguments import type_arguments
 from harness.errors import ScenarioError
+from harness.run_values import MAX_SAMPLES
 from harness.yaml_source import Located, load_located
 
 LIBRARY_PATH = Path("library") / "tools.yaml"
@@ -25,6 +27,20 @@ DEFAULT_SAMPLING = {"temperature": 0.2, "top_p": 0.95, "top_k": 40, "min_p": 0.0
                     "max_tokens": 192}
 DEFAULT_SAMPLES = 5
 DEFAULT_MAX_STEPS = 3
+# Each sampling value's rule, as llama.cpp reads it: (integer?, accepts(value), what it must be). A NaN would
+# pass every comparison-based check below by failing none of them, so floats must first be finite.
+_INT32 = 2**31 - 1
+SAMPLING_RULES = {
+    "temperature": (False, lambda v: v >= 0, "a finite number >= 0 (0 is greedy)"),
+    "top_p": (False, lambda v: 0 < v <= 1, "a number in (0, 1]"),
+    "top_k": (True, lambda v: 0 <= v <= _INT32, f"an integer from 0 (off) to {_INT32}"),
+    "min_p": (False, lambda v: 0 <= v <= 1, "a number in [0, 1]"),
+    "repeat_penalty": (False, lambda v: v > 0, "a finite number > 0 (1 is off)"),
+    # A reply cannot outgrow the context a run opens (harness.runner.N_CTX).
+    "max_tokens": (True, lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
+}
+# A step budget far above any scenario's needs (a call, its result, an answer): more is a typo.
+MAX_STEPS = 50
 SCENARIO_KEYS = {"name", "description", "tools", "conversation", "sampling", "samples", "max_steps", "modes"}
 # How a run drives the model (harness.modes): its own template and parser, a grammar from the tool schemas,
 # or native with a grammar retry of a failed step. Like `samples`, a run setting: not part of the hash.
@@ -271,10 +287,10 @@ def _sampling(c: _Checker, raw, keys) -> dict:
     sampling = dict(DEFAULT_SAMPLING)
     c.only(raw, keys, set(DEFAULT_SAMPLING))
     for name, default in DEFAULT_SAMPLING.items():
-        kind = int if isinstance(default, int) else (int, float)
-        value = c.get(raw, keys, name, kind, required=False, default=default)
-        if value < 0 or (name == "max_tokens" and value < 1):
-            c.fail(keys + (name,), "must be positive")
+        integer, accepts, wanted = SAMPLING_RULES[name]
+        value = c.get(raw, keys, name, int if integer else (int, float), required=False, default=default)
+        if not math.isfinite(value) or not accepts(value):
+            c.fail(keys + (name,), f"must be {wanted}, got {value!r}")
         sampling[name] = value
     return sampling
 
@@ -319,8 +335,9 @@ def parse_scenario(doc: Located, library: dict) -> Scenario:
     sampling = _sampling(c, c.get(raw, (), "sampling", dict, required=False, default={}), ("sampling",))
     samples = c.get(raw, (), "samples", int, required=False, default=DEFAULT_SAMPLES)
     max_steps = c.get(raw, (), "max_steps", int, required=False, default=DEFAULT_MAX_STEPS)
-    if samples < 1 or max_steps < 1:
-        c.fail(("samples",) if samples < 1 else ("max_steps",), "must be at least 1")
+    for key, value, high in (("samples", samples, MAX_SAMPLES), ("max_steps", max_steps, MAX_STEPS)):
+        if not 1 <= value <= high:
+            c.fail((key,), f"must be an integer from 1 to {high}, got {value}")
     modes = tuple(c.strings(raw, (), "modes")) if "modes" in raw else None
     if modes is not None and not valid_modes(modes):
         c.fail(("modes",), f"must be a non-empty list of distinct modes from {', '.join(MODES)}")
