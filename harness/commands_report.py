@@ -26,6 +26,11 @@ def run(args) -> int:
     else:
         for path in result["written"]:
             print(path)
-        if not result["written"]:
+        if not result["written"] and not result["skipped"]:
             print("no transcripts yet: run `harness run` first", file=sys.stderr)
+    if result["skipped"]:
+        # The reports are written without them, but a damaged transcript must not pass as a clean rebuild.
+        print(f"harness report: {len(result['skipped'])} malformed transcript record(s) skipped (listed above); "
+              "the reports leave them out", file=sys.stderr)
+        return 1
     return 0

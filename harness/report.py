@@ -42,6 +42,7 @@ class Collected:
     models: dict                               # model id -> latest model record from its transcript
     stale: Counter = field(default_factory=Counter)   # (model, scenario) -> records of an older scenario
     warnings: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)       # malformed records left out (also in warnings)
     described: list = field(default_factory=list)
     scenarios: list = field(default_factory=list)
 
@@ -75,6 +76,7 @@ def collect(results_dir: Path | None = None, scenarios_dir: Path | None = None) 
     rows = []
     for transcript in read_all(results_dir):
         out.warnings += transcript.warnings
+        out.skipped += transcript.skipped
         for record in transcript.records:
             if record.get("kind") == "model":
                 out.models[record["model"]["id"]] = record
@@ -84,7 +86,14 @@ def collect(results_dir: Path | None = None, scenarios_dir: Path | None = None) 
                 # Recorded against a scenario that has since changed what the model sees: not comparable.
                 out.stale[(record["model"]["id"], record["scenario"]["name"])] += 1
                 continue
-            rows.append(_row(record, score_sample(scenario, record)))
+            try:
+                rows.append(_row(record, score_sample(scenario, record)))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                # Turns or steps unlike any a run writes: that record is lost, not the whole report.
+                problem = f"{transcript.where(record)}: malformed record skipped: cannot be scored: " \
+                          f"{type(exc).__name__}: {exc}"
+                out.skipped.append(problem)
+                out.warnings.append(problem)
     replays = load_replays(scenarios_dir, scenarios)
     known = {**scenarios, **replays.scenarios}
     for record in replays.records:
@@ -358,7 +367,7 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     sources = load_sources()
     written = []
     if collected.samples.empty:
-        return {"written": [], "warnings": collected.warnings, "models": {}}
+        return {"written": [], "warnings": collected.warnings, "skipped": collected.skipped, "models": {}}
     for model, group in collected.samples.groupby("model", sort=True):
         path = results_dir / f"{model}.md"
         path.write_text(model_markdown(model, group, collected, sources), encoding="utf-8")
@@ -373,7 +382,8 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
         from harness.heatmap import draw_heatmap
 
         written.append(str(draw_heatmap(collected.samples, results_dir / "heatmap.png")))
-    return {"written": written, "warnings": collected.warnings, "models": json_summary(collected)}
+    return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped,
+            "models": json_summary(collected)}
 
 
 def json_summary(collected: Collected) -> dict:

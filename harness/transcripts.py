@@ -43,11 +43,58 @@ def sample_key(record: dict) -> tuple:
             record["scenario"]["hash"], record.get("mode", "native"), record["sample"], record["seed"])
 
 
+# What resume and the report read from a record, by kind: (path of keys, accepted types, may be absent).
+_STR, _OPT_STR, _INT = (str,), (str, type(None)), (int,)
+_SHAPES = {
+    SAMPLE: [(("model",), (dict,), False), (("model", "id"), _STR, False), (("model", "sha256"), _OPT_STR, True),
+             (("scenario",), (dict,), False), (("scenario", "name"), _STR, False),
+             (("scenario", "hash"), _STR, False), (("mode",), _STR, True), (("sample",), _INT, False),
+             (("seed",), _INT, False), (("turns",), (list,), True), (("seconds",), (int, float, type(None)), True),
+             (("error",), _OPT_STR, True), (("family",), _OPT_STR, True), (("replay",), (dict, type(None)), True)],
+    MODEL: [(("model",), (dict,), False), (("model", "id"), _STR, False), (("model", "sha256"), _STR, False),
+            (("template",), (dict,), False), (("template", "source"), _STR, False),
+            (("template", "sha256"), _STR, False), (("template", "text"), _STR, False),
+            (("detection",), (dict,), True), (("family",), _OPT_STR, True)],
+}
+
+
+def record_problem(record) -> str | None:
+    """Why a record lacks a field resume or the report reads (or has it with the wrong type), or None."""
+    if not isinstance(record, dict):
+        return f"not a JSON object but {type(record).__name__}"
+    if record.get("kind") not in _SHAPES:
+        return f"unknown kind {record.get('kind')!r} (expected {SAMPLE!r} or {MODEL!r})"
+    for keys, types, optional in _SHAPES[record["kind"]]:
+        value, present = record, True
+        for key in keys:
+            present = isinstance(value, dict) and key in value
+            value = value.get(key) if present else None
+        name = ".".join(keys)
+        if not present:
+            if not optional:
+                return f"missing field {name!r}"
+        elif not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            return f"field {name!r} is {type(value).__name__} {json.dumps(value, default=str)[:60]}, not " \
+                   f"{' or '.join('null' if t is type(None) else t.__name__ for t in types)}"
+    return None     # what lies deeper (turns, steps, replies) is checked as the report scores it
+
+
 @dataclass
 class Transcript:
     path: Path
     records: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
+    # Malformed records (bad JSON, a wrong shape) that were left out: also in warnings, but unlike a torn last
+    # line (a kill, which resume repairs) they mean the file was damaged or written by something else.
+    skipped: list = field(default_factory=list)
+    lines: dict = field(default_factory=dict)   # id(record) -> its line, for messages about it
+
+    def where(self, record: dict) -> str:
+        return f"{self.path}:{self.lines.get(id(record), '?')}"
+
+    def skip(self, message: str) -> None:
+        self.skipped.append(message)
+        self.warnings.append(message)
 
     def samples(self) -> list:
         """Sample records, the last one of each key winning (a key recorded twice was run twice)."""
@@ -84,14 +131,16 @@ def read_transcript(path: Path) -> Transcript:
         last = number == len(lines)
         try:
             record = json.loads(raw.decode("utf-8"))
-            if not isinstance(record, dict) or "kind" not in record:
-                raise ValueError("not a transcript record")
         except ValueError as exc:
             if last and torn_tail:
                 out.warnings.append(f"{path}:{number}: torn last line ({len(raw)} bytes, a run was killed "
                                     "while writing it) ignored")
             else:
-                out.warnings.append(f"{path}:{number}: unreadable record ignored: {exc}")
+                out.skip(f"{path}:{number}: unreadable record skipped: {exc}")
+            continue
+        problem = record_problem(record)
+        if problem:
+            out.skip(f"{path}:{number}: malformed record skipped: {problem}")
             continue
         if last and torn_tail:
             # Valid JSON without its newline: the kill came between the record and its "\n". Keep it.
@@ -101,6 +150,7 @@ def read_transcript(path: Path) -> Transcript:
                                 f"({SCHEMA_VERSION}); record ignored")
             continue
         out.records.append(record)
+        out.lines[id(record)] = number
     return out
 
 
