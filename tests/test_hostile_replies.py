@@ -28,6 +28,7 @@ def _result(family, text):
     result = family.parse(text)
     assert result.deviation is None or result.deviation in dev.ALL, result.deviation
     json.dumps(result.to_json(), allow_nan=False)  # a transcript can always be written
+    json.dumps([c.to_json() for c in result.calls], ensure_ascii=False).encode()  # as UTF-8, if the reply could be
     return result
 
 
@@ -110,6 +111,16 @@ def test_name_key_twice_is_named(name):
     assert not result.accepted and result.deviation == dev.DUPLICATE_KEY, result.detail
 
 
+@pytest.mark.parametrize("name", JSON_FAMILIES)
+def test_half_a_surrogate_pair_is_named_a_whole_one_is_read(name):
+    # "\ud83d" alone decodes to a str no UTF-8 file takes: the transcript write of the call raised.
+    family = FAMILIES[name]
+    result = _result(family, family.format(CALL).replace('"Paris"', '"\\ud83d"'))
+    assert not result.accepted and result.deviation == dev.LONE_SURROGATE, result.detail
+    result = _result(family, family.format(CALL).replace('"Paris"', '"\\ud83d\\ude00"'))
+    assert result.accepted and result.calls[0].arguments["location"] == "\U0001f600"
+
+
 LFM2_VALUES = {
     "b'x'": dev.NON_JSON_VALUE,
     "{1, 2}": dev.NON_JSON_VALUE,
@@ -125,6 +136,7 @@ LFM2_VALUES = {
     "0x" + "f" * 20000: dev.NUMBER_TOO_LONG,  # an int no json.dumps can print
     "{'a': 1, 'a': 2}": dev.DUPLICATE_KEY,
     '"\ud800"': dev.NOT_PYTHON_CALL,  # UnicodeEncodeError in ast.parse
+    '"\\ud800"': dev.LONE_SURROGATE,  # an escape: the source parses, the str cannot be written as UTF-8
     "-" * 3000 + "1": dev.NESTING_TOO_DEEP,  # RecursionError in ast.parse
 }
 

@@ -35,6 +35,7 @@ NON_FINITE_NUMBER = "non-finite-number"  # NaN, Infinity, or a number too large 
 NUMBER_TOO_LONG = "number-too-long"  # an integer of more digits than Python prints (4300)
 NESTING_TOO_DEEP = "nesting-too-deep"  # brackets nested deeper than any call needs (jsonscan.MAX_DEPTH)
 NON_JSON_VALUE = "non-json-value"  # a Python literal JSON has no type for (bytes, set, tuple, complex, ...)
+LONE_SURROGATE = "lone-surrogate"  # a string escape for half a UTF-16 pair ("\ud83d" alone): no UTF-8 text holds it
 
 ALL = sorted(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str) and k != "ALL")
 

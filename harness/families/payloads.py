@@ -17,6 +17,9 @@ _JSON_WS = re.compile(r"[ \t\n\r]*")
 # Python's default limit for printing an int: a longer one would break every later json.dumps of the call.
 MAX_DIGITS = 4300
 _INT_LIMIT = 10**MAX_DIGITS
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# Where a decoded string may hold a surrogate: an escape of one (paired or not), or a raw one.
+_MAY_HOLD_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
 
 class Mismatch(Exception):
@@ -132,7 +135,11 @@ def raw_json(text, pos):
     that decodes, json.JSONDecodeError for text that is not JSON."""
     if too_deep(text, pos):
         raise Mismatch(dev.NESTING_TOO_DEEP, f"the JSON value at offset {pos} nests deeper than {MAX_DEPTH} levels")
-    return _DECODER.raw_decode(text, pos)
+    value, end = _DECODER.raw_decode(text, pos)
+    # A lone surrogate breaks every later UTF-8 write of the call (transcripts, the next prompt).
+    if _MAY_HOLD_SURROGATE.search(text, pos, end) and _SURROGATE.search(json.dumps(value, ensure_ascii=False)):
+        raise Mismatch(dev.LONE_SURROGATE, f"a string in the JSON value at offset {pos} holds half a surrogate pair")
+    return value, end
 
 
 def load_json(text):
@@ -221,6 +228,8 @@ def _literal(node, arg, depth):
         return _number(-value if isinstance(node.op, ast.USub) else value, arg)
     if isinstance(node, ast.Constant):
         value = node.value
+        if isinstance(value, str) and _SURROGATE.search(value):
+            raise Mismatch(dev.LONE_SURROGATE, f"argument {arg!r} holds half a surrogate pair")
         if value is None or isinstance(value, (str, bool)):
             return value
         if _is_number(node):
