@@ -103,7 +103,10 @@ def test_duplicate_argument_key_is_named(name):
     assert not result.accepted and result.deviation == dev.DUPLICATE_KEY, result.detail
 
 
-@pytest.mark.parametrize("name", [n for n in JSON_FAMILIES if re.search(r'"\w+": "get_weather"', FAMILIES[n].format(CALL))])
+NAMED_OBJECT_FAMILIES = [n for n in JSON_FAMILIES if re.search(r'"\w+": "get_weather"', FAMILIES[n].format(CALL))]
+
+
+@pytest.mark.parametrize("name", NAMED_OBJECT_FAMILIES)
 def test_name_key_twice_is_named(name):
     family = FAMILIES[name]
     text = re.sub(r'\{"(\w+)": "get_weather"', r'{"\1": "get_time", "\1": "get_weather"', family.format(CALL), count=1)
