@@ -102,8 +102,8 @@ def test_nested_arguments_and_null_as_the_template_renders_them(template_id):
 
 
 def test_firefunction_reads_its_template_given_the_functions_variable():
-    # The template takes tools as a `functions` JSON string (and a `datetime`), not `tools`: a wall for
-    # detection, but its calls are the firefunction family's.
+    # The template takes tools as a `functions` JSON string (and a `datetime`), not `tools`; detection supplies
+    # them as llama.cpp did (tools-as-functions), and its calls are the firefunction family's.
     template = _template("fireworks-ai-llama-3-firefunction-v2")
     variables = {"functions": json.dumps([PROBE_TOOL["function"]]), "datetime": "2026-01-01",
                  "bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}

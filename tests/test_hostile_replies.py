@@ -191,3 +191,15 @@ def test_lfm2_prints_no_syntax_warnings(recwarn):
     # `1if` made ast.parse print "SyntaxWarning: invalid decimal literal" into every report that re-parsed it.
     assert _result(FAMILIES["lfm2"], "<|tool_call_start|>[f(a=1if 1 else 2)]<|tool_call_end|>").deviation
     assert not [w for w in recwarn if issubclass(w.category, SyntaxWarning)]
+
+
+@pytest.mark.parametrize("text, deviation", [
+    ('{"response": ' + "[" * 5000 + "]" * 5000 + "}", "nesting-too-deep"),
+    ('{"response": "a", "response": "b"}', "duplicate-key"),
+    ('{"response": NaN}', "non-finite-number"),
+])
+def test_generic_json_answer_object_is_read_by_the_same_bounded_reader(text, deviation):
+    # generic-json (grammar mode for templates without tools) is not in the registry, so the sweeps above miss it.
+    from harness.grammar import generic_family
+    parsed = generic_family().parse(text)
+    assert (parsed.calls, parsed.deviation) == ([], deviation)

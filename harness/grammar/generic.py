@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 
 from harness.families.base import ParseResult
+from harness.families.payloads import Mismatch, load_json
 from harness.grammar.gbnf import Expr, RuleSet
 from harness.grammar.schema import Values
 
@@ -28,15 +29,10 @@ def read_answer(text: str) -> str | None:
     if not (stripped.startswith("{") and stripped.endswith("}")):
         return None
 
-    def pairs(items):
-        keys = [k for k, _ in items]
-        if len(set(keys)) != len(keys):
-            raise ValueError("duplicate key")
-        return dict(items)
-
     try:
-        value = json.loads(stripped, object_pairs_hook=pairs)
-    except ValueError:
+        # The families' JSON reader: depth-limited, and duplicate keys or NaN are refused, not read.
+        value = load_json(stripped)
+    except (ValueError, Mismatch):
         return None
     if isinstance(value, dict) and list(value) == [ANSWER_KEY] and isinstance(value[ANSWER_KEY], str):
         return value[ANSWER_KEY]
