@@ -1,6 +1,9 @@
 """`harness report`: rebuild results/*.md, results/heatmap.png and results/report.html from transcripts alone."""
 
 import sys
+from pathlib import Path
+
+from harness import constants
 
 
 def register(subparsers) -> None:
@@ -9,6 +12,8 @@ def register(subparsers) -> None:
         description="Re-score every recorded sample through the current parsers, add the seed ADR's replayed "
                     "replies, and write results/<model>.md, results/summary.md, results/heatmap.png and "
                     "results/report.html (the tables with every sample's transcript).")
+    parser.add_argument("--results-dir", type=Path, default=constants.RESULTS_DIR, metavar="DIR",
+                        help="read DIR/transcripts and write the reports into DIR (default: results/)")
     parser.add_argument("--no-plot", action="store_true", help="skip the heat map")
     parser.add_argument("--json", action="store_true", help="print the rates as JSON on stdout")
     parser.set_defaults(func=run)
@@ -18,7 +23,7 @@ def run(args) -> int:
     from harness.cli import emit_json
     from harness.report import write_reports
 
-    result = write_reports(plot=not args.no_plot)
+    result = write_reports(args.results_dir, plot=not args.no_plot)
     for warning in result["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
     if args.json:

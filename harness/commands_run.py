@@ -1,6 +1,8 @@
 """`harness run`: the live matrix (models × scenarios × samples), resumable, one transcript per model."""
 
 import sys
+import time
+from pathlib import Path
 
 from harness import constants
 from harness.errors import HarnessError
@@ -29,6 +31,9 @@ def register(subparsers) -> None:
                         help=f"base seed, 0 to {MAX_SEED}; sample i uses S+i (default 0)")
     parser.add_argument("--threads", type=int_argument(1, MAX_THREADS), metavar="N",
                         help="llama.cpp threads (default: $HARNESS_THREADS, else 1: robust on a shared 2-core machine)")
+    parser.add_argument("--results-dir", type=Path, default=constants.RESULTS_DIR, metavar="DIR",
+                        help="append to DIR/transcripts/<model>.jsonl (default: results/); an experiment in "
+                             "another folder leaves the committed results alone")
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     parser.set_defaults(func=run)
 
@@ -53,8 +58,9 @@ def run(args) -> int:
             bar.set_description(model_id)
             try:
                 summaries.append(run_model(model_id, scenarios, args.samples, args.seed, bar, sources,
-                                           warn=lambda m: bar.write(f"warning: {m}", file=sys.stderr), threads=args.threads,
-                                           modes=modes))
+                                           results_dir=args.results_dir,
+                                           warn=lambda m: bar.write(f"warning: {m}", file=sys.stderr),
+                                           threads=args.threads, modes=modes))
             except HarnessError as exc:
                 # A missing or drifted model file says how to fetch it; the other models still run.
                 failures.append({"model": model_id, "error": str(exc)})
@@ -72,7 +78,44 @@ def run(args) -> int:
 
 
 def _progress(total: int):
+    if not sys.stderr.isatty():
+        return LineProgress(total)
     from tqdm import tqdm
+    return tqdm(total=total, unit="sample", file=sys.stderr, dynamic_ncols=True)
 
-    return tqdm(total=total, unit="sample", file=sys.stderr, dynamic_ncols=True,
-                disable=None)  # None: no bar when stderr is not a terminal (CI logs stay clean)
+
+class LineProgress:
+    """Progress for a log (CI, a file, a pipe): a bar would be one unreadable line of carriage returns, no
+    output at all leaves an hour-long run looking hung. One plain line per finished sample, with the count,
+    elapsed time and an estimate of what is left."""
+
+    def __init__(self, total: int, stream=None):
+        self.total, self.done, self.model = total, 0, ""
+        self.stream = stream or sys.stderr
+        self.started = time.monotonic()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def set_description(self, model: str) -> None:
+        self.model = model
+
+    def write(self, message: str, file=None) -> None:
+        print(message, file=file or self.stream, flush=True)
+
+    def update(self, n: int = 1) -> None:
+        if n <= 0:
+            return
+        self.done += n
+        elapsed = time.monotonic() - self.started
+        left = ""
+        if self.done < self.total and elapsed > 0:
+            left = f", about {_minutes(elapsed / self.done * (self.total - self.done))} left"
+        self.write(f"harness run: {self.done}/{self.total} samples ({self.model}), {_minutes(elapsed)} elapsed{left}")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
