@@ -2,12 +2,16 @@
 
 Text families write every value as text and small models write numbers as strings ("limit": "10"), so a
 string given for a non-string parameter is read as JSON. Anything else that does not fit the schema is a
-tool error the model can read: a wrong type, a missing required parameter, an unknown parameter. A text value
+tool error the model can read: a wrong type, a missing required parameter, an unknown parameter, and inside
+objects and arrays whatever the rest of the schema says (jsonschema, Draft 2020-12). A text value
 in Python notation (True, None, {'a': 1}) is not read: it stays an error, named, because JSON is what the schema
 and every parser expect (Seed-OSS and MiniCPM 5 templates render past values with Python's str())."""
 
 import ast
 import json
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 from dataclasses import dataclass, field
 
 from harness.families.payloads import Mismatch, load_json
@@ -85,6 +89,17 @@ def _is_python_literal(text: str) -> bool:
     return not isinstance(value, (str, bytes))
 
 
+def _schema_errors(key: str, value, schema: dict) -> list:
+    """What the rest of the schema says about a value of the right type: items, nested properties, required
+    keys, enums, bounds and patterns at any depth, each named by its path inside the parameter."""
+    try:
+        Draft202012Validator.check_schema(schema)     # else a bad keyword value raises mid-validation
+        errors = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path])
+    except SchemaError as exc:
+        return [f"the tool's schema for parameter {key!r} is not valid JSON Schema: {exc.message}"]
+    return [f"parameter {key!r}{''.join(f'[{p!r}]' for p in e.absolute_path)}: {e.message}" for e in errors]
+
+
 def type_arguments(arguments: dict, parameters: dict) -> Typed:
     properties = parameters.get("properties", {}) or {}
     typed = Typed({})
@@ -110,6 +125,10 @@ def type_arguments(arguments: dict, parameters: dict) -> Typed:
             value = int(value)
         if not _fits(value, schema):
             typed.errors.append(f"parameter {key!r} must be {_describe(schema)}, got {json.dumps(value)}")
+            continue
+        nested = _schema_errors(key, value, schema)
+        if nested:
+            typed.errors += nested
             continue
         typed.arguments[key] = value
     for key in parameters.get("required", []) or []:

@@ -96,3 +96,37 @@ def test_text_no_parser_would_read_as_json_stays_text_and_is_an_error(text):
     for key in ("flags", "ratio", "start"):
         typed = type_arguments({"source": "a", "start": 0, key: text}, PARAMS)
         assert not typed.ok and key not in typed.arguments and key not in typed.coerced
+
+
+NESTED = {"type": "object", "properties": {
+    "filters": {"type": "array", "items": {"type": "object", "properties": {
+        "field": {"type": "string", "enum": ["name", "date"]}, "limit": {"type": "integer", "minimum": 1}},
+        "required": ["field"], "additionalProperties": False}},
+    "page": {"type": "integer", "minimum": 1},
+}}
+
+
+def test_nested_values_are_typed_by_the_whole_schema():
+    good = type_arguments({"filters": [{"field": "name", "limit": 3}], "page": 1}, NESTED)
+    assert good.ok and good.arguments == {"filters": [{"field": "name", "limit": 3}], "page": 1}
+    bad = type_arguments({"filters": [{"field": "size"}, {"limit": "3"}, {"field": "date", "x": 1}],
+                          "page": 0}, NESTED)
+    assert not bad.arguments
+    assert bad.errors == [
+        "parameter 'filters'[0]['field']: 'size' is not one of ['name', 'date']",
+        "parameter 'filters'[1]: 'field' is a required property",
+        "parameter 'filters'[1]['limit']: '3' is not of type 'integer'",
+        "parameter 'filters'[2]: Additional properties are not allowed ('x' was unexpected)",
+        "parameter 'page': 0 is less than the minimum of 1",
+    ]
+
+
+def test_a_nested_value_written_as_json_text_is_read_then_checked():
+    typed = type_arguments({"filters": '[{"field": "nope"}]'}, NESTED)
+    assert typed.coerced == ["filters"] and typed.errors == [
+        "parameter 'filters'[0]['field']: 'nope' is not one of ['name', 'date']"]
+
+
+def test_a_broken_tool_schema_is_named_not_raised():
+    typed = type_arguments({"n": 1}, {"type": "object", "properties": {"n": {"type": "integer", "minimum": "x"}}})
+    assert typed.errors and "not valid JSON Schema" in typed.errors[0]
