@@ -6,6 +6,9 @@ from pathlib import Path
 
 import yaml
 
+# Project files nest a few levels; composing and converting recurse once per level.
+MAX_DEPTH = 100
+
 
 @dataclass
 class Located:
@@ -26,17 +29,47 @@ class Located:
         return f"{self.path}:{self.line(*keys)}: {field}"
 
 
-def _convert(node, at, lines):
+def _reject(problem: str, mark) -> None:
+    raise yaml.composer.ComposerError(None, None, problem, mark)
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader without anchors and aliases: no project file uses them, and an alias is how a few lines expand
+    into exponential data (billion laughs) or into a value that contains itself."""
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            _reject(f"aliases (*{event.anchor}) are not allowed; write the value out", event.start_mark)
+        if getattr(event, "anchor", None) is not None:
+            _reject(f"anchors (&{event.anchor}) are not allowed; write the value out", event.start_mark)
+        self.depth = getattr(self, "depth", 0) + 1
+        if self.depth > MAX_DEPTH:
+            _reject(f"nested more than {MAX_DEPTH} levels deep", event.start_mark)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def _convert(node, at, lines, fail):
     lines[at] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         out = {}
         for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                fail(key_node, "a key must be a plain scalar, not a list or mapping")
             key = key_node.value
-            out[key] = _convert(value_node, at + (key,), lines)
+            if key in out:
+                fail(key_node, f"duplicate key {key!r} (first at line {lines[at + (key,)]})")
+            out[key] = _convert(value_node, at + (key,), lines, fail)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_convert(item, at + (i,), lines) for i, item in enumerate(node.value)]
-    return _scalar(node)
+        return [_convert(item, at + (i,), lines, fail) for i, item in enumerate(node.value)]
+    try:
+        return _scalar(node)
+    except (yaml.YAMLError, ValueError, TypeError) as exc:
+        fail(node, f"cannot read this value: {getattr(exc, 'problem', None) or exc}")
 
 
 def _scalar(node):
@@ -51,15 +84,24 @@ def _scalar(node):
 def load_located(path: Path, error_type) -> Located:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise error_type(f"{path}: cannot read: {exc}") from exc
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise error_type(f"{path}:{line}: not UTF-8 (byte {raw[exc.start]:#04x} at offset {exc.start})") from None
+
+    def fail(node, problem):
+        raise error_type(f"{path}:{node.start_mark.line + 1}: {problem}")
+
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+        lines: dict = {}
+        data = _convert(node, (), lines, fail) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else 1
         raise error_type(f"{path}:{line}: invalid YAML: {getattr(exc, 'problem', exc)}") from exc
-    lines: dict = {}
-    data = _convert(node, (), lines) if node is not None else None
     return Located(path, data, lines)

@@ -1,0 +1,61 @@
+"""harness.yaml_source: hostile or broken YAML is an error naming file and line, never a traceback or a hang."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.constants import ROOT, SCENARIOS_DIR
+from harness.errors import ScenarioError
+from harness.yaml_source import load_located
+
+LAUGHS = 'a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n' + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(9))
+
+BAD = [
+    ("recursive-alias", b"a: &a [*a]\n", 1, r"anchors \(&a\) are not allowed"),
+    ("billion-laughs", LAUGHS.encode(), 1, r"anchors \(&a\) are not allowed"),
+    ("alias-of-a-scalar", b"x: 1\ny: *x\n", 2, r"aliases \(\*x\) are not allowed"),
+    ("anchor-alone", b"x: 1\ny: &keep 2\n", 2, r"anchors \(&keep\) are not allowed"),
+    ("merge-key", b"base: {a: 1}\nother:\n  <<: *base\n", 3, r"aliases \(\*base\) are not allowed"),
+    ("complex-key", b"x: 1\n? [a, b]\n: c\n", 2, r"a key must be a plain scalar"),
+    ("mapping-key", b"x: 1\n{a: b}: c\n", 2, r"a key must be a plain scalar"),
+    ("latin-1", b"x: 1\ny: caf\xe9\n", 2, r"not UTF-8 \(byte 0xe9 at offset 11\)"),
+    ("utf-16", "x: 1\n".encode("utf-16"), 1, r"not UTF-8"),
+    ("duplicate-key", b"name: a\nlabel: b\nname: c\n", 3, r"duplicate key 'name' \(first at line 1\)"),
+    ("duplicate-nested-key", b"a:\n  b: 1\n  c: 2\n  b: 3\n", 4, r"duplicate key 'b' \(first at line 2\)"),
+    ("deep-nesting", ("a: " + "[" * 5000 + "]" * 5000 + "\n").encode(), 1, r"nested more than 100 levels"),
+    ("python-tag", b"a: !!python/object:os.system x\n", 1, r"cannot read this value: could not determine"),
+    ("bad-float-tag", b"x: 1\na: !!float abc\n", 2, r"cannot read this value: could not convert"),
+    ("two-documents", b"a: 1\n---\nb: 2\n", 2, r"invalid YAML: but found another document"),
+    ("tab-indent", b"a:\n\tb: 1\n", 2, r"invalid YAML"),
+]
+
+
+@pytest.mark.parametrize("raw, line, message", [case[1:] for case in BAD], ids=[case[0] for case in BAD])
+def test_bad_yaml_is_an_error_naming_file_and_line(tmp_path, raw, line, message):
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(raw)
+    started = time.monotonic()
+    with pytest.raises(ScenarioError, match=rf"^{path}:{line}: .*{message}"):
+        load_located(path, ScenarioError)
+    assert time.monotonic() - started < 1.0
+
+
+def test_values_keep_their_types_and_lines(tmp_path):
+    path = tmp_path / "good.yaml"
+    path.write_text("a:\n  b: [1, {c: d}]\nn: null\nt: true\ns: 'é'\n", encoding="utf-8")
+    doc = load_located(path, ScenarioError)
+    assert doc.data == {"a": {"b": [1, {"c": "d"}]}, "n": None, "t": True, "s": "é"}
+    assert doc.line("a", "b", 1, "c") == 2 and doc.line("t") == 4
+    assert doc.where("s") == f"{path}:5: s"
+
+
+def test_every_project_yaml_file_loads():
+    # No project file uses anchors, duplicate keys or complex keys; the rules above cost them nothing.
+    paths = [*SCENARIOS_DIR.rglob("*.yaml"), *(ROOT / "harness").rglob("*.yaml")]
+    assert len(paths) > 30
+    for path in paths:
+        assert isinstance(load_located(Path(path), ScenarioError).data, (dict, list)), path
