@@ -87,6 +87,8 @@ def _type_calls(out: dict, tools: dict) -> list:
 
 
 def cmd_parse(args) -> int:
+    if args.family:
+        registry.get(args.family)  # an unknown name fails before the template is rendered
     ref = resolve_template(args.template)
     tools = _load_tools(args.tools) if args.tools else None
     kwargs = dict(args.template_kwarg or [])
@@ -147,7 +149,9 @@ def register(sub) -> None:
     p = sub.add_parser("parse", help="parse one raw model reply (stdin) with a family's strict parser",
                        description="Read a raw reply (special tokens as text) on stdin and parse it strictly.")
     p.add_argument("--template", required=True, metavar="PATH_OR_ID", help="the template the reply follows")
-    p.add_argument("--family", choices=registry.names(), help="the family to parse with (default: detected)")
+    # No `choices`: listing them would load every family file to build the parser, so one bad file would break
+    # every command, --help included. registry.get names the known families when the name is wrong.
+    p.add_argument("--family", help="the family to parse with (default: detected; `harness list families`)")
     p.add_argument("--template-kwarg", action="append", type=template_kwarg, metavar="KEY=VALUE",
                    help="a template variable the reply was generated with (VALUE read as JSON when it is JSON); "
                         "repeatable")

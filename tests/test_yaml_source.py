@@ -59,3 +59,30 @@ def test_every_project_yaml_file_loads():
     assert len(paths) > 30
     for path in paths:
         assert isinstance(load_located(Path(path), ScenarioError).data, (dict, list)), path
+
+
+@pytest.fixture
+def bad_family_dir(tmp_path, monkeypatch):
+    """The real family files plus one whose second line breaks YAML, as the registry's folder."""
+    from harness import families as registry
+    for path in registry.HERE.glob("*.yaml"):
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    (tmp_path / "broken.yaml").write_text("name: broken\nlabel: [unclosed\n", encoding="utf-8")
+    monkeypatch.setattr(registry, "HERE", tmp_path)
+    registry.families.cache_clear()
+    yield tmp_path / "broken.yaml"
+    registry.families.cache_clear()
+
+
+def test_one_bad_family_file_breaks_only_the_commands_that_need_families(bad_family_dir, capsys):
+    from harness import cli
+    for argv in (["--help"], ["parse", "--help"], ["detect", "--help"]):
+        with pytest.raises(SystemExit) as done:
+            cli.main(argv)
+        assert done.value.code == 0 and "usage:" in capsys.readouterr().out
+    assert cli.main(["list", "templates", "--json"]) == 0
+    capsys.readouterr()
+    for argv in (["detect", "templates/Qwen-Qwen3-0.6B.jinja"], ["parse", "--template", "x", "--family", "hermes"]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{bad_family_dir}:3: invalid YAML" in err, err
