@@ -6,6 +6,9 @@ import random
 
 import pytest
 
+from harness import families as registry
+from harness.families.base import ToolCall
+from harness.families.reasoning import split_reasoning
 from harness.holdback import StreamHoldback
 
 HERMES = ["<tool_call>"]
@@ -149,3 +152,88 @@ def test_any_chunking_shows_the_same_and_never_a_marker(markers, whole_reply, te
         shown += hold.finish()
         assert shown == want, chunks
         assert hold.call_opened == (want != text)
+
+
+# --- the holdback of each family, against that family's parser --------------------------------------------
+
+
+def _feed_all(hold, chunks):
+    shown = "".join(hold.feed(c) for c in chunks) + hold.finish()
+    return shown, hold
+
+
+def test_a_marker_mentioned_in_reasoning_does_not_stop_the_stream():
+    text = "<think>Should I use <tool_call> here? No.</think>The answer is 5."
+    for chunks in ([text], list(text)):
+        shown, hold = _feed_all(StreamHoldback(HERMES, reasoning=[("<think>", "</think>")]), chunks)
+        assert shown == text and not hold.call_opened
+    call = '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
+    shown, hold = _feed_all(StreamHoldback(HERMES, reasoning=[("<think>", "</think>")]), list(text + call))
+    assert shown == text and hold.withheld == call
+
+
+def test_reasoning_the_prompt_opened_streams_until_its_close_tag():
+    text = "mention <tool_call> in thought</think>Done. <tool_call>{}"
+    hold = StreamHoldback(HERMES, reasoning=[("<think>", "</think>")], prompt="<|im_start|>assistant\n<think>\n")
+    shown, hold = _feed_all(hold, list(text))
+    assert shown == "mention <tool_call> in thought</think>Done. " and hold.withheld == "<tool_call>{}"
+
+
+def test_whole_reply_brace_mid_answer_is_released_and_a_later_marker_still_withheld():
+    llama3 = ["<|python_tag|>", "{"]
+    shown, hold = _feed_all(StreamHoldback(llama3, whole_reply=True), list('Sure: {"a": 1} and the rest.'))
+    assert shown == 'Sure: {"a": 1} and the rest.' and not hold.call_opened
+    shown, hold = _feed_all(StreamHoldback(llama3, whole_reply=True), ["x {", "} <|python_tag|>{}"])
+    assert shown == "x {} " and hold.withheld == "<|python_tag|>{}"
+    shown, hold = _feed_all(StreamHoldback(llama3, whole_reply=True), [" ", '{"name": "f"}'])
+    assert shown == "" and hold.withheld == '{"name": "f"}'
+
+
+def _replies(family):
+    """Replies a family's holdback must handle: calls with and without text, near misses, plain text, braces,
+    and reasoning that mentions each marker, alone and before a call."""
+    call = family.format([ToolCall("get_weather", {"location": "Paris", "days": 3})])
+    texts = [call, family.format([ToolCall("get_time", {})], content="Let me check. "), "The answer is 42.",
+             'Sure: {"a": 1} and {more}.', "  \n", *(m.text for m in family.near_misses)]
+    for open_tag, close_tag in getattr(family.parser, "reasoning", ()):
+        for marker in family.markers:
+            texts += [f"{open_tag}Maybe {marker} then.{close_tag}The answer is 5.",
+                      f"{open_tag}I will use {marker}.{close_tag}\n{call}", f"{open_tag}unclosed {marker}"]
+    return texts
+
+
+def _chunkings(text, rng):
+    yield [text]
+    yield list(text)
+    for _ in range(3):
+        cuts = sorted(rng.sample(range(1, len(text)), k=min(3, len(text) - 1))) if len(text) > 1 else []
+        yield [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+
+
+def _marker_in_body(family, body):
+    stripped = body.lstrip()
+    if family.start_only and any(stripped.startswith(m) for m in family.markers):
+        return True
+    return any(m in body for m in family.markers if len(m) > 1 or not family.start_only)
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_each_familys_holdback_releases_what_its_parser_does_not_read_as_a_call(name):
+    family = registry.get(name)
+    pairs = getattr(family.parser, "reasoning", None)
+    rng = random.Random(name)
+    for text in _replies(family):
+        result = family.parse(text)
+        for chunks in _chunkings(text, rng):
+            shown, hold = _feed_all(StreamHoldback.for_family(family), chunks)
+            # Nothing lost but the whitespace before a call that is the whole reply (withheld starts at the call).
+            gap = text[len(shown):len(text) - len(hold.withheld)]
+            assert text.startswith(shown) and text.endswith(hold.withheld) and not gap.strip(), (chunks, shown)
+            assert not family.parse(shown).calls, (text, shown)  # no call reaches the screen
+            if pairs is None:
+                continue  # message-structured formats (Harmony, Kimi K3, Functionary v3.2): markup opens every part
+            if result.calls:
+                assert result.content in shown and (result.reasoning or "") in shown, (text, shown)
+            _, body, _ = split_reasoning(text, "", pairs)
+            if not _marker_in_body(family, body):
+                assert shown == text, (text, shown)  # text that cannot be a call is released
