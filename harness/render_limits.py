@@ -86,8 +86,10 @@ def weight(value: Any, limit: int, indent: int = 0) -> int:
             children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
             total += 2 + len(children) * (2 + indent * (depth + 1))
             stack.extend((child, depth + 1) for child in children)
+        elif _is_int(item):
+            total += item.bit_length() // 3 + 2  # decimal digits and sign, roughly
         else:
-            total += 24  # a number, a bool, None: bounded by the int digit limit
+            total += 24  # a float, a bool, None
     return total
 
 
