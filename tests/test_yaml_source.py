@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -86,3 +88,17 @@ def test_one_bad_family_file_breaks_only_the_commands_that_need_families(bad_fam
         assert cli.main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"{bad_family_dir}:3: invalid YAML" in err, err
+
+
+def test_a_fresh_process_with_a_bad_family_file_still_answers_help(bad_family_dir):
+    # A new interpreter, so nothing loaded at import time hides behind families already loaded by the tests.
+    script = ("import sys; from pathlib import Path; import harness.families as registry; "
+              f"registry.HERE = Path({str(bad_family_dir.parent)!r}); from harness import cli; "
+              "sys.exit(cli.main(sys.argv[1:]))")
+    run = [sys.executable, "-c", script]
+    ok = subprocess.run([*run, "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert ok.returncode == 0 and "usage: harness" in ok.stdout and not ok.stderr
+    bad = subprocess.run([*run, "detect", "templates/Qwen-Qwen3-0.6B.jinja"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.startswith(f"harness detect: {bad_family_dir}:3: invalid YAML")
+    assert bad.stderr.count("\n") == 1
