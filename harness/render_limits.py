@@ -20,6 +20,7 @@ from contextvars import ContextVar
 from typing import Any, Callable
 
 import jinja2.compiler
+import jinja2.nodes
 import jinja2.sandbox
 
 # `2 ** n` or a product of two huge ints is a single C call that no deadline interrupts, so its size is checked up front.
