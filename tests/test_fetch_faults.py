@@ -11,19 +11,9 @@ import pytest
 
 from harness import constants
 from harness.hub_download import DEADLINE_BASE, DEADLINE_MIN_RATE, download_deadline
-from tests.hub_server import HubServer
-from tests.test_fetch import DATA, FILE, REPO, ROOT, fetch, leftovers, model_entry, run_cli, write_root
-
-
-@pytest.fixture
-def hub():
-    with HubServer() as server:
-        yield server
-
-
-@pytest.fixture
-def cache(tmp_path):
-    return tmp_path / "cache"
+from tests.test_fetch import (  # noqa: F401  (cache and hub are fixtures these tests share)
+    DATA, FILE, REPO, ROOT, cache, fetch, hub, leftovers, model_entry, run_cli, write_root,
+)
 
 
 def test_a_trickling_server_is_cut_off_at_the_deadline(tmp_path, hub, cache, monkeypatch):
