@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "harness.commands_run",
     "harness.commands_report",
     "harness.commands_list",
+    "harness.commands_runtime",
 ]
 
 

@@ -18,7 +18,7 @@ from harness.errors import DownloadError, SourcesError
 from harness.fetch import extract_chat_template
 from harness.gguf_header import read_gguf_metadata
 from harness.hub_download import store_verified
-from harness.sources import _ID, dump_sources, load_sources, write_sources
+from harness.sources import ID_PATTERN, dump_sources, load_sources, write_sources
 
 
 def template_entry(tid: str, data: bytes, *, origin: str, repo: str | None = None, repo_basis: str | None = None,
@@ -69,7 +69,7 @@ def _token_text(value):
 
 def pin_template(tid: str, path: Path, *, origin: str | None = None, force: bool = False,
                  variant: str | None = None, **provenance) -> dict:
-    if not _ID.match(tid):
+    if not ID_PATTERN.match(tid):
         raise SourcesError(f"template id {tid!r} must be letters, digits, '.', '_' or '-', starting with a letter "
                            f"or digit")
     data, found = read_template_source(path, variant)

@@ -382,8 +382,25 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
         from harness.heatmap import draw_heatmap
 
         written.append(str(draw_heatmap(collected.samples, results_dir / "heatmap.png")))
+    written += _write_agreement(results_dir, collected.warnings)
     return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped,
             "models": json_summary(collected)}
+
+
+def _write_agreement(results_dir: Path, warnings: list) -> list:
+    """results/runtime-agreement.md from results/runtimes/*.jsonl (harness runtime-check), when there are any."""
+    from harness.runtime_agreement import agreement_markdown, read_records
+
+    records = []
+    for path in sorted((results_dir / "runtimes").glob("*.jsonl")):
+        found, problems = read_records(path)
+        records += found
+        warnings += problems
+    if not records:
+        return []
+    out = results_dir / "runtime-agreement.md"
+    out.write_text(agreement_markdown(records), encoding="utf-8")
+    return [str(out)]
 
 
 def json_summary(collected: Collected) -> dict:

@@ -24,7 +24,7 @@ from harness.scenarios import MODES, valid_modes
 SOURCES_VERSION = 1
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _REVISION = re.compile(r"^[0-9a-f]{40}$")
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 SOURCE_KINDS = {"hub", "pypi"}
 
 # Field order of each entry in sources.json; dump_sources writes them in this order so the file stays stable.
@@ -181,7 +181,7 @@ def _type_names(types) -> str:
 
 def _parse_template(raw, index: int, root: Path) -> TemplatePin:
     e = _Entry(f"templates[{index}]", raw, TEMPLATE_FIELDS)
-    tid = e.get("id", str, pattern=_ID)
+    tid = e.get("id", str, pattern=ID_PATTERN)
     e.where = f"template {tid!r}"
     hub = e.get("hub", dict, nullable=True)
     if hub is not None:
@@ -217,7 +217,7 @@ def _parse_source(where: str, raw) -> dict:
 
 def _parse_model(raw, index: int, template_ids) -> ModelPin:
     e = _Entry(f"models[{index}]", raw, MODEL_FIELDS)
-    mid = e.get("id", str, pattern=_ID)
+    mid = e.get("id", str, pattern=ID_PATTERN)
     e.where = f"model {mid!r}"
     sources = e.get("sources", list)
     if not sources:
@@ -233,7 +233,7 @@ def _parse_model(raw, index: int, template_ids) -> ModelPin:
     if stand_in is not None and stand_in not in template_ids:
         raise SourcesError(f"{e.where}: field 'stand_in_template' names {stand_in!r}, which is not a pinned template")
     # The family is a name from harness/families; that registry checks it where it is used.
-    family = e.get("family", str, nullable=True, pattern=_ID)
+    family = e.get("family", str, nullable=True, pattern=ID_PATTERN)
     modes = e.get("modes", list, required=False, nullable=True)
     if modes is not None and not valid_modes(modes):
         raise SourcesError(f"{e.where}: field 'modes' must be a non-empty list of distinct modes from "
@@ -248,7 +248,7 @@ def _parse_model(raw, index: int, template_ids) -> ModelPin:
 
 def _parse_archive(raw, index: int) -> ArchivePin:
     e = _Entry(f"archives[{index}]", raw, ARCHIVE_FIELDS)
-    aid = e.get("id", str, pattern=_ID)
+    aid = e.get("id", str, pattern=ID_PATTERN)
     e.where = f"archive {aid!r}"
     filename, extract = e.get("filename", str), e.get("extract", str)
     # Both are used as paths: a name with a folder in it, or a folder climbing out, could write anywhere.

@@ -1,0 +1,187 @@
+"""An OpenAI-compatible server as a backend: /v1/completions for the strict path, /v1/chat/completions for the
+runtime's own path, over the standard library's HTTP client.
+
+Scale-out: several endpoints (replicas of one served model) are used in turn, each with at most `in_flight`
+requests open at once; a request that fails for a reason worth retrying (connection refused or reset, 429,
+5xx, a timeout) is retried on the next endpoint after an exponential backoff, until `retries` are spent or its
+deadline passes. Anything else (a 4xx that says the request is wrong) fails at once with the server's words."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+
+from harness.decoding import Generation, Timings
+from harness.errors import GenerationError
+
+RETRY_STATUSES = {408, 429, 500, 502, 503, 504}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    url: str            # the server's base URL, e.g. http://127.0.0.1:8080 (with or without /v1)
+    served_model: str   # the "model" field the server expects
+
+    def route(self, path: str) -> str:
+        base = self.url.rstrip("/")
+        return f"{base}{path}" if base.endswith("/v1") else f"{base}/v1{path}"
+
+
+@dataclass
+class RuntimeReply:
+    """What the runtime returned for a conversation: its own parse of the model's reply."""
+    content: str | None
+    tool_calls: list            # [{"name", "arguments" (the string the runtime sent)}]
+    reasoning: str | None
+    finish_reason: str | None
+    prompt_tokens: int | None
+    raw: dict = field(repr=False, default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"content": self.content, "tool_calls": self.tool_calls, "reasoning": self.reasoning,
+                "finish_reason": self.finish_reason, "prompt_tokens": self.prompt_tokens}
+
+
+class ServerError(GenerationError):
+    def __init__(self, message: str, retry: bool):
+        super().__init__(message)
+        self.retry = retry
+
+
+class OpenAIBackend:
+    def __init__(self, endpoints: list, *, in_flight: int = 1, retries: int = 3, backoff: float = 0.5,
+                 timeout: float = 180.0):
+        if not endpoints:
+            raise ValueError("an OpenAI backend needs at least one endpoint")
+        self.endpoints = list(endpoints)
+        self.retries, self.backoff, self.timeout = retries, backoff, timeout
+        self._slots = {e: threading.BoundedSemaphore(in_flight) for e in self.endpoints}
+        self._turn = itertools.cycle(self.endpoints)
+        self._lock = threading.Lock()
+
+    # --- the two paths ------------------------------------------------------------------------------------
+
+    def complete(self, chat, prompt: str, sampling: dict, seed: int, grammar=None) -> Generation:
+        """The strict path: the harness's own rendered prompt, raw text back (as the server detokenizes it)."""
+        if grammar is not None:
+            raise GenerationError("the openai backend runs native mode only: a lazy grammar needs the sampler "
+                                  "in this process (use the embedded backend for grammar and fallback)")
+        body = {"prompt": prompt, "seed": seed, **_sampling(sampling)}
+        started = time.monotonic()
+        answer, endpoint = self._post("/completions", body)
+        choice = _first_choice(answer, endpoint)
+        usage = answer.get("usage") or {}
+        seconds = time.monotonic() - started
+        completion = usage.get("completion_tokens") or 0
+        return Generation(text=choice.get("text") or "", tokens=[], prompt_tokens=usage.get("prompt_tokens") or 0,
+                          completion_tokens=completion, finish_reason=_finish(choice.get("finish_reason")),
+                          timings=Timings(seconds, 0.0, completion / seconds if seconds else 0.0), seed=seed)
+
+    def chat(self, messages: list, tools: list | None, sampling: dict, seed: int,
+             template_kwargs: dict | None = None) -> RuntimeReply:
+        """The runtime path: messages and tools as an app sends them; the runtime renders and parses."""
+        body = {"messages": wire_messages(messages), "seed": seed, **_sampling(sampling)}
+        if tools:
+            body["tools"] = tools
+        if template_kwargs:
+            body["chat_template_kwargs"] = template_kwargs      # llama-server and vLLM read it; others ignore it
+        answer, endpoint = self._post("/chat/completions", body)
+        choice = _first_choice(answer, endpoint)
+        message = choice.get("message") or {}
+        calls = [{"name": (c.get("function") or {}).get("name"), "arguments": (c.get("function") or {}).get("arguments")}
+                 for c in message.get("tool_calls") or []]
+        return RuntimeReply(content=message.get("content"), tool_calls=calls,
+                            reasoning=message.get("reasoning_content"), finish_reason=choice.get("finish_reason"),
+                            prompt_tokens=(answer.get("usage") or {}).get("prompt_tokens"), raw=answer)
+
+    def describe(self) -> dict:
+        return {"backend": "openai", "endpoints": [e.url for e in self.endpoints],
+                "served_model": self.endpoints[0].served_model}
+
+    # --- transport ----------------------------------------------------------------------------------------
+
+    def _post(self, path: str, body: dict) -> tuple:
+        deadline = time.monotonic() + self.timeout
+        last = None
+        for attempt in range(self.retries + 1):
+            with self._lock:
+                endpoint = next(self._turn)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                with self._slots[endpoint]:
+                    return _post_json(endpoint.route(path), {"model": endpoint.served_model, **body}, left), endpoint
+            except ServerError as exc:
+                if not exc.retry:
+                    raise
+                last = exc
+            pause = self.backoff * 2 ** attempt
+            if time.monotonic() + pause >= deadline:
+                break
+            time.sleep(pause)
+        raise GenerationError(f"{path}: no answer after {attempt + 1} attempt(s) within {self.timeout:g} s: {last}")
+
+
+def _post_json(url: str, body: dict, timeout: float) -> dict:
+    data = json.dumps(body).encode("utf-8")
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            payload = response.read()
+    except urllib.error.HTTPError as exc:
+        said = exc.read()[:500].decode("utf-8", "replace")
+        raise ServerError(f"{url}: HTTP {exc.code}: {said}", retry=exc.code in RETRY_STATUSES) from None
+    except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ServerError(f"{url}: {reason}", retry=True) from None
+    try:
+        answer = json.loads(payload)
+    except ValueError:
+        raise ServerError(f"{url}: the answer is not JSON: {payload[:200]!r}", retry=False) from None
+    if not isinstance(answer, dict):
+        raise ServerError(f"{url}: the answer is not a JSON object", retry=False)
+    return answer
+
+
+def wire_messages(messages: list) -> list:
+    """Messages as the OpenAI API carries them. Templates take a call's arguments as a mapping (the harness
+    keeps them so); on the wire they are a JSON string."""
+    out = []
+    for message in messages:
+        message = dict(message)
+        if message.get("tool_calls"):
+            message["tool_calls"] = [
+                {**call, "function": {**call["function"], "arguments": _json_text(call["function"].get("arguments"))}}
+                for call in message["tool_calls"]]
+        out.append(message)
+    return out
+
+
+def _json_text(arguments) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+
+
+def _first_choice(answer: dict, endpoint: Endpoint) -> dict:
+    choices = answer.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise GenerationError(f"{endpoint.url}: the answer has no choices: {json.dumps(answer)[:200]}")
+    return choices[0]
+
+
+def _sampling(sampling: dict) -> dict:
+    # llama-server and llama-cpp-python read top_k, min_p and repeat_penalty beside the OpenAI fields.
+    keys = ("max_tokens", "temperature", "top_p", "top_k", "min_p", "repeat_penalty")
+    return {k: sampling[k] for k in keys if k in sampling}
+
+
+def _finish(reason) -> str:
+    # OpenAI's "stop" covers an end-of-generation token and a stop string alike; ours are told apart only in
+    # process, so a server's "stop" is ours.
+    return "length" if reason == "length" else "stop"

@@ -1,0 +1,180 @@
+"""Runtime agreement: does a runtime read what the model writes the way the strict parser does?
+
+For each scenario's opening conversation and seed, the same server is asked twice, greedy, same seed:
+- strict path: the harness renders the prompt with the pinned template, asks /v1/completions for the raw text,
+  and parses it with the template's family;
+- runtime path: the conversation and tools go to /v1/chat/completions; the runtime renders, generates and
+  parses, and its tool_calls/content/reasoning are recorded as returned.
+Both answers go to results/runtimes/<runtime>.jsonl (append-only, fsynced: a run killed halfway resumes), and
+each pair gets one label:
+
+  agree                        the same calls (name and arguments), or no call on either side
+  prompts-differ               the two prompts are not the same length in tokens: the runtime rendered the
+                               conversation differently, so the replies are not comparable (checked first)
+  runtime-forgave:<deviation>  the strict parser rejected the reply with that named deviation; the runtime
+                               returned a call anyway
+  runtime-dropped-call         the strict parser read a call; the runtime returned none
+  runtime-invalid-arguments    the runtime returned a call whose arguments are not a JSON object, or are empty
+                               where the strict parser read some
+  calls-differ                 both read calls, not the same ones
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from harness.scoring import parse_reply
+from harness.tool_loop import opening_messages, render_prompt
+from harness.transcripts import TranscriptWriter, now
+
+KIND = "runtime-check"
+LABELS = ("agree", "prompts-differ", "runtime-forgave", "runtime-dropped-call", "runtime-invalid-arguments",
+          "calls-differ")
+
+
+def classify(strict, strict_prompt_tokens: int | None, runtime) -> tuple:
+    """(label, detail) for one pair: `strict` a ParseResult, `runtime` a RuntimeReply."""
+    if strict_prompt_tokens and runtime.prompt_tokens and strict_prompt_tokens != runtime.prompt_tokens:
+        return "prompts-differ", f"strict prompt {strict_prompt_tokens} tokens, runtime's {runtime.prompt_tokens}"
+    runtime_calls, invalid = [], []
+    for call in runtime.tool_calls:
+        arguments = _arguments(call.get("arguments"))
+        if arguments is None:
+            invalid.append(f"{call.get('name')}: arguments {call.get('arguments')!r} are not a JSON object")
+        runtime_calls.append((call.get("name"), arguments))
+    strict_calls = [(c.name, c.arguments) for c in strict.calls] if strict.accepted else []
+    if invalid:
+        return "runtime-invalid-arguments", "; ".join(invalid)
+    if strict_calls and not runtime_calls:
+        return "runtime-dropped-call", f"strict read {', '.join(n for n, _ in strict_calls)}; the runtime returned text"
+    if not strict_calls and runtime_calls:
+        reason = strict.deviation or "text"
+        return f"runtime-forgave:{reason}", f"strict: {strict.detail or 'no call'}; runtime: " + \
+            ", ".join(n or "?" for n, _ in runtime_calls)
+    if strict_calls != runtime_calls:
+        emptied = [n for (n, a), (_, b) in zip(strict_calls, runtime_calls) if a and b == {}]
+        if emptied and len(strict_calls) == len(runtime_calls):
+            return "runtime-invalid-arguments", f"the runtime emptied the arguments of {', '.join(emptied)}"
+        return "calls-differ", f"strict {strict_calls}; runtime {runtime_calls}"
+    return "agree", None
+
+
+def _arguments(text):
+    if isinstance(text, dict):
+        return text
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def greedy(sampling: dict) -> dict:
+    return {**sampling, "temperature": 0.0}
+
+
+def check_one(backend, chat, scenario, seed: int, template_id: str) -> dict:
+    messages = opening_messages(scenario) + [{"role": "user", "content": scenario.turns[0].user}]
+    prompt = render_prompt(chat, scenario, messages)
+    sampling = greedy(scenario.sampling)
+    generation = backend.complete(chat, prompt, sampling, seed)
+    strict = parse_reply(chat.family, generation.text, prompt)
+    runtime = backend.chat(messages, scenario.tool_schemas() or None, sampling, seed, chat.template_kwargs)
+    label, detail = classify(strict, generation.prompt_tokens, runtime)
+    return {"kind": KIND, "scenario": {"name": scenario.name, "hash": scenario.hash}, "seed": seed,
+            "template": {"id": template_id, "sha256": hashlib.sha256(chat.template.encode()).hexdigest()},
+            "family": chat.family, "sampling": sampling, "template_kwargs": chat.template_kwargs,
+            "strict": {"prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(),
+                       "prompt_tokens": generation.prompt_tokens, "reply": generation.text,
+                       "finish_reason": generation.finish_reason, "parse": strict.to_json()},
+            "runtime_reply": runtime.to_json(), "label": label, "detail": detail, "recorded": now()}
+
+
+def key(record: dict) -> tuple:
+    return (record["runtime"], record["served_model"], record["template"]["sha256"], record["scenario"]["hash"],
+            record["seed"])
+
+
+def run_checks(backend, chat, template_id: str, runtime: str, scenarios, samples: int, base_seed: int, path,
+               done: set, workers: int = 1, progress=None) -> list:
+    """Check every (scenario, seed) not in `done`, `workers` at a time; each record is written as it lands."""
+    template_sha = hashlib.sha256(chat.template.encode()).hexdigest()
+    served = backend.describe()["served_model"]
+    todo = [(s, base_seed + i) for s in scenarios for i in range(samples or s.samples)
+            if (runtime, served, template_sha, s.hash, base_seed + i) not in done]
+    lock, records = threading.Lock(), []
+
+    def one(item):
+        scenario, seed = item
+        record = {"runtime": runtime, "served_model": served, "endpoints": backend.describe()["endpoints"],
+                  **check_one(backend, chat, scenario, seed, template_id)}
+        with lock:
+            writer.append(record)
+            records.append(record)
+            if progress is not None:
+                progress(record)
+
+    with TranscriptWriter(path) as writer, ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for future in [pool.submit(one, item) for item in todo]:
+            future.result()          # the first failure stops the run; what landed stays on disk
+    return records
+
+
+def label_family(label: str) -> str:
+    return label.split(":", 1)[0]
+
+
+def agreement_table(records: list) -> list:
+    """Rows per (runtime, served model, template): how many pairs got each label."""
+    rows: dict = {}
+    for r in records:
+        row = rows.setdefault((r["runtime"], r["served_model"], r["template"]["id"]),
+                              {"runtime": r["runtime"], "served_model": r["served_model"],
+                               "template": r["template"]["id"], "pairs": 0, **{k: 0 for k in LABELS},
+                               "forgiven": {}})
+        row["pairs"] += 1
+        row[label_family(r["label"])] += 1
+        if r["label"].startswith("runtime-forgave:"):
+            name = r["label"].split(":", 1)[1]
+            row["forgiven"][name] = row["forgiven"].get(name, 0) + 1
+    return [rows[k] for k in sorted(rows)]
+
+
+def read_records(path) -> tuple:
+    """(records, problems) of one runtimes file; a torn last line (a killed run) is a problem, not a crash."""
+    records, problems = [], []
+    if not path.is_file():
+        return records, problems
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            problems.append(f"{path}:{number}: not a JSON line (a run killed while writing?)")
+            continue
+        if not isinstance(record, dict) or record.get("kind") != KIND:
+            problems.append(f"{path}:{number}: not a {KIND} record")
+            continue
+        records.append(record)
+    return records, problems
+
+
+def agreement_markdown(records: list) -> str:
+    lines = ["# Runtime agreement", "",
+             "The same conversation and seed, greedy, through the harness's strict path (its own render, raw "
+             "/v1/completions text, the family's strict parser) and the runtime's own path (/v1/chat/completions "
+             "with tools). Labels are defined in harness/runtime_agreement.py.", "",
+             "| runtime | served model | template | pairs | " + " | ".join(LABELS) + " | deviations forgiven |",
+             "|---|---|---|---:|" + "---:|" * len(LABELS) + "---|"]
+    for row in agreement_table(records):
+        forgiven = ", ".join(f"`{k}` ×{v}" for k, v in sorted(row["forgiven"].items())) or "–"
+        lines.append(f"| {row['runtime']} | {row['served_model']} | {row['template']} | {row['pairs']} | "
+                     + " | ".join(str(row[k]) for k in LABELS) + f" | {forgiven} |")
+    lines += ["", "## Pairs that disagree", ""]
+    for r in sorted(records, key=lambda r: (r["runtime"], r["served_model"], r["scenario"]["name"], r["seed"])):
+        if r["label"] != "agree":
+            lines.append(f"- {r['runtime']} / {r['served_model']} / {r['scenario']['name']} seed {r['seed']}: "
+                         f"`{r['label']}` — {r['detail']}")
+    return "\n".join(lines) + "\n"
