@@ -365,9 +365,9 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     results_dir = Path(results_dir or constants.RESULTS_DIR)
     collected = collect(results_dir, scenarios_dir)
     sources = load_sources()
-    written = []
+    written = _write_agreement(results_dir, collected.warnings)
     if collected.samples.empty:
-        return {"written": [], "warnings": collected.warnings, "skipped": collected.skipped, "models": {}}
+        return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped, "models": {}}
     for model, group in collected.samples.groupby("model", sort=True):
         path = results_dir / f"{model}.md"
         path.write_text(model_markdown(model, group, collected, sources), encoding="utf-8")
@@ -382,7 +382,6 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
         from harness.heatmap import draw_heatmap
 
         written.append(str(draw_heatmap(collected.samples, results_dir / "heatmap.png")))
-    written += _write_agreement(results_dir, collected.warnings)
     return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped,
             "models": json_summary(collected)}
 
