@@ -16,8 +16,18 @@ def register(subparsers) -> None:
         "run", help="run scenarios on models and append every sample to results/transcripts/<model>.jsonl",
         description="Run the scenario matrix on local models in modes native, grammar and/or fallback. Samples already in the transcript are skipped, so a killed run resumes. "
                     "Then `harness report` builds the tables.")
-    parser.add_argument("--model", action="append", metavar="ID",
-                        help="model id from sources.json (repeatable; default: the models marked default)")
+    parser.add_argument("--model", action="append", metavar="ID_OR_GGUF",
+                        help="model id from sources.json, or the path of an unpinned .gguf file (its SHA-256 is "
+                             "recorded) (repeatable; default: the models marked default)")
+    parser.add_argument("--template", metavar="PATH_OR_ID",
+                        help="the template of a served model (--endpoint), or of an unpinned GGUF that embeds none")
+    parser.add_argument("--endpoint", action="append", metavar="URL",
+                        help="drive a model behind an OpenAI-compatible server instead (repeatable: replicas); "
+                             "needs --served-model and --template; native mode only (strict path: our render, "
+                             "the server's raw /v1/completions text, our parser)")
+    parser.add_argument("--served-model", metavar="NAME", help="the model name the server expects")
+    parser.add_argument("--in-flight", type=int_argument(1, 256), default=1, metavar="N",
+                        help="with --endpoint: requests open at once per endpoint (samples run side by side)")
     parser.add_argument("--scenario", action="append", metavar="NAME",
                         help="scenario name from scenarios/*.yaml (repeatable; default: all)")
     parser.add_argument("--samples", type=int_argument(1, MAX_SAMPLES), metavar="N",
@@ -46,12 +56,17 @@ def run(args) -> int:
     if args.threads is None:
         constants.check_env("HARNESS_THREADS")  # before any model is loaded, not after the first one
     sources = load_sources()
-    models = args.model or [m.id for m in sources.default_models()]
-    for model_id in models:
-        sources.model(model_id)  # unknown ids fail before any work
     modes = parse_modes(args.mode) or None  # None: each scenario's, else each model's (runner.modes_for)
     scenarios = load_scenarios(names=args.scenario)
-    total = sum(planned_count(scenarios, args.samples, sources.model(m).modes, modes) for m in models)
+    pinned = [m for m in args.model or () if not m.endswith(".gguf")]
+    if not args.model and not args.endpoint:
+        pinned = [m.id for m in sources.default_models()]
+    for model_id in pinned:
+        sources.model(model_id)  # unknown ids fail before any work
+    opened = _opened_models(args, sources, modes)
+    models = pinned + [m.id for m in opened]
+    by_id = {m.id: m for m in opened}
+    total = sum(planned_count(scenarios, args.samples, _default_modes(m, by_id, sources), modes) for m in models)
     summaries, failures = [], []
     with _progress(total) as bar:
         for model_id in models:
@@ -60,7 +75,7 @@ def run(args) -> int:
                 summaries.append(run_model(model_id, scenarios, args.samples, args.seed, bar, sources,
                                            results_dir=args.results_dir,
                                            warn=lambda m: bar.write(f"warning: {m}", file=sys.stderr),
-                                           threads=args.threads, modes=modes))
+                                           threads=args.threads, modes=modes, model=by_id.get(model_id)))
             except HarnessError as exc:
                 # A missing or drifted model file says how to fetch it; the other models still run.
                 failures.append({"model": model_id, "error": str(exc)})
@@ -75,6 +90,30 @@ def run(args) -> int:
         if summaries:
             print("next: harness report")
     return 1 if failures else 0
+
+
+def _default_modes(model_id, opened, sources):
+    if model_id in opened and opened[model_id].generate_fn is not None:
+        return ("native",)                  # as runner.run_model decides for a served model
+    return getattr(sources.models.get(model_id), "modes", None)
+
+
+def _opened_models(args, sources, modes) -> list:
+    """Models that are not pins: a served model (--endpoint) or unpinned GGUF files (--model path.gguf)."""
+    from harness.runner import open_endpoint, open_gguf
+
+    if args.endpoint:
+        from harness.backends import Endpoint, OpenAIBackend
+        if not args.served_model or not args.template:
+            raise HarnessError("--endpoint needs --served-model NAME and --template PATH_OR_ID")
+        if modes and set(modes) != {"native"}:
+            raise HarnessError("--endpoint runs native mode only: grammar and fallback need the sampler in "
+                               "this process")
+        backend = OpenAIBackend([Endpoint(url, args.served_model) for url in args.endpoint],
+                                in_flight=args.in_flight)
+        return [open_endpoint(backend, args.served_model, args.template, parallel=args.in_flight * len(args.endpoint))]
+    files = [m for m in args.model or () if m.endswith(".gguf")]
+    return [open_gguf(Path(f), args.template, args.threads) for f in files]
 
 
 def _progress(total: int):

@@ -3,12 +3,17 @@ model's transcript as soon as it finishes. Samples already recorded (same model 
 sample index and seed) are skipped, so a killed run resumes where it stopped."""
 
 import hashlib
+import re
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from harness import constants
 from harness import detect as detection
 from harness.scoring import score_sample
+from harness.errors import SourcesError
 from harness.sources import load_sources, model_path
 from harness.modes import grammar_plan
 from harness.tool_loop import Chat, first_prompt, run_sample, step_seed, template_kwargs_for
@@ -45,6 +50,9 @@ class OpenModel:
     template_source: str     # "gguf", "sources.json:<id>" or "llama.cpp-default-chatml"
     template_id: str | None  # the official template sources.json expects this model to carry
     detection: object
+    # None: generate in this process (chat.llm); else a backend's complete() (a served model).
+    generate_fn: object = None
+    parallel: int = 1        # samples run side by side (a served model's requests in flight)
 
 
 def _token_text(llm, token: int) -> str:
@@ -56,27 +64,72 @@ def _token_text(llm, token: int) -> str:
 def open_model(model_id: str, sources=None, threads: int | None = None) -> OpenModel:
     """Load a verified model file and decide how it is driven: its embedded template, its special tokens
     and the family detected from that template (mode native, setting auto)."""
-    from harness.generate import load_model
-    from harness.sources import resolve_template
-
     sources = sources or load_sources()
     pin = sources.model(model_id)
-    path = model_path(model_id, sources)
+    llm = _load(model_path(model_id, sources), threads)
+    return _driven(llm, model_id, pin.sha256, pin.filename, pin.template or pin.stand_in_template, pin.template,
+                   sources)
+
+
+def open_gguf(path, template: str | None = None, threads: int | None = None) -> OpenModel:
+    """An unpinned local GGUF (`harness run --model path.gguf`): its SHA-256 is computed and recorded, its id
+    is its file name; `template` (a pinned id or a .jinja path) stands in when the file embeds none."""
+    from harness.sources import file_digest
+
+    path = Path(path)
+    if not path.is_file():
+        raise SourcesError(f"{path}: no such model file")
+    _, sha256 = file_digest(path)
+    model_id = served_id(path.stem)
+    return _driven(_load(path, threads), model_id, sha256, path.name, template, None, load_sources())
+
+
+def open_endpoint(backend, served_model: str, template: str, parallel: int = 1) -> OpenModel:
+    """A model behind an OpenAI-compatible server, driven on the strict path: our render of `template`, the
+    server's raw completion, our parser. The weights are the server's: no file hash, "served" instead."""
+    from harness.sources import resolve_template
+
+    ref = resolve_template(template)
+    kwargs = template_kwargs_for(ref.text)
+    bos, eos = ref.bos_token or "", ref.eos_token or ""
+    found = detection.detect(ref.text, bos, eos, **kwargs)
+    chat = Chat(None, ref.text, bos, eos, found.family, kwargs)
+    source = f"sources.json:{ref.id}" if ref.entry else str(ref.path)
+    return OpenModel(served_id(served_model), "served", ", ".join(backend.describe()["endpoints"]), chat, source,
+                     ref.id if ref.entry else None, found, generate_fn=backend.complete, parallel=parallel)
+
+
+def served_id(name: str) -> str:
+    """A model name as a transcript id (it names a file): "Qwen/Qwen3-8B" -> "Qwen--Qwen3-8B"."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "--", name).strip("-.")
+    if not cleaned:
+        raise SourcesError(f"model name {name!r} has nothing a file name can keep")
+    return cleaned
+
+
+def _load(path, threads):
+    from harness.generate import load_model
+
     if threads is None:
         constants.check_env("HARNESS_THREADS")
-    llm = load_model(path, n_ctx=N_CTX, n_threads=threads or constants.HARNESS_THREADS or DEFAULT_THREADS)
+    return load_model(path, n_ctx=N_CTX, n_threads=threads or constants.HARNESS_THREADS or DEFAULT_THREADS)
+
+
+def _driven(llm, model_id, sha256, filename, fallback, pinned_template, sources) -> OpenModel:
+    from harness.sources import resolve_template
+
     template = llm.metadata.get("tokenizer.chat_template")
     source = "gguf"
-    fallback = pin.template or pin.stand_in_template
     if not template and fallback:
-        template, source = resolve_template(fallback, sources).text, f"sources.json:{fallback}"
+        ref = resolve_template(fallback, sources)
+        template, source = ref.text, f"sources.json:{ref.id}" if ref.entry else str(ref.path)
     elif not template:
         template, source = LLAMA_CPP_CHATML, "llama.cpp-default-chatml"
     bos, eos = _token_text(llm, llm.token_bos()), _token_text(llm, llm.token_eos())
     kwargs = template_kwargs_for(template)
     found = detection.detect(template, bos, eos, **kwargs)
     chat = Chat(llm, template, bos, eos, found.family, kwargs)
-    return OpenModel(model_id, pin.sha256, pin.filename, chat, source, pin.template, found)
+    return OpenModel(model_id, sha256, filename, chat, source, pinned_template, found)
 
 
 def model_record(model: OpenModel) -> dict:
@@ -148,17 +201,23 @@ def pending(model_id: str, sha256: str, scenarios, samples: int | None, base_see
 def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, progress=None, sources=None,
               results_dir=None, warn=print, threads: int | None = None, model: OpenModel | None = None,
               modes=None) -> dict:
-    """Run every pending sample of one model (opened here unless `model` is already open). Returns a
-    summary: counts and wall time."""
+    """Run every pending sample of one model (opened here unless `model` is already open: an unpinned GGUF or
+    a served model, which have no pin). Returns a summary: counts and wall time."""
     sources = sources or load_sources()
-    pin = sources.model(model_id)
+    if model is None:
+        pin = sources.model(model_id)
+        sha256, model_modes = pin.sha256, pin.modes
+    else:
+        # A served model runs native only (the backend holds no grammar), whatever its pin would choose.
+        pinned_modes = getattr(sources.models.get(model_id), "modes", None)
+        sha256, model_modes = model.sha256, (("native",) if model.generate_fn else pinned_modes)
     path = transcript_path(model_id, results_dir)
     existing = read_transcript(path)
     for message in existing.warnings:
         warn(message)
-    work = pending(model_id, pin.sha256, scenarios, samples, base_seed, existing.done(), modes, pin.modes)
+    work = pending(model_id, sha256, scenarios, samples, base_seed, existing.done(), modes, model_modes)
     total = sum(len(todo) for _, _, todo in work)
-    skipped = planned_count(scenarios, samples, pin.modes, modes) - total
+    skipped = planned_count(scenarios, samples, model_modes, modes) - total
     summary = {"model": model_id, "transcript": str(path), "ran": 0, "skipped": skipped, "seconds": 0.0,
                "errors": 0, "family": None}
     if progress is not None:
@@ -168,6 +227,7 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
     started = time.monotonic()
     model = model or open_model(model_id, sources, threads)
     summary["family"] = model.chat.family
+    lock = threading.Lock()      # samples of a served model land from several threads
     with TranscriptWriter(path) as writer:
         for message in writer.warnings:
             warn(message)
@@ -180,22 +240,35 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
             plan = grammar_plan(model.chat.family, scenario) if mode != "native" else None
             # Native and fallback samples open with a native attempt, written in one batch; grammar samples
             # go one by one (the batch's sampler chains hold no GrammarGate).
-            firsts = _first_steps(model, scenario, todo, base_seed) if mode != "grammar" else [None] * len(todo)
+            batched = mode != "grammar" and model.generate_fn is None   # a server batches on its own
+            firsts = _first_steps(model, scenario, todo, base_seed) if batched else [None] * len(todo)
             batch = None
             if any(firsts):
                 batch = {"size": len(todo), "seconds": round(time.monotonic() - clock, 3)}
             # A sample's time: its own steps plus its share of the batched first step.
             share = batch["seconds"] / batch["size"] if batch else 0.0
-            for index, first in zip(todo, firsts):
+
+            def one(index, first):
                 seed = sample_seed(base_seed, index)
                 began, clock = now(), time.monotonic()
-                result = run_sample(model.chat, scenario, seed, first=first, mode=mode, plan=plan)
+                result = run_sample(model.chat, scenario, seed, first=first, mode=mode, plan=plan,
+                                    generate_fn=model.generate_fn)
                 seconds = time.monotonic() - clock + share
-                writer.append(sample_record(model, scenario, index, seed, result, began, seconds, batch, mode, plan))
-                summary["ran"] += 1
-                summary["errors"] += bool(result["error"])
-                if progress is not None:
-                    progress.update(1)
+                record = sample_record(model, scenario, index, seed, result, began, seconds, batch, mode, plan)
+                with lock:
+                    writer.append(record)
+                    summary["ran"] += 1
+                    summary["errors"] += bool(result["error"])
+                    if progress is not None:
+                        progress.update(1)
+
+            if model.parallel == 1:
+                for index, first in zip(todo, firsts):
+                    one(index, first)
+                continue
+            with ThreadPoolExecutor(max_workers=model.parallel) as pool:
+                for future in [pool.submit(one, i, f) for i, f in zip(todo, firsts)]:
+                    future.result()
     summary["seconds"] = round(time.monotonic() - started, 1)
     return summary
 
