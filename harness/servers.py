@@ -85,9 +85,10 @@ class LocalServer:
                  stop_grace: float = 10.0):
         if kind not in KINDS:
             raise ValueError(f"unknown server kind {kind!r}; known: {', '.join(KINDS)}")
-        if parallel < 1 or (kind == "llama-cpp-python" and parallel != 1):
-            raise ValueError(f"parallel={parallel}: llama-cpp-python's server answers one request at a time"
-                             if kind == "llama-cpp-python" else f"parallel={parallel} must be at least 1")
+        if parallel < 1:
+            raise ValueError(f"parallel={parallel} must be at least 1")
+        if kind == "llama-cpp-python" and parallel != 1:
+            raise ValueError(f"parallel={parallel}: llama-cpp-python's server answers one request at a time")
         self.kind = kind
         self.model_path = Path(model_path)
         self.model = alias or self.model_path.stem   # the name /v1/models lists and requests send as "model"
@@ -99,8 +100,6 @@ class LocalServer:
         self.port = port
         self.log_path = Path(log_path) if log_path else None
         self._proc: subprocess.Popen | None = None
-
-    # -- the process ------------------------------------------------------------------------------------------
 
     @property
     def base_url(self) -> str:
