@@ -8,15 +8,19 @@ For each scenario's opening conversation and seed, the same server is asked twic
 Both answers go to results/runtimes/<runtime>.jsonl (append-only, fsynced: a run killed halfway resumes), and
 each pair gets one label:
 
-  agree                        the same calls (name and arguments), or no call on either side
-  prompts-differ               the two prompts are not the same length in tokens: the runtime rendered the
-                               conversation differently, so the replies are not comparable (checked first)
+  agree                        the same calls (name and arguments), or no call on either side and the same text
+  prompts-differ               the runtime rendered the conversation differently: its prompt (where the server
+                               shows it, llama-server's /apply-template) or its length in tokens is not ours, so
+                               the replies are not comparable (checked first)
   runtime-forgave:<deviation>  the strict parser rejected the reply with that named deviation; the runtime
                                returned a call anyway
   runtime-dropped-call         the strict parser read a call; the runtime returned none
   runtime-invalid-arguments    the runtime returned a call whose arguments are not a JSON object, or are empty
                                where the strict parser read some
   calls-differ                 both read calls, not the same ones
+  replies-differ               no call on either side, but not the same text: same prompt length, yet the
+                               runtime generated or post-processed differently
+  template-refused             our render of the conversation failed (the template raised); nothing was asked
 """
 
 from __future__ import annotations
@@ -26,17 +30,21 @@ import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from harness.errors import TemplateError
 from harness.scoring import parse_reply
 from harness.tool_loop import opening_messages, render_prompt
 from harness.transcripts import TranscriptWriter, now
 
 KIND = "runtime-check"
 LABELS = ("agree", "prompts-differ", "runtime-forgave", "runtime-dropped-call", "runtime-invalid-arguments",
-          "calls-differ")
+          "calls-differ", "replies-differ", "template-refused")
 
 
-def classify(strict, strict_prompt_tokens: int | None, runtime) -> tuple:
-    """(label, detail) for one pair: `strict` a ParseResult, `runtime` a RuntimeReply."""
+def classify(strict, strict_prompt_tokens: int | None, runtime, same_prompt: bool | None = None) -> tuple:
+    """(label, detail) for one pair: `strict` a ParseResult, `runtime` a RuntimeReply; same_prompt whether the
+    runtime's own render equals ours, where the server shows it (None: it does not)."""
+    if same_prompt is False:
+        return "prompts-differ", "the runtime's rendered prompt (/apply-template) is not ours"
     if strict_prompt_tokens and runtime.prompt_tokens and strict_prompt_tokens != runtime.prompt_tokens:
         return "prompts-differ", f"strict prompt {strict_prompt_tokens} tokens, runtime's {runtime.prompt_tokens}"
     runtime_calls, invalid = [], []
@@ -59,7 +67,14 @@ def classify(strict, strict_prompt_tokens: int | None, runtime) -> tuple:
         if emptied and len(strict_calls) == len(runtime_calls):
             return "runtime-invalid-arguments", f"the runtime emptied the arguments of {', '.join(emptied)}"
         return "calls-differ", f"strict {strict_calls}; runtime {runtime_calls}"
+    if not strict_calls and (strict.content or "").strip() != (runtime.content or "").strip():
+        return "replies-differ", f"strict text {_short(strict.content)}; runtime text {_short(runtime.content)}"
     return "agree", None
+
+
+def _short(text) -> str:
+    text = (text or "").strip()
+    return json.dumps(text[:60] + ("…" if len(text) > 60 else ""), ensure_ascii=False)
 
 
 def _arguments(text):
@@ -78,19 +93,26 @@ def greedy(sampling: dict) -> dict:
 
 def check_one(backend, chat, scenario, seed: int, template_id: str) -> dict:
     messages = opening_messages(scenario) + [{"role": "user", "content": scenario.turns[0].user}]
-    prompt = render_prompt(chat, scenario, messages)
-    sampling = greedy(scenario.sampling)
-    generation = backend.complete(chat, prompt, sampling, seed)
+    record = {"kind": KIND, "scenario": {"name": scenario.name, "hash": scenario.hash}, "seed": seed,
+              "template": {"id": template_id, "sha256": hashlib.sha256(chat.template.encode()).hexdigest()},
+              "family": chat.family, "sampling": greedy(scenario.sampling), "template_kwargs": chat.template_kwargs,
+              "recorded": now()}
+    try:
+        prompt = render_prompt(chat, scenario, messages)
+    except TemplateError as exc:
+        return {**record, "strict": None, "runtime_reply": None, "label": "template-refused", "detail": str(exc)}
+    tools = scenario.tool_schemas() or None
+    generation = backend.complete(chat, prompt, record["sampling"], seed)
     strict = parse_reply(chat.family, generation.text, prompt)
-    runtime = backend.chat(messages, scenario.tool_schemas() or None, sampling, seed, chat.template_kwargs)
-    label, detail = classify(strict, generation.prompt_tokens, runtime)
-    return {"kind": KIND, "scenario": {"name": scenario.name, "hash": scenario.hash}, "seed": seed,
-            "template": {"id": template_id, "sha256": hashlib.sha256(chat.template.encode()).hexdigest()},
-            "family": chat.family, "sampling": sampling, "template_kwargs": chat.template_kwargs,
+    runtime = backend.chat(messages, tools, record["sampling"], seed, chat.template_kwargs)
+    theirs = backend.applied_template(messages, tools, chat.template_kwargs)
+    same = None if theirs is None else theirs.removeprefix(chat.bos_token or "") == prompt.removeprefix(chat.bos_token or "")
+    label, detail = classify(strict, generation.prompt_tokens, runtime, same)
+    return {**record,
             "strict": {"prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(),
                        "prompt_tokens": generation.prompt_tokens, "reply": generation.text,
                        "finish_reason": generation.finish_reason, "parse": strict.to_json()},
-            "runtime_reply": runtime.to_json(), "label": label, "detail": detail, "recorded": now()}
+            "runtime_reply": {**runtime.to_json(), "same_prompt": same}, "label": label, "detail": detail}
 
 
 def key(record: dict) -> tuple:

@@ -33,10 +33,17 @@ SEARCH = ("search", '{"query": "Priya", "limit": 10}')
     (CALL, runtime(("search", '{"query": "Priya", "limit": ')), "runtime-invalid-arguments"),
     (CALL, runtime(("search", "{}")), "runtime-invalid-arguments"),
     (CALL, runtime(("search", '{"query": "Sam", "limit": 10}')), "calls-differ"),
+    ("Hello there.", runtime(content="Hi."), "replies-differ"),
 ])
 def test_each_way_a_runtime_can_differ_has_its_label(reply, answer, label):
     strict = HERMES.parse(reply)
     assert classify(strict, 100, answer)[0] == label
+
+
+def test_a_runtime_that_shows_a_different_prompt_is_not_compared():
+    strict = HERMES.parse(CALL)
+    assert classify(strict, 100, runtime(SEARCH), same_prompt=False)[0] == "prompts-differ"
+    assert classify(strict, 100, runtime(SEARCH), same_prompt=True)[0] == "agree"
 
 
 def test_the_table_counts_labels_and_names_what_was_forgiven():

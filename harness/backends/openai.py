@@ -32,6 +32,9 @@ class Endpoint:
         base = self.url.rstrip("/")
         return f"{base}{path}" if base.endswith("/v1") else f"{base}/v1{path}"
 
+    def root(self, path: str) -> str:
+        return self.url.rstrip("/").removesuffix("/v1") + path
+
 
 @dataclass
 class RuntimeReply:
@@ -49,9 +52,9 @@ class RuntimeReply:
 
 
 class ServerError(GenerationError):
-    def __init__(self, message: str, retry: bool):
+    def __init__(self, message: str, retry: bool, status: int | None = None):
         super().__init__(message)
-        self.retry = retry
+        self.retry, self.status = retry, status
 
 
 class OpenAIBackend:
@@ -64,6 +67,7 @@ class OpenAIBackend:
         self._slots = {e: threading.BoundedSemaphore(in_flight) for e in self.endpoints}
         self._turn = itertools.cycle(self.endpoints)
         self._lock = threading.Lock()
+        self._native = None       # whether the servers answer llama-server's /completion (None: not asked yet)
 
     # --- the two paths ------------------------------------------------------------------------------------
 
@@ -72,16 +76,53 @@ class OpenAIBackend:
         if grammar is not None:
             raise GenerationError("the openai backend runs native mode only: a lazy grammar needs the sampler "
                                   "in this process (use the embedded backend for grammar and fallback)")
-        body = {"prompt": prompt, "seed": seed, **_sampling(sampling)}
+        bos = getattr(chat, "bos_token", "")
+        if bos and prompt.startswith(bos):
+            # The server adds BOS itself where the vocabulary asks for one (llama.cpp and llama-cpp-python
+            # both do); the one the template wrote would be a second.
+            prompt = prompt[len(bos):]
         started = time.monotonic()
-        answer, endpoint = self._post("/completions", body)
-        choice = _first_choice(answer, endpoint)
-        usage = answer.get("usage") or {}
+        generation = self._native_completion(prompt, sampling, seed) if self._native is not False else None
+        if generation is None:
+            answer, endpoint = self._post("/completions", {"prompt": prompt, "seed": seed, **_sampling(sampling)})
+            choice = _first_choice(answer, endpoint)
+            usage = answer.get("usage") or {}
+            generation = (choice.get("text") or "", usage.get("prompt_tokens") or 0,
+                          usage.get("completion_tokens") or 0, _finish(choice.get("finish_reason")))
+        text, prompt_tokens, completion, finish = generation
         seconds = time.monotonic() - started
-        completion = usage.get("completion_tokens") or 0
-        return Generation(text=choice.get("text") or "", tokens=[], prompt_tokens=usage.get("prompt_tokens") or 0,
-                          completion_tokens=completion, finish_reason=_finish(choice.get("finish_reason")),
-                          timings=Timings(seconds, 0.0, completion / seconds if seconds else 0.0), seed=seed)
+        return Generation(text=text, tokens=[], prompt_tokens=prompt_tokens, completion_tokens=completion,
+                          finish_reason=finish, timings=Timings(seconds, 0.0, completion / seconds if seconds else 0.0),
+                          seed=seed)
+
+    def _native_completion(self, prompt: str, sampling: dict, seed: int):
+        """llama-server's own /completion with the sampled token ids, detokenized by /detokenize, which keeps
+        special tokens as text: its /v1/completions drops them (unless the server runs with --special), and a
+        strict parser must see <tool_call> or [TOOL_CALLS] as written. None where the server has no such
+        endpoint (llama-cpp-python, vLLM): then /v1/completions, whose text is what that server gives."""
+        body = {"prompt": prompt, "seed": seed, "return_tokens": True, **_sampling(sampling)}
+        body["n_predict"] = body.pop("max_tokens", -1)
+        body["repeat_last_n"] = 64
+        try:
+            answer, endpoint = self._post("/completion", body, root=True)
+        except ServerError as exc:
+            if exc.status in (404, 405):
+                self._native = False
+                return None
+            raise
+        tokens = answer.get("tokens")
+        if not isinstance(tokens, list):
+            self._native = False
+            return None
+        self._native = True
+        stop = answer.get("stop_type")
+        if stop == "eos" and tokens:
+            tokens = tokens[:-1]            # the end-of-generation token ends the reply; it is not part of it
+        text = ""
+        if tokens:
+            text = self._post_to(endpoint, endpoint.root("/detokenize"), {"tokens": tokens}).get("content", "")
+        finish = {"eos": "stop", "limit": "length", "word": "stop_string"}.get(stop, "stop")
+        return text, answer.get("tokens_evaluated") or 0, len(answer.get("tokens") or []), finish
 
     def chat(self, messages: list, tools: list | None, sampling: dict, seed: int,
              template_kwargs: dict | None = None) -> RuntimeReply:
@@ -100,13 +141,26 @@ class OpenAIBackend:
                             reasoning=message.get("reasoning_content"), finish_reason=choice.get("finish_reason"),
                             prompt_tokens=(answer.get("usage") or {}).get("prompt_tokens"), raw=answer)
 
+    def applied_template(self, messages: list, tools: list | None, template_kwargs: dict | None) -> str | None:
+        """The prompt the runtime renders for these messages, where it says (llama-server's /apply-template);
+        None where the server has no such endpoint."""
+        body = {"messages": wire_messages(messages), "tools": tools or [],
+                "chat_template_kwargs": template_kwargs or {}}
+        endpoint = self.endpoints[0]
+        try:
+            answer = _post_json(endpoint.url.rstrip("/").removesuffix("/v1") + "/apply-template", body, self.timeout)
+        except ServerError:
+            return None
+        prompt = answer.get("prompt")
+        return prompt if isinstance(prompt, str) else None
+
     def describe(self) -> dict:
         return {"backend": "openai", "endpoints": [e.url for e in self.endpoints],
                 "served_model": self.endpoints[0].served_model}
 
     # --- transport ----------------------------------------------------------------------------------------
 
-    def _post(self, path: str, body: dict) -> tuple:
+    def _post(self, path: str, body: dict, root: bool = False) -> tuple:
         deadline = time.monotonic() + self.timeout
         last = None
         for attempt in range(self.retries + 1):
@@ -115,9 +169,10 @@ class OpenAIBackend:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
+            url = endpoint.root(path) if root else endpoint.route(path)
             try:
                 with self._slots[endpoint]:
-                    return _post_json(endpoint.route(path), {"model": endpoint.served_model, **body}, left), endpoint
+                    return _post_json(url, {"model": endpoint.served_model, **body}, left), endpoint
             except ServerError as exc:
                 if not exc.retry:
                     raise
@@ -128,6 +183,10 @@ class OpenAIBackend:
             time.sleep(pause)
         raise GenerationError(f"{path}: no answer after {attempt + 1} attempt(s) within {self.timeout:g} s: {last}")
 
+    def _post_to(self, endpoint: Endpoint, url: str, body: dict) -> dict:
+        with self._slots[endpoint]:
+            return _post_json(url, body, self.timeout)
+
 
 def _post_json(url: str, body: dict, timeout: float) -> dict:
     data = json.dumps(body).encode("utf-8")
@@ -137,7 +196,7 @@ def _post_json(url: str, body: dict, timeout: float) -> dict:
             payload = response.read()
     except urllib.error.HTTPError as exc:
         said = exc.read()[:500].decode("utf-8", "replace")
-        raise ServerError(f"{url}: HTTP {exc.code}: {said}", retry=exc.code in RETRY_STATUSES) from None
+        raise ServerError(f"{url}: HTTP {exc.code}: {said}", retry=exc.code in RETRY_STATUSES, status=exc.code) from None
     except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError) as exc:
         reason = getattr(exc, "reason", exc)
         raise ServerError(f"{url}: {reason}", retry=True) from None
