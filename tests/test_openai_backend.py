@@ -47,6 +47,10 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         server = self.server
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path != "/v1/completions":
+            # An OpenAI server without llama-server's own /completion: the backend asks once, then uses this.
+            self.send_error(404)
+            return
         with server.lock:
             server.requests.append(body)
             server.open += 1
