@@ -68,6 +68,7 @@ class OpenAIBackend:
         self._turn = itertools.cycle(self.endpoints)
         self._lock = threading.Lock()
         self._native = None       # whether the servers answer llama-server's /completion (None: not asked yet)
+        self._bos = None          # whether they add BOS to a text prompt (None: not asked yet)
 
     # --- the two paths ------------------------------------------------------------------------------------
 
@@ -77,9 +78,9 @@ class OpenAIBackend:
             raise GenerationError("the openai backend runs native mode only: a lazy grammar needs the sampler "
                                   "in this process (use the embedded backend for grammar and fallback)")
         bos = getattr(chat, "bos_token", "")
-        if bos and prompt.startswith(bos):
-            # The server adds BOS itself where the vocabulary asks for one (llama.cpp and llama-cpp-python
-            # both do); the one the template wrote would be a second.
+        if bos and prompt.startswith(bos) and self._adds_bos():
+            # The server adds BOS itself (the vocabulary asks for one): the one the template wrote would be a
+            # second. Where the server cannot say, the prompt goes as rendered.
             prompt = prompt[len(bos):]
         started = time.monotonic()
         generation = self._native_completion(prompt, sampling, seed) if self._native is not False else None
@@ -94,6 +95,17 @@ class OpenAIBackend:
         return Generation(text=text, tokens=[], prompt_tokens=prompt_tokens, completion_tokens=completion,
                           finish_reason=finish, timings=Timings(seconds, 0.0, completion / seconds if seconds else 0.0),
                           seed=seed)
+
+    def _adds_bos(self) -> bool:
+        """Whether the server puts BOS ahead of a text prompt, asked once (llama-server's /tokenize of "")."""
+        if self._bos is None:
+            endpoint = self.endpoints[0]
+            try:
+                tokens = self._post_to(endpoint, endpoint.root("/tokenize"), {"content": "", "add_special": True})
+                self._bos = bool(tokens.get("tokens"))
+            except GenerationError:
+                self._bos = False
+        return self._bos
 
     def _native_completion(self, prompt: str, sampling: dict, seed: int):
         """llama-server's own /completion with the sampled token ids, detokenized by /detokenize, which keeps
