@@ -73,3 +73,26 @@ def test_both_paths_are_recorded_with_a_label_and_a_killed_server_loses_nothing(
     report = subprocess.run([sys.executable, "-m", "harness", "report", "--results-dir", str(results), "--no-plot"],
                             capture_output=True, text=True)
     assert "| llama-cpp-python | " + MODEL in (results / "runtime-agreement.md").read_text(), report.stderr
+
+
+@pytest.mark.live
+def test_llama_server_is_compared_prompt_for_prompt_two_requests_at_a_time(tmp_path, model_file):
+    from harness.runtime_agreement import LABELS, label_family
+    from harness.servers import ServerError, llama_server_binary
+    try:
+        llama_server_binary()
+    except ServerError as exc:
+        pytest.skip(str(exc))
+    results = tmp_path / "results"
+    with LocalServer("llama-server", model_file, alias=MODEL, parallel=2, log_path=tmp_path / "server.log") as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "harness", "runtime-check", "--endpoint", server.base_url, "--served-model", MODEL,
+             "--template", f"gguf-{MODEL}", "--runtime", "llama-server", "--results-dir", str(results),
+             "--in-flight", "2", *sum((["--scenario", s] for s in SCENARIOS), [])], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    final = [json.loads(line) for line in (results / "runtimes" / "llama-server.jsonl").read_text().splitlines()]
+    assert sorted(r["scenario"]["name"] for r in final) == sorted(SCENARIOS)
+    for r in final:
+        # llama-server shows its own render (/apply-template): the comparison is exact, not by length.
+        assert r["runtime_reply"]["same_prompt"] in (True, False) and label_family(r["label"]) in LABELS
+        assert r["strict"]["reply"] and r["strict"]["finish_reason"] in ("stop", "length")
