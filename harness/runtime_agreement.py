@@ -106,7 +106,8 @@ def check_one(backend, chat, scenario, seed: int, template_id: str) -> dict:
     strict = parse_reply(chat.family, generation.text, prompt)
     runtime = backend.chat(messages, tools, record["sampling"], seed, chat.template_kwargs)
     theirs = backend.applied_template(messages, tools, chat.template_kwargs)
-    same = None if theirs is None else theirs.removeprefix(chat.bos_token or "") == prompt.removeprefix(chat.bos_token or "")
+    bos = chat.bos_token or ""
+    same = None if theirs is None else theirs.removeprefix(bos) == prompt.removeprefix(bos)
     label, detail = classify(strict, generation.prompt_tokens, runtime, same)
     return {**record,
             "strict": {"prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(),
