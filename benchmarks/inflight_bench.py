@@ -15,21 +15,18 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from harness.backends import Endpoint, OpenAIBackend
-from harness.detect import detect
 from harness.scenarios import load_scenarios
 from harness.servers import LocalServer
-from harness.sources import load_sources, model_path, resolve_template
-from harness.tool_loop import Chat, first_prompt, template_kwargs_for
+from harness.runner import template_chat
+from harness.sources import load_sources, model_path
+from harness.tool_loop import first_prompt
 
 PARALLEL = 4
 
 
 def prompts(model_id: str, count: int) -> list:
     pin = load_sources().model(model_id)
-    ref = resolve_template(pin.template or pin.stand_in_template)
-    kwargs = template_kwargs_for(ref.text)
-    found = detect(ref.text, ref.bos_token or "", ref.eos_token or "", **kwargs)
-    chat = Chat(None, ref.text, ref.bos_token or "", ref.eos_token or "", found.family, kwargs)
+    chat, _, _ = template_chat(pin.template or pin.stand_in_template)
     opening = [first_prompt(chat, s) for s in load_scenarios()]
     return [(chat, opening[i % len(opening)]) for i in range(count)]
 

@@ -8,15 +8,7 @@ import sys
 from pathlib import Path
 
 from harness import constants
-from harness.run_values import MAX_SAMPLES, MAX_SEED, int_argument, parse_seconds
-
-
-def seconds_argument(text) -> float:
-    import argparse
-    try:
-        return parse_seconds(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+from harness.run_values import MAX_SAMPLES, MAX_SEED, int_argument, seconds_argument
 
 
 def runtimes_path(results_dir: Path, runtime: str) -> Path:
@@ -25,19 +17,15 @@ def runtimes_path(results_dir: Path, runtime: str) -> Path:
 
 def run(args) -> int:
     from harness.backends import Endpoint, OpenAIBackend
-    from harness.detect import detect
     from harness.errors import HarnessError
+    from harness.runner import template_chat
     from harness.runtime_agreement import key, read_records, run_checks
     from harness.scenarios import load_scenarios
-    from harness.sources import ID_PATTERN, resolve_template
-    from harness.tool_loop import Chat, template_kwargs_for
+    from harness.sources import ID_PATTERN
 
     if not ID_PATTERN.match(args.runtime):
         raise HarnessError(f"--runtime {args.runtime!r}: a name of letters, digits, '.', '_' or '-' (it names a file)")
-    ref = resolve_template(args.template)
-    kwargs = template_kwargs_for(ref.text)
-    found = detect(ref.text, ref.bos_token or "", ref.eos_token or "", **kwargs)
-    chat = Chat(None, ref.text, ref.bos_token or "", ref.eos_token or "", found.family, kwargs)
+    chat, ref, _ = template_chat(args.template)
     backend = OpenAIBackend([Endpoint(url, args.served_model) for url in args.endpoint], in_flight=args.in_flight,
                             retries=args.retries, timeout=args.timeout)
     path = runtimes_path(args.results_dir, args.runtime)
@@ -81,7 +69,7 @@ def register(subparsers) -> None:
                    help="requests open at once per endpoint (match the server's --parallel)")
     p.add_argument("--retries", type=int_argument(0, 20), default=3, metavar="N",
                    help="retries of a failed request, with exponential backoff (default 3)")
-    p.add_argument("--timeout", type=seconds_argument, default=180.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=seconds_argument(), default=180.0, metavar="SECONDS",
                    help="deadline of one request, retries included (default 180)")
     p.add_argument("--results-dir", type=Path, default=constants.RESULTS_DIR, metavar="DIR")
     p.set_defaults(func=run)

@@ -87,16 +87,22 @@ def open_gguf(path, template: str | None = None, threads: int | None = None) -> 
 def open_endpoint(backend, served_model: str, template: str, parallel: int = 1) -> OpenModel:
     """A model behind an OpenAI-compatible server, driven on the strict path: our render of `template`, the
     server's raw completion, our parser. The weights are the server's: no file hash, "served" instead."""
+    chat, ref, found = template_chat(template)
+    source = f"sources.json:{ref.id}" if ref.entry else str(ref.path)
+    return OpenModel(served_id(served_model), "served", ", ".join(backend.describe()["endpoints"]), chat, source,
+                     ref.id if ref.entry else None, found, generate_fn=backend.complete, parallel=parallel)
+
+
+def template_chat(template: str) -> tuple:
+    """(Chat, ResolvedTemplate, Detection) for a model known only by its template (a pinned id or a .jinja
+    path): no weights in this process; its special tokens are the pin's, its family is detected."""
     from harness.sources import resolve_template
 
     ref = resolve_template(template)
     kwargs = template_kwargs_for(ref.text)
     bos, eos = ref.bos_token or "", ref.eos_token or ""
     found = detection.detect(ref.text, bos, eos, **kwargs)
-    chat = Chat(None, ref.text, bos, eos, found.family, kwargs)
-    source = f"sources.json:{ref.id}" if ref.entry else str(ref.path)
-    return OpenModel(served_id(served_model), "served", ", ".join(backend.describe()["endpoints"]), chat, source,
-                     ref.id if ref.entry else None, found, generate_fn=backend.complete, parallel=parallel)
+    return Chat(None, ref.text, bos, eos, found.family, kwargs), ref, found
 
 
 def served_id(name: str) -> str:
