@@ -43,10 +43,19 @@ def parse_seconds(text, high: float = MAX_DEADLINE) -> float:
 
 def int_argument(low: int, high: int):
     """An argparse/pytest `type=` that reads an integer in [low, high] and reports a bad one by flag name."""
+    return _argument(lambda text: parse_int(text, low, high), "integer")
+
+
+def seconds_argument(high: float = MAX_DEADLINE):
+    """An argparse `type=` for a positive, finite number of seconds up to `high`."""
+    return _argument(lambda text: parse_seconds(text, high), "seconds")
+
+
+def _argument(parse, name: str):
     def read(text):
         try:
-            return parse_int(text, low, high)
+            return parse(text)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
-    read.__name__ = "integer"
+    read.__name__ = name
     return read
