@@ -51,7 +51,7 @@ def load_model(path: str | Path, *, n_ctx: int = 4096, seed: int = 0, n_threads:
     if not path.is_file():
         raise ModelLoadError(f"model file not found: {path}")
     try:
-        with _model_params(use_extra_bufts=extra_buffer_types):
+        with model_params(use_extra_bufts=extra_buffer_types):
             return Llama(model_path=str(path), n_ctx=n_ctx, seed=seed, n_threads=n_threads,
                          n_threads_batch=n_threads, verbose=False, **llama_kwargs)
     except (ValueError, RuntimeError) as exc:
@@ -59,7 +59,9 @@ def load_model(path: str | Path, *, n_ctx: int = 4096, seed: int = 0, n_threads:
 
 
 @contextlib.contextmanager
-def _model_params(**fields):
+def model_params(**fields):
+    """While the block runs, llama.cpp's default model parameters carry `fields` (Llama() and llama_cpp.server
+    take no keyword for some of them, use_extra_bufts among them)."""
     module = llama_cpp.llama_cpp  # the module Llama.__init__ calls llama_model_default_params() on
     original = module.llama_model_default_params
 

@@ -258,19 +258,13 @@ def _stop_all() -> None:
 
 def _serve_llama_cpp_python(argv: list) -> None:
     """Run llama_cpp.server with llama.cpp's extra buffer types (weight repacking) off; see the module doc."""
-    import llama_cpp.llama_cpp as binding
     from llama_cpp.server.__main__ import main
 
-    original = binding.llama_model_default_params
+    from harness.generate import model_params
 
-    def without_extra_buffers():
-        params = original()
-        params.use_extra_bufts = False
-        return params
-
-    binding.llama_model_default_params = without_extra_buffers
     sys.argv = ["llama_cpp.server", *argv]
-    main()
+    with model_params(use_extra_bufts=False):     # the server loads its model inside main()
+        main()
 
 
 if __name__ == "__main__":
