@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from harness.commands_run import LineProgress
-from harness.sources import fetch_command, load_sources, model_cache_path
+
+from cached_models import cached_model
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
@@ -57,8 +58,7 @@ def test_progress_in_a_log_is_one_line_per_sample():
 
 @pytest.mark.live
 def test_run_appends_to_its_results_dir_only(tmp_path):
-    if not model_cache_path(load_sources().model(SMOL)).is_file():
-        pytest.skip(f"{SMOL} not in the cache; run {fetch_command(SMOL)}")
+    cached_model(SMOL)
     before = _digest(RESULTS)
     done = harness("run", "--model", SMOL, "--scenario", "greeting", "--samples", "1", "--mode", "native",
                    "--results-dir", tmp_path, "--json")

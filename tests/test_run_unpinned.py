@@ -8,18 +8,16 @@ import sys
 import pytest
 
 from harness.servers import LocalServer
-from harness.sources import fetch_command, load_sources, model_cache_path
+from harness.sources import load_sources
+
+from cached_models import cached_model
 
 SMOL = "smollm2-135m-instruct-q4_1"
 
 
 @pytest.fixture
 def smol():
-    pin = load_sources().model(SMOL)
-    path = model_cache_path(pin)
-    if not path.is_file():
-        pytest.skip(f"{SMOL} not in the cache; run {fetch_command(SMOL)}")
-    return pin, path
+    return load_sources().model(SMOL), cached_model(SMOL)
 
 
 def harness(*args):

@@ -2,7 +2,6 @@
 labelled, a server killed mid-run loses nothing, and the run resumes where it stopped."""
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -10,7 +9,8 @@ import time
 import pytest
 
 from harness.servers import LocalServer
-from harness.sources import fetch_command, load_sources, model_cache_path
+
+from cached_models import cached_model
 
 MODEL = "qwen2.5-coder-0.5b-instruct-q4_k_m"
 SCENARIOS = ["greeting", "name-recall", "get-time"]
@@ -18,11 +18,7 @@ SCENARIOS = ["greeting", "name-recall", "get-time"]
 
 @pytest.fixture
 def model_file():
-    pin = load_sources().model(MODEL)
-    path = model_cache_path(pin)
-    if not path.is_file():
-        pytest.skip(f"{MODEL} not in the cache; run {fetch_command(MODEL)}")
-    return path
+    return cached_model(MODEL)
 
 
 def check(server, results, *scenarios, background=False):

@@ -8,9 +8,9 @@ import urllib.request
 
 import pytest
 
-from harness.errors import DriftError, SourcesError
 from harness.servers import LocalServer, ServerError, llama_server_binary
-from harness.sources import fetch_command, model_path
+
+from cached_models import cached_model
 
 pytestmark = pytest.mark.live
 
@@ -19,15 +19,6 @@ QWEN_CODER = "qwen2.5-coder-0.5b-instruct-q4_k_m"
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather in a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
-
-
-def _model(model_id):
-    try:
-        return model_path(model_id)
-    except DriftError:
-        raise
-    except SourcesError:
-        pytest.skip(fetch_command(model_id))
 
 
 def _need_llama_server():
@@ -53,7 +44,7 @@ def _gone(pid):
 
 
 def test_llama_cpp_python_server_lists_the_model_and_completes(tmp_path):
-    path = _model(SMOLLM2)
+    path = cached_model(SMOLLM2)
     with LocalServer("llama-cpp-python", path, log_path=tmp_path / "server.log") as server:
         assert server.base_url.startswith("http://127.0.0.1:")
         models = _request(server, "/v1/models")
@@ -87,7 +78,7 @@ def test_a_bad_model_file_fails_before_the_deadline_with_the_log_tail(kind, tmp_
 
 
 def test_a_killed_server_starts_again_on_the_same_port(tmp_path):
-    path = _model(SMOLLM2)
+    path = cached_model(SMOLLM2)
     with LocalServer("llama-cpp-python", path, log_path=tmp_path / "server.log") as server:
         port, first_pid = server.port, server.pid
         server.kill()
@@ -102,7 +93,7 @@ def test_a_killed_server_starts_again_on_the_same_port(tmp_path):
 
 def test_llama_server_answers_a_chat_with_a_tool_through_its_parser(tmp_path):
     _need_llama_server()
-    path = _model(QWEN_CODER)
+    path = cached_model(QWEN_CODER)
     with LocalServer("llama-server", path, parallel=2, log_path=tmp_path / "server.log") as server:
         props = _request(server, "/props")
         # --parallel 2 gives two slots, each with the whole n_ctx (the KV cache is sized for both).
