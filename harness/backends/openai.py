@@ -69,6 +69,7 @@ class OpenAIBackend:
         self._lock = threading.Lock()
         self._native = None       # whether the servers answer llama-server's /completion (None: not asked yet)
         self._bos = None          # whether they add BOS to a text prompt (None: not asked yet)
+        self._applies = None      # whether they answer llama-server's /apply-template (None: not asked yet)
 
     # --- the two paths ------------------------------------------------------------------------------------
 
@@ -156,12 +157,16 @@ class OpenAIBackend:
     def applied_template(self, messages: list, tools: list | None, template_kwargs: dict | None) -> str | None:
         """The prompt the runtime renders for these messages, where it says (llama-server's /apply-template);
         None where the server has no such endpoint."""
+        if self._applies is False:
+            return None
         body = {"messages": wire_messages(messages), "tools": tools or [],
                 "chat_template_kwargs": template_kwargs or {}}
         endpoint = self.endpoints[0]
         try:
-            answer = _post_json(endpoint.url.rstrip("/").removesuffix("/v1") + "/apply-template", body, self.timeout)
-        except ServerError:
+            answer = self._post_to(endpoint, endpoint.root("/apply-template"), body)
+        except ServerError as exc:
+            if exc.status in (404, 405):
+                self._applies = False       # asked once: a server without it will not grow one mid-run
             return None
         prompt = answer.get("prompt")
         return prompt if isinstance(prompt, str) else None
