@@ -252,9 +252,9 @@ def _parse_archive(raw, index: int) -> ArchivePin:
     e.where = f"archive {aid!r}"
     filename, extract = e.get("filename", str), e.get("extract", str)
     # Both are used as paths: a name with a folder in it, or a folder climbing out, could write anywhere.
-    if "/" in filename or "\\" in filename or filename in {".", ".."}:
+    if "/" in filename or relative_path_problem(filename):
         raise SourcesError(f"{e.where}: field 'filename' must be a bare file name, got {filename!r}")
-    if not extract.endswith("/") or extract.startswith("/") or ".." in extract.split("/"):
+    if not extract.endswith("/") or relative_path_problem(extract[:-1]):
         raise SourcesError(f"{e.where}: field 'extract' must be a relative folder ending in '/', got {extract!r}")
     size = e.get("size", int)
     if size < 0:
