@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from harness.errors import TemplateError
 from harness.scoring import parse_reply
 from harness.tool_loop import opening_messages, render_prompt
-from harness.transcripts import TranscriptWriter, now
+from harness.transcripts import TranscriptWriter, now, read_transcript
 
 KIND = "runtime-check"
 LABELS = ("agree", "prompts-differ", "runtime-forgave", "runtime-dropped-call", "runtime-invalid-arguments",
@@ -167,21 +167,16 @@ def agreement_table(records: list) -> list:
 
 
 def read_records(path) -> tuple:
-    """(records, problems) of one runtimes file; a torn last line (a killed run) is a problem, not a crash."""
-    records, problems = [], []
-    if not path.is_file():
-        return records, problems
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        try:
-            record = json.loads(line)
-        except ValueError:
-            problems.append(f"{path}:{number}: not a JSON line (a run killed while writing?)")
-            continue
-        if not isinstance(record, dict) or record.get("kind") != KIND:
-            problems.append(f"{path}:{number}: not a {KIND} record")
-            continue
-        records.append(record)
-    return records, problems
+    """(records, warnings) of one runtimes file, read as transcripts are: a torn last line (a killed run) or a
+    damaged record is named with its line and left out, never a crash."""
+    found = read_transcript(path, problem=_problem)
+    return found.records, found.warnings
+
+
+def _problem(record) -> str | None:
+    if not isinstance(record, dict) or record.get("kind") != KIND:
+        return f"not a {KIND} record"
+    return None
 
 
 def agreement_markdown(records: list) -> str:

@@ -112,9 +112,10 @@ class Transcript:
         return {sample_key(r) for r in self.records if r.get("kind") == SAMPLE}
 
 
-def read_transcript(path: Path) -> Transcript:
+def read_transcript(path: Path, problem=record_problem) -> Transcript:
     """Every complete record of a transcript. Unreadable lines are skipped with a warning naming the line;
-    a missing file is an empty transcript."""
+    a missing file is an empty transcript. problem(record) says why a record has the wrong shape (None: fine);
+    other append-only record files (harness.runtime_agreement's) pass their own."""
     path = Path(path)
     out = Transcript(path)
     try:
@@ -138,9 +139,9 @@ def read_transcript(path: Path) -> Transcript:
             else:
                 out.skip(f"{path}:{number}: unreadable record skipped: {exc}")
             continue
-        problem = record_problem(record)
-        if problem:
-            out.skip(f"{path}:{number}: malformed record skipped: {problem}")
+        wrong = problem(record)
+        if wrong:
+            out.skip(f"{path}:{number}: malformed record skipped: {wrong}")
             continue
         if last and torn_tail:
             # Valid JSON without its newline: the kill came between the record and its "\n". Keep it.

@@ -62,3 +62,13 @@ def test_calls_go_on_the_wire_with_arguments_as_json_text():
     wired = wire_messages(messages)
     assert json.loads(wired[0]["tool_calls"][0]["function"]["arguments"]) == {"tz": "UTC"}
     assert messages[0]["tool_calls"][0]["function"]["arguments"] == {"tz": "UTC"}     # the loop's copy untouched
+
+
+def test_a_records_file_cut_by_a_kill_is_read_up_to_the_cut(tmp_path):
+    from harness.runtime_agreement import KIND, read_records
+    whole = json.dumps({"kind": KIND, "label": "agree"})
+    path = tmp_path / "r.jsonl"
+    # A kill in the middle of a record, even in the middle of a UTF-8 character.
+    path.write_bytes((whole + "\n" + '{"kind": "runtime-check", "detail": "é').encode("utf-8")[:-1])
+    records, warnings = read_records(path)
+    assert [r["label"] for r in records] == ["agree"] and "torn last line" in warnings[0]
