@@ -15,10 +15,12 @@ from datetime import datetime
 
 import jinja2
 
-from harness import conformance, render
-from harness.detect import with_string_arguments
-from harness.probe import full_conversation, probe_messages, probe_tools
-from harness.sources import list_templates, resolve_template
+from harness.template import conformance
+
+from harness.template import render
+from harness.template.detect import with_string_arguments
+from harness.template.probe import full_conversation, probe_messages, probe_tools
+from harness.pins.sources import list_templates, resolve_template
 
 
 def plain_environment():

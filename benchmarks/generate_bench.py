@@ -1,6 +1,6 @@
 """Generation cost, side by side in one run, on a real model and one rendered prompt:
 
-1. tokens/s through harness.generate.generate() against a bare llama-cpp-python token loop
+1. tokens/s through harness.backends.embedded.generate.generate() against a bare llama-cpp-python token loop
    (Llama.generate + detokenize), greedy so both write the same tokens;
 2. N samples of one prompt through generate_samples() (prompt read once, N sequences decoded in one batch)
    against N separate generate() calls, each starting cold (prompt cache dropped) and warm (the binding
@@ -13,10 +13,10 @@ import argparse
 import statistics
 import time
 
-from harness.generate import generate, generate_samples, load_model
-from harness.probe import probe_tools
-from harness.render import render
-from harness.sources import load_sources, model_path, resolve_template
+from harness.backends.embedded.generate import generate, generate_samples, load_model
+from harness.template.probe import probe_tools
+from harness.template.render import render
+from harness.pins.sources import load_sources, model_path, resolve_template
 
 QUESTION = "Show me chunks 0 through 2 of the indexed file imprint/chat.py, and explain what a chunk is."
 

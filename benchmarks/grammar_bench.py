@@ -3,11 +3,11 @@
 The same reply length is written four ways, greedy, and the tokens/s of each is printed with its ratio to the
 unconstrained run:
 
-1. no grammar (harness.generate.generate);
+1. no grammar (harness.backends.embedded.generate.generate);
 2. a lazy "auto" grammar through the GrammarGate whose trigger never fires (the cost of watching for it);
 3. a "required" grammar through the GrammarGate (sample freely, check the token, mask only when refused);
 4. the same required grammar inside llama.cpp's sampler chain (GBNF text: every candidate of every token is
-   checked), the path harness.gated avoids.
+   checked), the path harness.backends.embedded.gated avoids.
 
 The required grammar is the generic JSON call of the file-chunks scenario's tools, so 2–4 write a call; its
 length is capped by --tokens.
@@ -19,12 +19,12 @@ import argparse
 import dataclasses
 import statistics
 
-from harness.generate import generate, load_model
+from harness.backends.embedded.generate import generate, load_model
 from harness.grammar import build_grammar
-from harness.modes import plain_messages, tool_preamble
-from harness.render import render
-from harness.scenarios import load_scenarios
-from harness.sources import load_sources, model_path, resolve_template
+from harness.live.modes import plain_messages, tool_preamble
+from harness.template.render import render
+from harness.evaluation.scenarios import load_scenarios
+from harness.pins.sources import load_sources, model_path, resolve_template
 
 SCENARIO = "file-chunks"
 

@@ -1,7 +1,7 @@
 """Requests in flight against llama-server --parallel 4, side by side in one run: the same N completions sent
 one at a time and four at a time through the OpenAI backend, each scenario's opening prompt rendered with the
 model's template, greedy, a fixed reply length. Prints wall time, completion tokens per second and the ratio
-of 4 in flight to 1. The server is started here (harness.servers; build it first with
+of 4 in flight to 1. The server is started here (harness.backends.servers; build it first with
 scripts/build_llama_server.sh) and decodes its 4 slots in one batch, so the ratio measures what batching buys
 on this machine.
 
@@ -15,11 +15,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from harness.backends import Endpoint, OpenAIBackend
-from harness.scenarios import load_scenarios
-from harness.servers import LocalServer
-from harness.runner import template_chat
-from harness.sources import load_sources, model_path
-from harness.tool_loop import first_prompt
+from harness.evaluation.scenarios import load_scenarios
+from harness.backends.servers import LocalServer
+from harness.live.runner import template_chat
+from harness.pins.sources import load_sources, model_path
+from harness.live.tool_loop import first_prompt
 
 PARALLEL = 4
 

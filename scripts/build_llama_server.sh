@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build llama-server from the llama.cpp sources vendored in the pinned llama-cpp-python 0.3.36 sdist, so the
-# runtime tests judge the same llama.cpp the in-process binding runs. The sources come through harness.archives
+# runtime tests judge the same llama.cpp the in-process binding runs. The sources come through harness.pins.archives
 # (pinned in sources.json, hash-checked, cached); the binary goes to
-# $HARNESS_CACHE/bin/llama-server-<archive id>/ (else $HF_HOME/harness/bin/...), where harness.servers finds it.
+# $HARNESS_CACHE/bin/llama-server-<archive id>/ (else $HF_HOME/harness/bin/...), where harness.backends.servers finds it.
 # A cached binary that answers --version is kept: a second run does nothing. A killed build resumes where it
 # stopped (the build folder is kept until the binary is in place). JOBS sets the parallel compile jobs (2).
 set -euo pipefail
@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
 
 { read -r DEST; read -r BUILD; } < <("$PYTHON" -c '
-from harness import constants, servers
+from harness.core import constants
+from harness.backends import servers
 print(servers.llama_server_dir(), constants.CACHE_DIR / "build" / servers.LLAMA_SERVER_ARCHIVE, sep="\n")')
 BINARY="$DEST/llama-server"
 
@@ -30,7 +31,8 @@ fi
 
 SRC=$("$PYTHON" -c '
 import sys
-from harness import archives, servers
+from harness.pins import archives
+from harness.backends import servers
 print(archives.archive_tree(servers.LLAMA_SERVER_ARCHIVE, log=lambda m: print(m, file=sys.stderr)))')
 
 SECONDS=0

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import DriftError, SourcesError
-from harness.sources import fetch_command, model_path
+from harness.core.errors import DriftError, SourcesError
+from harness.pins.sources import fetch_command, model_path
 
 
 def cached_model(model_id: str) -> Path:

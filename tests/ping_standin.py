@@ -5,8 +5,9 @@ import re
 
 from standin import PROFILES, Vocab, build_standin
 
-from harness.scenarios import load_scenarios
-from harness.tool_loop import Chat, template_kwargs_for
+from harness.evaluation.scenarios import load_scenarios
+from harness.live.tool_loop import Chat
+from harness.template.kwargs import template_kwargs_for
 
 CALL = '<tool_call>{"name": "ping", "arguments": {}}</tool_call>'
 
@@ -23,13 +24,13 @@ def scripted_ids(vocab, text, trigger):
 
 
 def standin_chat(directory, name, scripts) -> Chat:
-    from harness.generate import load_model
+    from harness.backends.embedded.backend import EmbeddedBackend
 
     path = directory / f"{name}.gguf"
     build_standin(path, "qwen2.5", scripts, vocab=Vocab(PROFILES["qwen2.5"]))
-    llm = load_model(path, n_ctx=1024)
-    template = llm.metadata["tokenizer.chat_template"]
-    return Chat(llm, template, "", "<|im_end|>", "hermes", template_kwargs_for(template))
+    backend = EmbeddedBackend.load(path, n_ctx=1024)
+    template = backend.embedded_template()
+    return Chat(backend, template, "", "<|im_end|>", "hermes", template_kwargs_for(template))
 
 
 def ping_scenario(directory, tool: str, max_steps=1, sampling=""):

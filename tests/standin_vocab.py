@@ -18,11 +18,11 @@ from typing import Sequence, Union
 import numpy as np
 from gguf import GGUFValueType, GGUFWriter
 
-from harness import constants
-from harness.archives import archive_tree
+from harness.core import constants
+from harness.pins.archives import archive_tree
 
 # llama.cpp's models/ folder (its ggml-vocab-*.gguf files) comes out of the pinned llama-cpp-python sdist,
-# fetched, verified and unpacked into the cache the first time a test needs it (harness.archives).
+# fetched, verified and unpacked into the cache the first time a test needs it (harness.pins.archives).
 LLAMA_CPP_ARCHIVE = "llama-cpp-python-0.3.36"
 
 
@@ -290,7 +290,7 @@ class Vocab:
             params.vocab_only = True
             model = LlamaModel(path_model=str(path), params=params, verbose=False)
             self._tokenizer = SimpleNamespace(tokenize=model.tokenize, token_bos=model.token_bos, _model=model)
-        from harness.decoding import prompt_token_ids
+        from harness.backends.embedded.decoding import prompt_token_ids
 
         return prompt_token_ids(self._tokenizer, prompt)
 

@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import constants  # noqa: E402
-from harness.gguf_header import read_gguf_metadata  # noqa: E402
-from harness.pin_template import template_entry  # noqa: E402
-from harness.sources import load_sources, write_sources  # noqa: E402
+from harness.core import constants  # noqa: E402
+from harness.pins.gguf_header import read_gguf_metadata  # noqa: E402
+from harness.pins.pin_template import template_entry  # noqa: E402
+from harness.pins.sources import load_sources, write_sources  # noqa: E402
 
 ORIGIN = "llama-cpp-python 0.3.36 sdist: vendor/llama.cpp/models/templates/{name}"
 DS = ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>")

@@ -1,16 +1,26 @@
 """Backends: where a reply comes from. One table from user-facing name to implementation; its keys are public
-(`--backend`). `embedded` runs the GGUF in this process through llama-cpp-python (the default, and the only one
-that can hold a lazy grammar); `openai` asks any OpenAI-compatible server (llama-server, llama-cpp-python's
-server, vLLM, SGLang, Ollama) over HTTP.
+(`harness run --backend`). `embedded` runs the GGUF in this process through llama-cpp-python (the default, and
+the only one that can hold a lazy grammar); `openai` asks any OpenAI-compatible server (llama-server,
+llama-cpp-python's server, vLLM, SGLang, Ollama) over HTTP.
 
-Every backend writes a reply to a prompt the harness rendered itself (`complete`: the strict path, so the
-template and parser under test are ours). A server can also be asked the runtime's own way (`chat`: messages and
-tools through /v1/chat/completions, the runtime rendering and parsing): harness.runtime_agreement compares both."""
+A backend is imported only when it is asked for, so the binding loads only where a model is really driven here
+(docs/adding-a-backend.md: a third backend is one file and one line of this table)."""
 
 from __future__ import annotations
 
-from harness.backends.openai import Endpoint, OpenAIBackend, RuntimeReply
+import importlib
 
-BACKENDS = {"openai": OpenAIBackend}
+from harness.core.errors import HarnessError
 
-__all__ = ["BACKENDS", "Endpoint", "OpenAIBackend", "RuntimeReply"]
+BACKENDS = {
+    "embedded": "harness.backends.embedded.backend:EmbeddedBackend",
+    "openai": "harness.backends.openai:OpenAIBackend",
+}
+
+
+def backend_class(name: str):
+    """The Backend subclass registered as `name`, imported now."""
+    if name not in BACKENDS:
+        raise HarnessError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
+    module, _, attribute = BACKENDS[name].partition(":")
+    return getattr(importlib.import_module(module), attribute)

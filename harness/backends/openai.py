@@ -17,8 +17,9 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 
-from harness.decoding import Generation, Timings
-from harness.errors import GenerationError
+from harness.core.replies import Generation, Timings
+from harness.backends.base import Backend
+from harness.core.errors import GenerationError, ServerReplyError
 
 RETRY_STATUSES = {408, 429, 500, 502, 503, 504}
 
@@ -51,13 +52,10 @@ class RuntimeReply:
                 "finish_reason": self.finish_reason, "prompt_tokens": self.prompt_tokens}
 
 
-class ServerError(GenerationError):
-    def __init__(self, message: str, retry: bool, status: int | None = None):
-        super().__init__(message)
-        self.retry, self.status = retry, status
+class OpenAIBackend(Backend):
+    name = "openai"
+    serves_chat = True
 
-
-class OpenAIBackend:
     def __init__(self, endpoints: list, *, in_flight: int = 1, retries: int = 3, backoff: float = 0.5,
                  timeout: float = 180.0):
         if not endpoints:
@@ -118,7 +116,7 @@ class OpenAIBackend:
         body["repeat_last_n"] = 64
         try:
             answer, endpoint = self._post("/completion", body, root=True)
-        except ServerError as exc:
+        except ServerReplyError as exc:
             if exc.status in (404, 405):
                 self._native = False
                 return None
@@ -164,7 +162,7 @@ class OpenAIBackend:
         endpoint = self.endpoints[0]
         try:
             answer = self._post_to(endpoint, endpoint.root("/apply-template"), body)
-        except ServerError as exc:
+        except ServerReplyError as exc:
             if exc.status in (404, 405):
                 self._applies = False       # asked once: a server without it will not grow one mid-run
             return None
@@ -190,7 +188,7 @@ class OpenAIBackend:
             try:
                 with self._slots[endpoint]:
                     return _post_json(url, {"model": endpoint.served_model, **body}, left), endpoint
-            except ServerError as exc:
+            except ServerReplyError as exc:
                 if not exc.retry:
                     raise
                 last = exc
@@ -213,16 +211,16 @@ def _post_json(url: str, body: dict, timeout: float) -> dict:
             payload = response.read()
     except urllib.error.HTTPError as exc:
         said = exc.read()[:500].decode("utf-8", "replace")
-        raise ServerError(f"{url}: HTTP {exc.code}: {said}", retry=exc.code in RETRY_STATUSES, status=exc.code) from None
+        raise ServerReplyError(f"{url}: HTTP {exc.code}: {said}", retry=exc.code in RETRY_STATUSES, status=exc.code) from None
     except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise ServerError(f"{url}: {reason}", retry=True) from None
+        raise ServerReplyError(f"{url}: {reason}", retry=True) from None
     try:
         answer = json.loads(payload)
     except ValueError:
-        raise ServerError(f"{url}: the answer is not JSON: {payload[:200]!r}", retry=False) from None
+        raise ServerReplyError(f"{url}: the answer is not JSON: {payload[:200]!r}", retry=False) from None
     if not isinstance(answer, dict):
-        raise ServerError(f"{url}: the answer is not a JSON object", retry=False)
+        raise ServerReplyError(f"{url}: the answer is not a JSON object", retry=False)
     return answer
 
 

@@ -7,7 +7,7 @@ import importlib
 from functools import lru_cache
 from pathlib import Path
 
-from harness.errors import FamilySpecError
+from harness.core.errors import FamilySpecError
 from harness.families.base import Family, NearMiss, ParseResult, ToolCall
 from harness.families.spec import load_family
 

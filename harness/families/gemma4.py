@@ -13,7 +13,7 @@ from harness.families import deviations as dev
 from harness.families.base import CustomFamily, NearMiss, ToolCall
 from harness.families.jsonscan import MAX_DEPTH
 from harness.families.payloads import Mismatch, load_json
-from harness.families.scanner import NAME, Cursor, MarkupParser, unique
+from harness.families.scanner import NAME, MarkupParser, unique
 
 OPEN, CLOSE, QUOTE = "<|tool_call>call:", "<tool_call|>", '<|"|>'
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

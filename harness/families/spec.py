@@ -2,13 +2,13 @@
 
 from pathlib import Path
 
-from harness.errors import FamilySpecError
+from harness.core.errors import FamilySpecError
 from harness.families import deviations as dev
 from harness.families.base import Family, NearMiss
 from harness.families.pattern import CallSpec, PatternParser, compile_pattern
 from harness.families.payloads import ObjectShape
 from harness.families.reasoning import DEFAULT_PAIRS
-from harness.yaml_source import load_located
+from harness.core.yaml_source import load_located
 
 TOP_KEYS = {
     "name": "a short lower-case id, the public name of the family",

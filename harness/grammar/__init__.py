@@ -19,7 +19,7 @@ Lazy grammars and llama.cpp. When a trigger pattern matches, llama.cpp feeds the
 end of the current token into the grammar; if the grammar rejects that text it throws a C++ exception through
 the C API and the process aborts (it cannot be caught in Python). Every pattern built here therefore matches
 only when that text is a prefix the grammar accepts, and fires on the word at the end of a token or followed
-by the start of the call, never by arbitrary text. GrammarRuntimeError (harness.errors) is what a generation
+by the start of the call, never by arbitrary text. GrammarRuntimeError (harness.core.errors) is what a generation
 raises when grammar sampling fails inside the runtime: the tool loop retries once unconstrained."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from harness import families as registry
-from harness.errors import GrammarError, GrammarRuntimeError
+from harness.core.errors import GrammarError, GrammarRuntimeError
 from harness.families.base import Family
 from harness.families.spec import load_family
 from harness.families.reasoning import prompt_opens

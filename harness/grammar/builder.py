@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from harness.arguments import tool_parameters
-from harness.errors import GrammarError
+from harness.families.arguments import tool_parameters
+from harness.core.errors import GrammarError
 from harness.grammar.gbnf import (
     EMPTY, JSON_SPACE, PATTERN_SPACE, Expr, Lit, Opt, Raw, Ref, RuleSet, alt, regex_escape, seq, text_without,
 )

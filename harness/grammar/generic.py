@@ -5,7 +5,7 @@ schema-constrained tool calls or content"), the whole reply is one JSON object f
 {"name": NAME, "arguments": {...}} or an answer {"response": TEXT}. A lazy grammar would be pointless here: no
 marker announces a call, and these models never open a reply with the brace a start trigger waits for (measured:
 0 of 55 steps), so the grammar would never take over. The model is told both forms in the tool preamble
-(harness.modes); with tool_choice "required" only the call is allowed.
+(harness.live.modes); with tool_choice "required" only the call is allowed.
 
 The parser reads an answer object only when it is exactly {"response": STRING} (one key, no duplicate, nothing
 around it but whitespace); anything else goes to the strict call parser of generic-json.yaml and, if it is not a

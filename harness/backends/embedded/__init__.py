@@ -1,0 +1,1 @@
+"""The embedded backend: llama-cpp-python in this process. The only package that imports the binding."""

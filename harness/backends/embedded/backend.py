@@ -1,0 +1,50 @@
+"""The embedded backend: a GGUF loaded in this process through llama-cpp-python. The only backend that holds a
+lazy grammar (its sampler is ours) and that batches the first replies of many samples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from harness.backends.base import Backend
+from harness.backends.embedded.batch import generate_samples
+from harness.backends.embedded.decoding import token_bytes
+from harness.backends.embedded.generate import generate, load_model
+from harness.core.replies import Generation
+
+
+class EmbeddedBackend(Backend):
+    name = "embedded"
+    holds_grammar = True
+    batches_samples = True
+
+    def __init__(self, llm, path: str | None = None):
+        self.llm, self.path = llm, path
+
+    @classmethod
+    def load(cls, path: str | Path, *, n_ctx: int, n_threads: int | None = None) -> "EmbeddedBackend":
+        return cls(load_model(path, n_ctx=n_ctx, n_threads=n_threads), str(path))
+
+    def complete(self, chat, prompt: str, sampling: dict, seed: int, grammar=None) -> Generation:
+        return generate(self.llm, prompt, seed=seed, timeout=chat.step_timeout, grammar=grammar, **sampling)
+
+    def complete_many(self, chat, prompt: str, sampling: dict, seeds: Sequence[int]) -> list:
+        batch = generate_samples(self.llm, prompt, len(seeds), seeds=seeds, timeout=chat.step_timeout, **sampling)
+        return batch.generations
+
+    def embedded_template(self) -> str | None:
+        """The chat template the GGUF carries (tokenizer.chat_template), None when it has none."""
+        return self.llm.metadata.get("tokenizer.chat_template") or None
+
+    def special_tokens(self) -> tuple:
+        """(BOS, EOS) as text, special tokens kept; '' for a token the vocabulary lacks."""
+        return self._token_text(self.llm.token_bos()), self._token_text(self.llm.token_eos())
+
+    def _token_text(self, token: int) -> str:
+        return token_bytes(self.llm, token).decode("utf-8", errors="replace") if token >= 0 else ""
+
+    def describe(self) -> dict:
+        return {"backend": self.name, "path": self.path}
+
+    def close(self) -> None:
+        self.llm.close()

@@ -1,0 +1,252 @@
+"""Real local OpenAI-compatible servers for a GGUF: llama-cpp-python's own server and llama.cpp's llama-server.
+
+    with LocalServer("llama-server", path, parallel=4) as server:
+        ...  # requests to server.base_url + "/v1/chat/completions"
+
+A server listens on 127.0.0.1 (a free port unless one is given), writes its output to a log file, and is ready
+when it answers its health check (llama-server: GET /health; llama-cpp-python: GET /v1/models). One that dies
+or never gets ready raises ServerStartError quoting the end of its log. It is stopped on leaving the block (SIGTERM,
+then SIGKILL after a grace period), also when the block raises; kill() ends it at once, as a crash would, and
+start() brings it back on the same port (on a new one if the port was picked here and is taken meanwhile).
+
+Both load the model with weight repacking off by default (repack=False), as harness.backends.embedded.generate.load_model does:
+on a CPU that advertises AMX under a hypervisor that faults on it (this project's VM), a repacked quantized
+model dies with SIGILL on its first multi-token decode. llama-server has --no-repack for that; llama-cpp-python's
+server has no option for it, so it is started through this module (`python -m harness.backends.servers ARGS`), which
+clears the flag in llama.cpp's default model parameters and then runs llama_cpp.server unchanged.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from harness.core import constants
+from harness.core.errors import ServerStartError
+
+LLAMA_SERVER_ARCHIVE = "llama-cpp-python-0.3.36-llama.cpp"
+BUILD_SCRIPT = constants.ROOT / "scripts" / "build_llama_server.sh"
+KINDS = ("llama-cpp-python", "llama-server")
+HEALTH_PATH = {"llama-cpp-python": "/v1/models", "llama-server": "/health"}
+LOG_TAIL_LINES = 25
+_BIND_FAILURES = ("address already in use", "couldn't bind", "could not bind", "errno 98")
+
+# Servers still running when the interpreter exits (a test run interrupted outside a with block) are stopped
+# then, not left listening.
+_RUNNING: set = set()
+
+
+def llama_server_dir(cache_dir: Path | None = None) -> Path:
+    return (cache_dir or constants.CACHE_DIR) / "bin" / f"llama-server-{LLAMA_SERVER_ARCHIVE}"
+
+
+def build_command() -> str:
+    return f"bash {BUILD_SCRIPT}"
+
+
+def llama_server_binary(cache_dir: Path | None = None) -> Path:
+    """The cached llama-server built by scripts/build_llama_server.sh; raises with the command that builds it."""
+    path = llama_server_dir(cache_dir) / "llama-server"
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise ServerStartError(f"llama-server is not built ({path} is missing); run: {build_command()}")
+    return path
+
+
+def free_port() -> int:
+    # The port is free now; another process could take it before the server binds, which start() detects in
+    # the log and answers with a new port.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LocalServer:
+    """One server process for one GGUF. parallel is llama-server's number of slots (requests decoded at once,
+    each with the full n_ctx); llama-cpp-python's server answers one request at a time and accepts only 1.
+    extra_args go last on the command line, so they can override the defaults set here."""
+
+    def __init__(self, kind: str, model_path: str | Path, port: int | None = None, parallel: int = 1,
+                 extra_args=(), *, n_ctx: int = 4096, threads: int = 1, seed: int = 0, repack: bool = False,
+                 alias: str | None = None, log_path: str | Path | None = None, ready_timeout: float = 180.0,
+                 stop_grace: float = 10.0):
+        if kind not in KINDS:
+            raise ValueError(f"unknown server kind {kind!r}; known: {', '.join(KINDS)}")
+        if parallel < 1:
+            raise ValueError(f"parallel={parallel} must be at least 1")
+        if kind == "llama-cpp-python" and parallel != 1:
+            raise ValueError(f"parallel={parallel}: llama-cpp-python's server answers one request at a time")
+        self.kind = kind
+        self.model_path = Path(model_path)
+        self.model = alias or self.model_path.stem   # the name /v1/models lists and requests send as "model"
+        self.parallel = parallel
+        self.extra_args = tuple(str(a) for a in extra_args)
+        self.n_ctx, self.threads, self.seed, self.repack = n_ctx, threads, seed, repack
+        self.ready_timeout, self.stop_grace = ready_timeout, stop_grace
+        self._fixed_port = port is not None
+        self.port = port
+        self.log_path = Path(log_path) if log_path else None
+        self._proc: subprocess.Popen | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise ServerStartError(f"{self.kind} has not been started")
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def command(self) -> list:
+        if self.port is None:
+            raise ServerStartError(f"{self.kind} has no port yet: start() picks one")
+        if self.kind == "llama-server":
+            return [str(llama_server_binary()), "--model", str(self.model_path), "--alias", self.model,
+                    "--host", "127.0.0.1", "--port", str(self.port),
+                    "--ctx-size", str(self.n_ctx * self.parallel), "--parallel", str(self.parallel),
+                    "--threads", str(self.threads), "--threads-batch", str(self.threads),
+                    "--seed", str(self.seed),
+                    "--jinja",                        # the model's own template and llama.cpp's tool-call parsers
+                    *([] if self.repack else ["--no-repack"]),
+                    *self.extra_args]
+        launcher = ["-m", "llama_cpp.server"] if self.repack else ["-m", "harness.backends.embedded.server"]
+        return [sys.executable, *launcher, "--model", str(self.model_path), "--model_alias", self.model,
+                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
+                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
+                "--seed", str(self.seed), *self.extra_args]
+
+    def start(self) -> "LocalServer":
+        """Start the process and wait until it answers its health check; a running server is left alone."""
+        if self.running:
+            return self
+        if self.kind == "llama-cpp-python" and importlib.util.find_spec("uvicorn") is None:
+            raise ServerStartError("llama-cpp-python's server needs its extra: pip install 'llama-cpp-python[server]'")
+        if self.log_path is None:
+            fd, name = tempfile.mkstemp(prefix=f"harness-{self.kind}-", suffix=".log")
+            os.close(fd)
+            self.log_path = Path(name)
+        tries = 0
+        while True:
+            if self.port is None:
+                self.port = free_port()
+            self._spawn()
+            try:
+                self._wait_ready()
+                return self
+            except ServerStartError:
+                tries += 1
+                if self._fixed_port or tries == 3 or not self._lost_port_race():
+                    raise
+                self.port = None
+
+    def _spawn(self) -> None:
+        command = self.command()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            log.write(f"$ {subprocess.list2cmdline(command)}\n".encode())
+            log.flush()
+            self._log_start = log.tell()
+            self._proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
+                                          stderr=subprocess.STDOUT)
+        _RUNNING.add(self)
+
+    def _wait_ready(self) -> None:
+        url = self.base_url + HEALTH_PATH[self.kind]
+        deadline = time.monotonic() + self.ready_timeout
+        last = "no answer yet"
+        while True:
+            code = self._proc.poll()
+            if code is not None:
+                _RUNNING.discard(self)
+                raise ServerStartError(f"{self.kind} exited with {_describe_exit(code)} before it was ready "
+                                  f"(model {self.model_path}); {self._tail()}")
+            try:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    if response.status == 200:
+                        return
+                    last = f"HTTP {response.status}"
+            except urllib.error.HTTPError as exc:
+                last = f"HTTP {exc.code}"            # llama-server answers 503 while the model loads
+            except (urllib.error.URLError, OSError) as exc:
+                last = str(getattr(exc, "reason", exc))
+            if time.monotonic() >= deadline:
+                self.stop()
+                raise ServerStartError(f"{self.kind} was not ready after {self.ready_timeout:g} s (GET {url}: {last}); "
+                                  f"it was stopped; {self._tail()}")
+            time.sleep(0.2)
+
+    def _lost_port_race(self) -> bool:
+        return any(marker in self._log_text().lower() for marker in _BIND_FAILURES)
+
+    def _log_text(self) -> str:
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_start)
+                return log.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def _tail(self) -> str:
+        lines = self._log_text().rstrip().splitlines()[-LOG_TAIL_LINES:]
+        return f"last lines of {self.log_path}:\n" + "\n".join(lines) if lines else f"{self.log_path} is empty"
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it has not exited after stop_grace seconds."""
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=self.stop_grace)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        _RUNNING.discard(self)
+
+    def kill(self) -> None:
+        """SIGKILL now, as a crash or an OOM kill would end it; start() brings it back on the same port."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        _RUNNING.discard(self)
+
+    def __enter__(self) -> "LocalServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        where = self.base_url if self.port is not None else "not started"
+        return f"LocalServer({self.kind!r}, {str(self.model_path)!r}, {where}, pid={self.pid})"
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+@atexit.register
+def _stop_all() -> None:
+    for server in list(_RUNNING):
+        server.stop()

@@ -1,0 +1,61 @@
+"""The `harness` command. Each subcommand lives in its own module exposing `register(subparsers)`;
+register sets `func` on its parser, which takes the parsed args and returns an exit code."""
+
+import argparse
+import importlib
+import json
+import os
+import sys
+
+from harness.core.errors import HarnessError
+
+# Order is the order of `harness --help`.
+COMMAND_MODULES = [
+    "harness.cli.core",
+    "harness.cli.pins",
+    "harness.cli.run",
+    "harness.cli.report",
+    "harness.cli.listing",
+    "harness.cli.runtime",
+]
+
+
+def emit_json(obj) -> None:
+    json.dump(obj, sys.stdout, ensure_ascii=False, indent=2)
+    sys.stdout.write("\n")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("harness")
+    except PackageNotFoundError:       # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="harness",
+        description="Conformance and evaluation harness for the tool-call formats of local language models.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except HarnessError as exc:
+        print(f"harness {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `harness list | head`: the reader left. Point stdout at /dev/null so the interpreter's final flush
+        # does not print a traceback on the way out.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141

@@ -1,0 +1,180 @@
+"""`harness detect`, `harness parse` and `harness conformance`: the offline core. Their --json output is a
+contract other tools call; keep its keys stable."""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness.template import conformance
+
+from harness.reports import conformance as conformance_report
+
+from harness.core import constants
+from harness import families as registry
+from harness.families.arguments import tool_parameters, type_arguments
+from harness.cli import emit_json
+from harness.template.detect import detect
+from harness.core.errors import HarnessError
+from harness.evaluation.scoring import INVALID_ARGUMENTS, PYTHON_NOTATION, UNKNOWN_TOOL
+from harness.pins.sources import list_templates, resolve_template
+
+# Exit codes scripts rely on (README, "CLI contract"): 2 is any usage or input error, from cli.main.
+EXIT_OK, EXIT_FINDING = 0, 1
+
+
+def _detect_for(ref, **kwargs):
+    return detect(ref.text, ref.bos_token or "", ref.eos_token or "", **kwargs)
+
+
+def cmd_detect(args) -> int:
+    ref = resolve_template(args.template)
+    found = _detect_for(ref)
+    if args.json:
+        emit_json(found.to_json())
+    else:
+        print(f"{ref.id}: {found.family or 'none'} ({found.status}) — {found.reason}")
+        if found.rendered_call:
+            print(f"rendered call:\n{found.rendered_call}")
+        for finding in found.findings:
+            print(f"finding {finding['name']}: {finding['detail']}")
+    # A template without tools is an answer (chat without tools), not a failure; a wall is.
+    return EXIT_FINDING if found.status == "wall" else EXIT_OK
+
+
+def template_kwarg(text: str) -> tuple:
+    """KEY=VALUE; VALUE is read as JSON when it is JSON (false, 3, {"a": 1}), else kept as a string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key.strip(), json.loads(value)
+    except ValueError:
+        return key.strip(), value
+
+
+def _boolean(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes", "on"):
+        return True
+    if text.lower() in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _load_tools(path: Path) -> dict:
+    try:
+        tools = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"--tools {path}: not a readable JSON file ({exc})") from None
+    if not isinstance(tools, list) or not all(isinstance(t, dict) and "name" in t.get("function", t) for t in tools):
+        raise HarnessError(f"--tools {path}: expected a JSON list of tool definitions, each with a function name")
+    return {t.get("function", t)["name"]: t for t in tools}
+
+
+def _type_calls(out: dict, tools: dict) -> list:
+    """Arguments typed by each tool's schema, in place; what the schema refuses is a named finding."""
+    findings = []
+    for index, call in enumerate(out["calls"]):
+        tool = tools.get(call["name"])
+        if tool is None:
+            findings.append({"name": UNKNOWN_TOOL, "call": index,
+                             "detail": f"{call['name']!r} is not in --tools ({', '.join(tools) or 'none'})"})
+            continue
+        typed = type_arguments(call["arguments"] if isinstance(call["arguments"], dict) else {},
+                               tool_parameters(tool))
+        if typed.ok:
+            call["arguments"] = typed.arguments
+        else:
+            name = PYTHON_NOTATION if typed.python_notation else INVALID_ARGUMENTS
+            findings.append({"name": name, "call": index, "detail": typed.error_message()})
+    return findings
+
+
+def cmd_parse(args) -> int:
+    if args.family:
+        registry.get(args.family)  # an unknown name fails before the template is rendered
+    ref = resolve_template(args.template)
+    tools = _load_tools(args.tools) if args.tools else None
+    kwargs = dict(args.template_kwarg or [])
+    if args.enable_thinking is not None:
+        kwargs["enable_thinking"] = args.enable_thinking
+    # The generation prompt tells the parser what the template opened (a <think> block, Functionary's >>>):
+    # it must be the one the reply was generated after, so the template gets the same variables.
+    found = _detect_for(ref, **kwargs)
+    name = args.family or found.family
+    reply = sys.stdin.read()
+    if name is None:
+        out = {"family": None, "calls": [], "content": reply, "reasoning": None, "deviation": None,
+               "detail": f"no family: {found.reason}; pass --family to choose one"}
+    else:
+        out = registry.get(name).parse(reply, found.generation_prompt or "").to_json()
+    if tools is not None:
+        out["findings"] = _type_calls(out, tools)
+    if args.json:
+        emit_json(out)
+    else:
+        print(f"family: {out['family'] or 'none'}")
+        for call in out["calls"]:
+            print(f"call: {call['name']} {call['arguments']}")
+        if out["deviation"]:
+            print(f"deviation: {out['deviation']} ({out['detail']})")
+        for finding in out.get("findings", []):
+            print(f"finding: {finding['name']} in call {finding['call']} ({finding['detail']})")
+        if out["reasoning"]:
+            print(f"reasoning: {out['reasoning']}")
+        print(f"content: {out['content']}")
+    return EXIT_FINDING if out["deviation"] or out.get("findings") else EXIT_OK
+
+
+def cmd_conformance(args) -> int:
+    refs = [resolve_template(pin.id) for pin in list_templates()]
+    report = conformance.run(refs)
+    md, js = conformance_report.write(report, args.out)
+    if args.json:
+        emit_json(report["summary"])
+    else:
+        s = report["summary"]
+        print(f"{s['templates']} templates: {s['detected']} detected, {s['walls']} walls, {s['no_tools']} without tools; "
+              f"{s['families']} families; matrix violations: {s['matrix_violations']}")
+        print(f"wrote {md} and {js}")
+    return 1 if report["matrix"]["violations"] else 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("detect", help="detect a template's tool-call family from the template itself",
+                       description="Render a probe conversation with and without a tool call and report which "
+                                   "family's parser reads the rendered call back.")
+    p.add_argument("template", metavar="PATH_OR_ID", help="a pinned template id or any .jinja file")
+    p.add_argument("--json", action="store_true",
+                   help='print {"family", "status", "reason", "rendered_call", "findings"}')
+    p.epilog = "exit status: 0 detected or no tools (the template has no tool format), 1 wall, 2 error"
+    p.set_defaults(func=cmd_detect)
+
+    p = sub.add_parser("parse", help="parse one raw model reply (stdin) with a family's strict parser",
+                       description="Read a raw reply (special tokens as text) on stdin and parse it strictly.")
+    p.add_argument("--template", required=True, metavar="PATH_OR_ID", help="the template the reply follows")
+    # No `choices`: listing them would load every family file to build the parser, so one bad file would break
+    # every command, --help included. registry.get names the known families when the name is wrong.
+    p.add_argument("--family", help="the family to parse with (default: detected; `harness list families`)")
+    p.add_argument("--template-kwarg", action="append", type=template_kwarg, metavar="KEY=VALUE",
+                   help="a template variable the reply was generated with (VALUE read as JSON when it is JSON); "
+                        "repeatable")
+    p.add_argument("--enable-thinking", type=_boolean, metavar="true|false",
+                   help="shorthand for --template-kwarg enable_thinking=true|false")
+    p.add_argument("--tools", type=Path, metavar="FILE",
+                   help='a JSON list of OpenAI-style tool definitions: arguments are typed by their schemas, and '
+                        'what a schema refuses is listed under "findings"')
+    p.add_argument("--json", action="store_true",
+                   help='print {"family", "calls", "content", "reasoning", "deviation", "detail"} '
+                        '(and "findings" with --tools)')
+    p.epilog = ("exit status: 0 the reply parses without a deviation (a call, or text), 1 a deviation or (with "
+                "--tools) an argument finding, 2 error")
+    p.set_defaults(func=cmd_parse)
+
+    p = sub.add_parser("conformance", help="offline conformance report over every pinned template",
+                       description="Detect, round-trip and render every pinned template; run the rejection matrix; "
+                                   "write conformance.md and conformance.json.")
+    p.add_argument("--out", type=Path, default=constants.RESULTS_DIR,
+                   help="directory for the reports (default: results/)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_conformance)

@@ -1,0 +1,65 @@
+"""`harness list`: what this checkout knows, for scripts (`--json`) and people: families, templates, models,
+scenarios. Reads the pins and YAML files only; nothing is rendered, downloaded or run."""
+
+from __future__ import annotations
+
+from harness.core import constants
+from harness.cli import emit_json
+from harness.pins.sources import load_sources, model_cache_path
+
+KINDS = ("families", "templates", "models", "scenarios")
+
+
+def _families() -> list:
+    from harness import families as registry
+    return [{"name": f.name, "label": f.label, "markers": list(f.markers),
+             "near_misses": sorted({n.deviation for n in f.near_misses}), "source": f.source}
+            for f in registry.families().values()]
+
+
+def _templates() -> list:
+    return [{"id": t.id, "file": t.file, "repo": t.repo, "license": t.license, "model": t.model}
+            for t in load_sources().templates.values()]
+
+
+def _models() -> list:
+    return [{"id": m.id, "default": m.default, "filename": m.filename, "size": m.size, "template": m.template,
+             "modes": list(m.modes) if m.modes else None, "in_cache": model_cache_path(m).is_file()}
+            for m in load_sources().models.values()]
+
+
+def _scenarios() -> list:
+    from harness.evaluation.scenarios import load_scenarios
+    return [{"name": s.name, "description": s.description, "tools": [t.name for t in s.tools],
+             "turns": len(s.turns), "samples": s.samples, "modes": list(s.modes) if s.modes else None}
+            for s in load_scenarios()]
+
+
+LISTERS = {"families": _families, "templates": _templates, "models": _models, "scenarios": _scenarios}
+# The column shown for each kind besides its name, in the plain-text listing.
+SUMMARY = {"families": lambda r: r["label"], "templates": lambda r: r["repo"] or "",
+           "models": lambda r: ("default" if r["default"] else "") + (" in cache" if r["in_cache"] else ""),
+           "scenarios": lambda r: ", ".join(r["tools"]) or "(no tools)"}
+
+
+def run_list(args) -> int:
+    kinds = [args.kind] if args.kind else list(KINDS)
+    listing = {kind: LISTERS[kind]() for kind in kinds}
+    if args.json:
+        emit_json(listing if not args.kind else listing[args.kind])
+        return 0
+    for kind, rows in listing.items():
+        print(f"{kind} ({len(rows)}):")
+        for row in rows:
+            key = row.get("name") or row["id"]
+            print(f"  {key:45} {SUMMARY[kind](row)}".rstrip())
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("list", help="list the families, templates, models and scenarios this checkout knows",
+                       description=f"List what {constants.ROOT} knows: families (harness/families), pinned "
+                                   "templates and models (sources.json), scenarios (scenarios/).")
+    p.add_argument("kind", nargs="?", choices=KINDS, help="only this kind (default: all four)")
+    p.add_argument("--json", action="store_true", help="print JSON: an object of lists, or one list with KIND")
+    p.set_defaults(func=run_list)

@@ -1,0 +1,41 @@
+"""`harness report`: rebuild results/*.md, results/heatmap.png and results/report.html from transcripts alone."""
+
+import sys
+from pathlib import Path
+
+from harness.core import constants
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "report", help="rebuild the result tables and heat map from results/transcripts (no model loaded)",
+        description="Re-score every recorded sample through the current parsers, add the seed ADR's replayed "
+                    "replies, and write results/<model>.md, results/summary.md, results/heatmap.png and "
+                    "results/report.html (the tables with every sample's transcript).")
+    parser.add_argument("--results-dir", type=Path, default=constants.RESULTS_DIR, metavar="DIR",
+                        help="read DIR/transcripts and write the reports into DIR (default: results/)")
+    parser.add_argument("--no-plot", action="store_true", help="skip the heat map")
+    parser.add_argument("--json", action="store_true", help="print the rates as JSON on stdout")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from harness.cli import emit_json
+    from harness.reports.report import write_reports
+
+    result = write_reports(args.results_dir, plot=not args.no_plot)
+    for warning in result["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.json:
+        emit_json(result)
+    else:
+        for path in result["written"]:
+            print(path)
+        if not result["written"] and not result["skipped"]:
+            print("no transcripts yet: run `harness run` first", file=sys.stderr)
+    if result["skipped"]:
+        # The reports are written without them, but a damaged transcript must not pass as a clean rebuild.
+        print(f"harness report: {len(result['skipped'])} malformed transcript record(s) skipped (listed above); "
+              "the reports leave them out", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,170 @@
+"""`harness run`: the live matrix (models × scenarios × samples), resumable, one transcript per model."""
+
+import sys
+import time
+from pathlib import Path
+
+from harness.backends import BACKENDS, backend_class
+from harness.core import constants
+from harness.core.errors import HarnessError
+from harness.core.values import MAX_SAMPLES, MAX_SEED, MAX_THREADS, int_argument
+from harness.evaluation.scenarios import load_scenarios
+from harness.pins.sources import load_sources
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "run", help="run scenarios on models and append every sample to results/transcripts/<model>.jsonl",
+        description="Run the scenario matrix on local models in modes native, grammar and/or fallback. Samples already in the transcript are skipped, so a killed run resumes. "
+                    "Then `harness report` builds the tables.")
+    parser.add_argument("--model", action="append", metavar="ID_OR_GGUF",
+                        help="model id from sources.json, or the path of an unpinned .gguf file (its SHA-256 is "
+                             "recorded) (repeatable; default: the models marked default)")
+    parser.add_argument("--template", metavar="PATH_OR_ID",
+                        help="the template of a served model (--endpoint), or of an unpinned GGUF that embeds none")
+    parser.add_argument("--backend", choices=sorted(BACKENDS), metavar="NAME",
+                        help=f"where replies come from: {', '.join(sorted(BACKENDS))} (default: openai with "
+                             "--endpoint, else embedded: the GGUF in this process through llama-cpp-python)")
+    parser.add_argument("--endpoint", action="append", metavar="URL",
+                        help="drive a model behind an OpenAI-compatible server instead (repeatable: replicas); "
+                             "needs --served-model and --template; native mode only (strict path: our render, "
+                             "the server's raw /v1/completions text, our parser)")
+    parser.add_argument("--served-model", metavar="NAME", help="the model name the server expects")
+    parser.add_argument("--in-flight", type=int_argument(1, 256), default=1, metavar="N",
+                        help="with --endpoint: requests open at once per endpoint (samples run side by side)")
+    parser.add_argument("--scenario", action="append", metavar="NAME",
+                        help="scenario name from scenarios/*.yaml (repeatable; default: all)")
+    parser.add_argument("--samples", type=int_argument(1, MAX_SAMPLES), metavar="N",
+                        help=f"samples per scenario, 1 to {MAX_SAMPLES} (default: each scenario's own `samples`)")
+    parser.add_argument("--mode", action="append", metavar="MODE",
+                        help="native (the model's template and parser), grammar (sampling constrained by a grammar "
+                             "from the tool schemas) or fallback (native, a failed step retried under the grammar); "
+                             "repeatable or a comma list (default: the scenario's `modes`, else the model's in "
+                             "sources.json, else native)")
+    parser.add_argument("--seed", type=int_argument(0, MAX_SEED), default=0, metavar="S",
+                        help=f"base seed, 0 to {MAX_SEED}; sample i uses S+i (default 0)")
+    parser.add_argument("--threads", type=int_argument(1, MAX_THREADS), metavar="N",
+                        help="llama.cpp threads (default: $HARNESS_THREADS, else 1: robust on a shared 2-core machine)")
+    parser.add_argument("--results-dir", type=Path, default=constants.RESULTS_DIR, metavar="DIR",
+                        help="append to DIR/transcripts/<model>.jsonl (default: results/); an experiment in "
+                             "another folder leaves the committed results alone")
+    parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from harness.cli import emit_json
+    from harness.live.modes import parse_modes
+    from harness.live.runner import planned_count, run_model
+
+    if args.threads is None:
+        constants.check_env("HARNESS_THREADS")  # before any model is loaded, not after the first one
+    sources = load_sources()
+    modes = parse_modes(args.mode) or None  # None: each scenario's, else each model's (runner.modes_for)
+    scenarios = load_scenarios(names=args.scenario)
+    pinned = [m for m in args.model or () if not m.endswith(".gguf")]
+    if not args.model and not args.endpoint:
+        pinned = [m.id for m in sources.default_models()]
+    for model_id in pinned:
+        sources.model(model_id)  # unknown ids fail before any work
+    opened = _opened_models(args, sources, modes)
+    models = pinned + [m.id for m in opened]
+    by_id = {m.id: m for m in opened}
+    total = sum(planned_count(scenarios, args.samples, _default_modes(m, by_id, sources), modes) for m in models)
+    summaries, failures = [], []
+    with _progress(total) as bar:
+        for model_id in models:
+            bar.set_description(model_id)
+            try:
+                summaries.append(run_model(model_id, scenarios, args.samples, args.seed, bar, sources,
+                                           results_dir=args.results_dir,
+                                           warn=lambda m: bar.write(f"warning: {m}", file=sys.stderr),
+                                           threads=args.threads, modes=modes, model=by_id.get(model_id)))
+            except HarnessError as exc:
+                # A missing or drifted model file says how to fetch it; the other models still run.
+                failures.append({"model": model_id, "error": str(exc)})
+                bar.write(f"harness run: {model_id}: {exc}", file=sys.stderr)
+    if args.json:
+        emit_json({"models": summaries, "failures": failures})
+    else:
+        for s in summaries:
+            stopped = f", {s['errors']} stopped by errors" if s["errors"] else ""
+            print(f"{s['model']}: ran {s['ran']}, already recorded {s['skipped']}, {s['seconds']} s{stopped}"
+                  f" -> {s['transcript']}")
+        if summaries:
+            print("next: harness report")
+    return 1 if failures else 0
+
+
+def _default_modes(model_id, opened, sources):
+    from harness.live.runner import model_modes_for
+
+    if model_id in opened:
+        return model_modes_for(opened[model_id], sources)
+    return getattr(sources.models.get(model_id), "modes", None)
+
+
+def _opened_models(args, sources, modes) -> list:
+    """Models that are not pins: a served model (--endpoint) or unpinned GGUF files (--model path.gguf)."""
+    from harness.live.runner import open_endpoint, open_gguf
+
+    name = args.backend or ("openai" if args.endpoint else "embedded")
+    cls = backend_class(name)
+    if modes and set(modes) != {"native"} and not cls.holds_grammar:
+        raise HarnessError(f"the {name} backend runs native mode only: grammar and fallback need the sampler in "
+                           "this process (the embedded backend)")
+    if name != "embedded":
+        from harness.backends.openai import Endpoint
+
+        if not args.endpoint or not args.served_model or not args.template:
+            raise HarnessError(f"--backend {name} needs --endpoint URL, --served-model NAME and --template PATH_OR_ID")
+        backend = cls([Endpoint(url, args.served_model) for url in args.endpoint], in_flight=args.in_flight)
+        return [open_endpoint(backend, args.served_model, args.template, parallel=args.in_flight * len(args.endpoint))]
+    if args.endpoint:
+        raise HarnessError("--endpoint names a server: the embedded backend runs a GGUF in this process")
+    files = [m for m in args.model or () if m.endswith(".gguf")]
+    return [open_gguf(Path(f), args.template, args.threads) for f in files]
+
+
+def _progress(total: int):
+    if not sys.stderr.isatty():
+        return LineProgress(total)
+    from tqdm import tqdm
+    return tqdm(total=total, unit="sample", file=sys.stderr, dynamic_ncols=True)
+
+
+class LineProgress:
+    """Progress for a log (CI, a file, a pipe): a bar would be one unreadable line of carriage returns, no
+    output at all leaves an hour-long run looking hung. One plain line per finished sample, with the count,
+    elapsed time and an estimate of what is left."""
+
+    def __init__(self, total: int, stream=None):
+        self.total, self.done, self.model = total, 0, ""
+        self.stream = stream or sys.stderr
+        self.started = time.monotonic()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def set_description(self, model: str) -> None:
+        self.model = model
+
+    def write(self, message: str, file=None) -> None:
+        print(message, file=file or self.stream, flush=True)
+
+    def update(self, n: int = 1) -> None:
+        if n <= 0:
+            return
+        self.done += n
+        elapsed = time.monotonic() - self.started
+        left = ""
+        if self.done < self.total and elapsed > 0:
+            left = f", about {_minutes(elapsed / self.done * (self.total - self.done))} left"
+        self.write(f"harness run: {self.done}/{self.total} samples ({self.model}), {_minutes(elapsed)} elapsed{left}")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"

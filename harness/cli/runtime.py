@@ -1,0 +1,76 @@
+"""`harness runtime-check`: ask an OpenAI-compatible server each scenario's opening conversation twice (the
+harness's strict path and the runtime's own) and record whether the runtime reads what the model wrote as the
+strict parser does (harness.evaluation.runtime_agreement). `harness report` builds the table from the records."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from harness.core import constants
+from harness.core.values import MAX_SAMPLES, MAX_SEED, int_argument, seconds_argument
+
+
+def runtimes_path(results_dir: Path, runtime: str) -> Path:
+    return Path(results_dir) / "runtimes" / f"{runtime}.jsonl"
+
+
+def run(args) -> int:
+    from harness.backends import Endpoint, OpenAIBackend
+    from harness.core.errors import HarnessError
+    from harness.live.runner import template_chat
+    from harness.evaluation.runtime_agreement import read_records
+    from harness.live.runtime_check import key, run_checks
+    from harness.evaluation.scenarios import load_scenarios
+    from harness.pins.sources import ID_PATTERN
+
+    if not ID_PATTERN.match(args.runtime):
+        raise HarnessError(f"--runtime {args.runtime!r}: a name of letters, digits, '.', '_' or '-' (it names a file)")
+    chat, ref, _ = template_chat(args.template)
+    backend = OpenAIBackend([Endpoint(url, args.served_model) for url in args.endpoint], in_flight=args.in_flight,
+                            retries=args.retries, timeout=args.timeout)
+    path = runtimes_path(args.results_dir, args.runtime)
+    existing, problems = read_records(path)
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    scenarios = load_scenarios(names=args.scenario)
+
+    def progress(record):
+        print(f"harness runtime-check: {record['scenario']['name']} seed {record['seed']}: {record['label']}",
+              file=sys.stderr, flush=True)
+
+    records = run_checks(backend, chat, ref.id, args.runtime, scenarios, args.samples, args.seed, path,
+                         {key(r) for r in existing}, workers=args.in_flight * len(args.endpoint), progress=progress)
+    agree = sum(r["label"] == "agree" for r in records)
+    print(f"{args.runtime}: {len(records)} pair(s) checked, {agree} agree, {len(existing)} already recorded -> {path}")
+    print("next: harness report")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "runtime-check", help="does an OpenAI-compatible server read tool calls as the strict parser does?",
+        description="For each scenario's opening conversation and seed, greedy: render the prompt with the pinned "
+                    "template and ask /v1/completions for raw text (parsed strictly), and send the messages and "
+                    "tools to /v1/chat/completions (parsed by the runtime). Every pair is appended to "
+                    "DIR/runtimes/RUNTIME.jsonl with a label (agree, prompts-differ, runtime-forgave:<deviation>, "
+                    "runtime-dropped-call, runtime-invalid-arguments, calls-differ); a killed run resumes.")
+    p.add_argument("--endpoint", action="append", required=True, metavar="URL",
+                   help="the server's base URL (repeatable: replicas of one served model, used in turn)")
+    p.add_argument("--served-model", required=True, metavar="NAME", help="the model name the server expects")
+    p.add_argument("--template", required=True, metavar="PATH_OR_ID",
+                   help="the template the served model uses (a pinned id or a .jinja file)")
+    p.add_argument("--runtime", required=True, metavar="NAME",
+                   help="a name for the runtime and its version, e.g. llama-server-b6000 (names the records file)")
+    p.add_argument("--scenario", action="append", metavar="NAME", help="scenario (repeatable; default: all)")
+    p.add_argument("--samples", type=int_argument(1, MAX_SAMPLES), default=1, metavar="N",
+                   help="seeds per scenario (default 1: greedy makes more mostly repeats)")
+    p.add_argument("--seed", type=int_argument(0, MAX_SEED), default=0, metavar="S", help="base seed (default 0)")
+    p.add_argument("--in-flight", type=int_argument(1, 256), default=1, metavar="N",
+                   help="requests open at once per endpoint (match the server's --parallel)")
+    p.add_argument("--retries", type=int_argument(0, 20), default=3, metavar="N",
+                   help="retries of a failed request, with exponential backoff (default 3)")
+    p.add_argument("--timeout", type=seconds_argument(), default=180.0, metavar="SECONDS",
+                   help="deadline of one request, retries included (default 180)")
+    p.add_argument("--results-dir", type=Path, default=constants.RESULTS_DIR, metavar="DIR")
+    p.set_defaults(func=run)

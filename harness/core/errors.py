@@ -1,0 +1,71 @@
+"""Exception types. Every error a user can meet carries enough context to act on it."""
+
+
+class HarnessError(Exception):
+    """Base class for errors the command line reports without a traceback."""
+
+
+class TemplateError(HarnessError):
+    """A chat template failed to compile or render (including its own raise_exception)."""
+
+
+class TemplateRaisedError(TemplateError):
+    """The template itself rejected its input with raise_exception (e.g. roles that do not alternate).
+
+    `template_message` is the template's own message, unchanged."""
+
+    def __init__(self, message: str, template_message: str | None = None):
+        super().__init__(message)
+        self.template_message = message if template_message is None else template_message
+
+
+class SourcesError(HarnessError):
+    """sources.json is malformed, or names something that is not there."""
+
+
+class DriftError(HarnessError):
+    """A pinned file on disk does not match its size or SHA-256 in sources.json."""
+
+
+class DownloadError(HarnessError):
+    """A download failed, was cut short, or delivered bytes that do not match the pin."""
+
+
+class FamilySpecError(HarnessError):
+    """A family YAML file is invalid; the message names the file, line and field."""
+
+
+class ScenarioError(HarnessError):
+    """A scenario YAML file is invalid; the message names the file, line and field."""
+
+
+class ModelLoadError(HarnessError):
+    """A GGUF model file is missing or llama.cpp could not load it."""
+
+
+class GenerationError(HarnessError):
+    """Generation could not start or continue: empty or over-long prompt, bad grammar, bad sampling values,
+    or llama.cpp failing to decode."""
+
+
+class GrammarError(HarnessError):
+    """A tool-call grammar cannot be built: no tools, a tool without an identifier name, an unknown family or
+    tool_choice."""
+
+
+class GrammarRuntimeError(HarnessError):
+    """Grammar-constrained sampling failed inside the runtime (seed 004: a null function pointer under GPU
+    offload), as opposed to a grammar that does not parse. The tool loop retries that step once without the
+    grammar and records that it did."""
+
+
+class ServerStartError(HarnessError):
+    """A local server could not be found, started or made ready; the message quotes its log."""
+
+
+class ServerReplyError(GenerationError):
+    """A server answered a request with an error, or not at all; `retry` says whether asking again may help."""
+
+    def __init__(self, message: str, retry: bool, status: int | None = None):
+        super().__init__(message)
+        self.retry, self.status = retry, status

@@ -1,0 +1,1 @@
+"""Scenarios, scoring, replays, transcripts: what a sample is judged by and where it is kept."""

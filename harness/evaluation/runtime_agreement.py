@@ -1,0 +1,133 @@
+"""Runtime agreement: does a runtime read what the model writes the way the strict parser does?
+
+For each scenario's opening conversation and seed, the same server is asked twice, greedy, same seed:
+- strict path: the harness renders the prompt with the pinned template, asks /v1/completions for the raw text,
+  and parses it with the template's family;
+- runtime path: the conversation and tools go to /v1/chat/completions; the runtime renders, generates and
+  parses, and its tool_calls/content/reasoning are recorded as returned.
+Both answers go to results/runtimes/<runtime>.jsonl (append-only, fsynced: a run killed halfway resumes), and
+each pair gets one label:
+
+  agree                        the same calls (name and arguments), or no call on either side and the same text
+  prompts-differ               the runtime rendered the conversation differently: its prompt (where the server
+                               shows it, llama-server's /apply-template) or its length in tokens is not ours, so
+                               the replies are not comparable (checked first)
+  runtime-forgave:<deviation>  the strict parser rejected the reply with that named deviation; the runtime
+                               returned a call anyway
+  runtime-dropped-call         the strict parser read a call; the runtime returned none
+  runtime-invalid-arguments    the runtime returned a call whose arguments are not a JSON object, or are empty
+                               where the strict parser read some
+  calls-differ                 both read calls, not the same ones
+  replies-differ               no call on either side, but not the same text: same prompt length, yet the
+                               runtime generated or post-processed differently
+  template-refused             our render of the conversation failed (the template raised); nothing was asked
+"""
+
+from __future__ import annotations
+
+import json
+
+from harness.evaluation.transcripts import read_transcript
+
+KIND = "runtime-check"
+LABELS = ("agree", "prompts-differ", "runtime-forgave", "runtime-dropped-call", "runtime-invalid-arguments",
+          "calls-differ", "replies-differ", "template-refused")
+
+
+def classify(strict, strict_prompt_tokens: int | None, runtime, same_prompt: bool | None = None) -> tuple:
+    """(label, detail) for one pair: `strict` a ParseResult, `runtime` a RuntimeReply; same_prompt whether the
+    runtime's own render equals ours, where the server shows it (None: it does not)."""
+    if same_prompt is False:
+        return "prompts-differ", "the runtime's rendered prompt (/apply-template) is not ours"
+    if strict_prompt_tokens and runtime.prompt_tokens and strict_prompt_tokens != runtime.prompt_tokens:
+        return "prompts-differ", f"strict prompt {strict_prompt_tokens} tokens, runtime's {runtime.prompt_tokens}"
+    runtime_calls, invalid = [], []
+    for call in runtime.tool_calls:
+        arguments = _arguments(call.get("arguments"))
+        if arguments is None:
+            invalid.append(f"{call.get('name')}: arguments {call.get('arguments')!r} are not a JSON object")
+        runtime_calls.append((call.get("name"), arguments))
+    strict_calls = [(c.name, c.arguments) for c in strict.calls] if strict.accepted else []
+    if invalid:
+        return "runtime-invalid-arguments", "; ".join(invalid)
+    if strict_calls and not runtime_calls:
+        return "runtime-dropped-call", f"strict read {', '.join(n for n, _ in strict_calls)}; the runtime returned text"
+    if not strict_calls and runtime_calls:
+        reason = strict.deviation or "text"
+        return f"runtime-forgave:{reason}", f"strict: {strict.detail or 'no call'}; runtime: " + \
+            ", ".join(n or "?" for n, _ in runtime_calls)
+    if strict_calls != runtime_calls:
+        emptied = [n for (n, a), (_, b) in zip(strict_calls, runtime_calls) if a and b == {}]
+        if emptied and len(strict_calls) == len(runtime_calls):
+            return "runtime-invalid-arguments", f"the runtime emptied the arguments of {', '.join(emptied)}"
+        return "calls-differ", f"strict {strict_calls}; runtime {runtime_calls}"
+    if not strict_calls and (strict.content or "").strip() != (runtime.content or "").strip():
+        return "replies-differ", f"strict text {_short(strict.content)}; runtime text {_short(runtime.content)}"
+    return "agree", None
+
+
+def _short(text) -> str:
+    text = (text or "").strip()
+    return json.dumps(text[:60] + ("…" if len(text) > 60 else ""), ensure_ascii=False)
+
+
+def _arguments(text):
+    if isinstance(text, dict):
+        return text
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def label_family(label: str) -> str:
+    return label.split(":", 1)[0]
+
+
+def agreement_table(records: list) -> list:
+    """Rows per (runtime, served model, template): how many pairs got each label."""
+    rows: dict = {}
+    for r in records:
+        row = rows.setdefault((r["runtime"], r["served_model"], r["template"]["id"]),
+                              {"runtime": r["runtime"], "served_model": r["served_model"],
+                               "template": r["template"]["id"], "pairs": 0, **{k: 0 for k in LABELS},
+                               "forgiven": {}})
+        row["pairs"] += 1
+        row[label_family(r["label"])] += 1
+        if r["label"].startswith("runtime-forgave:"):
+            name = r["label"].split(":", 1)[1]
+            row["forgiven"][name] = row["forgiven"].get(name, 0) + 1
+    return [rows[k] for k in sorted(rows)]
+
+
+def read_records(path) -> tuple:
+    """(records, warnings) of one runtimes file, read as transcripts are: a torn last line (a killed run) or a
+    damaged record is named with its line and left out, never a crash."""
+    found = read_transcript(path, problem=_problem)
+    return found.records, found.warnings
+
+
+def _problem(record) -> str | None:
+    if not isinstance(record, dict) or record.get("kind") != KIND:
+        return f"not a {KIND} record"
+    return None
+
+
+def agreement_markdown(records: list) -> str:
+    lines = ["# Runtime agreement", "",
+             "The same conversation and seed, greedy, through the harness's strict path (its own render, raw "
+             "/v1/completions text, the family's strict parser) and the runtime's own path (/v1/chat/completions "
+             "with tools). Labels are defined in harness/evaluation/runtime_agreement.py.", "",
+             "| runtime | served model | template | pairs | " + " | ".join(LABELS) + " | deviations forgiven |",
+             "|---|---|---|---:|" + "---:|" * len(LABELS) + "---|"]
+    for row in agreement_table(records):
+        forgiven = ", ".join(f"`{k}` ×{v}" for k, v in sorted(row["forgiven"].items())) or "–"
+        lines.append(f"| {row['runtime']} | {row['served_model']} | {row['template']} | {row['pairs']} | "
+                     + " | ".join(str(row[k]) for k in LABELS) + f" | {forgiven} |")
+    lines += ["", "## Pairs that disagree", ""]
+    for r in sorted(records, key=lambda r: (r["runtime"], r["served_model"], r["scenario"]["name"], r["seed"])):
+        if r["label"] != "agree":
+            lines.append(f"- {r['runtime']} / {r['served_model']} / {r['scenario']['name']} seed {r['seed']}: "
+                         f"`{r['label']}` — {r['detail']}")
+    return "\n".join(lines) + "\n"

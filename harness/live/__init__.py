@@ -1,0 +1,1 @@
+"""Live runs: the runner, the tool loop, the modes, runtime checks."""

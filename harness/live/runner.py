@@ -1,0 +1,292 @@
+"""`harness run`: drive models × scenarios × samples through the tool loop and write every sample to the
+model's transcript as soon as it finishes. Samples already recorded (same model file, scenario hash, mode,
+sample index and seed) are skipped, so a killed run resumes where it stopped."""
+
+import hashlib
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.backends import backend_class
+from harness.core import constants
+from harness.core.errors import GenerationError, TemplateError
+from harness.template import detect as detection
+from harness.evaluation.scoring import score_sample
+from harness.core.errors import SourcesError
+from harness.pins.sources import file_digest, load_sources, model_path, resolve_template
+from harness.live.modes import grammar_plan
+from harness.live.tool_loop import Chat, first_prompt, run_sample, step_seed
+from harness.template.kwargs import template_kwargs_for
+from harness.evaluation.transcripts import MODEL, SAMPLE, TranscriptWriter, now, read_transcript, sample_key, transcript_path
+
+MODE = "native"  # the mode of a run that names none (harness.live.modes); the mode is part of every record and key
+# llama.cpp's template for a GGUF that embeds none (common/chat.cpp, CHATML_TEMPLATE_SRC), used only when
+# sources.json pins no template for the model either. Recorded as such in the transcript.
+LLAMA_CPP_CHATML = (
+    "{%- for message in messages -%}\n"
+    "  {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "  {{- '<|im_start|>assistant\n' -}}\n"
+    "{%- endif -%}"
+)
+N_CTX = 4096
+# Measured on the 2-core machine while other jobs ran: with 2 threads (llama-cpp-python's batch default) the
+# batched first steps of qwen2.5-coder-0.5b wrote 0.3-1 token/s, because ggml's threads spin at every
+# barrier and stall whenever the other core is busy; with 1 thread, 7-15 tokens/s and prompts at ~50 tokens/s.
+DEFAULT_THREADS = 1
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class OpenModel:
+    id: str
+    sha256: str
+    filename: str
+    chat: Chat
+    template_source: str     # "gguf", "sources.json:<id>" or "llama.cpp-default-chatml"
+    template_id: str | None  # the official template sources.json expects this model to carry
+    detection: object
+    parallel: int = 1        # samples run side by side (a served model's requests in flight)
+
+
+def open_model(model_id: str, sources=None, threads: int | None = None) -> OpenModel:
+    """Load a verified model file and decide how it is driven: its embedded template, its special tokens
+    and the family detected from that template (mode native, setting auto)."""
+    sources = sources or load_sources()
+    pin = sources.model(model_id)
+    backend = _load(model_path(model_id, sources), threads)
+    return _driven(backend, model_id, pin.sha256, pin.filename, pin.template or pin.stand_in_template, pin.template,
+                   sources)
+
+
+def open_gguf(path, template: str | None = None, threads: int | None = None) -> OpenModel:
+    """An unpinned local GGUF (`harness run --model path.gguf`): its SHA-256 is computed and recorded, its id
+    is its file name; `template` (a pinned id or a .jinja path) stands in when the file embeds none."""
+    path = Path(path)
+    if not path.is_file():
+        raise SourcesError(f"{path}: no such model file")
+    _, sha256 = file_digest(path)
+    model_id = served_id(path.stem)
+    return _driven(_load(path, threads), model_id, sha256, path.name, template, None, load_sources())
+
+
+def open_endpoint(backend, served_model: str, template: str, parallel: int = 1) -> OpenModel:
+    """A model behind an OpenAI-compatible server, driven on the strict path: our render of `template`, the
+    server's raw completion, our parser. The weights are the server's: no file hash, "served" instead."""
+    chat, ref, found = template_chat(template, backend)
+    source = f"sources.json:{ref.id}" if ref.entry else str(ref.path)
+    return OpenModel(served_id(served_model), "served", ", ".join(backend.describe()["endpoints"]), chat, source,
+                     ref.id if ref.entry else None, found, parallel=parallel)
+
+
+def template_chat(template: str, backend=None) -> tuple:
+    """(Chat, ResolvedTemplate, Detection) for a model known only by its template (a pinned id or a .jinja
+    path): no weights in this process (`backend` is a server, or None); its special tokens are the pin's, its
+    family is detected."""
+    ref = resolve_template(template)
+    kwargs = template_kwargs_for(ref.text)
+    bos, eos = ref.bos_token or "", ref.eos_token or ""
+    found = detection.detect(ref.text, bos, eos, **kwargs)
+    return Chat(backend, ref.text, bos, eos, found.family, kwargs), ref, found
+
+
+def served_id(name: str) -> str:
+    """A model name as a transcript id (it names a file): "Qwen/Qwen3-8B" -> "Qwen--Qwen3-8B"."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "--", name).strip("-.")
+    if not cleaned:
+        raise SourcesError(f"model name {name!r} has nothing a file name can keep")
+    return cleaned
+
+
+def _load(path, threads):
+    """The model file in this process: the embedded backend (imported here, so the binding loads only when a
+    model is really driven)."""
+    if threads is None:
+        constants.check_env("HARNESS_THREADS")
+    return backend_class("embedded").load(path, n_ctx=N_CTX,
+                                          n_threads=threads or constants.HARNESS_THREADS or DEFAULT_THREADS)
+
+
+def _driven(backend, model_id, sha256, filename, fallback, pinned_template, sources) -> OpenModel:
+    template = backend.embedded_template()
+    source = "gguf"
+    if not template and fallback:
+        ref = resolve_template(fallback, sources)
+        template, source = ref.text, f"sources.json:{ref.id}" if ref.entry else str(ref.path)
+    elif not template:
+        template, source = LLAMA_CPP_CHATML, "llama.cpp-default-chatml"
+    bos, eos = backend.special_tokens()
+    kwargs = template_kwargs_for(template)
+    found = detection.detect(template, bos, eos, **kwargs)
+    chat = Chat(backend, template, bos, eos, found.family, kwargs)
+    return OpenModel(model_id, sha256, filename, chat, source, pinned_template, found)
+
+
+def model_record(model: OpenModel) -> dict:
+    """What the report needs about the model without loading it: the template as rendered, and detection."""
+    return {"kind": MODEL, "model": {"id": model.id, "sha256": model.sha256, "file": model.filename},
+            "template": {"source": model.template_source, "pinned_id": model.template_id,
+                         "sha256": sha256_text(model.chat.template), "text": model.chat.template},
+            "bos_token": model.chat.bos_token, "eos_token": model.chat.eos_token, "family": model.chat.family,
+            "detection": model.detection.to_json(), "template_kwargs": model.chat.template_kwargs,
+            "recorded": now()}
+
+
+def sample_seed(base_seed: int, index: int) -> int:
+    return base_seed + index
+
+
+def planned_key(model: OpenModel | dict, scenario, index: int, base_seed: int, mode: str = MODE) -> tuple:
+    ident = {"id": model.id, "sha256": model.sha256} if isinstance(model, OpenModel) else model
+    return sample_key({"model": ident, "scenario": {"name": scenario.name, "hash": scenario.hash},
+                       "mode": mode, "sample": index, "seed": sample_seed(base_seed, index)})
+
+
+def sample_record(model: OpenModel, scenario, index: int, seed: int, result: dict, started: str, seconds: float,
+                  batch: dict | None = None, mode: str = MODE, plan=None) -> dict:
+    record = {
+        "kind": SAMPLE,
+        "model": {"id": model.id, "sha256": model.sha256},
+        "template": {"id": model.template_id, "sha256": sha256_text(model.chat.template),
+                     "source": model.template_source},
+        "family": model.chat.family, "mode": mode,
+        # The grammar of grammar and fallback attempts: family, triggers, GBNF hash and the preamble as sent.
+        "grammar": plan.to_json() if plan is not None and mode != "native" else None,
+        "scenario": {"name": scenario.name, "hash": scenario.hash},
+        "sample": index, "seed": seed, "sampling": scenario.sampling, "max_steps": scenario.max_steps,
+        "template_kwargs": model.chat.template_kwargs, "replayed": False,
+        "turns": result["turns"], "error": result["error"], "executions": result["executions"],
+        "started": started, "finished": now(), "seconds": round(seconds, 3),
+        # The first step was written in a batch with the other pending samples: its wall time and size.
+        "batch": batch,
+    }
+    record["verdicts"] = score_sample(scenario, record)
+    return record
+
+
+def model_modes_for(model: OpenModel, sources) -> tuple | None:
+    """The modes a model runs in by default: its pin's, or native alone where its backend holds no grammar
+    (a served model), whatever its pin would choose."""
+    pinned = getattr(sources.models.get(model.id), "modes", None)
+    return pinned if model.chat.backend.holds_grammar else ("native",)
+
+
+def modes_for(scenario, model_modes=None, requested=None) -> tuple:
+    """The modes a run uses for one scenario on one model: those asked for (--mode), else the scenario's own,
+    else the model's (sources.json), else native."""
+    return tuple(requested or scenario.modes or model_modes or (MODE,))
+
+
+def planned_count(scenarios, samples: int | None, model_modes=None, requested=None) -> int:
+    """How many samples a run plans for one model, done or not."""
+    return sum((samples or s.samples) * len(modes_for(s, model_modes, requested)) for s in scenarios)
+
+
+def pending(model_id: str, sha256: str, scenarios, samples: int | None, base_seed: int, done: set,
+            modes=None, model_modes=None) -> list:
+    """(scenario, mode, [sample indices still to run]) for every scenario and mode (see modes_for), in order."""
+    ident = {"id": model_id, "sha256": sha256}
+    out = []
+    for scenario in scenarios:
+        n = samples or scenario.samples
+        for mode in modes_for(scenario, model_modes, modes):
+            todo = [i for i in range(n) if planned_key(ident, scenario, i, base_seed, mode) not in done]
+            out.append((scenario, mode, todo))
+    return out
+
+
+def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, progress=None, sources=None,
+              results_dir=None, warn=print, threads: int | None = None, model: OpenModel | None = None,
+              modes=None) -> dict:
+    """Run every pending sample of one model (opened here unless `model` is already open: an unpinned GGUF or
+    a served model, which have no pin). Returns a summary: counts and wall time."""
+    sources = sources or load_sources()
+    if model is None:
+        pin = sources.model(model_id)
+        sha256, model_modes = pin.sha256, pin.modes
+    else:
+        sha256, model_modes = model.sha256, model_modes_for(model, sources)
+    path = transcript_path(model_id, results_dir)
+    existing = read_transcript(path)
+    for message in existing.warnings:
+        warn(message)
+    work = pending(model_id, sha256, scenarios, samples, base_seed, existing.done(), modes, model_modes)
+    total = sum(len(todo) for _, _, todo in work)
+    skipped = planned_count(scenarios, samples, model_modes, modes) - total
+    summary = {"model": model_id, "transcript": str(path), "ran": 0, "skipped": skipped, "seconds": 0.0,
+               "errors": 0, "family": None}
+    if progress is not None:
+        progress.update(skipped)
+    if total == 0:
+        return summary
+    started = time.monotonic()
+    model = model or open_model(model_id, sources, threads)
+    summary["family"] = model.chat.family
+    lock = threading.Lock()      # samples of a served model land from several threads
+    with TranscriptWriter(path) as writer:
+        for message in writer.warnings:
+            warn(message)
+        if model.sha256 not in existing.models() or _changed(existing.models()[model.sha256], model):
+            writer.append(model_record(model))
+        for scenario, mode, todo in work:
+            if not todo:
+                continue
+            clock = time.monotonic()
+            plan = grammar_plan(model.chat.family, scenario) if mode != "native" else None
+            # Native and fallback samples open with a native attempt, written in one batch; grammar samples
+            # go one by one (the batch's sampler chains hold no GrammarGate).
+            batched = mode != "grammar" and model.chat.backend.batches_samples   # a server batches on its own
+            firsts = _first_steps(model, scenario, todo, base_seed) if batched else [None] * len(todo)
+            batch = None
+            if any(firsts):
+                batch = {"size": len(todo), "seconds": round(time.monotonic() - clock, 3)}
+            # A sample's time: its own steps plus its share of the batched first step.
+            share = batch["seconds"] / batch["size"] if batch else 0.0
+
+            def one(index, first):
+                seed = sample_seed(base_seed, index)
+                began, clock = now(), time.monotonic()
+                result = run_sample(model.chat, scenario, seed, first=first, mode=mode, plan=plan)
+                seconds = time.monotonic() - clock + share
+                record = sample_record(model, scenario, index, seed, result, began, seconds, batch, mode, plan)
+                with lock:
+                    writer.append(record)
+                    summary["ran"] += 1
+                    summary["errors"] += bool(result["error"])
+                    if progress is not None:
+                        progress.update(1)
+
+            if model.parallel == 1:
+                for index, first in zip(todo, firsts):
+                    one(index, first)
+                continue
+            with ThreadPoolExecutor(max_workers=model.parallel) as pool:
+                for future in [pool.submit(one, i, f) for i, f in zip(todo, firsts)]:
+                    future.result()
+    summary["seconds"] = round(time.monotonic() - started, 1)
+    return summary
+
+
+def _changed(recorded: dict, model: OpenModel) -> bool:
+    return recorded.get("template", {}).get("sha256") != sha256_text(model.chat.template) or \
+        recorded.get("family") != model.chat.family
+
+
+def _first_steps(model: OpenModel, scenario, todo: list, base_seed: int) -> list:
+    """The first step of every pending sample in one batch, sharing the prompt's evaluation. A failure here
+    (a template that cannot render, a prompt too long) is left to each sample's own loop to record."""
+    if len(todo) < 2:
+        return [None] * len(todo)
+    try:
+        prompt = first_prompt(model.chat, scenario)
+        seeds = [step_seed(sample_seed(base_seed, i), 0, 0) for i in todo]
+        return model.chat.backend.complete_many(model.chat, prompt, scenario.sampling, seeds)
+    except (GenerationError, TemplateError):
+        return [None] * len(todo)

@@ -1,0 +1,290 @@
+"""One sample of a scenario: the agent loop a local chat runs, with stub tools, recorded step by step.
+
+Per user turn: render the conversation (and the tools, only when a family is in use: `auto` with no family
+chats without tools, as the seed ADR decides) through the model's template, generate, parse the raw reply
+with the family (passing the generation prompt, so a reasoning block the prompt opened is handled), type each
+call's arguments by the tool's schema, dispatch to the stub, and loop until the model answers in text or the
+step limit is reached. A typed-argument error, an unknown tool or a raising tool goes back to the model as a
+tool message {"error": ...} (seed 004 note). Each call is executed at most once, and a turn is never re-run
+after a tool has run: a failed follow-up generation ends the sample instead.
+
+Message shapes follow the ADR: an assistant tool-call turn has string content ("" when there is no text) and
+call ids of nine alphanumerics (call00001, ...)."""
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+
+from harness.families.arguments import type_arguments
+from harness.core.errors import GenerationError, GrammarRuntimeError, TemplateError
+from harness.core.values import MAX_SEED
+from harness.families.base import ParseResult
+from harness.families.reasoning import prompt_opens
+from harness.live.modes import grammar_plan, native_failed, plain_messages
+from harness.template.render import render
+from harness.evaluation.scoring import parse_reply
+
+# The parsers need only the end of the prompt (an open <think>, Functionary's ">>>"); scoring re-parses with it.
+PROMPT_TAIL = 256
+DEFAULT_STEP_TIMEOUT = 180.0
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+# A model that reasons spends most of its budget thinking; the scenario's max_tokens would cut its answer.
+THINKING_BUDGET_FACTOR = 4
+
+
+@dataclass
+class Chat:
+    """A model as the loop drives it: the backend that writes its replies (None: a template only, nothing is
+    generated), its template (as embedded in the GGUF), special tokens, the family whose parser reads its
+    replies (None: chat without tools) and extra template variables."""
+
+    backend: object
+    template: str
+    bos_token: str = ""
+    eos_token: str = ""
+    family: str | None = None
+    template_kwargs: dict = field(default_factory=dict)
+    step_timeout: float | None = DEFAULT_STEP_TIMEOUT
+
+
+def step_seed(sample_seed: int, turn: int, step: int) -> int:
+    """The seed of one generation: the sample's own seed for its first step (so the batched first steps of N
+    samples and a resumed single sample write the same reply), a fixed derivation after that."""
+    if turn == 0 and step == 0:
+        return sample_seed % (MAX_SEED + 1)
+    return (sample_seed * 1_000_003 + turn * 7919 + step * 104_729) % (MAX_SEED + 1)
+
+
+def opening_messages(scenario) -> list:
+    messages = [{"role": "system", "content": scenario.system}] if scenario.system else []
+    messages += json.loads(json.dumps(list(scenario.history)))  # fresh copies: the loop appends to them
+    return messages
+
+
+def render_prompt(chat: Chat, scenario, messages: list, plan=None, plain: bool = False,
+                  required: bool = False) -> str:
+    """plan: the GrammarPlan of a grammar attempt (its preamble, if any, goes ahead of the system message;
+    required: the attempt is held to a call). plain: the template has no tool format and the loop is not
+    native, so calls and results are written as text (see harness.live.modes.plain_messages)."""
+    tools = scenario.tool_schemas() if chat.family and scenario.tools else None
+    preamble = plan.preamble_for(required) if plan is not None else None
+    if not (plain or preamble):
+        return _render(chat, messages, tools)
+    try:
+        return _render(chat, plain_messages(messages, preamble), tools)
+    except TemplateError:
+        # A template that refuses the system role (Gemma's): the same text opens the first user message.
+        return _render(chat, plain_messages(messages, preamble, into_user=True), tools)
+
+
+def _render(chat: Chat, messages: list, tools) -> str:
+    return render(chat.template, messages, tools=tools, add_generation_prompt=True, bos_token=chat.bos_token,
+                  eos_token=chat.eos_token, **chat.template_kwargs)
+
+
+def first_prompt(chat: Chat, scenario) -> str:
+    """The prompt of the first step, which every sample of the scenario shares (batched generation)."""
+    return render_prompt(chat, scenario, opening_messages(scenario) + [{"role": "user", "content": scenario.turns[0].user}])
+
+
+class StubTools:
+    """The scenario's tools as stubs: a fixed result or a fixed error. Counts every execution per call id,
+    so a test (and the transcript) can prove no call ran twice."""
+
+    def __init__(self, scenario):
+        self.scenario = scenario
+        self.executions: dict = {}
+
+    def dispatch(self, call_id: str, call) -> dict:
+        tool = self.scenario.tool(call.name)
+        record = {"id": call_id, "name": call.name, "arguments": call.arguments, "typed": None, "errors": [],
+                  "coerced": [], "executed": False, "executions": 0, "error": True}
+        if tool is None:
+            offered = ", ".join(t.name for t in self.scenario.tools) or "none"
+            record["result"] = _error(f"unknown tool {call.name!r}; the tools are: {offered}")
+            return record
+        typed = type_arguments(call.arguments, tool.parameters)
+        if not typed.ok and call.arguments and not tool.parameters.get("properties"):
+            # A tool that takes nothing, called with invented arguments (seed 004 note): the intent is clear,
+            # so it is retried once with no arguments before the call fails. Scoring names both.
+            record["zero_arg_retry"] = {"invented": call.arguments, "errors": typed.errors}
+            typed = type_arguments({}, tool.parameters)
+        record.update(typed=typed.arguments, errors=typed.errors, coerced=typed.coerced)
+        if not typed.ok:
+            record["result"] = _error(f"invalid arguments for {call.name}: {typed.error_message()}")
+            return record
+        if call_id in self.executions:
+            raise RuntimeError(f"call {call_id} was about to run a second time")  # a loop bug, never allowed
+        self.executions[call_id] = self.executions.get(call_id, 0) + 1
+        record.update(executed=True, executions=self.executions[call_id], error=tool.raises is not None,
+                      result=tool.result_message())
+        return record
+
+
+def _error(message: str) -> str:
+    return json.dumps({"error": message}, ensure_ascii=False)
+
+
+def _step_record(prompt: str, seed: int, generation, parse: ParseResult | None, shared: bool) -> dict:
+    return {
+        "seed": seed, "prompt_sha256": hashlib.sha256(prompt.encode("utf-8")).hexdigest(),
+        "prompt_tail": prompt[-PROMPT_TAIL:], "shared_prompt": shared,
+        "prompt_tokens": generation.prompt_tokens if generation else None,
+        "reply": generation.text if generation else "",
+        "completion_tokens": generation.completion_tokens if generation else 0,
+        "finish_reason": generation.finish_reason if generation else None,
+        "timings": asdict(generation.timings) if generation else None,
+        "parse": parse.to_json() if parse else None, "calls": [], "error": None,
+    }
+
+
+class _Writer:
+    """Writes one step's reply in a mode: the generation (under a grammar, with its runtime retry), the thinking
+    budget, and the parse with the family that reads it."""
+
+    def __init__(self, chat: Chat, scenario, mode: str, plan):
+        self.chat, self.scenario, self.mode, self.plan = chat, scenario, mode, plan
+        self.plain = mode != "native" and chat.family is None  # tools-less template: calls written as text
+        self.thinks = False  # sticky: once a reply reasons, later steps get the larger budget too
+
+    def sampling(self, prompt: str) -> dict:
+        sampling = dict(self.scenario.sampling)
+        if self.thinks or prompt_opens(prompt, THINK_OPEN):
+            sampling["max_tokens"] = sampling["max_tokens"] * THINKING_BUDGET_FACTOR
+        return sampling
+
+    def attempt(self, messages, seed, grammar: bool, first=None, required: bool = False) -> dict:
+        """One attempt: {"prompt", "generation", "parse", "family", "extra"}; raises GenerationError and
+        TemplateError (the caller records them). required: held to a call (fallback's retry of a near miss)."""
+        plan = self.plan if grammar else None
+        prompt = render_prompt(self.chat, self.scenario, messages, plan, self.plain, required)
+        extra = {"grammar": "required" if required else "auto"} if plan is not None else {}
+        spec = None if plan is None else plan.spec_for(required)
+        if first is not None:
+            generation = first
+        else:
+            sampling = self.sampling(prompt)
+            generation = self._write(prompt, sampling, seed, spec, extra)
+            if (generation.finish_reason == "length" and THINK_OPEN in generation.text
+                    and THINK_CLOSE not in generation.text and not self.thinks):
+                # Cut inside a think block: nothing ran on this reply yet, so it is written again with room.
+                self.thinks = True
+                extra["thinking_budget_retry"] = {"max_tokens": sampling["max_tokens"], "reply": generation.text}
+                generation = self._write(prompt, self.sampling(prompt), seed, spec, extra)
+        if THINK_OPEN in generation.text:
+            self.thinks = True
+        if plan is not None:
+            extra["grammar_from"] = generation.grammar_from  # None: the lazy grammar never took over
+        family = plan.family if plan is not None else self.chat.family
+        return {"prompt": prompt, "generation": generation, "parse": parse_reply(family, generation.text, prompt),
+                "family": family, "extra": extra}
+
+    def _write(self, prompt, sampling, seed, spec, extra):
+        if spec is None:
+            return self.chat.backend.complete(self.chat, prompt, sampling, seed)
+        try:
+            return self.chat.backend.complete(self.chat, prompt, sampling, seed, grammar=spec)
+        except GrammarRuntimeError as exc:
+            # Grammar sampling failed inside the runtime (the seed saw it under GPU offload): retry once
+            # unconstrained, and say so in the transcript.
+            extra["grammar_runtime_retry"] = str(exc)
+            return self.chat.backend.complete(self.chat, prompt, sampling, seed)
+
+
+def run_sample(chat: Chat, scenario, seed: int, first=None, mode: str = "native", plan=None) -> dict:
+    """Run every user turn of the scenario once in `mode` (harness.live.modes). `first` is the first step's
+    Generation when it was written in a batch with the other samples (same prompt, this sample's seed; a
+    native attempt). `plan` overrides the GrammarPlan built for the scenario (tests inject faults with it).
+    Returns {"turns", "error", "executions"}; "error" is set when a render or generation failed and the
+    sample stopped there."""
+    if mode != "native" and plan is None:
+        plan = grammar_plan(chat.family, scenario)
+    writer = _Writer(chat, scenario, mode, plan)
+    tools = StubTools(scenario)
+    messages = opening_messages(scenario)
+    turns, counter = [], 0
+    for turn_index, turn in enumerate(scenario.turns):
+        messages.append({"role": "user", "content": turn.user})
+        steps, results = [], []  # results: (name, result) of the calls that ran in this turn
+        turns.append({"user": turn.user, "steps": steps})
+        for step_index in range(scenario.max_steps):
+            seed_here = step_seed(seed, turn_index, step_index)
+            shared = first is not None and turn_index == 0 and step_index == 0
+            grammar = mode == "grammar" and plan is not None
+            try:
+                done = writer.attempt(messages, seed_here, grammar, first if shared else None)
+                fallback_from = None
+                if mode == "fallback" and plan is not None and native_failed(
+                        done["parse"], turn.expect.expects_call, bool(results)):
+                    fallback_from = _record(done, seed_here, shared)
+                    # Either the model meant to call and missed the shape, or it answered where the turn
+                    # needs a call (issue 4's "no parseable call where one was expected"): in both, an
+                    # "auto" grammar would let it write the same text again, so the retry is held to a call.
+                    done = writer.attempt(messages, seed_here, True, required=True)
+                    shared = False
+            except TemplateError as exc:
+                steps.append({**_step_record("", seed_here, None, None, False), "error": f"render: {exc}"})
+                return {"turns": turns, "error": f"render: {exc}", "executions": tools.executions}
+            except GenerationError as exc:
+                if results:
+                    # A tool already ran: never re-run the loop (it would run twice); answer from the
+                    # result in hand and go on with the next user turn.
+                    text = _synthesized(results)
+                    steps.append({**_step_record("", seed_here, None, None, False), "reply": text,
+                                  "synthesized": True, "generation_error": f"generate: {exc}"})
+                    messages.append(_assistant(text, None))
+                    break
+                steps.append({**_step_record("", seed_here, None, None, False), "error": f"generate: {exc}"})
+                return {"turns": turns, "error": f"generate: {exc}", "executions": tools.executions}
+            step = _record(done, seed_here, shared)
+            if fallback_from is not None:
+                step["fallback_from"] = fallback_from
+            steps.append(step)
+            parse = done["parse"]
+            if not parse.accepted:
+                # Text, or a near miss shown as text (the ADR never turns a near miss into a call).
+                messages.append(_assistant(parse.content, parse.reasoning))
+                break
+            calls = []
+            for call in parse.calls:
+                counter += 1
+                call_id = f"call{counter:05d}"
+                record = tools.dispatch(call_id, call)
+                step["calls"].append(record)
+                calls.append((call_id, call, record))
+                if record["executed"]:
+                    results.append((call.name, record["result"]))
+            message = _assistant(parse.content, parse.reasoning)
+            message["tool_calls"] = [
+                {"id": cid, "type": "function",
+                 "function": {"name": call.name, "arguments": rec["typed"] if not rec["errors"] and rec["typed"] is not None
+                              else _as_object(call.arguments)}}
+                for cid, call, rec in calls]
+            messages.append(message)
+            for cid, call, rec in calls:
+                messages.append({"role": "tool", "tool_call_id": cid, "name": call.name, "content": rec["result"]})
+    return {"turns": turns, "error": None, "executions": tools.executions}
+
+
+def _record(done: dict, seed: int, shared: bool) -> dict:
+    step = _step_record(done["prompt"], seed, done["generation"], done["parse"], shared)
+    step["family"] = done["family"]  # the parser that read this attempt (a grammar's may differ from native)
+    step.update(done["extra"])
+    return step
+
+
+def _synthesized(results: list) -> str:
+    """The answer a failed follow-up leaves: the tool results already in hand, as they came back."""
+    return "\n".join(f"{name}: {result}" for name, result in results)
+
+
+def _assistant(content: str, reasoning: str | None) -> dict:
+    message = {"role": "assistant", "content": content or ""}
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    return message
+
+
+def _as_object(arguments):
+    # Templates serialise arguments with tojson or iterate them as a mapping; give them a mapping always.
+    return arguments if isinstance(arguments, dict) else {"value": arguments}

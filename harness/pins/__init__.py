@@ -1,0 +1,1 @@
+"""Pinned files: sources.json, verification, downloads, archives, pin-template."""

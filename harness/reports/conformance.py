@@ -1,0 +1,106 @@
+"""results/conformance.md and results/conformance.json from a conformance run (pandas + tabulate)."""
+
+from pathlib import Path
+
+import pandas as pd
+
+from harness.template.conformance import dumps
+from harness.families import deviations
+
+
+def _cell(text, limit=90):
+    if text is None:
+        return ""
+    flat = text.replace("\n", "\\n").replace("|", "\\|")
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _table(rows, columns) -> str:
+    return pd.DataFrame(rows, columns=columns).to_markdown(index=False)
+
+
+def markdown(report: dict) -> str:
+    s = report["summary"]
+    out = [
+        "# Conformance report",
+        "",
+        f"Made by `harness conformance` (harness {report['harness_version']}), offline: every pinned template is "
+        "rendered with a probe conversation, its tool-call family detected from the rendered call, and every "
+        "family's strict parser run over every family's outputs.",
+        "",
+        f"- templates: {s['templates']} — detected {s['detected']}, walls {s['walls']}, without tools {s['no_tools']}",
+        f"- families: {s['families']}; rejection-matrix cases: {s['matrix_cases']}; "
+        f"violations (a parser accepting another family's text, or rejecting its own): {s['matrix_violations']}",
+        f"- full tool conversation fails to render: {s['full_conversation_failures']} template(s)",
+        "",
+        "How to read it: **detected** means the family's parser reads the template's rendered call back as the "
+        "probe call `get_weather(location=\"Paris\", days=3)`. **wall** means the template renders a call that no "
+        "family reads (the reason says why). **no tools** means tools or tool calls never reach the rendered text.",
+        "",
+        "## Templates",
+        "",
+    ]
+    rows = []
+    for t in report["templates"]:
+        reason = t["wall"] or ("" if t["status"] == "detected" else t["reason"])
+        rows.append([t["id"], t["sha256"][:12], t["family"] or "—", t["status"],
+                     "yes" if t["round_trips"] else "no", "yes" if t["full_conversation_renders"] else "no",
+                     _cell(reason, 160)])
+    out.append(_table(rows, ["template", "sha256", "family", "status", "round trip", "full conversation", "reason"]))
+    out += ["", "## Rendered calls", "", "What each template renders for the probe call, cut at the end-of-turn token.", ""]
+    rows = [[t["id"], t["family"] or "—", t["arguments_style"], f"`{_cell(t['rendered_call'], 140)}`"]
+            for t in report["templates"] if t["rendered_call"]]
+    out.append(_table(rows, ["template", "family", "arguments", "rendered call"]))
+    found = [t for t in report["templates"] if t["findings"]]
+    if found:
+        out += ["", "## Findings", "",
+                "Named facts beside a template's verdict: `tools-as-functions` (tools reach the template only as "
+                "llama.cpp passes them to Firefunction v2), `list-methods-refused` (what the template renders in a "
+                "sandbox that differs from Hugging Face's only by allowing list methods; the verdict stays the "
+                "refusal), `calls-through-content` (the template drops `tool_calls` and passes content through).",
+                ""]
+        rows = [[t["id"], f["name"], f.get("family") or "—", _cell(f["detail"], 200),
+                 f"`{_cell(f['rendered_call'], 120)}`" if f.get("rendered_call") else ""]
+                for t in found for f in t["findings"]]
+        out.append(_table(rows, ["template", "finding", "family", "detail", "rendered call"]))
+    failures = [t for t in report["templates"] if not t["full_conversation_renders"]]
+    if failures:
+        out += ["", "## Full tool conversation failures", "",
+                "System, user, call, tool result, answer, follow-up, rendered with the detected argument style.", ""]
+        out.append(_table([[t["id"], _cell(t["full_conversation_error"], 200)] for t in failures], ["template", "error"]))
+    out += ["", "## Families", ""]
+    rows = [[f["name"], f["label"], ", ".join(f"`{_cell(m, 30)}`" for m in f["markers"]),
+             "yes" if f["start_only"] else "no", ", ".join(f["templates"]) or "—"] for f in report["families"]]
+    out.append(_table(rows, ["family", "label", "markers", "whole reply", "templates"]))
+    out += _matrix_section(report["matrix"])
+    out += ["", "## Deviation names", "", "A rejected text is labelled with one of: " +
+            ", ".join(f"`{d}`" for d in deviations.ALL) + ".", ""]
+    return "\n".join(out)
+
+
+def _matrix_section(m) -> list:
+    names = m["families"]
+    out = ["", "## Rejection matrix", "",
+           "Rows: who wrote the texts (each family's canonical outputs, plus the rendered calls of templates "
+           "detected as it; `(no family)` holds walls' rendered calls). Columns: the parser. A cell counts the texts "
+           "the parser accepted. Near misses are in the JSON report, each rejected by every parser.", ""]
+    rows = []
+    for writer, counts in m["counts"].items():
+        rows.append([writer] + [counts[r] if counts[r] else "·" for r in names])
+    out.append(pd.DataFrame(rows, columns=["writer \\ parser", *names]).to_markdown(index=False))
+    out += ["", f"Violations: {len(m['violations'])}" + ("" if not m["violations"] else ":"), ""]
+    out += [f"- {v}" for v in m["violations"]]
+    near = [c for c in m["cells"] if c["source"] == "near-miss"]
+    out += ["", "### Near misses", "",
+            f"{len(near)} near misses; each row gives the verdict of the family it imitates (its deviation name).", ""]
+    out.append(_table([[c["writer"], c["label"].removeprefix("near miss: "), f"`{_cell(c['text'], 100)}`",
+                        c["verdicts"][c["writer"]]] for c in near], ["family", "deviation", "text", "verdict"]))
+    return out
+
+
+def write(report: dict, directory: Path) -> tuple:
+    directory.mkdir(parents=True, exist_ok=True)
+    md, js = directory / "conformance.md", directory / "conformance.json"
+    md.write_text(markdown(report), encoding="utf-8")
+    js.write_text(dumps(report), encoding="utf-8")
+    return md, js

@@ -1,0 +1,92 @@
+"""Example replies for a failing row of a per-model table (a scenario × mode with failed samples): what the
+model actually wrote, so a reader sees the near miss behind a rate without opening the transcript.
+
+Chosen deterministically: failed samples by seed (then sample index); the lowest first, then the lowest whose
+label differs from it (a second example of the same failure says less than a different one), else the next."""
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from harness.evaluation.scoring import VERDICTS, parse_steps
+
+MARKDOWN_WIDTH = 72  # characters of a reply shown in a markdown cell; the HTML report shows it whole
+
+
+@dataclass(frozen=True)
+class Example:
+    model: str
+    scenario: str
+    mode: str
+    sample: int
+    seed: int
+    turn: int
+    step: int
+    reply: str
+    label: str  # the step's deviation name, else what the sample failed
+
+
+def _failed(value) -> bool:
+    return value is not None and value == value and not value  # None: does not apply; NaN: pandas' missing
+
+
+def _pick_step(record: dict) -> tuple:
+    """(turn, step, reply, deviation) of the first reply the strict parser named a deviation, else the last
+    reply (a wrong answer or a call loop is best seen in the text the sample ended on)."""
+    last = None
+    for t, turn in enumerate(record.get("turns", [])):
+        steps = turn.get("steps", [])
+        for s, (step, parse) in enumerate(zip(steps, parse_steps(steps, record.get("family")))):
+            if parse.deviation:
+                return t, s, step.get("reply", ""), parse.deviation
+            last = (t, s, step.get("reply", ""), None)
+    return last or (0, 0, "", None)
+
+
+def example_of(row: dict) -> Example:
+    turn, step, reply, deviation = _pick_step(row["record"])
+    failed = [name.replace("_", " ") for name in VERDICTS if _failed(row.get(name))]
+    label = deviation or ("no deviation; checks failed: " + ", ".join(failed) if failed else "no deviation")
+    return Example(row["model"], row["scenario"], row["mode"], int(row["sample"]), int(row["seed"]),
+                   turn, step, reply, label)
+
+
+def failing_examples(group: pd.DataFrame, limit: int = 2) -> list:
+    rows = [r for r in group.to_dict("records") if _failed(r["passed"])]
+    rows.sort(key=lambda r: (r["seed"], r["sample"]))
+    candidates = [example_of(r) for r in rows]
+    chosen = candidates[:1]
+    rest = candidates[1:]
+    while rest and len(chosen) < limit:
+        different = [c for c in rest if c.label not in {e.label for e in chosen}]
+        pick = (different or rest)[0]
+        chosen.append(pick)
+        rest.remove(pick)
+    return chosen
+
+
+def code_span(text: str) -> str:
+    """Markdown inline code holding any text: a backtick fence longer than any run inside, pipes escaped for
+    the table (GitHub unescapes \\| inside code spans in tables)."""
+    longest, run = 0, 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}".replace("|", "\\|")
+
+
+def short(reply: str, width: int = MARKDOWN_WIDTH) -> str:
+    """One line: newlines, tabs and carriage returns written as escapes, cropped to width."""
+    flat = reply.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def markdown_cell(group: pd.DataFrame) -> str:
+    """The examples of a row for a markdown table: 'seed N (label): `reply…`', joined by <br>; '–' when the
+    row has no failed sample."""
+    examples = failing_examples(group)
+    if not examples:
+        return "–"
+    return "<br>".join(f"seed {e.seed} ({e.label}): {code_span(short(e.reply))}" for e in examples)

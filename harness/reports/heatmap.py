@@ -1,0 +1,108 @@
+"""results/heatmap.png, two views of the same samples, red to green, the count written in each cell, grey
+where nothing was run or the check never applies:
+
+- by stage: one row per model and mode, one column per stage a sample passes through (the per-model tables'
+  columns: parsed as expected, call attempts read, right tool, valid typed args, expected answer, all checks),
+  over all scenarios, so where a model loses its samples is read left to right;
+- all checks by scenario: models × scenarios, one panel per mode (native, grammar, fallback) with the same rows
+  and columns so the panels compare at a glance."""
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never a display
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from harness.reports.tables import RATES, mode_order  # noqa: E402
+from harness.core.values import MODES  # noqa: E402
+
+STAGES = ("parsed", "call_readable", "right_tool", "valid_arguments", "answer", "passed")
+
+
+def _known(value) -> bool:
+    return value is not None and value == value  # NaN != NaN: pandas' missing value
+
+
+def _counts(cells: pd.DataFrame, rows: list, cols: list):
+    """(passed, known) arrays rows × cols from a long table of (row, col, verdict)."""
+    cells = cells.assign(known=cells["verdict"].map(_known),
+                         ok=cells["verdict"].map(lambda v: _known(v) and bool(v)))
+    grouped = cells.groupby(["row", "col"])
+    shape = lambda s: s.unstack().reindex(index=rows, columns=cols).fillna(0).to_numpy(dtype=float)  # noqa: E731
+    if cells.empty:
+        return np.zeros((len(rows), len(cols))), np.zeros((len(rows), len(cols)))
+    return shape(grouped["ok"].sum()), shape(grouped["known"].sum())
+
+
+def _panel(ax, passed, known, rows: list, cols: list, cmap, title: str):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(known > 0, passed / np.maximum(known, 1), np.nan)
+    image = ax.imshow(np.ma.masked_invalid(rate), cmap=cmap, vmin=0, vmax=1, aspect="auto")
+    for i in range(len(rows)):
+        for j in range(len(cols)):
+            if not known[i, j]:
+                ax.text(j, i, "–", ha="center", va="center", color="#555555", fontsize=9)
+                continue
+            ax.text(j, i, f"{int(passed[i, j])}/{int(known[i, j])}", ha="center", va="center", fontsize=9,
+                    color="white" if rate[i, j] < 0.2 or rate[i, j] > 0.85 else "black")
+    ax.set_xticks(range(len(cols)), cols, rotation=35, ha="right", fontsize=9)
+    ax.set_yticks(range(len(rows)), rows, fontsize=9)
+    ax.set_xticks(np.arange(-0.5, len(cols)), minor=True)
+    ax.set_yticks(np.arange(-0.5, len(rows)), minor=True)
+    ax.grid(which="minor", color="white", linewidth=2)
+    ax.tick_params(which="minor", length=0)
+    ax.set_title(title, fontsize=10, loc="left")
+    return image
+
+
+def _labels(frame: pd.DataFrame) -> pd.Series:
+    return frame["model"] + frame["replayed"].map({True: " (replayed)", False: ""})
+
+
+def _stage_panel(frame: pd.DataFrame):
+    """Rows 'model · mode' (live ones first, modes in MODES order), columns the stages."""
+    labels = _labels(frame) + " · " + frame["mode"]
+    order = sorted(set(zip(frame["replayed"], frame["model"], frame["mode"].map(mode_order), frame["mode"],
+                           labels)))
+    rows = [label for *_, label in order]
+    cols = [RATES[s] for s in STAGES]
+    cells = pd.concat([pd.DataFrame({"row": labels, "col": RATES[s], "verdict": frame[s]}) for s in STAGES])
+    return (*_counts(cells, rows, cols), rows, cols)
+
+
+def draw_heatmap(frame: pd.DataFrame, path: Path) -> Path:
+    labels = _labels(frame)
+    # Live models first, replayed ones after (they quote the seed ADR: native only); scenarios alphabetically;
+    # one panel per mode, stacked in MODES order with the same columns so a column reads down across modes.
+    live = sorted(set(labels[~frame["replayed"]]))
+    replayed = sorted(set(labels[frame["replayed"]]))
+    cols = sorted(set(frame["scenario"]))
+    present = set(frame["mode"])
+    modes = [m for m in MODES if m in present] + sorted(present - set(MODES))
+    panels = [(mode, live + (replayed if mode == "native" else [])) for mode in modes]
+    stage = _stage_panel(frame)
+    heights = [len(stage[2]), *(max(1, len(rows)) for _, rows in panels)]
+    # Constrained layout: the stage panel's slanted column titles and the panel titles below never overlap.
+    size = (1.1 * len(cols) + 4.5, 0.36 * sum(heights) + 1.2 * len(heights) + 1)
+    fig, axes = plt.subplots(len(heights), 1, figsize=size, dpi=120, squeeze=False, layout="constrained",
+                             gridspec_kw={"height_ratios": heights})
+    cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#d9d9d9")
+    image = _panel(axes[0, 0], *stage, cmap, "By stage, all scenarios: samples that passed each check, of those where it applies")
+    for index, (ax, (mode, rows)) in enumerate(zip(axes[1:, 0], panels)):
+        mode_frame = frame[frame["mode"] == mode]
+        cells = pd.DataFrame({"row": _labels(mode_frame), "col": mode_frame["scenario"],
+                              "verdict": mode_frame["passed"]})
+        _panel(ax, *_counts(cells, rows, cols), rows, cols, cmap, f"All checks by scenario, mode {mode}")
+        if index < len(panels) - 1:
+            ax.set_xticklabels([])
+    fig.suptitle("Samples that passed, by stage and by scenario; grey: not run or the check never applies; "
+                 "replayed: seed ADR quotes", fontsize=11)
+    bar = fig.colorbar(image, ax=list(axes[:, 0]), fraction=0.025, pad=0.01)
+    bar.set_label("pass rate")
+    path = Path(path)
+    fig.savefig(path, metadata={"Software": None}, bbox_inches="tight")  # no version stamp: CI compares bytes
+    plt.close(fig)
+    return path

@@ -1,0 +1,85 @@
+"""Offline conformance of every pinned template: detection, round trip of the rendered call, whether a
+whole tool conversation renders, and walls. No model, no network."""
+
+import hashlib
+import json
+
+from harness import __version__
+
+from harness.template import matrix
+from harness import families as registry
+from harness.template.detect import detect, with_string_arguments
+from harness.core.errors import TemplateError
+from harness.template.probe import HF_TOOLS, full_conversation, probe_tools, tool_variables
+from harness.template.render import render
+from harness.template.walls import wall_for
+
+
+def full_conversation_renders(template: str, bos: str, eos: str, arguments_style: str, carrier: str = HF_TOOLS):
+    messages = full_conversation()
+    if arguments_style == "string":
+        messages = with_string_arguments(messages)
+    try:
+        render(template, messages, add_generation_prompt=True, bos_token=bos, eos_token=eos,
+               **tool_variables(carrier, probe_tools()))
+    except TemplateError as exc:
+        return False, str(exc)
+    return True, None
+
+
+def check_template(ref) -> dict:
+    """ref: a resolved template (id, text, bos_token, eos_token, sha256)."""
+    text = ref.text
+    found = detect(text, ref.bos_token or "", ref.eos_token or "")
+    renders, render_error = full_conversation_renders(text, ref.bos_token or "", ref.eos_token or "",
+                                                      found.arguments_style, found.carrier)
+    wall = wall_for(ref.id)
+    status = "wall" if wall and not found.family else found.status
+    return {
+        "id": ref.id,
+        "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        "family": found.family,
+        "status": status,
+        "reason": found.reason,
+        "wall": wall,
+        "arguments_style": found.arguments_style,
+        "tool_variables": found.carrier,
+        "findings": found.findings,
+        "rendered_call": found.rendered_call,
+        "prompt_tail": (found.prompt or "")[-80:] if found.prompt else None,
+        "round_trips": bool(found.family),
+        "full_conversation_renders": renders,
+        "full_conversation_error": render_error,
+        "_prompt": found.prompt or "",
+    }
+
+
+def run(refs) -> dict:
+    rows = [check_template(ref) for ref in refs]
+    prompts = {row["id"]: row.pop("_prompt") for row in rows}
+    result = matrix.run(rows, prompts)
+    families = registry.families()
+    return {
+        "harness_version": __version__,
+        "families": [
+            {"name": f.name, "label": f.label, "detail": f.detail, "markers": list(f.markers),
+             "start_only": f.start_only, "templates": sorted(r["id"] for r in rows if r["family"] == f.name)}
+            for f in families.values()
+        ],
+        "templates": rows,
+        "matrix": result,
+        "summary": {
+            "templates": len(rows),
+            "detected": sum(r["status"] == "detected" for r in rows),
+            "walls": sum(r["status"] == "wall" for r in rows),
+            "no_tools": sum(r["status"] == "no tools" for r in rows),
+            "full_conversation_failures": sum(not r["full_conversation_renders"] for r in rows),
+            "families": len(families),
+            "matrix_cases": len(result["cells"]),
+            "matrix_violations": len(result["violations"]),
+        },
+    }
+
+
+def dumps(report: dict) -> str:
+    return json.dumps(report, ensure_ascii=False, indent=2, sort_keys=False) + "\n"

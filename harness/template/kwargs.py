@@ -1,0 +1,10 @@
+"""The template variables a live run passes beside the conversation: the policy in one place, recorded per
+sample as `template_kwargs`."""
+
+from harness.template.render import template_variables
+
+
+def template_kwargs_for(template: str) -> dict:
+    """Templates that think by default (Qwen3, Granite, LFM2.5, Ling) are asked not to, where they take the
+    switch, so the reply reaches the parser without a reasoning block (seed 004 note)."""
+    return {"enable_thinking": False} if "enable_thinking" in template_variables(template) else {}

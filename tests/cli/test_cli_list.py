@@ -1,0 +1,40 @@
+"""`harness list` and `harness --version`: what a script can ask the checkout without running anything."""
+
+import json
+import subprocess
+import sys
+from importlib.metadata import version
+
+from harness import families as registry
+from harness.evaluation.scenarios import load_scenarios
+from harness.pins.sources import load_sources
+
+
+def harness(*args):
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True)
+
+
+def test_version_is_the_installed_package_version():
+    done = harness("--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"harness {version('harness')}"
+
+
+def test_list_json_names_every_family_template_model_and_scenario():
+    done = harness("list", "--json")
+    assert done.returncode == 0, done.stderr
+    listing = json.loads(done.stdout)
+    sources = load_sources()
+    assert [f["name"] for f in listing["families"]] == registry.names()
+    assert [t["id"] for t in listing["templates"]] == list(sources.templates)
+    assert [m["id"] for m in listing["models"]] == list(sources.models)
+    assert [s["name"] for s in listing["scenarios"]] == [s.name for s in load_scenarios()]
+    assert all(f["near_misses"] for f in listing["families"])
+
+
+def test_list_one_kind_and_a_reader_that_leaves_early():
+    done = harness("list", "models", "--json")
+    assert {m["id"] for m in json.loads(done.stdout)} == set(load_sources().models)
+    # The reader is gone before harness writes (`true` exits at once; harness takes ~1 s to start).
+    gone = subprocess.run(f"{sys.executable} -m harness list --json | true", shell=True, capture_output=True,
+                          text=True)
+    assert "Traceback" not in gone.stderr and "BrokenPipeError" not in gone.stderr

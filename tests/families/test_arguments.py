@@ -1,0 +1,132 @@
+import pytest
+
+from harness.families.arguments import tool_parameters, type_arguments
+
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "file_chunks",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "source": {"type": "string"},
+                "start": {"type": "integer"},
+                "end": {"type": "integer"},
+                "mode": {"type": "string", "enum": ["text", "code"]},
+                "ratio": {"type": "number"},
+                "flags": {"type": "array"},
+            },
+            "required": ["source", "start"],
+        },
+    },
+}
+PARAMS = tool_parameters(TOOL)
+
+
+def test_strings_for_non_string_parameters_are_read_as_json():
+    # Live, Llama 3.2 1B wrote "start": "0" (seed ADR).
+    typed = type_arguments({"source": "imprint/chat.py", "start": "0", "end": "2"}, PARAMS)
+    assert typed.ok and typed.arguments == {"source": "imprint/chat.py", "start": 0, "end": 2}
+    assert typed.coerced == ["start", "end"]
+
+
+def test_a_string_parameter_keeps_a_numeric_looking_string():
+    typed = type_arguments({"source": "42", "start": 1}, PARAMS)
+    assert typed.ok and typed.arguments["source"] == "42" and typed.coerced == []
+
+
+def test_wrong_type_missing_and_unknown_are_errors_the_model_can_read():
+    typed = type_arguments({"start": "zero", "project": "chat", "mode": "prose"}, PARAMS)
+    assert not typed.ok
+    message = typed.error_message()
+    assert "parameter 'start' must be integer" in message
+    assert "unknown parameter 'project'" in message
+    assert "parameter 'mode' must be one of ['text', 'code']" in message
+    assert "missing required parameter 'source'" in message
+
+
+def test_booleans_are_not_integers_and_integral_floats_are():
+    assert not type_arguments({"source": "a", "start": True}, PARAMS).ok
+    typed = type_arguments({"source": "a", "start": 2.0, "ratio": "0.5", "flags": "[1, 2]"}, PARAMS)
+    assert typed.ok and typed.arguments["ratio"] == 0.5 and typed.arguments["flags"] == [1, 2]
+
+
+SEED_PARAMS = {"type": "object", "properties": {"source": {"type": "string"}, "flags": {"type": "array"},
+                                                "exact": {"type": "boolean"}, "limit": {"type": ["integer", "null"]}}}
+
+
+def test_python_notation_is_an_error_named_for_its_parameter_never_read():
+    typed = type_arguments({"source": "None", "flags": "['x']", "exact": "True", "limit": "None"}, SEED_PARAMS)
+    assert typed.python_notation == ["flags", "exact", "limit"]
+    assert typed.arguments == {"source": "None"} and typed.coerced == []
+    assert "parameter 'exact' must be boolean, got \"True\" (Python notation; JSON is due)" in typed.errors
+
+
+def test_text_that_is_neither_json_nor_a_python_literal_is_a_plain_type_error():
+    typed = type_arguments({"exact": "yes", "flags": "'x'"}, SEED_PARAMS)
+    assert typed.python_notation == [] and len(typed.errors) == 2
+
+
+def test_the_seed_oss_and_minicpm5_templates_themselves_write_python_notation():
+    """Why the finding exists: these templates render a past call's non-string values with Python's str(), so
+    the models learn True and ['x'] where the parser and the schema expect JSON."""
+    from pathlib import Path
+
+    from harness.families import get
+    from harness.template.render import render
+
+    call = {"type": "function", "function": {"name": "grep", "arguments": {"flags": ["x"], "exact": True}}}
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
+    root = Path(__file__).resolve().parents[2] / "templates"
+    cases = (("ByteDance-Seed-OSS.jinja", "seed-oss", "<seed:tool_call>", "<seed:eos>"),
+             ("openbmb-MiniCPM5-1B.jinja", "minicpm5", "<function ", "<|im_end|>"))
+    for template, family, opens, end_of_turn in cases:
+        rendered = render((root / template).read_text(), messages)
+        reply = rendered[rendered.rindex(opens):rendered.rindex(end_of_turn)]
+        parsed = get(family).parse(reply)
+        assert parsed.accepted, (family, parsed.deviation, parsed.detail)
+        typed = type_arguments(parsed.calls[0].arguments, SEED_PARAMS)
+        assert typed.python_notation == ["flags", "exact"], (family, parsed.calls[0].arguments)
+
+
+@pytest.mark.parametrize("text", ["[" * 5000, '{"a":' * 5000, "[" * 150 + "]" * 150, "NaN", "-Infinity", "1e999",
+                                  '{"a": 1, "a": 2}', "1" * 5000])
+def test_text_no_parser_would_read_as_json_stays_text_and_is_an_error(text):
+    # json.loads raised RecursionError on the deep ones and read NaN, 1e999 (inf) and the later "a" silently.
+    for key in ("flags", "ratio", "start"):
+        typed = type_arguments({"source": "a", "start": 0, key: text}, PARAMS)
+        assert not typed.ok and key not in typed.arguments and key not in typed.coerced
+
+
+NESTED = {"type": "object", "properties": {
+    "filters": {"type": "array", "items": {"type": "object", "properties": {
+        "field": {"type": "string", "enum": ["name", "date"]}, "limit": {"type": "integer", "minimum": 1}},
+        "required": ["field"], "additionalProperties": False}},
+    "page": {"type": "integer", "minimum": 1},
+}}
+
+
+def test_nested_values_are_typed_by_the_whole_schema():
+    good = type_arguments({"filters": [{"field": "name", "limit": 3}], "page": 1}, NESTED)
+    assert good.ok and good.arguments == {"filters": [{"field": "name", "limit": 3}], "page": 1}
+    bad = type_arguments({"filters": [{"field": "size"}, {"limit": "3"}, {"field": "date", "x": 1}],
+                          "page": 0}, NESTED)
+    assert not bad.arguments
+    assert bad.errors == [
+        "parameter 'filters'[0]['field']: 'size' is not one of ['name', 'date']",
+        "parameter 'filters'[1]: 'field' is a required property",
+        "parameter 'filters'[1]['limit']: '3' is not of type 'integer'",
+        "parameter 'filters'[2]: Additional properties are not allowed ('x' was unexpected)",
+        "parameter 'page': 0 is less than the minimum of 1",
+    ]
+
+
+def test_a_nested_value_written_as_json_text_is_read_then_checked():
+    typed = type_arguments({"filters": '[{"field": "nope"}]'}, NESTED)
+    assert typed.coerced == ["filters"] and typed.errors == [
+        "parameter 'filters'[0]['field']: 'nope' is not one of ['name', 'date']"]
+
+
+def test_a_broken_tool_schema_is_named_not_raised():
+    typed = type_arguments({"n": 1}, {"type": "object", "properties": {"n": {"type": "integer", "minimum": "x"}}})
+    assert typed.errors and "not valid JSON Schema" in typed.errors[0]

@@ -1,0 +1,581 @@
+"""Tool-call grammars, checked with llama.cpp's own grammar machinery.
+
+Every family's grammar for a realistic tool set (an enum, an integer, a nested object, an array, a boolean, a
+number, a zero-argument tool) compiles in llama.cpp, accepts the family's canonical outputs and rejects its near
+misses; texts the grammar accepts parse; lazy triggers switch the grammar on where llama.cpp does and never on
+text the grammar would reject (that aborts the process). A vocabulary-only model (Qwen2's tokenizer) is loaded
+once per session; constrained generation runs on stand-in GGUFs (tests/standin.py)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import llama_cpp
+import pytest
+
+from harness import families as registry
+from harness.families.arguments import tool_parameters, type_arguments
+from harness.core.errors import FamilySpecError, GrammarError
+from harness.families import deviations as dev
+from harness.families.base import ToolCall
+from harness.families.canonical import canonical_outputs
+from harness.grammar import GENERIC, build_grammar, family_for, generic_family, shapes
+from harness.backends.embedded.grammar_check import GrammarChecker, TriggerHazard, trigger_start
+from harness.core.errors import GrammarRuntimeError
+from harness.backends.embedded.grammar_sampler import GrammarGate
+from standin import Profile, Turn, build_standin, llama_cpp_models, vocab_for
+
+
+
+def function(name, properties=None, required=(), **extra):
+    params = {"type": "object", "properties": properties or {}, "required": list(required)}
+    return {"type": "function", "function": {"name": name, "description": f"{name} tool", "parameters": params,
+                                             **extra}}
+
+
+TOOLS = [
+    function("get_weather", {"location": {"type": "string"},
+                             "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                             "days": {"type": "integer"}}, ["location"]),
+    function("get_time", {"timezone": {"type": "string"}}),
+    function("search_notes", {"query": {"type": "string"}, "limit": {"type": "integer", "minimum": 1}}, ["query"]),
+    function("create_event", {
+        "title": {"type": "string"},
+        "when": {"type": "object", "properties": {"date": {"type": "string"}, "hour": {"type": "integer"}},
+                 "required": ["date"]},
+        "attendees": {"type": "array", "items": {"type": "string"}},
+        "priority": {"type": "number"},
+        "private": {"type": "boolean"},
+        "kind": {"type": "string", "enum": ["meeting", "call"]},
+    }, ["title", "when"]),
+    {"type": "function", "function": {"name": "ping", "description": "no parameters at all"}},
+]
+NESTED = ToolCall("create_event", {"title": "Lunch <with> Ana & co", "when": {"date": "2025-05-01", "hour": 12},
+                                   "attendees": ["ana", "bo"], "priority": 0.5, "private": True, "kind": "meeting"})
+PING = ToolCall("ping", {})
+PARAMS = {t["function"]["name"]: tool_parameters(t) for t in TOOLS}
+
+NAMES = [*registry.names(), GENERIC]
+# Deviations in the text before a call: a lazy grammar leaves that text free.
+BEFORE_THE_CALL = (dev.CALL_IN_REASONING, dev.TEXT_BEFORE_CALL)
+
+
+def fam(name):
+    return family_for(name)
+
+
+@pytest.fixture(scope="session")
+def checker():
+    return GrammarChecker(llama_cpp_models() / "ggml-vocab-qwen2.gguf")
+
+
+@pytest.fixture(scope="session")
+def specs():
+    out = {}
+    for name in NAMES:
+        asked = None if name == GENERIC else name
+        out[name] = {choice: build_grammar(asked, TOOLS, choice) for choice in ("auto", "required")}
+    return out
+
+
+def texts_of(name):
+    """(label, calls, text) a family writes: its canonical outputs plus a nested-arguments and a no-arguments call."""
+    family = fam(name)
+    out = list(canonical_outputs(family))
+    extra = [NESTED, PING] if family.multiple_calls else [NESTED]
+    out.append(("nested arguments", extra, family.format(extra)))
+    out.append(("zero-argument tool", [PING], family.format([PING])))
+    return out
+
+
+# --- every family -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", NAMES)
+def test_grammar_compiles_and_takes_the_familys_shape(name, specs, checker):
+    auto, required = specs[name]["auto"], specs[name]["required"]
+    assert checker.compiles(required.gbnf) and checker.compiles(auto.gbnf, auto.trigger_patterns)
+    if name == GENERIC:  # call or answer from the first token on: no marker announces a call
+        assert not auto.lazy and not auto.triggers and not required.lazy
+    else:
+        assert auto.lazy and auto.triggers and not required.lazy
+    # Every registry family has a shape of its own: YAML ones from their pattern, Python ones from shapes.py.
+    assert auto.family == required.family == name
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_grammar_accepts_what_the_family_writes(name, specs, checker):
+    auto, required = specs[name]["auto"], specs[name]["required"]
+    for label, _, text in texts_of(name):
+        verdict = checker.check(auto.gbnf, text, auto.trigger_patterns)
+        assert verdict.accepted and (verdict.triggered_at is not None or not auto.lazy), (label, text, verdict)
+        assert checker.check_gate(auto, text) == verdict  # laziness in Python agrees with llama.cpp's
+        if label != "text then call":
+            assert checker.check(required.gbnf, text).accepted, (label, text)
+    plain = checker.check(auto.gbnf, "17 times 3 is 51.", auto.trigger_patterns)
+    if name == GENERIC:
+        # The answer is an object too, read back as the answer's text; prose is not let through.
+        assert not plain.accepted
+        answer = '{"response": "17 times 3 is 51."}'
+        assert checker.check(auto.gbnf, answer).accepted and not checker.check(required.gbnf, answer).accepted
+        assert fam(name).parse(answer).content == "17 times 3 is 51." and not fam(name).parse(answer).calls
+    else:
+        assert plain.accepted and plain.triggered_at is None
+    assert not checker.check(required.gbnf, "17 times 3 is 51.").accepted
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_grammar_rejects_the_familys_near_misses(name, specs, checker):
+    auto, required = specs[name]["auto"], specs[name]["required"]
+    for miss in fam(name).near_misses:
+        assert not checker.check(required.gbnf, miss.text).accepted, miss.text
+        lazily = checker.check(auto.gbnf, miss.text, auto.trigger_patterns)
+        assert checker.check_gate(auto, miss.text).status == lazily.status, miss.text
+        # Lazily, a near miss is plain text unless a trigger fires; once one fires it cannot complete, unless
+        # what is wrong comes before the trigger (text before the trigger is never constrained).
+        if not auto.lazy:
+            assert not lazily.accepted, (miss.text, lazily)
+        elif lazily.triggered_at is None:
+            assert lazily.accepted, (miss.text, lazily)
+        elif lazily.accepted:
+            assert miss.deviation in BEFORE_THE_CALL, (miss.text, lazily)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_what_the_grammar_accepts_parses_as_a_valid_call(name, specs, checker):
+    """Random edits of the family's outputs: every one the grammar still accepts is a call of an offered tool
+    with arguments that fit its schema (the grammar is never looser than the parser and the schemas)."""
+    family, required = fam(name), specs[name]["required"]
+    rng = random.Random(name)
+    pool = list('{}[]",:= \n<>/|_-.\'0123456789abcdefxyzTF')
+    accepted = 0
+    for label, _, text in texts_of(name):
+        if label == "text then call":
+            continue
+        mutants = [text.replace("Paris", "Lyon")] if "Paris" in text else []
+        for _ in range(8):
+            chars = list(text)
+            i = rng.randrange(len(chars))
+            op = rng.choice(("insert", "delete", "replace", "space", "letter"))
+            if op == "insert":
+                chars.insert(i, rng.choice(pool))
+            elif op == "delete":
+                del chars[i]
+            elif op == "replace":
+                chars[i] = rng.choice(pool)
+            elif op == "space":  # whitespace the grammar may allow
+                chars.insert(i, rng.choice([" ", "\n", "\n  "]))
+            else:  # a letter for a letter: inside a free string the grammar allows it
+                letters = [k for k, c in enumerate(chars) if c.isalpha()]
+                chars[rng.choice(letters)] = rng.choice("xyzQ")
+            mutants.append("".join(chars))
+        for mutant in mutants:
+            if not checker.check(required.gbnf, mutant).accepted:
+                continue
+            accepted += 1
+            result = family.parse(mutant)
+            assert result.accepted, (mutant, result.deviation, result.detail)
+            for call in result.calls:
+                assert call.name in PARAMS and type_arguments(call.arguments, PARAMS[call.name]).ok, (mutant, call)
+    assert accepted, "no edit kept the text in the grammar (whitespace and string edits should)"
+
+
+# --- schemas --------------------------------------------------------------------------------------------
+
+def generic_call(name, arguments, raw=None):
+    return raw if raw is not None else json.dumps({"name": name, "arguments": arguments})
+
+
+@pytest.mark.parametrize("text, ok", [
+    (generic_call("get_weather", {"location": "Paris"}), True),  # optional properties left out
+    (generic_call("get_weather", {"location": "Paris", "unit": "celsius", "days": 3}), True),
+    (generic_call("get_weather", {"location": "Paris", "unit": "kelvin"}), False),  # enum
+    (generic_call("get_weather", {"location": "Paris", "days": 2.5}), False),  # integer
+    (generic_call("get_weather", {"location": "Paris", "days": "3"}), False),
+    (generic_call("get_weather", {"unit": "celsius"}), False),  # required property missing
+    (generic_call("get_weather", {"days": 3, "location": "Paris"}), False),  # the schema's property order
+    (generic_call("get_weather", {"location": "Paris", "country": "FR"}), False),  # unknown property
+    (generic_call("get_time", {"location": "Paris"}), False),  # another tool's arguments
+    (generic_call("get_forecast", {"location": "Paris"}), False),  # not an offered tool
+    (generic_call("ping", {}), True),
+    (generic_call("ping", {"verbose": True}), False),  # seed 004: invented arguments for a zero-parameter tool
+    (generic_call("search_notes", {"query": "x", "limit": -1}), False),  # minimum >= 0 drops the minus sign
+    (generic_call("create_event", {"title": "x", "when": {"date": "d", "hour": 9}, "attendees": [],
+                                   "priority": -1.5e3, "private": False}), True),
+    (generic_call("create_event", {"title": "x", "when": {"hour": 9}}), False),  # nested required property
+    (generic_call("create_event", {"title": "x", "when": {"date": "d"}, "attendees": [1]}), False),  # item type
+    (generic_call("create_event", {"title": "x", "when": {"date": "d"}, "private": "yes"}), False),
+    ('{"name": "get_weather", "arguments": {"location": "Paris"}, "id": "1"}', False),
+    ('{\n  "name": "get_weather",\n  "arguments": {\n    "location": "Par\\u00eds \\"x\\""\n  }\n}', True),
+    ('{"name":"get_weather","arguments":{"location":"Paris"}}', True),
+    ('{"name": "get_weather", "arguments": {"location": "Paris"}}\n\n', False),
+])
+def test_schema_constraints(text, ok, specs, checker):
+    assert checker.check(specs[GENERIC]["required"].gbnf, text).accepted is ok
+
+
+def test_schema_references_any_of_and_untyped_values(checker):
+    tools = [function("plan", {
+        "step": {"$ref": "#/$defs/step"},
+        "mode": {"anyOf": [{"type": "integer"}, {"type": "string", "enum": ["auto"]}]},
+        "note": {"type": ["string", "null"]},
+        "extra": {},
+    }, ["step"])]
+    tools[0]["function"]["parameters"]["$defs"] = {"step": {"type": "object", "properties": {"n": {"type": "integer"}},
+                                                            "required": ["n"]}}
+    gbnf = build_grammar(None, tools, "required").gbnf
+    good = [{"step": {"n": 1}}, {"step": {"n": 1}, "mode": 3}, {"step": {"n": 1}, "mode": "auto", "note": None},
+            {"step": {"n": 1}, "extra": {"any": [1, "two", {"three": False}]}}]
+    bad = [{"step": {"n": "1"}}, {"step": {"n": 1}, "mode": "manual"}, {"step": {"n": 1}, "note": 5}]
+    for args in good:
+        assert checker.check(gbnf, generic_call("plan", args)).accepted, args
+    for args in bad:
+        assert not checker.check(gbnf, generic_call("plan", args)).accepted, args
+
+
+def test_text_and_python_syntaxes_type_their_values(checker):
+    xml = build_grammar("qwen-xml", TOOLS, "required").gbnf
+    call = "<tool_call>\n<function=get_weather>\n<parameter=location>\n{}\n</parameter>\n{}</function>\n</tool_call>"
+    assert checker.check(xml, call.format("Paris <b>1</b>", "")).accepted  # free text, markup included
+    assert not checker.check(xml, call.format("Paris</parameter>", "")).accepted  # not the closing tag
+    days = "<parameter=days>\n{}\n</parameter>\n"
+    assert checker.check(xml, call.format("Paris", days.format(3))).accepted
+    assert not checker.check(xml, call.format("Paris", days.format("three"))).accepted
+    dsml = build_grammar("deepseek-v3.2", TOOLS, "required").gbnf
+    p = '<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="{}" string="{}">{}' \
+        '</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>'
+    assert checker.check(dsml, p.format("location", "true", "Paris")).accepted
+    assert not checker.check(dsml, p.format("location", "false", "Paris")).accepted  # a string is string="true"
+    lfm2 = build_grammar("lfm2", TOOLS, "required").gbnf
+    for args, ok in [("location='Paris', unit='celsius'", True), ('location="Paris", days=3', True),
+                     ("location=Paris", False), ("location='Paris', unit='kelvin'", False),
+                     ("location='Paris', days=True", False)]:
+        text = f"<|tool_call_start|>[get_weather({args})]<|tool_call_end|>"
+        assert checker.check(lfm2, text).accepted is ok, args
+    gemma = build_grammar("gemma4", TOOLS, "required").gbnf
+    assert checker.check(gemma, '<|tool_call>call:get_weather{days:3,location:<|"|>Paris<|"|>}<tool_call|>').accepted
+    # Gemma's template writes keys sorted; the grammar holds it to that.
+    assert not checker.check(gemma, '<|tool_call>call:get_weather{location:<|"|>Paris<|"|>,days:3}<tool_call|>').accepted
+
+
+# --- lazy triggers --------------------------------------------------------------------------------------
+
+JUNK = ['"', "xyz", "\n" * 12, "{{", "'", "<|", '\t{"', '"}']
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_triggers_never_fire_on_text_the_grammar_rejects(name, specs, checker):
+    """llama.cpp replays the text from the trigger to the end of the token into the grammar and aborts the
+    process if the grammar rejects it. checker.check raises TriggerHazard before that could happen."""
+    auto = specs[name]["auto"]
+    for word in auto.triggers[:2]:
+        for junk in JUNK:
+            checker.check(auto.gbnf, "Hi " + word + junk, auto.trigger_patterns)
+    text = texts_of(name)[0][2]
+    for cut in range(1, len(text), 5):
+        checker.check(auto.gbnf, text[:cut], auto.trigger_patterns)
+
+
+def test_a_naive_trigger_word_is_caught_as_a_hazard(specs, checker):
+    hermes = specs["hermes"]["auto"]
+    with pytest.raises(TriggerHazard):
+        checker.check(hermes.gbnf, 'Hi <tool_call>"x"', ["<tool_call>"])
+    # The harness's own patterns do not fire there, and do fire on a real call.
+    assert checker.check(hermes.gbnf, 'Hi <tool_call>"x"', hermes.trigger_patterns).triggered_at is None
+
+
+def test_the_grammar_takes_over_at_the_trigger(specs, checker):
+    hermes = specs["hermes"]["auto"]
+    text = 'Let me check. <tool_call>\n{{"name": "get_weather", "arguments": {"location": "Paris"}}}\n</tool_call>'
+    verdict = checker.check(hermes.gbnf, text, hermes.trigger_patterns)
+    assert verdict.status == "rejected" and verdict.triggered_at == text.index("<tool_call>")
+    assert (verdict.offset, verdict.token) == (text.index("{{"), "{{")  # the first token the grammar refuses
+
+
+def test_whole_reply_families_trigger_only_at_the_start(specs, checker):
+    llama3 = specs["llama3"]["auto"]
+    assert set(llama3.triggers) == {"<|python_tag|>", "{"}
+    call = fam("llama3").format([ToolCall("get_weather", {"location": "Paris"})])
+    assert checker.check(llama3.gbnf, call, llama3.trigger_patterns).triggered_at == 0
+    assert checker.check(llama3.gbnf, "  \n" + call, llama3.trigger_patterns).triggered_at == 3
+    # Mid-reply JSON is text: the call is the whole reply.
+    assert checker.check(llama3.gbnf, "Sure! " + call, llama3.trigger_patterns).triggered_at is None
+
+
+def test_generic_shape_is_a_call_or_an_answer_from_the_first_token(specs, checker):
+    generic = specs[GENERIC]["auto"]
+    call = generic_call("get_weather", {"location": "Paris"})
+    assert checker.check(generic.gbnf, call).accepted
+    assert checker.check_gate(generic, '{"response": "It is sunny."}').accepted
+    # Seed 004's Gemma wrote a call as prose; SmolLM2 fences its JSON. Neither is let through.
+    for text in ("Sure! " + call, "I will use get_weather{} for that.", "```json\n" + call + "\n```"):
+        assert checker.check_gate(generic, text).status == "rejected", text
+    broken = checker.check(generic.gbnf, '{"name": "get_weather", "arguments": {"location": "Paris"}')
+    assert broken.status == "prefix"
+    # A prompt that opened a reasoning block (a distill's `<think>`): free text to its close, then the same.
+    assert generic.reasoning == (("<think>", "</think>"),)
+    thought, prompt = "I should call it.\n</think>\n", "<|im_start|>assistant\n<think>\n"
+    assert checker.check_gate(generic, thought + call, prompt).accepted
+    assert checker.check_gate(generic, thought + call[:-1] + ", }", prompt).status == "rejected"
+    # A block the reply opens itself is no way out of the JSON.
+    assert checker.check_gate(generic, "<think>I should call it.</think>\n" + call).status == "rejected"
+
+
+@pytest.mark.parametrize("name", [GENERIC, "hermes"])
+def test_required_grammar_lets_a_reasoning_block_the_prompt_opened_close_first(name, specs, checker):
+    required = specs[name]["required"]
+    call = fam(name).format([ToolCall("get_time", {})])
+    prompt = "<|im_start|>assistant\n<think>\n"
+    assert required.root_for(prompt) != required.root == required.root_for("<|im_start|>assistant\n")
+    assert checker.check_gate(required, "The user wants the time.\n</think>\n\n" + call, prompt).accepted
+    assert checker.check_gate(required, "The user wants the time.\n</think>\n\nIt is noon.", prompt).status \
+        == "rejected"
+    assert checker.check_gate(required, call).accepted  # no block opened: the call from the first token
+
+
+def test_gate_fires_no_trigger_inside_reasoning(specs, checker):
+    hermes = specs["hermes"]["auto"]
+    call = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
+    thinking = "<think>Maybe " + call + " would do.</think>The answer is 4."
+    assert fam("hermes").parse(thinking).deviation == dev.CALL_IN_REASONING  # markup in reasoning is no call
+    assert checker.check_gate(hermes, thinking) == checker.check_gate(hermes, "The answer is 4.")
+    assert checker.check_gate(hermes, thinking).triggered_at is None
+    after = "<think>I need the time.</think>\n" + call
+    assert checker.check_gate(hermes, after).triggered_at == after.index("<tool_call>")
+    opened = "I need the time.\n</think>\n\n" + call
+    verdict = checker.check_gate(hermes, opened, prompt="<|im_start|>assistant\n<think>\n")
+    assert verdict.accepted and verdict.triggered_at == opened.index("<tool_call>")
+    # llama.cpp's own lazy sampler has no notion of reasoning: it fires inside the block.
+    assert checker.check(hermes.gbnf, thinking, hermes.trigger_patterns).triggered_at == thinking.index("<tool_call>")
+
+
+def test_gate_reads_long_replies_in_bounded_windows(specs, checker):
+    hermes = specs["hermes"]["auto"]
+    prose = "Some <tool and <tool_cal text {\"name\": 1} >>> " * 600  # ~30k characters, no trigger
+    assert checker.check_gate(hermes, prose).triggered_at is None
+    call = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
+    verdict = checker.check_gate(hermes, prose + call)
+    assert verdict.accepted and verdict.triggered_at == len(prose.encode())
+
+
+def test_families_whose_marker_also_opens_text_trigger_on_the_call(specs, checker):
+    functionary = specs["functionary-v3.2"]["auto"]
+    assert checker.check(functionary.gbnf, ">>>all\nHello there.", functionary.trigger_patterns).triggered_at is None
+    # The generation prompt already wrote `>>>`: the reply starts with the function's name.
+    call = 'get_weather\n{"location": "Paris"}'
+    assert checker.check(functionary.gbnf, call, functionary.trigger_patterns).accepted
+    text = '>>>all\nLet me check.>>>get_weather\n{"location": "Paris"}'
+    assert checker.check(functionary.gbnf, text, functionary.trigger_patterns).triggered_at == text.index(">>>get")
+    harmony = specs["harmony"]["auto"]
+    text = ('<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary '
+            'to=functions.get_weather <|constrain|>json<|message|>{"location": "Paris"}')
+    assert checker.check(harmony.gbnf, text, harmony.trigger_patterns).accepted
+
+
+def test_trigger_start_mirrors_llama_cpp():
+    assert trigger_start([r"(?=<tool_call>)<tool_call>$"], b"hi <tool_call>") == 3
+    assert trigger_start([r"^\s*(\{)$"], b"  {") == 2
+    assert trigger_start([r"^\s*(\{)$"], b"a {") is None
+    assert trigger_start([r"<tool_call>$"], b"<tool_call>\n") is None  # $ is the end of the buffer only
+
+
+# --- generic-json, fallbacks, errors --------------------------------------------------------------------
+
+def test_generic_json_is_a_family_of_its_own_outside_the_registry():
+    generic = generic_family()
+    assert GENERIC not in registry.names()
+    for _, calls, text in canonical_outputs(generic):
+        assert generic.parse(text).accepted
+        for name, other in registry.families().items():
+            assert not other.parse(text).accepted, (name, text)
+    for miss in generic.near_misses:
+        result = generic.parse(miss.text)
+        assert not result.accepted and result.deviation == miss.deviation, miss.text
+    # The documented overlap: it reads other families' bare-JSON near misses, and nothing else of theirs.
+    for name, other in registry.families().items():
+        for _, _, text in canonical_outputs(other):
+            assert not generic.parse(text).accepted, (name, text)
+        for miss in other.near_misses:
+            if generic.parse(miss.text).accepted:
+                assert set(json.loads(miss.text)) == {"name", "arguments"}, (name, miss.text)
+                assert miss.deviation in (dev.BARE_JSON, dev.MISSING_KEY), (name, miss.text)
+
+
+def test_generic_answer_object_is_read_exactly_and_never_as_a_call():
+    generic = generic_family()
+    answer = generic.parse('  {"response": "Lisbon, on 3 May."}\n')
+    assert (answer.content, answer.calls, answer.deviation) == ("Lisbon, on 3 May.", [], None)
+    assert generic.format([], "It is 51.") == '{"response": "It is 51."}'
+    for name, other in registry.families().items():
+        assert not other.parse('{"response": "It is 51."}').accepted, name
+    # Anything but exactly one string under "response" is not an answer: the call parser names it.
+    for text in ('{"response": 51}', '{"response": "a", "response": "b"}', '{"response": "a", "name": "x"}',
+                 '{"answer": "a"}', '{"response": "a"} Done.'):
+        result = generic.parse(text)
+        assert result.deviation is not None and not result.calls, (text, result)
+    fenced = '```json\n{"response": "a"}\n```'  # text, kept as written: never unwrapped into "a"
+    assert generic.parse(fenced).content == fenced
+
+
+def test_no_tool_format_and_shapeless_families_get_the_generic_shape(monkeypatch):
+    spec = build_grammar(None, TOOLS)
+    assert (spec.family, spec.requested) == (GENERIC, None) and "no tool-call format" in spec.note
+    monkeypatch.delitem(shapes.CUSTOM, "harmony")
+    spec = build_grammar("harmony", TOOLS)
+    assert (spec.family, spec.requested) == (GENERIC, "harmony") and "generic JSON shape" in spec.note
+    assert family_for(spec.family) is generic_family()
+
+
+def test_bad_requests_fail_clearly():
+    with pytest.raises(GrammarError, match="non-empty list"):
+        build_grammar("hermes", [])
+    with pytest.raises(GrammarError, match="usable name"):
+        build_grammar("hermes", [{"type": "function", "function": {"name": "get weather"}}])
+    with pytest.raises(GrammarError, match="unique"):
+        build_grammar("hermes", [TOOLS[0], TOOLS[0]])
+    with pytest.raises(GrammarError, match="tool_choice"):
+        build_grammar("hermes", TOOLS, "none")
+    with pytest.raises(FamilySpecError, match="unknown family"):
+        build_grammar("no-such-family", TOOLS)
+
+
+# --- constrained generation on stand-in models ----------------------------------------------------------
+
+# SmolLM2 speaks GPT-2-style byte-level BPE (a 49k vocabulary); the GPT-2 vocabulary stands in for it, with a
+# plain-text ChatML prompt. Its template has no tool section.
+SMOL = Profile(name="gpt2-chatml", vocab_file="ggml-vocab-gpt-2.gguf", end_of_turn="<|endoftext|>", bos=None,
+               add_bos=False, template=None, note="GPT-2 vocabulary, plain-text ChatML prompt")
+PROMPT = "<|im_start|>user\nWhat is the weather in Paris?<|im_end|>\n<|im_start|>assistant\n"
+SMOL_REPLIES = {
+    # Seed 004: Gemma printed the call as prose.
+    "prose": "Sure, get_weather{} for Paris.",
+    # A JSON reply with an enum value the tool does not take and an invented argument.
+    "json": '{"name": "get_weather", "arguments": {"location": "Paris", "unit": "kelvin", "wind": 1}}',
+}
+RESCUED = '{"name": "get_weather", "arguments": {"location": "Paris", "unit": "celsius"}}'
+QWEN_PROMPT = ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+               "What is the weather in Paris?<|im_end|>\n<|im_start|>assistant\n")
+# Qwen2.5-0.5B's live near miss (seed ADR): double braces copied from its template; here with a bad enum too.
+QWEN_NEAR_MISS = ('Checking. <tool_call>\n{{"name": "get_weather", "arguments": {"location": "Paris", '
+                  '"unit": "kelvin"}}}\n</tool_call>')
+
+
+@pytest.fixture(scope="module")
+def standins(tmp_path_factory):
+    from harness.backends.embedded.generate import load_model
+    from standin import Vocab
+
+    tmp = tmp_path_factory.mktemp("grammar-standins")
+    vocab = Vocab(SMOL)
+    n_prompt = len(vocab.prompt_ids(PROMPT))
+    out = {}
+    for key, reply in SMOL_REPLIES.items():
+        # One model per reply: a Turn owns its positions whatever the prompt says.
+        s = build_standin(tmp / f"{key}.gguf", SMOL, [Turn(n_prompt, (*vocab.prompt_ids(reply), "<|endoftext|>"))],
+                          vocab=vocab)
+        out[key] = load_model(s.path, n_ctx=256, n_threads=1)
+    q = vocab_for("qwen2.5")  # <tool_call> is one (user-defined) token here, as in Qwen2.5
+    s = build_standin(tmp / "qwen.gguf", "qwen2.5",
+                      [Turn(len(q.prompt_ids(QWEN_PROMPT)), (*q.prompt_ids(QWEN_NEAR_MISS), "<|im_end|>"))])
+    out["qwen"] = load_model(s.path, n_ctx=256, n_threads=1)
+    return out
+
+
+def gated_generate(llm, prompt: str, spec, max_tokens: int = 48) -> str:
+    """Greedy generation through a GrammarGate: the grammar is applied to all candidates only when it refuses
+    the model's own choice (llama.cpp's fast path)."""
+    import numpy as np
+
+    llm.reset()
+    llm.eval(llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
+    gate = GrammarGate.for_spec(llm._model.vocab, spec)
+    vocab, out = llm._model.vocab, []
+    for _ in range(max_tokens):
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(llm.n_vocab(),))
+        token = int(np.argmax(logits))
+        if not gate.allows(token):
+            token = int(np.argmax(gate.mask(logits)))
+        if llama_cpp.llama_vocab_is_eog(vocab, token):
+            break
+        gate.accept(token)
+        out.append(token)
+        llm.eval([token])
+    gate.close()
+    return llm.detokenize(out, special=True).decode("utf-8")
+
+
+def valid_call(result):
+    return (result.accepted and len(result.calls) == 1 and result.calls[0].name in PARAMS
+            and type_arguments(result.calls[0].arguments, PARAMS[result.calls[0].name]).ok)
+
+
+def test_generate_with_a_required_grammar_turns_a_bad_call_into_a_valid_one(standins):
+    from harness.backends.embedded.generate import generate
+
+    llm = standins["json"]
+    assert generate(llm, PROMPT, max_tokens=48, temperature=0.0).text == SMOL_REPLIES["json"]
+    spec = build_grammar(None, TOOLS[:2], "required")
+    constrained = generate(llm, PROMPT, max_tokens=48, temperature=0.0, grammar=spec.gbnf)
+    assert (constrained.text, constrained.finish_reason) == (RESCUED, "stop")
+    assert valid_call(fam(spec.family).parse(constrained.text))
+    assert gated_generate(llm, PROMPT, spec) == RESCUED  # the fast path samples the same reply
+
+
+def test_generic_grammar_on_a_model_without_tool_format(standins):
+    spec = build_grammar(None, TOOLS[:2], "auto")
+    assert fam(spec.family).parse(SMOL_REPLIES["json"]).accepted  # it parses, but is no valid call of the tool
+    assert gated_generate(standins["json"], PROMPT, spec) == RESCUED  # held to a valid call
+    # Prose is not let through: the reply is JSON from its first character (this stand-in knows nothing
+    # but its script, so what it writes inside the object is noise; a real model picks a call or an answer).
+    prose = gated_generate(standins["prose"], PROMPT, spec)
+    assert prose != SMOL_REPLIES["prose"] and prose.startswith("{"), prose
+
+
+def test_lazy_hermes_grammar_triggers_on_the_tool_call_token(standins):
+    llm = standins["qwen"]
+    spec = build_grammar("hermes", TOOLS[:2], "auto")
+    assert fam("hermes").parse(QWEN_NEAR_MISS).deviation == dev.DOUBLE_BRACES
+    reply = gated_generate(llm, QWEN_PROMPT, spec, max_tokens=64)
+    result = fam("hermes").parse(reply)
+    assert reply.startswith("Checking. <tool_call>\n{") and valid_call(result), reply
+    assert result.content == "Checking." and result.calls[0].arguments["location"] == "Paris"
+
+
+def test_gate_failures_are_grammar_runtime_errors(standins):
+    llm = standins["json"]
+    gate = GrammarGate.for_spec(llm._model.vocab, build_grammar("hermes", TOOLS[:2], "required"))
+    outside = llm.tokenize(b"Hello", add_bos=False, special=False)[0]
+    with pytest.raises(GrammarRuntimeError, match="outside the grammar"):
+        gate.accept(outside)
+    # A trigger that would replay text the grammar refuses (llama.cpp aborts there) is refused first.
+    hermes = build_grammar("hermes", TOOLS[:2], "auto")
+    naive = GrammarGate(llm._model.vocab, hermes.gbnf, ["<tool_call>"])
+    tokens = llm.tokenize(b'Hi <tool_call>"x', add_bos=False, special=False)
+    with pytest.raises(GrammarRuntimeError, match="trigger fired"):
+        for token in tokens:
+            naive.accept(token)
+
+
+def test_generate_takes_a_grammar_spec_and_samples_what_the_gate_allows(standins):
+    """generate(grammar=GrammarSpec) runs the gate in its own loop: the same replies as the greedy reference
+    loop, lazy (prose untouched) and required alike."""
+    from harness.backends.embedded.generate import generate
+
+    generic = build_grammar(None, TOOLS[:2], "auto")
+    rescued = generate(standins["json"], PROMPT, max_tokens=48, temperature=0.0, grammar=generic)
+    assert (rescued.text, rescued.grammar_from) == (RESCUED, 0)  # not lazy: constrained from the start
+    hermes = build_grammar("hermes", TOOLS[:2], "auto")
+    prose = generate(standins["prose"], PROMPT, max_tokens=48, temperature=0.0, grammar=hermes)
+    # No <tool_call>: the lazy grammar never took over, and the reply says so (how a report tells
+    # "grammar = native" apart).
+    assert (prose.text, prose.grammar_from) == (SMOL_REPLIES["prose"], None)
+    reply = generate(standins["qwen"], QWEN_PROMPT, max_tokens=64, temperature=0.0, grammar=hermes)
+    assert valid_call(fam("hermes").parse(reply.text)), reply.text
+    assert reply.grammar_from == reply.text.index("<tool_call>")  # characters, after the text before it
+    required = generate(standins["json"], PROMPT, max_tokens=48, temperature=0.0,
+                        grammar=build_grammar(None, TOOLS[:2], "required"))
+    assert required.grammar_from == 0
+    assert generate(standins["json"], PROMPT, max_tokens=48, temperature=0.0).grammar_from is None
+    # Unconstrained, the same stand-in writes the near miss: the spec is what changed the reply.
+    assert generate(standins["qwen"], QWEN_PROMPT, max_tokens=64, temperature=0.0).text.startswith(QWEN_NEAR_MISS[:20])
+

@@ -1,0 +1,114 @@
+"""Modes without a model: --mode values, the scenario field, the grammar plan, and the plain conversation a
+template without a tool format is given."""
+
+import pytest
+
+from harness.core.errors import HarnessError, ScenarioError
+from harness.grammar import GENERIC
+from harness.live.modes import CALL_OR_ANSWER_PREAMBLE, TOOL_PREAMBLE, grammar_plan, parse_modes, plain_messages, tool_preamble
+from harness.template.render import render
+from harness.evaluation.scenarios import load_scenarios
+from harness.core.constants import TEMPLATES_DIR
+
+SCENARIO = """\
+name: s
+description: d
+{modes}tools:
+  - name: ping
+    description: Check the relay.
+    parameters: {{type: object, properties: {{}}}}
+    returns: pong
+conversation:
+  turns:
+    - user: Ping.
+      expect: {{tool: ping}}
+"""
+
+
+def load(tmp_path, modes=""):
+    (tmp_path / "s.yaml").write_text(SCENARIO.format(modes=modes))
+    return load_scenarios(tmp_path)[0]
+
+
+def test_mode_values_are_repeatable_comma_lists():
+    assert parse_modes(["grammar,fallback", "native", "grammar"]) == ["grammar", "fallback", "native"]
+    assert parse_modes(None) == []
+    with pytest.raises(HarnessError, match="unknown mode 'json'"):
+        parse_modes(["native,json"])
+
+
+def test_a_scenario_names_its_default_modes_outside_its_hash(tmp_path):
+    plain = load(tmp_path)
+    both = load(tmp_path, "modes: [native, grammar]\n")
+    assert plain.modes is None and both.modes == ("native", "grammar") and plain.hash == both.hash
+    with pytest.raises(ScenarioError, match="modes"):
+        load(tmp_path, "modes: [native, json]\n")
+
+
+def test_modes_come_from_the_command_else_the_scenario_else_the_model_else_native(tmp_path):
+    from harness.live.runner import modes_for, pending, planned_count
+
+    plain, named = load(tmp_path), load(tmp_path, "modes: [grammar]\n")
+    every = ("native", "grammar", "fallback")
+    assert modes_for(plain) == ("native",)
+    assert modes_for(plain, every) == every
+    assert modes_for(named, every) == ("grammar",)
+    assert modes_for(named, every, ["fallback"]) == ("fallback",)
+    assert planned_count([plain, named], 2, every) == 2 * 3 + 2 * 1
+    work = pending("m", "0" * 64, [plain], 2, 0, set(), model_modes=every)
+    assert [(mode, todo) for _, mode, todo in work] == [(m, [0, 1]) for m in every]
+
+
+def test_the_default_models_name_every_mode_and_bad_model_modes_are_refused(tmp_path):
+    import json
+
+    from harness.core import constants
+    from harness.core.errors import SourcesError
+    from harness.pins.sources import load_sources
+
+    sources = load_sources()
+    assert all(m.modes == ("native", "grammar", "fallback") for m in sources.default_models())
+    raw = json.loads(constants.SOURCES_PATH.read_text())
+    raw["models"][0]["modes"] = ["native", "json"]
+    (tmp_path / "sources.json").write_text(json.dumps(raw))
+    with pytest.raises(SourcesError, match=r"model '[^']+': field 'modes' must be .*'json'"):
+        load_sources(tmp_path / "sources.json")
+
+
+def test_a_model_without_tool_format_gets_the_generic_grammar_and_the_preamble(tmp_path):
+    sc = load(tmp_path)
+    plan = grammar_plan(None, sc)
+    # Call or answer from the first token on (no marker to wait for); fallback's retry may only call.
+    assert plan.family == GENERIC and not plan.spec.lazy and plan.required.tool_choice == "required"
+    assert plan.preamble == tool_preamble(sc, CALL_OR_ANSWER_PREAMBLE) and '"name": "ping"' in plan.preamble
+    assert '{"response": "<your answer>"}' in plan.preamble_for(required=False)
+    assert plan.preamble_for(required=True) == tool_preamble(sc) and "response" not in plan.required_preamble
+    assert plan.required_preamble.startswith(TOOL_PREAMBLE.split("{")[0])
+    hermes = grammar_plan("hermes", sc)
+    assert hermes.spec.lazy and hermes.preamble is hermes.required_preamble is None  # the template carries the tools
+
+
+def test_plain_messages_alternate_for_gemma_and_keep_every_word():
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Ping."},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "call00001", "type": "function", "function": {"name": "ping", "arguments": {}}}]},
+                {"role": "tool", "tool_call_id": "call00001", "name": "ping", "content": "pong"},
+                {"role": "user", "content": "Again?"}]
+    out = plain_messages(messages, "TOOLS", into_user=True)
+    assert [m["role"] for m in out] == ["user", "assistant", "user"]
+    assert out[0]["content"] == "TOOLS\n\nBe brief.\n\nPing."
+    assert out[1]["content"] == '{"name": "ping", "arguments": {}}'
+    assert out[2]["content"] == "Result of ping: pong\n\nAgain?"
+    gemma = (TEMPLATES_DIR / "google-gemma-2-2b-it.jinja").read_text()
+    text = render(gemma, out, add_generation_prompt=True, bos_token="<bos>")
+    assert "TOOLS" in text and "Result of ping: pong" in text
+    assert plain_messages(messages, "TOOLS")[0] == {"role": "system", "content": "TOOLS\n\nBe brief."}
+
+
+def test_batched_samples_refuse_a_grammar_spec_clearly(tmp_path):
+    from harness.core.errors import GenerationError
+    from harness.backends.embedded.generate import generate_samples
+
+    spec = grammar_plan(None, load(tmp_path)).spec
+    with pytest.raises(GenerationError, match="one by one"):
+        generate_samples(object(), "prompt", 2, seeds=[1, 2], max_tokens=8, grammar=spec)

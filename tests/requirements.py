@@ -1,0 +1,42 @@
+"""What a test may need that a machine may lack, and the one command that brings each (tests/conftest.py turns
+the markers into skips with these reasons)."""
+
+import importlib.util
+import shutil
+
+import pytest
+
+SETUP = "bash scripts/setup.sh"
+INSTALL_CHROMIUM = "apt-get install -y chromium"
+
+
+def missing_binding() -> str | None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        return f"llama-cpp-python is not installed: {SETUP}"
+    return None
+
+
+def missing_server() -> str | None:
+    from harness.backends.servers import llama_server_binary
+    from harness.core.errors import ServerStartError
+
+    try:
+        llama_server_binary()
+    except ServerStartError as exc:
+        return str(exc)     # names the command that builds it
+    return None
+
+
+def missing_browser() -> str | None:
+    return None if shutil.which("chromium") else f"chromium is not installed: {INSTALL_CHROMIUM}"
+
+
+MISSING = {"needs_binding": missing_binding, "needs_server": missing_server, "browser": missing_browser}
+
+
+def binding():
+    """At the top of a module that imports the binding (directly or through harness.backends.embedded): skip
+    the whole module, with the command that installs it, where llama-cpp-python is missing."""
+    reason = missing_binding()
+    if reason:
+        pytest.skip(reason, allow_module_level=True)
