@@ -3,7 +3,6 @@ register sets `func` on its parser, which takes the parsed args and returns an e
 
 import argparse
 import importlib
-import json
 import os
 import sys
 
@@ -18,11 +17,6 @@ COMMAND_MODULES = [
     "harness.cli.listing",
     "harness.cli.runtime",
 ]
-
-
-def emit_json(obj) -> None:
-    json.dump(obj, sys.stdout, ensure_ascii=False, indent=2)
-    sys.stdout.write("\n")
 
 
 def _version() -> str:

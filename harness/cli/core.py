@@ -10,10 +10,9 @@ from harness.template import conformance
 
 from harness.reports import conformance as conformance_report
 
-from harness.core import constants
 from harness import families as registry
 from harness.families.arguments import tool_parameters, type_arguments
-from harness.cli import emit_json
+from harness.cli.common import add_results_dir, emit_json
 from harness.template.detect import detect
 from harness.core.errors import HarnessError
 from harness.evaluation.scoring import INVALID_ARGUMENTS, PYTHON_NOTATION, UNKNOWN_TOOL
@@ -129,7 +128,7 @@ def cmd_parse(args) -> int:
 def cmd_conformance(args) -> int:
     refs = [resolve_template(pin.id) for pin in list_templates()]
     report = conformance.run(refs)
-    md, js = conformance_report.write(report, args.out)
+    md, js = conformance_report.write(report, args.results_dir)
     if args.json:
         emit_json(report["summary"])
     else:
@@ -174,7 +173,6 @@ def register(sub) -> None:
     p = sub.add_parser("conformance", help="offline conformance report over every pinned template",
                        description="Detect, round-trip and render every pinned template; run the rejection matrix; "
                                    "write conformance.md and conformance.json.")
-    p.add_argument("--out", type=Path, default=constants.RESULTS_DIR,
-                   help="directory for the reports (default: results/)")
+    add_results_dir(p, "write conformance.md and conformance.json into DIR", "--out")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_conformance)

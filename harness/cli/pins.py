@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.core import constants
 from harness.pins.archives import archive_dir, is_unpacked, unpack_archive
-from harness.cli import emit_json
+from harness.cli.common import emit_json
 from harness.core.errors import HarnessError
 from harness.pins.fetch import FetchResult, fetch_model, fetch_template
 from harness.pins.pin_template import pin_template

@@ -1,9 +1,8 @@
 """`harness report`: rebuild results/*.md, results/heatmap.png and results/report.html from transcripts alone."""
 
 import sys
-from pathlib import Path
 
-from harness.core import constants
+from harness.cli.common import add_results_dir, emit_json
 
 
 def register(subparsers) -> None:
@@ -12,15 +11,13 @@ def register(subparsers) -> None:
         description="Re-score every recorded sample through the current parsers, add the seed ADR's replayed "
                     "replies, and write results/<model>.md, results/summary.md, results/heatmap.png and "
                     "results/report.html (the tables with every sample's transcript).")
-    parser.add_argument("--results-dir", type=Path, default=constants.RESULTS_DIR, metavar="DIR",
-                        help="read DIR/transcripts and write the reports into DIR (default: results/)")
+    add_results_dir(parser, "read DIR/transcripts and DIR/runtimes and write the reports into DIR")
     parser.add_argument("--no-plot", action="store_true", help="skip the heat map")
     parser.add_argument("--json", action="store_true", help="print the rates as JSON on stdout")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from harness.cli import emit_json
     from harness.reports.report import write_reports
 
     result = write_reports(args.results_dir, plot=not args.no_plot)

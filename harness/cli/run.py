@@ -5,6 +5,7 @@ import time
 from pathlib import Path
 
 from harness.backends import BACKENDS, backend_class
+from harness.cli.common import add_results_dir, emit_json
 from harness.core import constants
 from harness.core.errors import HarnessError
 from harness.core.values import MAX_SAMPLES, MAX_SEED, MAX_THREADS, int_argument
@@ -45,15 +46,13 @@ def register(subparsers) -> None:
                         help=f"base seed, 0 to {MAX_SEED}; sample i uses S+i (default 0)")
     parser.add_argument("--threads", type=int_argument(1, MAX_THREADS), metavar="N",
                         help="llama.cpp threads (default: $HARNESS_THREADS, else 1: robust on a shared 2-core machine)")
-    parser.add_argument("--results-dir", type=Path, default=constants.RESULTS_DIR, metavar="DIR",
-                        help="append to DIR/transcripts/<model>.jsonl (default: results/); an experiment in "
-                             "another folder leaves the committed results alone")
+    add_results_dir(parser, "append to DIR/transcripts/<model>.jsonl; an experiment in another folder leaves the "
+                            "committed results alone")
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from harness.cli import emit_json
     from harness.live.modes import parse_modes
     from harness.live.runner import planned_count, run_model
 

@@ -5,14 +5,9 @@ strict parser does (harness.evaluation.runtime_agreement). `harness report` buil
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from harness.core import constants
+from harness.cli.common import add_results_dir
 from harness.core.values import MAX_SAMPLES, MAX_SEED, int_argument, seconds_argument
-
-
-def runtimes_path(results_dir: Path, runtime: str) -> Path:
-    return Path(results_dir) / "runtimes" / f"{runtime}.jsonl"
 
 
 def run(args) -> int:
@@ -29,7 +24,7 @@ def run(args) -> int:
     chat, ref, _ = template_chat(args.template)
     backend = OpenAIBackend([Endpoint(url, args.served_model) for url in args.endpoint], in_flight=args.in_flight,
                             retries=args.retries, timeout=args.timeout)
-    path = runtimes_path(args.results_dir, args.runtime)
+    path = args.results_dir.runtime_records(args.runtime)
     existing, problems = read_records(path)
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
@@ -72,5 +67,5 @@ def register(subparsers) -> None:
                    help="retries of a failed request, with exponential backoff (default 3)")
     p.add_argument("--timeout", type=seconds_argument(), default=180.0, metavar="SECONDS",
                    help="deadline of one request, retries included (default 180)")
-    p.add_argument("--results-dir", type=Path, default=constants.RESULTS_DIR, metavar="DIR")
+    add_results_dir(p, "append the pairs to DIR/runtimes/RUNTIME.jsonl")
     p.set_defaults(func=run)

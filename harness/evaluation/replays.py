@@ -4,10 +4,10 @@
 A replay holds only the reply the ADR quotes (one step of the first turn); everything after it is unknown,
 so scoring leaves the answer verdicts at None rather than counting them wrong."""
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core.hashing import sha256_text
 from harness.core import constants
 from harness import families as registry
 from harness.core.errors import FamilySpecError, ScenarioError
@@ -106,5 +106,5 @@ def _record(model: str, family: str, scenario: Scenario, reply: str, index: int,
         "seed": None, "replayed": True, "replay": replay,
         "turns": [{"user": scenario.turns[0].user,
                    "steps": [{"reply": reply, "prompt_tail": "", "calls": [],
-                              "prompt_sha256": None, "reply_sha256": hashlib.sha256(reply.encode()).hexdigest()}]}],
+                              "prompt_sha256": None, "reply_sha256": sha256_text(reply)}]}],
     }

@@ -5,13 +5,13 @@ plus the stub's fixed result or error) that scenarios offer by name. Every probl
 `file:line: field: problem` (ScenarioError), because a typo in an expectation would otherwise surface as a
 silently wrong rate."""
 
-import hashlib
 import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.core.hashing import sha256_text
 from harness.core import constants
 from harness.families.arguments import type_arguments
 from harness.core.errors import ScenarioError
@@ -139,7 +139,7 @@ class Scenario:
     @property
     def hash(self) -> str:
         text = json.dumps(self.run_definition(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return sha256_text(text)
 
 
 class _Checker:

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.core import constants
 from harness.core.errors import HarnessError
+from harness.evaluation.results import ResultsDir
 
 SCHEMA_VERSION = 1
 SAMPLE = "sample"
@@ -23,14 +23,6 @@ MODEL = "model"
 
 class TranscriptError(HarnessError):
     """A transcript cannot be read or written."""
-
-
-def transcripts_dir(results_dir: Path | None = None) -> Path:
-    return Path(results_dir or constants.RESULTS_DIR) / "transcripts"
-
-
-def transcript_path(model_id: str, results_dir: Path | None = None) -> Path:
-    return transcripts_dir(results_dir) / f"{model_id}.jsonl"
 
 
 def now() -> str:
@@ -155,8 +147,8 @@ def read_transcript(path: Path, problem=record_problem) -> Transcript:
     return out
 
 
-def read_all(results_dir: Path | None = None) -> list:
-    return [read_transcript(p) for p in sorted(transcripts_dir(results_dir).glob("*.jsonl"))]
+def read_all(results_dir=None) -> list:
+    return [read_transcript(p) for p in ResultsDir.at(results_dir).transcript_files()]
 
 
 class TranscriptWriter:

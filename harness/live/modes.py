@@ -16,10 +16,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 
+from harness.core.hashing import sha256_text
 from harness.core.errors import HarnessError
 from harness.grammar import GENERIC, GrammarSpec, build_grammar
 from harness.core.values import MODES
@@ -78,8 +78,8 @@ class GrammarPlan:
         tools; its hash pins it) and the preamble text as sent."""
         return {"family": self.spec.family, "requested": self.spec.requested, "lazy": self.spec.lazy,
                 "triggers": list(self.spec.triggers), "note": self.spec.note,
-                "gbnf_sha256": hashlib.sha256(self.spec.gbnf.encode("utf-8")).hexdigest(),
-                "required_gbnf_sha256": hashlib.sha256(self.required.gbnf.encode("utf-8")).hexdigest()
+                "gbnf_sha256": sha256_text(self.spec.gbnf),
+                "required_gbnf_sha256": sha256_text(self.required.gbnf)
                 if self.required else None, "preamble": self.preamble, "required_preamble": self.required_preamble}
 
 

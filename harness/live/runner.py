@@ -2,7 +2,6 @@
 model's transcript as soon as it finishes. Samples already recorded (same model file, scenario hash, mode,
 sample index and seed) are skipped, so a killed run resumes where it stopped."""
 
-import hashlib
 import re
 import threading
 import time
@@ -10,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core.hashing import sha256_text
 from harness.backends import backend_class
 from harness.core import constants
 from harness.core.errors import GenerationError, TemplateError
@@ -20,7 +20,8 @@ from harness.pins.sources import file_digest, load_sources, model_path, resolve_
 from harness.live.modes import grammar_plan
 from harness.live.tool_loop import Chat, first_prompt, run_sample, step_seed
 from harness.template.kwargs import template_kwargs_for
-from harness.evaluation.transcripts import MODEL, SAMPLE, TranscriptWriter, now, read_transcript, sample_key, transcript_path
+from harness.evaluation.results import ResultsDir
+from harness.evaluation.transcripts import MODEL, SAMPLE, TranscriptWriter, now, read_transcript, sample_key
 
 MODE = "native"  # the mode of a run that names none (harness.live.modes); the mode is part of every record and key
 # llama.cpp's template for a GGUF that embeds none (common/chat.cpp, CHATML_TEMPLATE_SRC), used only when
@@ -38,10 +39,6 @@ N_CTX = 4096
 # batched first steps of qwen2.5-coder-0.5b wrote 0.3-1 token/s, because ggml's threads spin at every
 # barrier and stall whenever the other core is busy; with 1 thread, 7-15 tokens/s and prompts at ~50 tokens/s.
 DEFAULT_THREADS = 1
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass
@@ -213,7 +210,7 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
         sha256, model_modes = pin.sha256, pin.modes
     else:
         sha256, model_modes = model.sha256, model_modes_for(model, sources)
-    path = transcript_path(model_id, results_dir)
+    path = ResultsDir.at(results_dir).transcript(model_id)
     existing = read_transcript(path)
     for message in existing.warnings:
         warn(message)

@@ -3,10 +3,10 @@ conversation and seed, and record both with their label (harness.evaluation.runt
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from harness.core.hashing import sha256_text
 from harness.core.errors import TemplateError
 from harness.evaluation.runtime_agreement import KIND, classify
 from harness.evaluation.scoring import parse_reply
@@ -21,7 +21,7 @@ def greedy(sampling: dict) -> dict:
 def check_one(backend, chat, scenario, seed: int, template_id: str) -> dict:
     messages = opening_messages(scenario) + [{"role": "user", "content": scenario.turns[0].user}]
     record = {"kind": KIND, "scenario": {"name": scenario.name, "hash": scenario.hash}, "seed": seed,
-              "template": {"id": template_id, "sha256": hashlib.sha256(chat.template.encode()).hexdigest()},
+              "template": {"id": template_id, "sha256": sha256_text(chat.template)},
               "family": chat.family, "sampling": greedy(scenario.sampling), "template_kwargs": chat.template_kwargs,
               "recorded": now()}
     try:
@@ -37,7 +37,7 @@ def check_one(backend, chat, scenario, seed: int, template_id: str) -> dict:
     same = None if theirs is None else theirs.removeprefix(bos) == prompt.removeprefix(bos)
     label, detail = classify(strict, generation.prompt_tokens, runtime, same)
     return {**record,
-            "strict": {"prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(),
+            "strict": {"prompt_sha256": sha256_text(prompt),
                        "prompt_tokens": generation.prompt_tokens, "reply": generation.text,
                        "finish_reason": generation.finish_reason, "parse": strict.to_json()},
             "runtime_reply": {**runtime.to_json(), "same_prompt": same}, "label": label, "detail": detail}
@@ -51,7 +51,7 @@ def key(record: dict) -> tuple:
 def run_checks(backend, chat, template_id: str, runtime: str, scenarios, samples: int, base_seed: int, path,
                done: set, workers: int = 1, progress=None) -> list:
     """Check every (scenario, seed) not in `done`, `workers` at a time; each record is written as it lands."""
-    template_sha = hashlib.sha256(chat.template.encode()).hexdigest()
+    template_sha = sha256_text(chat.template)
     served = backend.describe()["served_model"]
     todo = [(s, base_seed + i) for s in scenarios for i in range(samples or s.samples)
             if (runtime, served, template_sha, s.hash, base_seed + i) not in done]

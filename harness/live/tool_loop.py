@@ -11,10 +11,10 @@ after a tool has run: a failed follow-up generation ends the sample instead.
 Message shapes follow the ADR: an assistant tool-call turn has string content ("" when there is no text) and
 call ids of nine alphanumerics (call00001, ...)."""
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 
+from harness.core.hashing import sha256_text
 from harness.families.arguments import type_arguments
 from harness.core.errors import GenerationError, GrammarRuntimeError, TemplateError
 from harness.core.values import MAX_SEED
@@ -127,7 +127,7 @@ def _error(message: str) -> str:
 
 def _step_record(prompt: str, seed: int, generation, parse: ParseResult | None, shared: bool) -> dict:
     return {
-        "seed": seed, "prompt_sha256": hashlib.sha256(prompt.encode("utf-8")).hexdigest(),
+        "seed": seed, "prompt_sha256": sha256_text(prompt),
         "prompt_tail": prompt[-PROMPT_TAIL:], "shared_prompt": shared,
         "prompt_tokens": generation.prompt_tokens if generation else None,
         "reply": generation.text if generation else "",

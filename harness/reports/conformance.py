@@ -1,11 +1,10 @@
 """results/conformance.md and results/conformance.json from a conformance run (pandas + tabulate)."""
 
-from pathlib import Path
-
 import pandas as pd
 
-from harness.template.conformance import dumps
+from harness.evaluation.results import ResultsDir
 from harness.families import deviations
+from harness.template.conformance import dumps
 
 
 def _cell(text, limit=90):
@@ -98,9 +97,9 @@ def _matrix_section(m) -> list:
     return out
 
 
-def write(report: dict, directory: Path) -> tuple:
-    directory.mkdir(parents=True, exist_ok=True)
-    md, js = directory / "conformance.md", directory / "conformance.json"
+def write(report: dict, results: ResultsDir) -> tuple:
+    results.root.mkdir(parents=True, exist_ok=True)
+    md, js = results.conformance
     md.write_text(markdown(report), encoding="utf-8")
     js.write_text(dumps(report), encoding="utf-8")
     return md, js

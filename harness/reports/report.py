@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.core import constants
+from harness.evaluation.results import ResultsDir
 from harness.evaluation.runtime_agreement import agreement_markdown, read_records
 from harness.pins.sources import load_sources, resolve_template
 from harness.reports.html_report import write_html
@@ -178,38 +178,38 @@ def pass_grid(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = None, plot=True) -> dict:
-    results_dir = Path(results_dir or constants.RESULTS_DIR)
-    collected = collect(results_dir, scenarios_dir)
+    results = ResultsDir.at(results_dir)
+    collected = collect(results, scenarios_dir)
     sources = load_sources()
-    written = _write_agreement(results_dir, collected.warnings)
+    written = _write_agreement(results, collected.warnings)
     if collected.samples.empty:
         return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped, "models": {}}
     for model, group in collected.samples.groupby("model", sort=True):
-        path = results_dir / f"{model}.md"
+        path = results.model_table(model)
         path.write_text(model_markdown(model, group, collected, sources), encoding="utf-8")
         written.append(str(path))
-    summary = results_dir / "summary.md"
+    summary = results.summary
     summary.write_text(summary_markdown(collected), encoding="utf-8")
     written.append(str(summary))
-    written.append(str(write_html(collected, results_dir / "report.html")))
+    written.append(str(write_html(collected, results.html)))
     if plot:
         from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
 
-        written.append(str(draw_heatmap(collected.samples, results_dir / "heatmap.png")))
+        written.append(str(draw_heatmap(collected.samples, results.heatmap)))
     return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped,
             "models": json_summary(collected)}
 
 
-def _write_agreement(results_dir: Path, warnings: list) -> list:
+def _write_agreement(results: ResultsDir, warnings: list) -> list:
     """results/runtime-agreement.md from results/runtimes/*.jsonl (harness runtime-check), when there are any."""
     records = []
-    for path in sorted((results_dir / "runtimes").glob("*.jsonl")):
+    for path in results.runtime_record_files():
         found, problems = read_records(path)
         records += found
         warnings += problems
     if not records:
         return []
-    out = results_dir / "runtime-agreement.md"
+    out = results.runtime_agreement
     out.write_text(agreement_markdown(records), encoding="utf-8")
     return [str(out)]
 

@@ -1,11 +1,11 @@
 """Offline conformance of every pinned template: detection, round trip of the rendered call, whether a
 whole tool conversation renders, and walls. No model, no network."""
 
-import hashlib
 import json
 
 from harness import __version__
 
+from harness.core.hashing import sha256_text
 from harness.template import matrix
 from harness import families as registry
 from harness.template.detect import detect, with_string_arguments
@@ -37,7 +37,7 @@ def check_template(ref) -> dict:
     status = "wall" if wall and not found.family else found.status
     return {
         "id": ref.id,
-        "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        "sha256": sha256_text(text),
         "family": found.family,
         "status": status,
         "reason": found.reason,

@@ -15,7 +15,8 @@ from harness.grammar import GENERIC
 from harness.evaluation.scenarios import load_scenarios
 from harness.evaluation.scoring import score_sample
 from harness.pins.sources import fetch_command, load_sources, model_path
-from harness.evaluation.transcripts import read_transcript, transcript_path
+from harness.evaluation.results import ResultsDir
+from harness.evaluation.transcripts import read_transcript
 
 # (model, scenario) -> verdicts that held in every sample measured on this machine (2 cores, seeds 0..N),
 # and hold for reasons that do not depend on sampling luck. The measurements are in the report.
@@ -69,7 +70,7 @@ def test_live_run(live_model_id, live_scenario_name, live_mode, tmp_path, reques
     first = run_model(live_model_id, [scenario], samples, 0, results_dir=tmp_path, model=model, modes=[live_mode])
     assert first["ran"] == samples and first["skipped"] == 0
 
-    transcript = read_transcript(transcript_path(live_model_id, tmp_path))
+    transcript = read_transcript(ResultsDir(tmp_path).transcript(live_model_id))
     assert transcript.warnings == []
     records = transcript.samples()
     # A template may refuse a conversation with its own raise_exception (Gemma's turn template refuses the

@@ -15,7 +15,8 @@ from harness.reports.tables import collect  # noqa: E402
 from harness.live.runner import OpenModel, run_model  # noqa: E402
 from harness.evaluation.scenarios import load_scenarios  # noqa: E402
 from harness.pins.sources import ModelPin, Sources  # noqa: E402
-from harness.evaluation.transcripts import read_transcript, transcript_path  # noqa: E402
+from harness.evaluation.results import ResultsDir
+from harness.evaluation.transcripts import read_transcript  # noqa: E402
 
 MODEL_ID = "standin-qwen"
 
@@ -60,7 +61,7 @@ def run(model, setup, samples=None):
 def test_every_sample_is_written_and_a_second_run_skips_them(model, setup):
     first = run(model, setup)
     assert (first["ran"], first["skipped"], first["errors"]) == (3, 0, 0)
-    transcript = read_transcript(transcript_path(MODEL_ID, setup[2]))
+    transcript = read_transcript(ResultsDir(setup[2]).transcript(MODEL_ID))
     kinds = [r["kind"] for r in transcript.records]
     assert kinds == ["model", "sample", "sample", "sample"]
     samples = transcript.samples()
@@ -75,7 +76,7 @@ def test_every_sample_is_written_and_a_second_run_skips_them(model, setup):
 
 def test_a_run_killed_while_writing_loses_only_the_sample_in_flight(model, setup):
     run(model, setup)
-    path = transcript_path(MODEL_ID, setup[2])
+    path = ResultsDir(setup[2]).transcript(MODEL_ID)
     data = path.read_bytes()
     cut = data.rstrip(b"\n").rfind(b"\n") + 1
     path.write_bytes(data[: cut + 100])  # the last sample's line, torn by the kill
