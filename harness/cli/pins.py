@@ -12,7 +12,8 @@ from harness.cli.common import emit_json
 from harness.core.errors import HarnessError
 from harness.pins.fetch import FetchResult, fetch_model, fetch_template
 from harness.pins.pin_template import pin_template
-from harness.pins.sources import BAD_STATUSES, check_all, load_sources
+from harness.pins.sources import load_sources
+from harness.pins.verify import BAD_STATUSES, check_all
 
 
 def _log(message: str) -> None:

@@ -16,7 +16,8 @@ from harness.core.errors import GenerationError, TemplateError
 from harness.template import detect as detection
 from harness.evaluation.scoring import score_sample
 from harness.core.errors import SourcesError
-from harness.pins.sources import file_digest, load_sources, model_path, resolve_template
+from harness.pins.digest import file_digest
+from harness.pins.sources import load_sources, model_path, resolve_template
 from harness.live.modes import grammar_plan
 from harness.live.tool_loop import Chat, first_prompt, run_sample, step_seed
 from harness.template.kwargs import template_kwargs_for

@@ -22,7 +22,8 @@ from pathlib import Path
 from harness.core import constants
 from harness.core.errors import DownloadError
 from harness.pins.hub_download import pip_download
-from harness.pins.sources import ArchivePin, Sources, file_digest, load_sources
+from harness.pins.digest import file_digest
+from harness.pins.sources import ArchivePin, Sources, load_sources
 
 MARKER = ".harness-archive.json"
 

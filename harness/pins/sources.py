@@ -8,7 +8,6 @@ and field, not as a KeyError deep in a download. Nothing here touches the networ
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 import os
 import re
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from harness.core import constants
 from harness.core.errors import DriftError, SourcesError
+from harness.pins.digest import file_drift
 from harness.pins.paths import inside, relative_path_problem
 from harness.core.values import MODES, valid_modes
 
@@ -339,28 +339,6 @@ def _umask() -> int:
     return mask
 
 
-def file_digest(path: Path) -> tuple[int, str]:
-    """(size, sha256) of a file, read in chunks: model files are up to a few GB."""
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-            size += len(chunk)
-    return size, h.hexdigest()
-
-
-def file_drift(path: Path, size, sha256) -> str | None:
-    """Why `path` does not match its pin, or None if it does."""
-    actual_size = path.stat().st_size
-    if size is not None and actual_size != size:
-        return f"{path}: size {actual_size} bytes, pinned {size}"
-    _, actual_sha = file_digest(path)
-    if sha256 is not None and actual_sha != sha256:
-        return f"{path}: sha256 {actual_sha}, pinned {sha256}"
-    return None
-
-
 def model_cache_path(pin: ModelPin, cache_dir: Path | None = None) -> Path:
     return inside(Path(cache_dir or constants.MODELS_CACHE_DIR), f"{pin.id}/{pin.filename}",
                   f"model {pin.id!r}: field 'filename'")
@@ -426,50 +404,3 @@ def list_templates(sources: Sources | None = None) -> list:
 
 def list_models(sources: Sources | None = None) -> list:
     return list((sources or load_sources()).models.values())
-
-
-@dataclass(frozen=True)
-class FileCheck:
-    kind: str        # "template" or "model"
-    id: str
-    path: Path
-    status: str      # "ok", "drift", "missing", "absent" (model not fetched), "unpinned" (model without sha256)
-    detail: str | None = None
-
-    def as_json(self) -> dict:
-        return {"kind": self.kind, "id": self.id, "path": str(self.path), "status": self.status, "detail": self.detail}
-
-
-def check_all(sources: Sources | None = None, cache_dir: Path | None = None) -> list:
-    """One FileCheck per pinned file: templates always, models only when they are in the cache."""
-    sources = sources or load_sources()
-    checks = []
-    for t in sources.templates.values():
-        if not t.path.is_file():
-            checks.append(FileCheck("template", t.id, t.path, "missing", f"{t.path} does not exist"))
-            continue
-        problem = file_drift(t.path, t.size, t.sha256)
-        checks.append(FileCheck("template", t.id, t.path, "drift" if problem else "ok", problem))
-    for m in sources.models.values():
-        path = model_cache_path(m, cache_dir)
-        if not path.is_file():
-            checks.append(FileCheck("model", m.id, path, "absent"))
-        elif m.sha256 is None:
-            checks.append(FileCheck("model", m.id, path, "unpinned", "no sha256 pin; cannot verify"))
-        else:
-            problem = file_drift(path, m.size, m.sha256)
-            checks.append(FileCheck("model", m.id, path, "drift" if problem else "ok", problem))
-    return checks
-
-
-BAD_STATUSES = {"drift", "missing", "unpinned"}
-
-
-def verify_all(sources: Sources | None = None, cache_dir: Path | None = None) -> list:
-    """check_all, raising DriftError that lists every bad file when any pinned file on disk is off."""
-    checks = check_all(sources, cache_dir)
-    bad = [c for c in checks if c.status in BAD_STATUSES]
-    if bad:
-        lines = "\n".join(f"  {c.kind} {c.id}: {c.status}: {c.detail}" for c in bad)
-        raise DriftError(f"{len(bad)} pinned file(s) do not match sources.json:\n{lines}")
-    return checks

@@ -12,8 +12,9 @@ from harness.pins.archives import archive_tree
 from harness.core.errors import DownloadError, DriftError, SourcesError
 from harness.pins.gguf_header import read_gguf_metadata
 from harness.pins.hub_download import HashingWriter, assemble_from_wheels, find_local_wheel
-from harness.pins.sources import (check_all, dump_sources, load_sources, model_cache_path, model_path,
-                             resolve_template, verify_all, write_sources)
+from harness.pins.sources import (dump_sources, load_sources, model_cache_path, model_path, resolve_template,
+                                  write_sources)
+from harness.pins.verify import check_all, verify_all
 
 ROOT = Path(__file__).resolve().parents[2]
 
