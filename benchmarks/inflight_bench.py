@@ -14,7 +14,7 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from harness.backends import Endpoint, OpenAIBackend
+from harness.backends.openai import Endpoint, OpenAIBackend
 from harness.evaluation.scenarios import load_scenarios
 from harness.backends.servers import LocalServer
 from harness.live.runner import template_chat

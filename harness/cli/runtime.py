@@ -11,11 +11,11 @@ from harness.core.values import MAX_SAMPLES, MAX_SEED, int_argument, seconds_arg
 
 
 def run(args) -> int:
-    from harness.backends import Endpoint, OpenAIBackend
+    from harness.backends.openai import Endpoint, OpenAIBackend
     from harness.core.errors import HarnessError
     from harness.live.runner import template_chat
     from harness.evaluation.runtime_agreement import read_records
-    from harness.live.runtime_check import key, run_checks
+    from harness.live.runtime_check import run_checks
     from harness.evaluation.scenarios import load_scenarios
     from harness.pins.sources import ID_PATTERN
 
@@ -31,12 +31,12 @@ def run(args) -> int:
     scenarios = load_scenarios(names=args.scenario)
 
     def progress(record):
-        print(f"harness runtime-check: {record['scenario']['name']} seed {record['seed']}: {record['label']}",
+        print(f"harness runtime-check: {record.scenario.name} seed {record.seed}: {record.label}",
               file=sys.stderr, flush=True)
 
     records = run_checks(backend, chat, ref.id, args.runtime, scenarios, args.samples, args.seed, path,
-                         {key(r) for r in existing}, workers=args.in_flight * len(args.endpoint), progress=progress)
-    agree = sum(r["label"] == "agree" for r in records)
+                         {r.key() for r in existing}, workers=args.in_flight * len(args.endpoint), progress=progress)
+    agree = sum(r.label == "agree" for r in records)
     print(f"{args.runtime}: {len(records)} pair(s) checked, {agree} agree, {len(existing)} already recorded -> {path}")
     print("next: harness report")
     return 0

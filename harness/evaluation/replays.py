@@ -12,7 +12,7 @@ from harness.core import constants
 from harness import families as registry
 from harness.core.errors import FamilySpecError, ScenarioError
 from harness.evaluation.scenarios import Expectation, Scenario, Turn
-from harness.evaluation.transcripts import SAMPLE
+from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef
 from harness.core.yaml_source import load_located
 
 KINDS = ("quoted", "reconstructed")
@@ -99,12 +99,10 @@ def load_replays(directory: Path | None = None, known_scenarios: dict | None = N
     return Replays(records, described, {s.name: s for s in extra.values()})
 
 
-def _record(model: str, family: str, scenario: Scenario, reply: str, index: int, replay: dict) -> dict:
-    return {
-        "kind": SAMPLE, "model": {"id": model, "sha256": None}, "template": None, "family": family,
-        "mode": "native", "scenario": {"name": scenario.name, "hash": scenario.hash}, "sample": index,
-        "seed": None, "replayed": True, "replay": replay,
-        "turns": [{"user": scenario.turns[0].user,
-                   "steps": [{"reply": reply, "prompt_tail": "", "calls": [],
-                              "prompt_sha256": None, "reply_sha256": sha256_text(reply)}]}],
-    }
+def _record(model: str, family: str, scenario: Scenario, reply: str, index: int, replay: dict) -> SampleRecord:
+    return SampleRecord(
+        model=ModelRef(model, None), scenario=ScenarioRef(scenario.name, scenario.hash), sample=index, seed=None,
+        family=family, replayed=True, replay=replay,
+        turns=[{"user": scenario.turns[0].user,
+                "steps": [{"reply": reply, "prompt_tail": "", "calls": [],
+                           "prompt_sha256": None, "reply_sha256": sha256_text(reply)}]}])

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import json
 
+from harness.evaluation.records import RUNTIME_CHECK
 from harness.evaluation.transcripts import read_transcript
 
-KIND = "runtime-check"
 LABELS = ("agree", "prompts-differ", "runtime-forgave", "runtime-dropped-call", "runtime-invalid-arguments",
           "calls-differ", "replies-differ", "template-refused")
 
@@ -89,14 +89,14 @@ def agreement_table(records: list) -> list:
     """Rows per (runtime, served model, template): how many pairs got each label."""
     rows: dict = {}
     for r in records:
-        row = rows.setdefault((r["runtime"], r["served_model"], r["template"]["id"]),
-                              {"runtime": r["runtime"], "served_model": r["served_model"],
-                               "template": r["template"]["id"], "pairs": 0, **{k: 0 for k in LABELS},
+        row = rows.setdefault((r.runtime, r.served_model, r.template["id"]),
+                              {"runtime": r.runtime, "served_model": r.served_model,
+                               "template": r.template["id"], "pairs": 0, **{k: 0 for k in LABELS},
                                "forgiven": {}})
         row["pairs"] += 1
-        row[label_family(r["label"])] += 1
-        if r["label"].startswith("runtime-forgave:"):
-            name = r["label"].split(":", 1)[1]
+        row[label_family(r.label)] += 1
+        if r.label.startswith("runtime-forgave:"):
+            name = r.label.split(":", 1)[1]
             row["forgiven"][name] = row["forgiven"].get(name, 0) + 1
     return [rows[k] for k in sorted(rows)]
 
@@ -104,14 +104,8 @@ def agreement_table(records: list) -> list:
 def read_records(path) -> tuple:
     """(records, warnings) of one runtimes file, read as transcripts are: a torn last line (a killed run) or a
     damaged record is named with its line and left out, never a crash."""
-    found = read_transcript(path, problem=_problem)
+    found = read_transcript(path, kinds=(RUNTIME_CHECK,))
     return found.records, found.warnings
-
-
-def _problem(record) -> str | None:
-    if not isinstance(record, dict) or record.get("kind") != KIND:
-        return f"not a {KIND} record"
-    return None
 
 
 def agreement_markdown(records: list) -> str:
@@ -126,8 +120,8 @@ def agreement_markdown(records: list) -> str:
         lines.append(f"| {row['runtime']} | {row['served_model']} | {row['template']} | {row['pairs']} | "
                      + " | ".join(str(row[k]) for k in LABELS) + f" | {forgiven} |")
     lines += ["", "## Pairs that disagree", ""]
-    for r in sorted(records, key=lambda r: (r["runtime"], r["served_model"], r["scenario"]["name"], r["seed"])):
-        if r["label"] != "agree":
-            lines.append(f"- {r['runtime']} / {r['served_model']} / {r['scenario']['name']} seed {r['seed']}: "
-                         f"`{r['label']}` — {r['detail']}")
+    for r in sorted(records, key=lambda r: (r.runtime, r.served_model, r.scenario.name, r.seed)):
+        if r.label != "agree":
+            lines.append(f"- {r.runtime} / {r.served_model} / {r.scenario.name} seed {r.seed}: "
+                         f"`{r.label}` — {r.detail}")
     return "\n".join(lines) + "\n"

@@ -16,6 +16,7 @@ from harness.template.detect import END_OF_TURN
 from harness.families import deviations as dev
 from harness.families.base import ParseResult, ToolCall
 from harness.families.reasoning import DEFAULT_PAIRS, split_reasoning
+from harness.evaluation.records import SampleRecord
 
 VERDICTS = ("parsed", "right_tool", "valid_arguments", "expected_arguments", "answer", "result_used")
 
@@ -259,12 +260,12 @@ def _findings(scenario, turn: _Turn, family, replayed=False) -> list:
     return found
 
 
-def score_sample(scenario, record: dict) -> dict:
+def score_sample(scenario, record: SampleRecord) -> dict:
     """Verdicts of a recorded sample against the scenario: per turn, and for the sample (a verdict holds for
     the sample when it holds in every turn where it applies). `passed`: every applicable verdict holds."""
-    family = record.get("family")
-    replayed = bool(record.get("replayed"))
-    recorded_turns = record.get("turns", [])
+    family = record.family
+    replayed = record.replayed
+    recorded_turns = record.turns
     turns = []
     for index, spec in enumerate(scenario.turns):
         if index >= len(recorded_turns):

@@ -14,12 +14,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from harness.core.errors import HarnessError
+from harness.evaluation.records import (
+    MODEL, SAMPLE, SCHEMA_VERSION, ModelRecord, RecordError, SampleRecord, record_from_json,
+)
 from harness.evaluation.results import ResultsDir
-
-SCHEMA_VERSION = 1
-SAMPLE = "sample"
-MODEL = "model"
-
 
 class TranscriptError(HarnessError):
     """A transcript cannot be read or written."""
@@ -27,48 +25,6 @@ class TranscriptError(HarnessError):
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def sample_key(record: dict) -> tuple:
-    """What makes two sample records the same sample: resume skips a key already recorded."""
-    return (record["model"]["id"], record["model"].get("sha256"), record["scenario"]["name"],
-            record["scenario"]["hash"], record.get("mode", "native"), record["sample"], record["seed"])
-
-
-# What resume and the report read from a record, by kind: (path of keys, accepted types, may be absent).
-_STR, _OPT_STR, _INT = (str,), (str, type(None)), (int,)
-_SHAPES = {
-    SAMPLE: [(("model",), (dict,), False), (("model", "id"), _STR, False), (("model", "sha256"), _OPT_STR, True),
-             (("scenario",), (dict,), False), (("scenario", "name"), _STR, False),
-             (("scenario", "hash"), _STR, False), (("mode",), _STR, True), (("sample",), _INT, False),
-             (("seed",), _INT, False), (("turns",), (list,), True), (("seconds",), (int, float, type(None)), True),
-             (("error",), _OPT_STR, True), (("family",), _OPT_STR, True), (("replay",), (dict, type(None)), True)],
-    MODEL: [(("model",), (dict,), False), (("model", "id"), _STR, False), (("model", "sha256"), _STR, False),
-            (("template",), (dict,), False), (("template", "source"), _STR, False),
-            (("template", "sha256"), _STR, False), (("template", "text"), _STR, False),
-            (("detection",), (dict,), True), (("family",), _OPT_STR, True)],
-}
-
-
-def record_problem(record) -> str | None:
-    """Why a record lacks a field resume or the report reads (or has it with the wrong type), or None."""
-    if not isinstance(record, dict):
-        return f"not a JSON object but {type(record).__name__}"
-    if record.get("kind") not in _SHAPES:
-        return f"unknown kind {record.get('kind')!r} (expected {SAMPLE!r} or {MODEL!r})"
-    for keys, types, optional in _SHAPES[record["kind"]]:
-        value, present = record, True
-        for key in keys:
-            present = isinstance(value, dict) and key in value
-            value = value.get(key) if present else None
-        name = ".".join(keys)
-        if not present:
-            if not optional:
-                return f"missing field {name!r}"
-        elif not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            return f"field {name!r} is {type(value).__name__} {json.dumps(value, default=str)[:60]}, not " \
-                   f"{' or '.join('null' if t is type(None) else t.__name__ for t in types)}"
-    return None     # what lies deeper (turns, steps, replies) is checked as the report scores it
 
 
 @dataclass
@@ -81,7 +37,7 @@ class Transcript:
     skipped: list = field(default_factory=list)
     lines: dict = field(default_factory=dict)   # id(record) -> its line, for messages about it
 
-    def where(self, record: dict) -> str:
+    def where(self, record) -> str:
         return f"{self.path}:{self.lines.get(id(record), '?')}"
 
     def skip(self, message: str) -> None:
@@ -92,22 +48,22 @@ class Transcript:
         """Sample records, the last one of each key winning (a key recorded twice was run twice)."""
         latest = {}
         for record in self.records:
-            if record.get("kind") == SAMPLE:
-                latest[sample_key(record)] = record
+            if isinstance(record, SampleRecord):
+                latest[record.key()] = record
         return list(latest.values())
 
     def models(self) -> dict:
         """Model records by model sha256 (the last one wins)."""
-        return {r["model"].get("sha256"): r for r in self.records if r.get("kind") == MODEL}
+        return {r.model.sha256: r for r in self.records if isinstance(r, ModelRecord)}
 
     def done(self) -> set:
-        return {sample_key(r) for r in self.records if r.get("kind") == SAMPLE}
+        return {r.key() for r in self.records if isinstance(r, SampleRecord)}
 
 
-def read_transcript(path: Path, problem=record_problem) -> Transcript:
-    """Every complete record of a transcript. Unreadable lines are skipped with a warning naming the line;
-    a missing file is an empty transcript. problem(record) says why a record has the wrong shape (None: fine);
-    other append-only record files (harness.evaluation.runtime_agreement's) pass their own."""
+def read_transcript(path: Path, kinds=(SAMPLE, MODEL)) -> Transcript:
+    """Every complete record of a transcript, typed (harness.evaluation.records), of the `kinds` it may hold
+    (runtime checks keep their own files of their own kind). Unreadable lines and records of the wrong shape are
+    skipped with a warning naming the line; a missing file is an empty transcript."""
     path = Path(path)
     out = Transcript(path)
     try:
@@ -131,19 +87,22 @@ def read_transcript(path: Path, problem=record_problem) -> Transcript:
             else:
                 out.skip(f"{path}:{number}: unreadable record skipped: {exc}")
             continue
-        wrong = problem(record)
-        if wrong:
+        schema = record.get("schema", 0) if isinstance(record, dict) else 0
+        if isinstance(schema, int) and schema > SCHEMA_VERSION:
+            # A later harness wrote it, perhaps in a shape this one cannot read: left alone, not called damaged.
+            out.warnings.append(f"{path}:{number}: schema {schema} is newer than this harness "
+                                f"({SCHEMA_VERSION}); record ignored")
+            continue
+        try:
+            typed = record_from_json(record, kinds)
+        except RecordError as wrong:
             out.skip(f"{path}:{number}: malformed record skipped: {wrong}")
             continue
         if last and torn_tail:
             # Valid JSON without its newline: the kill came between the record and its "\n". Keep it.
             out.warnings.append(f"{path}:{number}: last record has no final newline")
-        if record.get("schema", 0) > SCHEMA_VERSION:
-            out.warnings.append(f"{path}:{number}: schema {record.get('schema')} is newer than this harness "
-                                f"({SCHEMA_VERSION}); record ignored")
-            continue
-        out.records.append(record)
-        out.lines[id(record)] = number
+        out.records.append(typed)
+        out.lines[id(typed)] = number
     return out
 
 
@@ -206,11 +165,11 @@ class TranscriptWriter:
         f.flush()
         os.fsync(f.fileno())
 
-    def append(self, record: dict) -> None:
+    def append(self, record) -> None:
+        """Write one typed record (harness.evaluation.records) as one line."""
         if self._file is None:
             raise TranscriptError(f"{self.path}: writer is not open")
-        record = {"schema": SCHEMA_VERSION, **record}
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+        line = json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n"
         self._file.seek(0, os.SEEK_END)
         self._file.write(line.encode("utf-8"))
         self._file.flush()

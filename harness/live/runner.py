@@ -22,7 +22,8 @@ from harness.live.modes import grammar_plan
 from harness.live.tool_loop import Chat, first_prompt, run_sample, step_seed
 from harness.template.kwargs import template_kwargs_for
 from harness.evaluation.results import ResultsDir
-from harness.evaluation.transcripts import MODEL, SAMPLE, TranscriptWriter, now, read_transcript, sample_key
+from harness.evaluation.records import ModelRecord, ModelRef, SampleRecord, ScenarioRef
+from harness.evaluation.transcripts import TranscriptWriter, now, read_transcript
 
 MODE = "native"  # the mode of a run that names none (harness.live.modes); the mode is part of every record and key
 # llama.cpp's template for a GGUF that embeds none (common/chat.cpp, CHATML_TEMPLATE_SRC), used only when
@@ -127,45 +128,38 @@ def _driven(backend, model_id, sha256, filename, fallback, pinned_template, sour
     return OpenModel(model_id, sha256, filename, chat, source, pinned_template, found)
 
 
-def model_record(model: OpenModel) -> dict:
+def model_record(model: OpenModel) -> ModelRecord:
     """What the report needs about the model without loading it: the template as rendered, and detection."""
-    return {"kind": MODEL, "model": {"id": model.id, "sha256": model.sha256, "file": model.filename},
-            "template": {"source": model.template_source, "pinned_id": model.template_id,
-                         "sha256": sha256_text(model.chat.template), "text": model.chat.template},
-            "bos_token": model.chat.bos_token, "eos_token": model.chat.eos_token, "family": model.chat.family,
-            "detection": model.detection.to_json(), "template_kwargs": model.chat.template_kwargs,
-            "recorded": now()}
+    return ModelRecord(
+        model=ModelRef(model.id, model.sha256, model.filename),
+        template={"source": model.template_source, "pinned_id": model.template_id,
+                  "sha256": sha256_text(model.chat.template), "text": model.chat.template},
+        bos_token=model.chat.bos_token, eos_token=model.chat.eos_token, family=model.chat.family,
+        detection=model.detection.to_json(), template_kwargs=model.chat.template_kwargs, recorded=now())
 
 
 def sample_seed(base_seed: int, index: int) -> int:
     return base_seed + index
 
 
-def planned_key(model: OpenModel | dict, scenario, index: int, base_seed: int, mode: str = MODE) -> tuple:
-    ident = {"id": model.id, "sha256": model.sha256} if isinstance(model, OpenModel) else model
-    return sample_key({"model": ident, "scenario": {"name": scenario.name, "hash": scenario.hash},
-                       "mode": mode, "sample": index, "seed": sample_seed(base_seed, index)})
+def planned_key(model: OpenModel | ModelRef, scenario, index: int, base_seed: int, mode: str = MODE) -> tuple:
+    """The key (SampleRecord.key) the sample will be recorded under: resume skips it when it is there."""
+    return (model.id, model.sha256, scenario.name, scenario.hash, mode, index, sample_seed(base_seed, index))
 
 
 def sample_record(model: OpenModel, scenario, index: int, seed: int, result: dict, started: str, seconds: float,
-                  batch: dict | None = None, mode: str = MODE, plan=None) -> dict:
-    record = {
-        "kind": SAMPLE,
-        "model": {"id": model.id, "sha256": model.sha256},
-        "template": {"id": model.template_id, "sha256": sha256_text(model.chat.template),
-                     "source": model.template_source},
-        "family": model.chat.family, "mode": mode,
+                  batch: dict | None = None, mode: str = MODE, plan=None) -> SampleRecord:
+    record = SampleRecord(
+        model=ModelRef(model.id, model.sha256), scenario=ScenarioRef(scenario.name, scenario.hash),
+        sample=index, seed=seed, mode=mode, family=model.chat.family,
+        template={"id": model.template_id, "sha256": sha256_text(model.chat.template),
+                  "source": model.template_source},
         # The grammar of grammar and fallback attempts: family, triggers, GBNF hash and the preamble as sent.
-        "grammar": plan.to_json() if plan is not None and mode != "native" else None,
-        "scenario": {"name": scenario.name, "hash": scenario.hash},
-        "sample": index, "seed": seed, "sampling": scenario.sampling, "max_steps": scenario.max_steps,
-        "template_kwargs": model.chat.template_kwargs, "replayed": False,
-        "turns": result["turns"], "error": result["error"], "executions": result["executions"],
-        "started": started, "finished": now(), "seconds": round(seconds, 3),
-        # The first step was written in a batch with the other pending samples: its wall time and size.
-        "batch": batch,
-    }
-    record["verdicts"] = score_sample(scenario, record)
+        grammar=plan.to_json() if plan is not None and mode != "native" else None,
+        sampling=scenario.sampling, max_steps=scenario.max_steps, template_kwargs=model.chat.template_kwargs,
+        turns=result["turns"], error=result["error"], executions=result["executions"],
+        started=started, finished=now(), seconds=round(seconds, 3), batch=batch)
+    record.verdicts = score_sample(scenario, record)
     return record
 
 
@@ -190,7 +184,7 @@ def planned_count(scenarios, samples: int | None, model_modes=None, requested=No
 def pending(model_id: str, sha256: str, scenarios, samples: int | None, base_seed: int, done: set,
             modes=None, model_modes=None) -> list:
     """(scenario, mode, [sample indices still to run]) for every scenario and mode (see modes_for), in order."""
-    ident = {"id": model_id, "sha256": sha256}
+    ident = ModelRef(model_id, sha256)
     out = []
     for scenario in scenarios:
         n = samples or scenario.samples
@@ -272,9 +266,9 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
     return summary
 
 
-def _changed(recorded: dict, model: OpenModel) -> bool:
-    return recorded.get("template", {}).get("sha256") != sha256_text(model.chat.template) or \
-        recorded.get("family") != model.chat.family
+def _changed(recorded: ModelRecord, model: OpenModel) -> bool:
+    return recorded.template.get("sha256") != sha256_text(model.chat.template) or \
+        recorded.family != model.chat.family
 
 
 def _first_steps(model: OpenModel, scenario, todo: list, base_seed: int) -> list:

@@ -8,7 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from harness.core.hashing import sha256_text
 from harness.core.errors import TemplateError
-from harness.evaluation.runtime_agreement import KIND, classify
+from harness.evaluation.records import RuntimeCheckRecord, ScenarioRef
+from harness.evaluation.runtime_agreement import classify
 from harness.evaluation.scoring import parse_reply
 from harness.evaluation.transcripts import TranscriptWriter, now
 from harness.live.tool_loop import opening_messages, render_prompt
@@ -18,34 +19,31 @@ def greedy(sampling: dict) -> dict:
     return {**sampling, "temperature": 0.0}
 
 
-def check_one(backend, chat, scenario, seed: int, template_id: str) -> dict:
+def check_one(backend, chat, scenario, seed: int, template_id: str, runtime: str) -> RuntimeCheckRecord:
     messages = opening_messages(scenario) + [{"role": "user", "content": scenario.turns[0].user}]
-    record = {"kind": KIND, "scenario": {"name": scenario.name, "hash": scenario.hash}, "seed": seed,
-              "template": {"id": template_id, "sha256": sha256_text(chat.template)},
-              "family": chat.family, "sampling": greedy(scenario.sampling), "template_kwargs": chat.template_kwargs,
-              "recorded": now()}
+    described = backend.describe()
+    record = RuntimeCheckRecord(
+        runtime=runtime, served_model=described["served_model"], endpoints=described["endpoints"],
+        scenario=ScenarioRef(scenario.name, scenario.hash), seed=seed,
+        template={"id": template_id, "sha256": sha256_text(chat.template)}, family=chat.family,
+        sampling=greedy(scenario.sampling), template_kwargs=chat.template_kwargs, recorded=now(), label="")
     try:
         prompt = render_prompt(chat, scenario, messages)
     except TemplateError as exc:
-        return {**record, "strict": None, "runtime_reply": None, "label": "template-refused", "detail": str(exc)}
+        record.label, record.detail = "template-refused", str(exc)
+        return record
     tools = scenario.tool_schemas() or None
-    generation = backend.complete(chat, prompt, record["sampling"], seed)
+    generation = backend.complete(chat, prompt, record.sampling, seed)
     strict = parse_reply(chat.family, generation.text, prompt)
-    runtime = backend.chat(messages, tools, record["sampling"], seed, chat.template_kwargs)
+    reply = backend.chat(messages, tools, record.sampling, seed, chat.template_kwargs)
     theirs = backend.applied_template(messages, tools, chat.template_kwargs)
     bos = chat.bos_token or ""
     same = None if theirs is None else theirs.removeprefix(bos) == prompt.removeprefix(bos)
-    label, detail = classify(strict, generation.prompt_tokens, runtime, same)
-    return {**record,
-            "strict": {"prompt_sha256": sha256_text(prompt),
-                       "prompt_tokens": generation.prompt_tokens, "reply": generation.text,
-                       "finish_reason": generation.finish_reason, "parse": strict.to_json()},
-            "runtime_reply": {**runtime.to_json(), "same_prompt": same}, "label": label, "detail": detail}
-
-
-def key(record: dict) -> tuple:
-    return (record["runtime"], record["served_model"], record["template"]["sha256"], record["scenario"]["hash"],
-            record["seed"])
+    record.label, record.detail = classify(strict, generation.prompt_tokens, reply, same)
+    record.strict = {"prompt_sha256": sha256_text(prompt), "prompt_tokens": generation.prompt_tokens,
+                     "reply": generation.text, "finish_reason": generation.finish_reason, "parse": strict.to_json()}
+    record.runtime_reply = {**reply.to_json(), "same_prompt": same}
+    return record
 
 
 def run_checks(backend, chat, template_id: str, runtime: str, scenarios, samples: int, base_seed: int, path,
@@ -59,8 +57,7 @@ def run_checks(backend, chat, template_id: str, runtime: str, scenarios, samples
 
     def one(item):
         scenario, seed = item
-        record = {"runtime": runtime, "served_model": served, "endpoints": backend.describe()["endpoints"],
-                  **check_one(backend, chat, scenario, seed, template_id)}
+        record = check_one(backend, chat, scenario, seed, template_id, runtime)
         with lock:
             writer.append(record)
             records.append(record)

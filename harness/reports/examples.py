@@ -30,13 +30,13 @@ def _failed(value) -> bool:
     return value is not None and value == value and not value  # None: does not apply; NaN: pandas' missing
 
 
-def _pick_step(record: dict) -> tuple:
+def _pick_step(record) -> tuple:
     """(turn, step, reply, deviation) of the first reply the strict parser named a deviation, else the last
     reply (a wrong answer or a call loop is best seen in the text the sample ended on)."""
     last = None
-    for t, turn in enumerate(record.get("turns", [])):
+    for t, turn in enumerate(record.turns):
         steps = turn.get("steps", [])
-        for s, (step, parse) in enumerate(zip(steps, parse_steps(steps, record.get("family")))):
+        for s, (step, parse) in enumerate(zip(steps, parse_steps(steps, record.family))):
             if parse.deviation:
                 return t, s, step.get("reply", ""), parse.deviation
             last = (t, s, step.get("reply", ""), None)

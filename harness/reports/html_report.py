@@ -141,12 +141,12 @@ def _samples(model: str, frame: pd.DataFrame, tokens) -> list:
     return parts
 
 
-def model_html(model: str, frame: pd.DataFrame, record: dict | None) -> str:
+def model_html(model: str, frame: pd.DataFrame, record) -> str:
     live, replayed = frame[~frame["replayed"]], frame[frame["replayed"]]
     parts = [f'<section class="model" id="{escape(model)}"><h2>{escape(model)}</h2>']
     if record is not None:
-        parts.append(f"<p>family: <strong>{escape(record.get('family') or 'none (chat without tools)')}</strong>: "
-                     f"{escape(record.get('detection', {}).get('reason', ''))}</p>")
+        parts.append(f"<p>family: <strong>{escape(record.family or 'none (chat without tools)')}</strong>: "
+                     f"{escape((record.detection or {}).get('reason', ''))}</p>")
     if not live.empty:
         parts += _live_tables(model, live)
     if not replayed.empty:

@@ -41,11 +41,11 @@ def explanations() -> dict:
     return out
 
 
-def token_pattern(model_record: dict | None) -> re.Pattern:
+def token_pattern(model_record) -> re.Pattern:
     markers = set(END_OF_TURN)
-    for key in ("bos_token", "eos_token"):
-        if model_record and model_record.get(key):
-            markers.add(model_record[key])
+    for token in (model_record.bos_token, model_record.eos_token) if model_record else ():
+        if token:
+            markers.add(token)
     literal = [re.escape(m) for m in sorted(markers, key=lambda m: (-len(m), m))]
     return re.compile("|".join([*literal, *_TOKEN_SHAPES]))
 
@@ -161,10 +161,10 @@ def sample_html(row: dict, anchor: str, titles: dict, tokens: re.Pattern) -> str
              f'<table class="verdicts"><tr><th></th>{header}</tr>{rows}</table>']
     if isinstance(row.get("quote"), str):
         parts.append(f"<p>the seed ADR: “{escape(str(row['quote']))}”</p>")
-    if record.get("error"):
-        parts.append(f'<p class="bad">error: {escape(str(record["error"]))}</p>')
-    family = record.get("family")
-    for t, turn in enumerate(record.get("turns", [])):
+    if record.error:
+        parts.append(f'<p class="bad">error: {escape(str(record.error))}</p>')
+    family = record.family
+    for t, turn in enumerate(record.turns):
         steps = turn.get("steps", [])
         parts.append(f'<p class="user">turn {t + 1}, user: {escape(str(turn.get("user", "")))}</p>\n')
         natives = parse_steps([s["fallback_from"] for s in steps if s.get("fallback_from")], family)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.evaluation.records import ModelRecord
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.runtime_agreement import agreement_markdown, read_records
 from harness.pins.sources import load_sources, resolve_template
@@ -49,12 +50,12 @@ def _official_templates(sources) -> list:
     return [t for t in sources.templates.values() if t.model is None and t.path.is_file()]
 
 
-def template_comparison(model_record: dict | None, model_id: str, sources) -> list:
+def template_comparison(model_record: ModelRecord | None, model_id: str, sources) -> list:
     """Whether the template the model ran with is byte-identical to its pin and to an official template,
     and if not, how it differs (the seed ADR's Qwen2.5 GGUF quirk is such a difference)."""
     if model_record is None:
         return ["- Template: no model record in the transcript."]
-    tpl = model_record["template"]
+    tpl = model_record.template
     source = {"gguf": "the GGUF's embedded template",
               "llama.cpp-default-chatml": "llama.cpp's default ChatML (the GGUF embeds no chat template)"}
     lines = [f"- Template used: {source.get(tpl['source'], tpl['source'])} (sha256 `{tpl['sha256'][:16]}…`)"]
@@ -93,11 +94,11 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
     record = collected.models.get(model_id)
     lines = [f"# {model_id}", ""]
     if record is not None:
-        det = record.get("detection", {})
-        lines += [f"- Model file sha256: `{record['model']['sha256']}` ({record['model'].get('file')})",
-                  f"- Family: **{record.get('family') or 'none (chat without tools)'}**: {det.get('reason', '')}"]
-        if record.get("template_kwargs"):
-            lines.append(f"- Template variables: {record['template_kwargs']}")
+        det = record.detection or {}
+        lines += [f"- Model file sha256: `{record.model.sha256}` ({record.model.file})",
+                  f"- Family: **{record.family or 'none (chat without tools)'}**: {det.get('reason', '')}"]
+        if record.template_kwargs:
+            lines.append(f"- Template variables: {record.template_kwargs}")
     if record is not None:
         lines += template_comparison(record, model_id, sources)
     elif not replayed.empty:

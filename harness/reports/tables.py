@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.core.values import MODES
+from harness.evaluation.records import ModelRecord, SampleRecord
 from harness.evaluation.replays import load_replays
 from harness.evaluation.scenarios import load_scenarios
 from harness.evaluation.scoring import VERDICTS, score_sample, wilson
@@ -43,21 +44,21 @@ class Collected:
     scenarios: list = field(default_factory=list)
 
 
-def _row(record: dict, verdicts: dict) -> dict:
-    steps = [s for t in record.get("turns", []) for s in t.get("steps", [])]
+def _row(record: SampleRecord, verdicts: dict) -> dict:
+    steps = [s for t in record.turns for s in t.get("steps", [])]
     # Steps written under an "auto" grammar, and how many of them it constrained (a lazy one only once its
     # trigger fired): a grammar mode that scores as native did because the grammar never took over.
     auto = [s for s in steps if s.get("grammar") == "auto" and "grammar_from" in s]
-    replay = record.get("replay") or {}
+    replay = record.replay or {}
     return {
-        "model": record["model"]["id"], "scenario": record["scenario"]["name"], "mode": record.get("mode", "native"),
-        "sample": record.get("sample"), "seed": record.get("seed"), "family": record.get("family"),
-        "replayed": bool(record.get("replayed")), "replay_kind": replay.get("kind"),
+        "model": record.model.id, "scenario": record.scenario.name, "mode": record.mode,
+        "sample": record.sample, "seed": record.seed, "family": record.family,
+        "replayed": record.replayed, "replay_kind": replay.get("kind"),
         **{name: verdicts.get(name) for name in (*VERDICTS, "passed", "call_readable")},
         "deviations": verdicts["deviations"], "findings": verdicts["findings"],
-        "parse_changed": verdicts["parse_changed"], "seconds": record.get("seconds"),
+        "parse_changed": verdicts["parse_changed"], "seconds": record.seconds,
         "completion_tokens": sum(s.get("completion_tokens") or 0 for s in steps),
-        "steps": len(steps), "error": record.get("error"),
+        "steps": len(steps), "error": record.error,
         "auto_steps": len(auto), "auto_took_over": sum(s["grammar_from"] is not None for s in auto),
         "reply": steps[0].get("reply") if steps else None,
         "quote": replay.get("quote"), "note": replay.get("note"),
@@ -74,13 +75,13 @@ def collect(results_dir: Path | None = None, scenarios_dir: Path | None = None) 
         out.warnings += transcript.warnings
         out.skipped += transcript.skipped
         for record in transcript.records:
-            if record.get("kind") == "model":
-                out.models[record["model"]["id"]] = record
+            if isinstance(record, ModelRecord):
+                out.models[record.model.id] = record
         for record in transcript.samples():
-            scenario = scenarios.get(record["scenario"]["name"])
-            if scenario is None or scenario.hash != record["scenario"]["hash"]:
+            scenario = scenarios.get(record.scenario.name)
+            if scenario is None or scenario.hash != record.scenario.hash:
                 # Recorded against a scenario that has since changed what the model sees: not comparable.
-                out.stale[(record["model"]["id"], record["scenario"]["name"])] += 1
+                out.stale[(record.model.id, record.scenario.name)] += 1
                 continue
             try:
                 rows.append(_row(record, score_sample(scenario, record)))
@@ -93,7 +94,7 @@ def collect(results_dir: Path | None = None, scenarios_dir: Path | None = None) 
     replays = load_replays(scenarios_dir, scenarios)
     known = {**scenarios, **replays.scenarios}
     for record in replays.records:
-        rows.append(_row(record, score_sample(known[record["scenario"]["name"]], record)))
+        rows.append(_row(record, score_sample(known[record.scenario.name], record)))
     out.described = replays.described
     out.samples = pd.DataFrame(rows)
     return out

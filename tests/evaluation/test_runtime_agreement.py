@@ -7,6 +7,7 @@ import pytest
 
 from harness import families as registry
 from harness.backends.openai import RuntimeReply, wire_messages
+from harness.evaluation.records import RuntimeCheckRecord, ScenarioRef
 from harness.evaluation.runtime_agreement import agreement_markdown, agreement_table, classify
 
 HERMES = registry.get("hermes")
@@ -47,9 +48,9 @@ def test_a_runtime_that_shows_a_different_prompt_is_not_compared():
 
 
 def test_the_table_counts_labels_and_names_what_was_forgiven():
-    base = {"runtime": "r", "served_model": "m", "template": {"id": "t"}, "scenario": {"name": "s"}, "detail": "d"}
-    records = [{**base, "seed": i, "label": label} for i, label in
-               enumerate(["agree", "runtime-forgave:bare-json", "runtime-forgave:bare-json", "runtime-dropped-call"])]
+    records = [RuntimeCheckRecord("r", "m", ScenarioRef("s", "h"), i, {"id": "t", "sha256": "x"}, label, "d")
+               for i, label in enumerate(["agree", "runtime-forgave:bare-json", "runtime-forgave:bare-json",
+                                          "runtime-dropped-call"])]
     (row,) = agreement_table(records)
     assert (row["pairs"], row["agree"], row["runtime-forgave"], row["runtime-dropped-call"]) == (4, 1, 2, 1)
     assert row["forgiven"] == {"bare-json": 2}
@@ -65,10 +66,11 @@ def test_calls_go_on_the_wire_with_arguments_as_json_text():
 
 
 def test_a_records_file_cut_by_a_kill_is_read_up_to_the_cut(tmp_path):
-    from harness.evaluation.runtime_agreement import KIND, read_records
-    whole = json.dumps({"kind": KIND, "label": "agree"})
+    from harness.evaluation.runtime_agreement import read_records
+    whole = json.dumps(RuntimeCheckRecord("r", "m", ScenarioRef("s", "h"), 0, {"id": "t", "sha256": "x"},
+                                          "agree").to_json())
     path = tmp_path / "r.jsonl"
     # A kill in the middle of a record, even in the middle of a UTF-8 character.
     path.write_bytes((whole + "\n" + '{"kind": "runtime-check", "detail": "é').encode("utf-8")[:-1])
     records, warnings = read_records(path)
-    assert [r["label"] for r in records] == ["agree"] and "torn last line" in warnings[0]
+    assert [r.label for r in records] == ["agree"] and "torn last line" in warnings[0]

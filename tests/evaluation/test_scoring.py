@@ -2,6 +2,7 @@
 
 import pytest
 
+from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef
 from harness.evaluation.scenarios import load_scenarios
 from harness.evaluation.scoring import arguments_match, score_sample, wilson
 
@@ -23,7 +24,8 @@ def executed(name, error=False):
 
 
 def sample(family, *turns, replayed=False):
-    return {"family": family, "replayed": replayed, "turns": [{"steps": list(t)} for t in turns]}
+    return SampleRecord(ModelRef("m"), ScenarioRef("s", "h"), sample=0, seed=0, family=family, replayed=replayed,
+                        turns=[{"steps": list(t)} for t in turns])
 
 
 def test_llama_string_numbers_type_as_integers_but_an_invented_key_is_invalid():

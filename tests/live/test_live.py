@@ -75,15 +75,15 @@ def test_live_run(live_model_id, live_scenario_name, live_mode, tmp_path, reques
     records = transcript.samples()
     # A template may refuse a conversation with its own raise_exception (Gemma's turn template refuses the
     # tool turns of a seeded history): that is the template's recorded verdict, not a harness failure.
-    errors = [r["error"] for r in records if r.get("error")]
+    errors = [r.error for r in records if r.error]
     assert first["errors"] == len(errors)
     assert all(e.startswith("render: template raised") for e in errors), errors
-    assert sorted(r["sample"] for r in records) == list(range(samples))
-    assert sum(r["kind"] == "model" for r in transcript.records) == 1
+    assert sorted(r.sample for r in records) == list(range(samples))
+    assert sum(r.KIND == "model" for r in transcript.records) == 1
     for record in records:
-        assert record["scenario"]["hash"] == scenario.hash and record["mode"] == live_mode
-        assert record["model"]["sha256"] == load_sources().model(live_model_id).sha256
-        steps = [s for t in record["turns"] for s in t["steps"]]
+        assert record.scenario.hash == scenario.hash and record.mode == live_mode
+        assert record.model.sha256 == load_sources().model(live_model_id).sha256
+        steps = [s for t in record.turns for s in t["steps"]]
         assert steps and all(s["prompt_sha256"] and (s["finish_reason"] or s.get("error")) for s in steps)
         for step in steps:
             for call in step["calls"]:
@@ -91,7 +91,7 @@ def test_live_run(live_model_id, live_scenario_name, live_mode, tmp_path, reques
         for step in steps:
             _check_mode(live_mode, scenario, step)
         # The transcript alone gives back the verdicts the run recorded (what `harness report` does).
-        assert score_sample(scenario, record) == record["verdicts"]
+        assert score_sample(scenario, record) == record.verdicts
 
     again = run_model(live_model_id, [scenario], samples, 0, results_dir=tmp_path, model=model,
                       modes=[live_mode])
@@ -100,7 +100,7 @@ def test_live_run(live_model_id, live_scenario_name, live_mode, tmp_path, reques
     expected_family = load_sources().model(live_model_id).family
     assert model.chat.family == expected_family, model.detection.reason
     for verdict in RELIABLE.get((live_model_id, live_scenario_name), ()) if live_mode == "native" else ():
-        assert all(r["verdicts"][verdict] is True for r in records), (verdict, [r["verdicts"] for r in records])
+        assert all(r.verdicts[verdict] is True for r in records), (verdict, [r.verdicts for r in records])
 
 
 def _check_mode(mode, scenario, step):

@@ -62,12 +62,12 @@ def test_every_sample_is_written_and_a_second_run_skips_them(model, setup):
     first = run(model, setup)
     assert (first["ran"], first["skipped"], first["errors"]) == (3, 0, 0)
     transcript = read_transcript(ResultsDir(setup[2]).transcript(MODEL_ID))
-    kinds = [r["kind"] for r in transcript.records]
+    kinds = [r.KIND for r in transcript.records]
     assert kinds == ["model", "sample", "sample", "sample"]
     samples = transcript.samples()
-    assert [r["seed"] for r in samples] == [0, 1, 2] and all(r["verdicts"]["passed"] for r in samples)
+    assert [r.seed for r in samples] == [0, 1, 2] and all(r.verdicts["passed"] for r in samples)
     # Three pending samples: the first step was written in one batch sharing the prompt's evaluation.
-    assert all(r["batch"]["size"] == 3 and r["turns"][0]["steps"][0]["shared_prompt"] for r in samples)
+    assert all(r.batch["size"] == 3 and r.turns[0]["steps"][0]["shared_prompt"] for r in samples)
     again = run(model, setup)
     assert (again["ran"], again["skipped"]) == (0, 3)
     more = run(model, setup, samples=5)
@@ -85,7 +85,7 @@ def test_a_run_killed_while_writing_loses_only_the_sample_in_flight(model, setup
     resumed = run(model, setup)
     assert (resumed["ran"], resumed["skipped"]) == (1, 2)
     transcript = read_transcript(path)
-    assert transcript.warnings == [] and sorted(r["sample"] for r in transcript.samples()) == [0, 1, 2]
+    assert transcript.warnings == [] and sorted(r.sample for r in transcript.samples()) == [0, 1, 2]
     assert path.with_suffix(".jsonl.torn").is_file()
 
 

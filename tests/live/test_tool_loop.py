@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from ping_standin import CALL, ping_scenario, scripted_ids, standin_chat  # noqa: E402
 from standin import PROFILES, Script, Vocab  # noqa: E402
 
+from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef  # noqa: E402
 from harness.evaluation.scoring import score_sample  # noqa: E402
 from harness.live.tool_loop import Chat, first_prompt, run_sample, step_seed  # noqa: E402
 from harness.template.kwargs import template_kwargs_for  # noqa: E402
@@ -23,7 +24,7 @@ def chat(tmp_path_factory):
 
 
 def record(chat, sc, result):
-    return {"family": chat.family, "turns": result["turns"], "replayed": False}
+    return SampleRecord(ModelRef("m"), ScenarioRef(sc.name, sc.hash), 0, 7, family=chat.family, turns=result["turns"])
 
 
 def test_raising_tool_runs_once_per_call_and_its_error_reaches_the_model(chat, tmp_path):
@@ -76,7 +77,7 @@ def test_without_a_family_the_tools_are_not_offered_and_a_call_is_text(chat, tmp
     result = run_sample(plain, sc, seed=7)
     (step,) = result["turns"][0]["steps"]
     assert step["reply"] == CALL and step["calls"] == [] and result["executions"] == {}
-    verdicts = score_sample(sc, {"family": None, "turns": result["turns"]})
+    verdicts = score_sample(sc, SampleRecord(ModelRef("m"), ScenarioRef(sc.name, sc.hash), 0, 7, turns=result["turns"]))
     assert verdicts["parsed"] is False and verdicts["right_tool"] is False
     assert "call-without-tools" in verdicts["findings"]
 

@@ -15,6 +15,7 @@ from standin import PROFILES, Script, Turn, Vocab  # noqa: E402
 
 from harness.core.errors import GrammarRuntimeError  # noqa: E402
 from harness.live.modes import GrammarPlan, grammar_plan  # noqa: E402
+from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef  # noqa: E402
 from harness.evaluation.scoring import parse_reply, score_sample  # noqa: E402
 from harness.live.tool_loop import first_prompt, run_sample  # noqa: E402
 
@@ -35,7 +36,8 @@ def replying(probe, directory, name, sc, reply: str, special=True):
 
 
 def verdicts_of(chat, sc, result):
-    return score_sample(sc, {"family": chat.family, "turns": result["turns"], "replayed": False})
+    return score_sample(sc, SampleRecord(ModelRef("m"), ScenarioRef(sc.name, sc.hash), 0, 7, family=chat.family,
+                                          turns=result["turns"]))
 
 
 INVENTED = '<tool_call>{"name": "ping", "arguments": {"host": "a"}}</tool_call>'

@@ -10,7 +10,7 @@ from harness.reports.tables import collect
 from harness.evaluation.scenarios import load_scenarios
 from harness.evaluation.transcripts import TranscriptWriter
 from tests import chromium
-from tests.reports.test_report import ARITHMETIC_SCENARIO, sample
+from tests.reports.test_report import ARITHMETIC_SCENARIO, append, sample
 
 # Seed 1: a hermes model writing its call as bare JSON, then its end-of-turn token as text.
 BARE = '{"name": "get_time", "arguments": {}}<|im_end|>'
@@ -24,12 +24,12 @@ def report(tmp_path_factory):
     (root / "scenarios" / "arithmetic.yaml").write_text(ARITHMETIC_SCENARIO)
     (scenario,) = load_scenarios(root / "scenarios")
     with TranscriptWriter(root / "results" / "transcripts" / "m1.jsonl") as writer:
-        writer.append({"kind": "model", "model": {"id": "m1", "sha256": "f" * 64, "file": "m1.gguf"},
+        append(writer, {"kind": "model", "model": {"id": "m1", "sha256": "f" * 64, "file": "m1.gguf"},
                        "template": {"source": "gguf", "sha256": "0" * 64, "text": "{{ x }}", "pinned_id": None},
                        "family": "hermes", "detection": {"reason": "test"}, "template_kwargs": {}})
         for index, reply in enumerate(["17 times 3 is 51.", BARE, HOSTILE, BARE]):
-            writer.append(sample(scenario, index, reply))
-        writer.append({**sample(scenario, 0, "51"), "mode": "grammar"})
+            append(writer, sample(scenario, index, reply))
+        append(writer, {**sample(scenario, 0, "51"), "mode": "grammar"})
     out = write_reports(root / "results", root / "scenarios", plot=False)
     return root, out
 

@@ -7,6 +7,7 @@ from harness.reports.report import write_reports
 from harness.reports.tables import collect, rate_cell
 from harness.evaluation.replays import load_replays
 from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.records import record_from_json
 from harness.evaluation.transcripts import TranscriptWriter
 
 ARITHMETIC_SCENARIO = """\
@@ -22,6 +23,11 @@ conversation:
     - user: What is 17 times 3?
       expect: {no_tool: true, answer_contains: {any_of: ["51"]}}
 """
+
+
+def append(writer, raw: dict) -> None:
+    """Write a record given as its JSON, as a run would (the writer takes typed records)."""
+    writer.append(record_from_json(raw))
 
 
 def sample(scenario, index, reply, family="hermes", model="m1"):
@@ -42,12 +48,12 @@ def setup(tmp_path, replays=None):
     (scenario,) = load_scenarios(scenarios)
     results = tmp_path / "results"
     with TranscriptWriter(results / "transcripts" / "m1.jsonl") as writer:
-        writer.append({"kind": "model", "model": {"id": "m1", "sha256": "f" * 64, "file": "m1.gguf"},
+        append(writer, {"kind": "model", "model": {"id": "m1", "sha256": "f" * 64, "file": "m1.gguf"},
                        "template": {"source": "gguf", "sha256": "0" * 64, "text": "{{ x }}", "pinned_id": None},
                        "family": "hermes", "detection": {"reason": "test"}, "template_kwargs": {}})
-        writer.append(sample(scenario, 0, "17 times 3 is 51."))
-        writer.append(sample(scenario, 1, "It is 51"))
-        writer.append(sample(scenario, 2, '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'))
+        append(writer, sample(scenario, 0, "17 times 3 is 51."))
+        append(writer, sample(scenario, 1, "It is 51"))
+        append(writer, sample(scenario, 2, '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'))
     return scenarios, results
 
 
@@ -99,16 +105,16 @@ def test_shipped_replays_quote_the_adr_exactly():
     # The seed ADR sits beside the checkout (../shared/seeds), not in it.
     seed = next((Path(__file__).resolve().parents[3] / "shared" / "seeds").glob("000_*.txt"), None)
     replays = load_replays(known_scenarios={s.name: s for s in load_scenarios()})
-    quoted = [r for r in replays.records if r["replay"]["kind"] == "quoted"]
+    quoted = [r for r in replays.records if r.replay["kind"] == "quoted"]
     assert len(quoted) == 2
     if seed is not None:  # the seed copy is outside the repository; where present, the texts must be in it
         text = seed.read_text(encoding="utf-8")
         for record in quoted:
-            reply = record["turns"][0]["steps"][0]["reply"].replace("\n", "\\n")
+            reply = record.turns[0]["steps"][0]["reply"].replace("\n", "\\n")
             assert reply in text, reply
-    reconstructed = [r for r in replays.records if r["replay"]["kind"] == "reconstructed"]
-    assert reconstructed and all(r["replay"]["note"] for r in reconstructed)
-    assert json.dumps(replays.records)  # records are plain JSON like live ones
+    reconstructed = [r for r in replays.records if r.replay["kind"] == "reconstructed"]
+    assert reconstructed and all(r.replay["note"] for r in reconstructed)
+    assert json.dumps([r.to_json() for r in replays.records])  # records are plain JSON like live ones
 
 
 def test_modes_are_a_dimension_of_every_table_and_of_the_json(tmp_path):
@@ -119,7 +125,7 @@ def test_modes_are_a_dimension_of_every_table_and_of_the_json(tmp_path):
             record = {**sample(scenario, index, reply), "mode": "grammar"}
             # Lazy grammar steps say where the grammar took over; here it took over the third reply only.
             record["turns"][0]["steps"][0].update(grammar="auto", grammar_from=0 if index == 2 else None)
-            writer.append(record)
+            append(writer, record)
     out = write_reports(results, scenarios)
     table = (results / "m1.md").read_text()
     # Rows per scenario × mode, native first; a per-mode table; the trade-off against native in points.

@@ -71,5 +71,5 @@ def test_each_broken_record_is_skipped_named_and_fails_the_command(tmp_path):
 def test_resume_reads_past_broken_records_too(tmp_path):
     _, path, broken = make_tree(tmp_path)
     transcript = read_transcript(path)
-    assert [r["kind"] for r in transcript.records] == ["model", "sample", "sample", "sample"]
+    assert [r.KIND for r in transcript.records] == ["model", "sample", "sample", "sample"]
     assert len(transcript.done()) == 3 and len(transcript.skipped) == len(broken) - 2    # two fail when scored
