@@ -7,9 +7,9 @@ import hashlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from harness import families
 from harness.core.errors import TemplateError
 from harness.evaluation.runtime_agreement import KIND, classify
-from harness.evaluation.scoring import parse_reply
 from harness.evaluation.transcripts import TranscriptWriter, now
 from harness.live.tool_loop import opening_messages, render_prompt
 
@@ -30,7 +30,7 @@ def check_one(backend, chat, scenario, seed: int, template_id: str) -> dict:
         return {**record, "strict": None, "runtime_reply": None, "label": "template-refused", "detail": str(exc)}
     tools = scenario.tool_schemas() or None
     generation = backend.complete(chat, prompt, record["sampling"], seed)
-    strict = parse_reply(chat.family, generation.text, prompt)
+    strict = families.parse(chat.family, generation.text, prompt)
     runtime = backend.chat(messages, tools, record["sampling"], seed, chat.template_kwargs)
     theirs = backend.applied_template(messages, tools, chat.template_kwargs)
     bos = chat.bos_token or ""
