@@ -148,6 +148,7 @@ FAMILY = CustomFamily(
     "Written by Muse Glimmer.",
     parser=AtemParser,
     near_misses=NEAR_MISSES,
+    peers={"sglang": "muse"},
     shape=Shape(
         param_between=[],
         call=exact('to={name}<|message|><atem:function_calls>{ws}<atem:invoke name="{name}">{ws}{params}'

@@ -106,7 +106,7 @@ def near_misses(block: str) -> tuple:
     )
 
 
-def declare(name: str, block: str, written_by: str) -> CustomFamily:
+def declare(name: str, block: str, written_by: str, peers: dict) -> CustomFamily:
     """The DSML family whose calls sit in a <｜DSML｜BLOCK> block (V3.2 and V4 differ only there)."""
     return CustomFamily(
         name=name,
@@ -116,6 +116,7 @@ def declare(name: str, block: str, written_by: str) -> CustomFamily:
         f"Written by {written_by}.",
         parser=partial(DsmlParser, name, block),
         near_misses=near_misses(block),
+        peers=peers,
         shape=Shape(
             section_open=exact(f"<{DSML}{block}>{{ws}}"),
             call=exact(f'<{DSML}invoke name="{{name}}">{{ws}}{{params}}{{ws}}</{DSML}invoke>'),

@@ -155,6 +155,7 @@ FAMILY = CustomFamily(
     "functions.NAME with JSON arguments, ended by <|call|>, one per reply. Written by gpt-oss.",
     parser=HarmonyParser,
     near_misses=NEAR_MISSES,
+    peers={"vllm": "openai", "sglang": "gpt-oss"},
     multiple_calls=False,
     shape=Shape(
         call=exact("<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>{arguments}"),

@@ -84,6 +84,7 @@ FAMILY = CustomFamily(
     "newline in <![CDATA[...]]>. Written by OpenBMB's MiniCPM 5.",
     parser=MiniCPM5Parser,
     near_misses=NEAR_MISSES,
+    peers={"vllm": "minicpm5", "sglang": "minicpm5"},
     shape=Shape(
         param_between=[],
         call=exact('<function name="{name}">{params}</function>'),

@@ -121,6 +121,7 @@ FAMILY = CustomFamily(
     "(objects and arrays expanded into child elements), then " + CLOSE + ". Written by MiniMax-M3.",
     parser=MiniMaxM3Parser,
     near_misses=NEAR_MISSES,
+    peers={"vllm": "minimax_m3", "sglang": "minimax-m3", "llama.cpp": "peg-minimax-m3"},
     shape=Shape(
         param_between=[],
         section_open=exact("]<]minimax[>[<tool_call>{ws}"),
