@@ -106,7 +106,7 @@ def cmd_parse(args) -> int:
         out = {"family": None, "calls": [], "content": reply, "reasoning": None, "deviation": None,
                "detail": f"no family: {found.reason}; pass --family to choose one"}
     else:
-        out = registry.get(name).parse(reply, found.generation_prompt or "").to_json()
+        out = registry.parse(name, reply, found.generation_prompt or "").to_json()
     if tools is not None:
         out["findings"] = _type_calls(out, tools)
     if args.json:

@@ -13,7 +13,8 @@ KINDS = ("families", "templates", "models", "scenarios")
 def _families() -> list:
     from harness import families as registry
     return [{"name": f.name, "label": f.label, "markers": list(f.markers),
-             "near_misses": sorted({n.deviation for n in f.near_misses}), "source": f.source}
+             "near_misses": sorted({n.deviation for n in f.near_misses}), "source": f.source,
+             "detectable": f.detectable, "peers": dict(f.peers)}
             for f in registry.families().values()]
 
 
@@ -37,7 +38,8 @@ def _scenarios() -> list:
 
 LISTERS = {"families": _families, "templates": _templates, "models": _models, "scenarios": _scenarios}
 # The column shown for each kind besides its name, in the plain-text listing.
-SUMMARY = {"families": lambda r: r["label"], "templates": lambda r: r["repo"] or "",
+SUMMARY = {"families": lambda r: r["label"] + ("" if r["detectable"] else " [not detectable]"),
+           "templates": lambda r: r["repo"] or "",
            "models": lambda r: ("default" if r["default"] else "") + (" in cache" if r["in_cache"] else ""),
            "scenarios": lambda r: ", ".join(r["tools"]) or "(no tools)"}
 

@@ -15,7 +15,6 @@ from harness.families.arguments import type_arguments
 from harness.template.detect import END_OF_TURN
 from harness.families import deviations as dev
 from harness.families.base import ParseResult, ToolCall
-from harness.families.reasoning import DEFAULT_PAIRS, split_reasoning
 from harness.evaluation.records import SampleRecord
 
 VERDICTS = ("parsed", "right_tool", "valid_arguments", "expected_arguments", "answer", "result_used")
@@ -40,20 +39,6 @@ SYNTHESIZED_ANSWER = "synthesized-answer"      # a follow-up failed after a tool
 GRAMMAR_RUNTIME_RETRY = "grammar-runtime-retry"  # grammar sampling failed in the runtime; rewritten unconstrained
 NATIVE_FALLBACK = "native-fallback"            # fallback mode: a failed native attempt was rewritten under grammar
 THINKING_BUDGET_RETRY = "thinking-budget-retry"  # a reply cut inside its think block was rewritten with room
-
-
-def parse_reply(family: str | None, reply: str, prompt_tail: str = "") -> ParseResult:
-    """The current parse of a recorded reply. Without a family the chat had no tools: the reply is text, and
-    call-shaped text in it is still named so the report can say what the model tried."""
-    if family:
-        from harness.grammar import family_for  # generic-json, the grammar's own shape, is outside the registry
-
-        return family_for(family).parse(reply, prompt_tail)
-    # Thinking text never counts as a call: a think block is kept apart before call-shaped text is looked for.
-    reasoning, rest, _ = split_reasoning(reply, prompt_tail, DEFAULT_PAIRS)
-    result = ParseResult(None, content=rest.strip(), reasoning=reasoning)
-    result.deviation = dev.classify_unmarked(rest, (), registry.all_markers())
-    return result
 
 
 @lru_cache(maxsize=None)
@@ -118,7 +103,7 @@ def parse_steps(steps: list, family: str | None) -> list:
     """The current parse of each recorded step. Each step is read by the parser it was written for (a grammar
     attempt's may differ from the model's); a synthesized answer is the loop's text, never parsed for calls."""
     return [ParseResult(None, content=s.get("reply", "")) if s.get("synthesized")
-            else parse_reply(s.get("family", family), s.get("reply", ""), s.get("prompt_tail", ""))
+            else registry.parse(s.get("family", family), s.get("reply", ""), s.get("prompt_tail", ""))
             for s in steps]
 
 

@@ -1,30 +1,25 @@
-"""The family registry: one table from public family name to its strict parser.
+"""The family registry: one table from public family name to its strict parser, and `parse`, the one way a
+reply is read with a named family.
 
-Families come from `harness/families/*.yaml` (pattern families, no code) and from the Python modules in
-CUSTOM_MODULES (formats a pattern cannot express); each custom module declares `FAMILY`, a CustomFamily."""
+Families come from `harness/families/*.yaml` (pattern families, no code) and from every Python module here that
+declares `FAMILY`, a CustomFamily (formats a pattern cannot express). Nothing lists them: a new file is a new
+family. generic-json, the grammar's fallback shape, is registered like any other but not detectable."""
 
 import importlib
+import pkgutil
 from functools import lru_cache
 from pathlib import Path
 
 from harness.core.errors import FamilySpecError
-from harness.families.base import Family, NearMiss, ParseResult, ToolCall
+from harness.families import deviations as dev
+from harness.families.base import CustomFamily, Family, NearMiss, ParseResult, ToolCall, peers_problem
+from harness.families.reasoning import DEFAULT_PAIRS, split_reasoning
 from harness.families.spec import load_family
 
 HERE = Path(__file__).resolve().parent
-CUSTOM_MODULES = [
-    "harness.families.gemma4",
-    "harness.families.minimax_m3",
-    "harness.families.minicpm5",
-    "harness.families.atem",
-    "harness.families.deepseek_v32",
-    "harness.families.deepseek_v4",
-    "harness.families.kimi_k3",
-    "harness.families.functionary_v32",
-    "harness.families.harmony",
-]
 
-__all__ = ["Family", "NearMiss", "ParseResult", "ToolCall", "families", "get", "all_markers", "names"]
+__all__ = ["Family", "NearMiss", "ParseResult", "ToolCall", "families", "detectable", "get", "parse",
+           "all_markers", "names"]
 
 
 def all_markers() -> tuple:
@@ -33,19 +28,43 @@ def all_markers() -> tuple:
     return tuple(dict.fromkeys(m for f in families().values() for m in f.markers if any(c.isalpha() for c in m)))
 
 
-@lru_cache(maxsize=1)
-def families() -> dict:
+def load_table(directory: Path, package: str) -> dict:
+    """Every family of `directory` (the folder of `package`): its YAML files, then its modules that declare
+    FAMILY. A module that cannot be imported, or declares a name already taken, is refused by name."""
     table = {}
-    for path in sorted(HERE.glob("*.yaml")):
+    for path in sorted(directory.glob("*.yaml")):
         family = load_family(path, all_markers)
         table[family.name] = family
-    for module in CUSTOM_MODULES:
-        declared = importlib.import_module(module)
+    for info in sorted(pkgutil.iter_modules([str(directory)]), key=lambda m: m.name):
+        module = f"{package}.{info.name}"
+        try:
+            declared = importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 -- any failure of a family module is that module's to fix
+            raise FamilySpecError(f"{module}: the family module cannot be imported: {exc!r}") from exc
+        if not hasattr(declared, "FAMILY"):
+            continue
+        if not isinstance(declared.FAMILY, CustomFamily):
+            raise FamilySpecError(f"{module}: FAMILY must be a CustomFamily (harness.families.base)")
+        problem = peers_problem(declared.FAMILY.peers)
+        if problem:
+            raise FamilySpecError(f"{module}: {problem}")
         family = declared.FAMILY.build(all_markers, declared.__file__)
         if family.name in table:
             raise FamilySpecError(f"{module}: family {family.name!r} is already defined in {table[family.name].source}")
         table[family.name] = family
     return dict(sorted(table.items()))
+
+
+@lru_cache(maxsize=1)
+def families() -> dict:
+    """Every registered family, generic-json included, by name."""
+    return load_table(HERE, __name__)
+
+
+def detectable() -> dict:
+    """The families a template can write: those detection, the rejection matrix and the conformance report
+    read with."""
+    return {name: f for name, f in families().items() if f.detectable}
 
 
 def names() -> list:
@@ -57,3 +76,16 @@ def get(name: str) -> Family:
     if name not in table:
         raise FamilySpecError(f"unknown family {name!r} (known: {', '.join(table)})")
     return table[name]
+
+
+def parse(family: str | None, text: str, prompt: str = "") -> ParseResult:
+    """`text`, a model's reply to `prompt`, read by the strict parser of `family`. Without a family the chat
+    had no tools: the reply is text, and call-shaped text in it is still named, so a report can say what the
+    model tried. The prompt says what the template opened (a <think> block, Functionary's `>>>`)."""
+    if family:
+        return get(family).parse(text, prompt)
+    # Thinking text never counts as a call: a think block is kept apart before call-shaped text is looked for.
+    reasoning, rest, _ = split_reasoning(text, prompt, DEFAULT_PAIRS)
+    result = ParseResult(None, content=rest.strip(), reasoning=reasoning)
+    result.deviation = dev.classify_unmarked(rest, (), all_markers())
+    return result

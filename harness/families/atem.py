@@ -18,6 +18,7 @@ from harness.families import deviations as dev
 from harness.families.base import CustomFamily, NearMiss, ParseResult, ToolCall
 from harness.families.payloads import Mismatch
 from harness.families.scanner import NAME, Cursor, MarkupParser, no_call, unique
+from harness.families.shape import Shape, exact
 
 HEADER, BODY = "to=", "<|message|>"
 # The space is part of the header: `<|start|>assistant to=NAME`.
@@ -147,4 +148,16 @@ FAMILY = CustomFamily(
     "Written by Muse Glimmer.",
     parser=AtemParser,
     near_misses=NEAR_MISSES,
+    peers={"sglang": "muse"},
+    shape=Shape(
+        param_between=[],
+        call=exact('to={name}<|message|><atem:function_calls>{ws}<atem:invoke name="{name}">{ws}{params}'
+                   "</atem:invoke>{ws}</atem:function_calls>"),
+        param=exact('<atem:parameter name="{key}">{value}</atem:parameter>{ws}'),
+        between=exact("<|eom|><|start|>assistant {ws}"),
+        reasoning=(),
+        lead=[("opt", exact(" "))],
+        triggers=("to={name}<|message|>",),
+        note="one to=FUNCTION message per call holding its invoke",
+    ),
 )

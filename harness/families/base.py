@@ -2,8 +2,30 @@
 formatter, used for canonical outputs and grammars). Parsers never repair: a near miss comes back with no
 calls and a named deviation."""
 
+from __future__ import annotations
+
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
+
+if TYPE_CHECKING:  # shape.py reads payloads.py, which needs ToolCall from here
+    from harness.families.shape import Shape
+
+# The projects whose name for a family it may declare (`peers:`): runtimes and libraries with tool-call
+# parsers of their own.
+PEER_KEYS = ("vllm", "sglang", "llama.cpp", "transformers")
+
+
+def peers_problem(peers) -> str | None:
+    """What is wrong with a `peers` declaration, or None: a mapping of PEER_KEYS to non-empty names."""
+    if not isinstance(peers, dict):
+        return f"peers is a mapping of {', '.join(PEER_KEYS)} to the name that project uses for the family"
+    for key, name in peers.items():
+        if key not in PEER_KEYS:
+            return f"unknown peer {key!r} (known: {', '.join(PEER_KEYS)})"
+        if not isinstance(name, str) or not name.strip():
+            return f"peers.{key} must be a non-empty string"
+    return None
 
 
 @dataclass(frozen=True)
@@ -75,6 +97,14 @@ class Family:
     multiple_calls: bool = True
     near_misses: tuple = ()
     source: str = ""
+    # False for a family no template writes (generic-json, the grammar's fallback): detection never picks it
+    # and the rejection matrix and conformance report leave it out; it parses like any other.
+    detectable: bool = True
+    # The names other projects give this family's parser, e.g. {"vllm": "hermes"} (PEER_KEYS).
+    peers: dict = field(default_factory=dict, compare=False)
+    # The call shape a Python family declares for grammars; None for YAML families (read from their
+    # pattern) and for Python families without one (the generic JSON shape is imposed on them).
+    shape: Shape | None = field(default=None, compare=False)
 
     def parse(self, text: str, prompt: str = "") -> ParseResult:
         return self.parser.parse(text, prompt)
@@ -94,9 +124,14 @@ class CustomFamily:
     parser: Callable  # foreign_markers -> Parser
     near_misses: tuple
     multiple_calls: bool = True
+    shape: Shape | None = None
+    detectable: bool = True
+    peers: dict = field(default_factory=dict)
 
     def build(self, foreign_markers, source: str) -> Family:
         parser = self.parser(foreign_markers)
+        shape = dataclasses.replace(self.shape, family=self.name) if self.shape else None
         return Family(name=self.name, label=self.label, detail=self.detail, markers=parser.markers,
                       start_only=False, parser=parser, multiple_calls=self.multiple_calls,
-                      near_misses=self.near_misses, source=source)
+                      near_misses=self.near_misses, source=source, detectable=self.detectable,
+                      peers=dict(self.peers), shape=shape)

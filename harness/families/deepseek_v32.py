@@ -2,4 +2,4 @@
 
 from harness.families.dsml import declare
 
-FAMILY = declare("deepseek-v3.2", "function_calls", "DeepSeek V3.2")
+FAMILY = declare("deepseek-v3.2", "function_calls", "DeepSeek V3.2", {"vllm": "deepseek_v32", "sglang": "deepseekv32"})

@@ -2,4 +2,4 @@
 
 from harness.families.dsml import declare
 
-FAMILY = declare("deepseek-v4", "tool_calls", "DeepSeek V4 and V4 Flash")
+FAMILY = declare("deepseek-v4", "tool_calls", "DeepSeek V4 and V4 Flash", {"vllm": "deepseek_v4", "sglang": "deepseekv4"})

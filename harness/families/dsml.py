@@ -19,6 +19,7 @@ from harness.families import deviations as dev
 from harness.families.base import CustomFamily, NearMiss, ToolCall
 from harness.families.payloads import Mismatch, load_json
 from harness.families.scanner import NAME, MarkupParser, unique
+from harness.families.shape import Shape, exact
 
 DSML = "｜DSML｜"
 INVOKE_OPEN, INVOKE_CLOSE = f'<{DSML}invoke name="', f"</{DSML}invoke>"
@@ -105,7 +106,7 @@ def near_misses(block: str) -> tuple:
     )
 
 
-def declare(name: str, block: str, written_by: str) -> CustomFamily:
+def declare(name: str, block: str, written_by: str, peers: dict) -> CustomFamily:
     """The DSML family whose calls sit in a <｜DSML｜BLOCK> block (V3.2 and V4 differ only there)."""
     return CustomFamily(
         name=name,
@@ -115,4 +116,13 @@ def declare(name: str, block: str, written_by: str) -> CustomFamily:
         f"Written by {written_by}.",
         parser=partial(DsmlParser, name, block),
         near_misses=near_misses(block),
+        peers=peers,
+        shape=Shape(
+            section_open=exact(f"<{DSML}{block}>{{ws}}"),
+            call=exact(f'<{DSML}invoke name="{{name}}">{{ws}}{{params}}{{ws}}</{DSML}invoke>'),
+            param=exact(f'<{DSML}parameter name="{{key}}" string="{{kind}}">{{value}}</{DSML}parameter>'),
+            section_close=exact(f"{{ws}}</{DSML}{block}>"),
+            kinds={"string": "true", "*": "false"},
+            note="DSML invoke/parameter markup; string=\"true\" text or string=\"false\" JSON by the schema's type",
+        ),
     )

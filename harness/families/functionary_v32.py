@@ -14,6 +14,7 @@ from harness.families import deviations as dev
 from harness.families.base import CustomFamily, NearMiss, ParseResult, ToolCall
 from harness.families.payloads import Mismatch, check_arguments, decode_json
 from harness.families.scanner import no_call
+from harness.families.shape import Shape, exact
 
 MARK = ">>>"
 TEXT_RECIPIENT = "all"
@@ -101,4 +102,16 @@ FAMILY = CustomFamily(
     "first >>>. Written by meetkai functionary-medium-v3.2.",
     parser=FunctionaryV32Parser,
     near_misses=NEAR_MISSES,
+    shape=Shape(
+        # The generation prompt ends with `>>>`, so the first recipient's `>>>` is optional.
+        section_open=exact(">>>"),
+        section_optional=True,
+        call=exact("{name}\n{arguments}"),
+        between=exact("{ws}>>>"),
+        reasoning=(),
+        # `>>>` alone also opens the text channel (`>>>all`), so a trigger names the function.
+        triggers=(">>>{name}\n",),
+        start_triggers=("{name}\n",),
+        note=">>>NAME\\n{json} recipients; triggers name the function, since >>>all is text",
+    ),
 )

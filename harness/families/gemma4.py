@@ -14,6 +14,7 @@ from harness.families.base import CustomFamily, NearMiss, ToolCall
 from harness.families.jsonscan import MAX_DEPTH
 from harness.families.payloads import Mismatch, load_json
 from harness.families.scanner import NAME, MarkupParser, unique
+from harness.families.shape import Shape, exact
 
 OPEN, CLOSE, QUOTE = "<|tool_call>call:", "<tool_call|>", '<|"|>'
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -122,4 +123,11 @@ FAMILY = CustomFamily(
     "Written by Google's Gemma 4.",
     parser=Gemma4Parser,
     near_misses=NEAR_MISSES,
+    peers={"vllm": "gemma4", "sglang": "gemma4", "llama.cpp": "peg-gemma4"},
+    shape=Shape(
+        call=exact("<|tool_call>call:{name}{arguments}<tool_call|>"),
+        arguments="gemma",
+        reasoning=(("<|channel>thought", "<channel|>"),),
+        note="Gemma 4's call language: bare sorted keys, <|\"|> strings",
+    ),
 )

@@ -17,6 +17,7 @@ from harness.families import deviations as dev
 from harness.families.base import CustomFamily, NearMiss, ParseResult, ToolCall
 from harness.families.payloads import Mismatch, check_arguments, decode_json
 from harness.families.scanner import no_call
+from harness.families.shape import Shape, exact
 
 START = "<|start|>assistant"
 CHANNEL, MESSAGE, END, CALL, RETURN = "<|channel|>", "<|message|>", "<|end|>", "<|call|>", "<|return|>"
@@ -154,5 +155,14 @@ FAMILY = CustomFamily(
     "functions.NAME with JSON arguments, ended by <|call|>, one per reply. Written by gpt-oss.",
     parser=HarmonyParser,
     near_misses=NEAR_MISSES,
+    peers={"vllm": "openai", "sglang": "gpt-oss"},
     multiple_calls=False,
+    shape=Shape(
+        call=exact("<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>{arguments}"),
+        multiple=False,
+        reasoning=(),
+        # <|channel|> alone also opens analysis and final messages.
+        triggers=("<|channel|>commentary to=functions.",),
+        note="a commentary message to functions.NAME (the channel form of the recipient)",
+    ),
 )

@@ -23,6 +23,7 @@ from harness.families import deviations as dev
 from harness.families.base import CustomFamily, NearMiss, ParseResult, ToolCall
 from harness.families.payloads import Mismatch, check_arguments, load_json
 from harness.families.scanner import NAME, Cursor, no_call, unique
+from harness.families.shape import Shape, exact
 
 
 def _open(tag, attrs=""):
@@ -211,4 +212,21 @@ FAMILY = CustomFamily(
     "<|close|>tools<|sep|><|close|>message<|sep|>; reasoning in the think section. Written by Kimi K3.",
     parser=KimiK3Parser,
     near_misses=NEAR_MISSES,
+    peers={"sglang": "kimi_k3"},
+    shape=Shape(
+        param_between=[],
+        section_open=exact("<|open|>tools<|sep|>"),
+        call=exact('<|open|>call tool="{name}" index="{index}"<|sep|>{ws}{params}<|close|>call<|sep|>'),
+        param=exact('<|open|>argument key="{key}" type="{kind}"<|sep|>{value}<|close|>argument<|sep|>{ws}'),
+        section_close=exact("<|close|>tools<|sep|>{ws}<|close|>message<|sep|>"),
+        kinds={"string": "string", "integer": "number", "number": "number", "boolean": "boolean",
+               "null": "null", "object": "object", "array": "array"},
+        key_escape=_escape,
+        # The response section comes first (the prompt may have opened it); its text holds no tags. The trigger
+        # is its close followed by the tools section, so a tools section opened inside it stays unconstrained.
+        lead=[("opt", exact(RESPONSE_OPEN)), ("text", "<|"), ("lit", RESPONSE_CLOSE)],
+        lazy_lead=exact(RESPONSE_CLOSE),
+        triggers=(RESPONSE_CLOSE + TOOLS_OPEN,),
+        note="tagged tools section after the response section; argument type attributes by the schema",
+    ),
 )

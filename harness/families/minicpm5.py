@@ -10,6 +10,7 @@ from harness.families import deviations as dev
 from harness.families.base import CustomFamily, NearMiss, ToolCall
 from harness.families.payloads import Mismatch
 from harness.families.scanner import NAME, Cursor, MarkupParser, unique
+from harness.families.shape import Shape, exact
 
 OPEN, END = '<function name="', "</function>"
 PARAM, END_PARAM = '<param name="', "</param>"
@@ -83,4 +84,14 @@ FAMILY = CustomFamily(
     "newline in <![CDATA[...]]>. Written by OpenBMB's MiniCPM 5.",
     parser=MiniCPM5Parser,
     near_misses=NEAR_MISSES,
+    peers={"vllm": "minicpm5", "sglang": "minicpm5"},
+    shape=Shape(
+        param_between=[],
+        call=exact('<function name="{name}">{params}</function>'),
+        param=exact('<param name="{key}">{value}</param>'),
+        between=exact("{ws}"),
+        text="cdata",
+        nested="cdata-json",
+        note="XML function elements; text with <, & or newlines only inside CDATA",
+    ),
 )

@@ -15,6 +15,7 @@ from harness.families.base import CustomFamily, NearMiss, ToolCall
 from harness.families.jsonscan import MAX_DEPTH
 from harness.families.payloads import Mismatch
 from harness.families.scanner import NAME, Cursor, MarkupParser, unique
+from harness.families.shape import Shape, exact
 
 NS = "]<]minimax[>["
 OPEN, CLOSE = f"{NS}<tool_call>", f"{NS}</tool_call>"
@@ -120,4 +121,17 @@ FAMILY = CustomFamily(
     "(objects and arrays expanded into child elements), then " + CLOSE + ". Written by MiniMax-M3.",
     parser=MiniMaxM3Parser,
     near_misses=NEAR_MISSES,
+    peers={"vllm": "minimax_m3", "sglang": "minimax-m3", "llama.cpp": "peg-minimax-m3"},
+    shape=Shape(
+        param_between=[],
+        section_open=exact("]<]minimax[>[<tool_call>{ws}"),
+        call=exact(']<]minimax[>[<invoke name="{name}">{ws}{params}]<]minimax[>[</invoke>'),
+        param=exact("]<]minimax[>[<{key}>{value}]<]minimax[>[</{key}>{ws}"),
+        section_close=exact("{ws}]<]minimax[>[</tool_call>"),
+        nested="minimax",
+        # The parser reads a leaf up to the namespace token itself, not up to the closing element.
+        text="minimax",
+        reasoning=(("<mm:think>", "</mm:think>"),),
+        note="namespaced elements, objects and arrays as child elements",
+    ),
 )

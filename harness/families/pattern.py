@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 from harness.families import deviations as dev
 from harness.families.base import ParseResult, ToolCall
-from harness.families.payloads import Mismatch, ObjectShape, PythonCalls, check_arguments, decode_json
+from harness.families.payloads import (
+    Mismatch, ObjectShape, PythonCalls, check_arguments, decode_json, read_answer,
+)
 from harness.families.reasoning import split_reasoning
 
 PLACEHOLDERS = {"object", "array", "name", "arguments", "id", "index", "params", "key", "value", "pycalls"}
@@ -80,6 +82,8 @@ class CallSpec:
     section_optional: bool = False
     separator: str = ""
     object: ObjectShape | None = None
+    # A reply may instead be exactly {answer_key: STRING}, an answer whose string is the content (generic-json).
+    answer_key: str | None = None
 
 
 class PatternParser:
@@ -97,6 +101,9 @@ class PatternParser:
     # -- reading ---------------------------------------------------------------------------------------
 
     def parse(self, text: str, prompt: str = "") -> ParseResult:
+        answer = read_answer(text, self.spec.answer_key) if self.spec.answer_key else None
+        if answer is not None:
+            return ParseResult(self.family, content=answer)
         reasoning, body, reasoning_deviation = split_reasoning(text, prompt, self.reasoning)
         result = ParseResult(self.family, content=body.strip(), reasoning=reasoning)
         start = self._find_start(body)
@@ -255,6 +262,8 @@ class PatternParser:
 
     def format(self, calls, content: str = "") -> str:
         spec = self.spec
+        if spec.answer_key and not calls:
+            return json.dumps({spec.answer_key: content}, ensure_ascii=False)
         if self.all_in_one:
             body = self._write(spec.call, calls, None)
         else:

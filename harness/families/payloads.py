@@ -150,6 +150,21 @@ def load_json(text):
     return value
 
 
+def read_answer(text: str, key: str) -> str | None:
+    """The answer of a reply that is exactly one {KEY: STRING} object (whitespace around it allowed), else None.
+    Duplicate keys, NaN or too deep a nesting make it no answer: the call parser then names what it is."""
+    stripped = text.strip()
+    if not (stripped.startswith("{") and stripped.endswith("}")):
+        return None
+    try:
+        value = load_json(stripped)
+    except (ValueError, Mismatch):
+        return None
+    if isinstance(value, dict) and list(value) == [key] and isinstance(value[key], str):
+        return value[key]
+    return None
+
+
 def decode_json(text, pos):
     if pos >= len(text):
         raise Mismatch(dev.UNCLOSED_CALL, "the reply ended where a JSON value was due")

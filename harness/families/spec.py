@@ -4,7 +4,7 @@ from pathlib import Path
 
 from harness.core.errors import FamilySpecError
 from harness.families import deviations as dev
-from harness.families.base import Family, NearMiss
+from harness.families.base import Family, NearMiss, peers_problem
 from harness.families.pattern import CallSpec, PatternParser, compile_pattern
 from harness.families.payloads import ObjectShape
 from harness.families.reasoning import DEFAULT_PAIRS
@@ -24,6 +24,9 @@ TOP_KEYS = {
     "separator": "text between two calls, besides whitespace",
     "object": "how a JSON call object is keyed: name_key, arguments_key, shape, optional, required, id_key",
     "near_misses": "list of {text, deviation, note}: texts this family must reject with that deviation",
+    "answer_key": "a reply that is exactly {KEY: STRING} is an answer, its string the content (start_only only)",
+    "detectable": "false for a format no template writes: detection never picks it (default true)",
+    "peers": "the names other projects use for this family: {vllm|sglang|llama.cpp|transformers: NAME}",
 }
 OBJECT_KEYS = {"name_key", "arguments_key", "shape", "optional", "required", "id_key"}
 
@@ -43,9 +46,12 @@ def load_family(path: Path, foreign_markers) -> Family:
     for key in ("name", "label", "detail", "markers", "call"):
         if key not in data:
             fail(f"missing required field {key!r}: {TOP_KEYS[key]}")
-    for key in ("name", "label", "detail", "call", "param", "separator"):
+    for key in ("name", "label", "detail", "call", "param", "separator", "answer_key"):
         if key in data and not isinstance(data[key], str):
             fail("must be a string", key)
+    for key in ("start_only", "multiple_calls", "detectable"):
+        if key in data and not isinstance(data[key], bool):
+            fail("must be true or false", key)
     if path.stem != data["name"]:
         fail(f"the file must be named after the family: {data['name']}.yaml", "name")
     markers = data["markers"]
@@ -92,6 +98,14 @@ def load_family(path: Path, foreign_markers) -> Family:
     ):
         fail("a list of [open, close] pairs", "reasoning")
 
+    start_only = data.get("start_only", False)
+    if "answer_key" in data and not (data["answer_key"] and start_only):
+        fail("an answer object is the whole reply: a non-empty key, in a start_only family", "answer_key")
+    peers = data.get("peers", {})
+    problem = peers_problem(peers)
+    if problem:
+        fail(problem, "peers")
+
     spec = CallSpec(
         call=call,
         param=param,
@@ -100,6 +114,7 @@ def load_family(path: Path, foreign_markers) -> Family:
         section_optional=bool(section.get("optional", False)),
         separator=data.get("separator", ""),
         object=shape,
+        answer_key=data.get("answer_key"),
     )
     near = []
     for i, item in enumerate(data.get("near_misses", []) or []):
@@ -108,9 +123,8 @@ def load_family(path: Path, foreign_markers) -> Family:
         if item["deviation"] not in dev.ALL:
             fail(f"unknown deviation {item['deviation']!r} (known: {', '.join(dev.ALL)})", "near_misses", i, "deviation")
         near.append(NearMiss(item["text"], item["deviation"], item.get("note", "")))
-    start_only = bool(data.get("start_only", False))
-    multiple = bool(data.get("multiple_calls", True))
+    multiple = data.get("multiple_calls", True)
     parser = PatternParser(data["name"], spec, markers, start_only, multiple,
                            tuple(tuple(p) for p in reasoning), foreign_markers)
     return Family(data["name"], data["label"], data["detail"].strip(), tuple(markers), start_only, parser,
-                  multiple, tuple(near), str(path))
+                  multiple, tuple(near), str(path), detectable=data.get("detectable", True), peers=dict(peers))

@@ -6,14 +6,15 @@ sampling can only write plain text or a valid call of that family (only a call, 
     spec.lazy              # True for "auto": unconstrained until a trigger, constrained from it on
     spec.trigger_patterns  # what llama_sampler_init_grammar_lazy_patterns takes (the words are inside)
     spec.triggers          # the words those patterns look for (for people and stream holdback)
-    spec.family            # whose call shape the grammar imposes; family_for(spec.family) parses the reply
+    spec.family            # whose call shape the grammar imposes; harness.families.parse(spec.family, reply)
+                           # reads the reply
 
-Families: every YAML family gets its grammar from its own pattern; custom families with a shape in
-harness/grammar/shapes.py get theirs; a family with no tool format (None) or a custom family without a shape
-gets the generic JSON call-or-answer shape, family "generic-json": the whole reply is {"name": ...,
-"arguments": {...}} or {"response": "..."}, from the first token on (harness/grammar/generic.py; not lazy: no
-marker announces a call). generic-json is a family of its own (harness/grammar/generic-json.yaml), outside the
-registry: no template writes it, so detection never picks it (docs/adding-a-family.md, "Grammar shapes").
+Families: every YAML family gets its grammar from its own pattern; a Python family from the shape its module
+declares; a family with no tool format (None) or a Python family without a shape gets the generic JSON
+call-or-answer shape, family "generic-json": the whole reply is {"name": ..., "arguments": {...}} or
+{"response": "..."}, from the first token on (harness/grammar/generic.py; not lazy: no marker announces a call).
+generic-json is a registered family (harness/families/generic-json.yaml), not detectable: no template writes it
+(docs/adding-a-family.md, "Grammar shapes").
 
 Lazy grammars and llama.cpp. When a trigger pattern matches, llama.cpp feeds the text from the trigger to the
 end of the current token into the grammar; if the grammar rejects that text it throws a C++ exception through
@@ -24,27 +25,22 @@ raises when grammar sampling fails inside the runtime: the tool loop retries onc
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
 from harness import families as registry
 from harness.core.errors import GrammarError, GrammarRuntimeError
 from harness.families.base import Family
-from harness.families.spec import load_family
 from harness.families.reasoning import prompt_opens
 from harness.grammar.builder import CallGrammar, tool_list
 from harness.grammar.gbnf import PATTERN_SPACE, Lit, RuleSet, alt, seq, text_without
-from harness.grammar.generic import CallOrAnswer, answer_grammar
-from harness.grammar.shapes import from_pattern, shape_for
+from harness.grammar.generic import answer_grammar
+from harness.grammar.shapes import shape_for
 
-__all__ = ["GENERIC", "TOOL_CHOICES", "GrammarSpec", "GrammarError", "GrammarRuntimeError", "build_grammar",
-           "family_for", "generic_family"]
+__all__ = ["GENERIC", "TOOL_CHOICES", "GrammarSpec", "GrammarError", "GrammarRuntimeError", "build_grammar"]
 
+# The family whose shape is imposed where a family has none (or there is no family).
 GENERIC = "generic-json"
 TOOL_CHOICES = ("auto", "required")
-GENERIC_PATH = Path(__file__).resolve().parent / f"{GENERIC}.yaml"
 
 
 @dataclass(frozen=True)
@@ -83,26 +79,6 @@ class GrammarSpec:
                 "reasoning": [list(p) for p in self.reasoning], "note": self.note, "gbnf": self.gbnf}
 
 
-@lru_cache(maxsize=1)
-def _generic_calls() -> Family:
-    """generic-json's call pattern, as generic-json.yaml defines it (the grammar's call shape comes from it)."""
-    return load_family(GENERIC_PATH, registry.all_markers)
-
-
-@lru_cache(maxsize=1)
-def generic_family() -> Family:
-    """generic-json: its calls, and the {"response": ...} answer object (harness.grammar.generic)."""
-    calls = _generic_calls()
-    return dataclasses.replace(calls, parser=CallOrAnswer(calls.parser))
-
-
-def family_for(name: str | None) -> Family:
-    """The family that parses replies written under a grammar of family `name` (generic-json included)."""
-    if name is None or name == GENERIC:
-        return generic_family()
-    return registry.get(name)
-
-
 def build_grammar(family: str | None, tools: list, tool_choice: str = "auto") -> GrammarSpec:
     """The grammar of a call of `family` (None: no tool format) to one of `tools` (OpenAI-style tool dicts or
     bare functions with name/parameters). tool_choice "auto": a lazy grammar (plain text, or text then a call
@@ -110,10 +86,11 @@ def build_grammar(family: str | None, tools: list, tool_choice: str = "auto") ->
     if tool_choice not in TOOL_CHOICES:
         raise GrammarError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)}, not {tool_choice!r}")
     tools = tool_list(tools)
-    if family is None or family == GENERIC:
-        why = "the template has no tool-call format" if family is None else ""
-        return _build_generic(tools, tool_choice, family, why)
+    if family is None:
+        return _build_generic(tools, tool_choice, None, "the template has no tool-call format")
     fam = registry.get(family)
+    if fam.name == GENERIC:
+        return _build_generic(tools, tool_choice, family, "")
     shape = shape_for(fam)
     if shape is None:
         why = f"{family}'s call format has no grammar shape (custom parser); the generic JSON shape is imposed"
@@ -129,11 +106,11 @@ def _build_generic(tools, tool_choice, requested, note) -> GrammarSpec:
     """generic-json: "required" is the call; "auto" is the call or the answer object from the first token on.
     A reasoning block the reply would open itself is not offered: a model refused its first word would take
     `<think>` as the way out of the JSON (a stand-in did exactly that)."""
-    shape = from_pattern(_generic_calls())
+    shape = shape_for(registry.get(GENERIC))
     grammar = CallGrammar(shape, tools, RuleSet())
     body = grammar.calls()
     if tool_choice == "auto":
-        body = alt(body, answer_grammar(grammar.rules))
+        body = alt(body, answer_grammar(grammar.rules, shape.answer_key))
     return _whole(GENERIC, grammar, shape, body, tool_choice, requested, note)
 
 
@@ -160,9 +137,9 @@ def _build(fam: Family, shape, tools, tool_choice, requested, note) -> GrammarSp
     else:
         anywhere, at_start = list(fam.markers), []
     if shape.triggers is not None:
-        anywhere = shape.triggers(names)
+        anywhere = _words(shape.triggers, names)
     if shape.start_triggers is not None:
-        at_start = shape.start_triggers(names)
+        at_start = _words(shape.start_triggers, names)
     if shape.lazy_lead:
         calls = seq(grammar.render(shape.lazy_lead), calls)
     words, patterns = grammar.trigger_patterns(calls, anywhere, at_start)
@@ -170,3 +147,8 @@ def _build(fam: Family, shape, tools, tool_choice, requested, note) -> GrammarSp
         raise GrammarError(f"{fam.name}: none of the trigger words {anywhere + at_start} opens the call grammar")
     return GrammarSpec(fam.name, grammar.rules.text(calls), tuple(words), tuple(patterns), tool_choice,
                        requested, note=note, reasoning=tuple(tuple(p) for p in shape.reasoning))
+
+
+def _words(templates, names) -> list:
+    """Trigger words from a shape's templates: one per offered tool where the template holds {name}."""
+    return [w for t in templates for w in ([t.replace("{name}", n) for n in names] if "{name}" in t else [t])]

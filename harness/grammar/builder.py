@@ -11,14 +11,14 @@ from __future__ import annotations
 import re
 
 from harness.families.arguments import tool_parameters
+from harness.families.shape import Shape
 from harness.core.errors import GrammarError
 from harness.grammar.gbnf import (
-    EMPTY, JSON_SPACE, PATTERN_SPACE, Expr, Lit, Opt, Raw, Ref, RuleSet, alt, regex_escape, seq, text_without,
+    EMPTY, JSON_SPACE, PATTERN_SPACE, Alt, Expr, Lit, Opt, Raw, Ref, RuleSet, alt, regex_escape, seq, text_without,
 )
 from harness.grammar.schema import (
     GemmaValues, MinimaxValues, PythonValues, Schemas, Values, ordered, text_variants,
 )
-from harness.grammar.shapes import Shape
 
 CALL_ID = Raw("[A-Za-z0-9_-]{1,40}", r"[A-Za-z0-9_\-]{1,40}")
 CALL_INDEX = Raw("[0-9]{1,3}", r"[0-9]{1,3}")
@@ -202,10 +202,7 @@ class CallGrammar:
         items = []
         for key, schema in props.items():
             hint = f"{name}-{key}"
-            if shape.text is not None:
-                text = shape.text(self.rules, stop, continuations, hint)
-            else:
-                text = text_without(self.rules, stop, continuations, f"text-{stop}")
+            text = self._text(stop, continuations)
             variants = text_variants(schemas, nested, schema, text, f"{hint}-value")
             if shape.kinds is not None:
                 options = []
@@ -218,6 +215,17 @@ class CallGrammar:
                 rendered = self._tokens(shape.param, tool, (key, alt(*(e for _, e in variants)), None))
             items.append((self.rules.define(f"{hint}-param", rendered), key in required))
         return ordered(self.rules, items, self._tokens(shape.param_between, tool), f"{name}-params")
+
+    def _text(self, stop, continuations) -> Expr:
+        """A markup value's free text, by the shape's named rule (harness.families.shape.TEXT_RULES)."""
+        if self.shape.text == "cdata":
+            # Unwrapped text may not hold <, & or a newline; anything else goes in <![CDATA[...]]>.
+            plain = Raw("[^<&\\n]*")
+            cdata = seq(Lit("<![CDATA["), text_without(self.rules, "]]>", ["]]>"], "cdata-text"), Lit("]]>"))
+            return self.rules.define(f"{self.shape.family}-text", Alt((plain, cdata)))
+        if self.shape.text == "minimax":
+            return MinimaxValues(self.rules).string()
+        return text_without(self.rules, stop, continuations, f"text-{stop}")
 
     def _nested(self, params) -> Values:
         if self.shape.nested == "minimax":

@@ -3,9 +3,9 @@
 - native: the model's own template and parser (tools offered only when a family was detected).
 - grammar: every step is sampled under a grammar built from the tools' schemas in the model's family's call
   shape (harness.grammar.build_grammar): lazy, from the family's call marker on; no family: the generic JSON
-  call-or-answer shape from the first token on, parsed by family_for("generic-json"). A template that takes
-  tools is given them as in native mode; a template without a tool format (SmolLM2's ChatML, Gemma) is not, so
-  the tools and the JSON shapes are described in a preamble put in front of the system message
+  call-or-answer shape from the first token on (the family generic-json). A template that takes tools is given
+  them as in native mode; a template without a tool format (SmolLM2's ChatML, Gemma) is not, so the tools and
+  the JSON shapes are described in a preamble put in front of the system message
   (CALL_OR_ANSWER_PREAMBLE below, recorded in each sample's transcript).
 - fallback: native first; when a native attempt fails mid-turn (a call attempt the parser cannot read, or no
   call where the turn expects one and none has been made yet), that step is written again under the grammar.

@@ -6,11 +6,11 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from harness import families
 from harness.core.hashing import sha256_text
 from harness.core.errors import TemplateError
 from harness.evaluation.records import RuntimeCheckRecord, ScenarioRef
 from harness.evaluation.runtime_agreement import classify
-from harness.evaluation.scoring import parse_reply
 from harness.evaluation.transcripts import TranscriptWriter, now
 from harness.live.tool_loop import opening_messages, render_prompt
 
@@ -34,7 +34,7 @@ def check_one(backend, chat, scenario, seed: int, template_id: str, runtime: str
         return record
     tools = scenario.tool_schemas() or None
     generation = backend.complete(chat, prompt, record.sampling, seed)
-    strict = parse_reply(chat.family, generation.text, prompt)
+    strict = families.parse(chat.family, generation.text, prompt)
     reply = backend.chat(messages, tools, record.sampling, seed, chat.template_kwargs)
     theirs = backend.applied_template(messages, tools, chat.template_kwargs)
     bos = chat.bos_token or ""

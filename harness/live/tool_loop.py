@@ -14,6 +14,7 @@ call ids of nine alphanumerics (call00001, ...)."""
 import json
 from dataclasses import asdict, dataclass, field
 
+from harness import families
 from harness.core.hashing import sha256_text
 from harness.families.arguments import type_arguments
 from harness.core.errors import GenerationError, GrammarRuntimeError, TemplateError
@@ -22,7 +23,6 @@ from harness.families.base import ParseResult
 from harness.families.reasoning import prompt_opens
 from harness.live.modes import grammar_plan, native_failed, plain_messages
 from harness.template.render import render
-from harness.evaluation.scoring import parse_reply
 
 # The parsers need only the end of the prompt (an open <think>, Functionary's ">>>"); scoring re-parses with it.
 PROMPT_TAIL = 256
@@ -176,7 +176,7 @@ class _Writer:
         if plan is not None:
             extra["grammar_from"] = generation.grammar_from  # None: the lazy grammar never took over
         family = plan.family if plan is not None else self.chat.family
-        return {"prompt": prompt, "generation": generation, "parse": parse_reply(family, generation.text, prompt),
+        return {"prompt": prompt, "generation": generation, "parse": families.parse(family, generation.text, prompt),
                 "family": family, "extra": extra}
 
     def _write(self, prompt, sampling, seed, spec, extra):

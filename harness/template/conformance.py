@@ -58,7 +58,7 @@ def run(refs) -> dict:
     rows = [check_template(ref) for ref in refs]
     prompts = {row["id"]: row.pop("_prompt") for row in rows}
     result = matrix.run(rows, prompts)
-    families = registry.families()
+    families = registry.detectable()
     return {
         "harness_version": __version__,
         "families": [

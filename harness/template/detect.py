@@ -178,11 +178,10 @@ def _probe(template, bos_token, eos_token, candidates, carrier, render, kwargs) 
             found.findings.append({"name": "calls-through-content", "detail": (
                 "assistant content renders verbatim where the call would be; no call syntax is in the template")})
         return found
-    table = registry.families()
-    names = candidates or list(table)
+    names = candidates or list(registry.detectable())
     matches = []
     for name in names:
-        result = table[name].parse(rendered, shared_prompt)
+        result = registry.parse(name, rendered, shared_prompt)
         if result.accepted and len(result.calls) == 1 and same_call(result.calls[0]):
             matches.append(name)
     if not matches:

@@ -1,5 +1,6 @@
 """The cross-family rejection matrix: every parser against every family's canonical outputs, every
-family's near misses and every template's rendered call. A parser may accept only its own family's texts."""
+family's near misses and every template's rendered call. A parser may accept only its own family's texts.
+Detectable families only: generic-json, which no template writes, reads other families' bare JSON on purpose."""
 
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ class Case:
 
 def cases(template_rows=()) -> list:
     out = []
-    for family in registry.families().values():
+    for family in registry.detectable().values():
         for label, _, text in canonical_outputs(family):
             out.append(Case("canonical", family.name, label, text, family.name))
         for miss in family.near_misses:
@@ -42,15 +43,14 @@ def verdict(result) -> str:
 def run(template_rows=(), prompts=None) -> dict:
     """Return {"families": [...], "cells": [{case..., "verdicts": {family: verdict}}], "counts": writer×reader,
     "violations": [...]}. prompts maps a template id to the prompt its rendered call follows."""
-    table = registry.families()
-    names = list(table)
+    names = list(registry.detectable())
     prompts = prompts or {}
     cells = []
     counts = {writer: {reader: 0 for reader in names} for writer in [*names, "(no family)"]}
     violations = []
     for case in cases(template_rows):
         prompt = prompts.get(case.writer, "") if case.source == "template" else ""
-        verdicts = {name: verdict(table[name].parse(case.text, prompt)) for name in names}
+        verdicts = {name: verdict(registry.parse(name, case.text, prompt)) for name in names}
         cells.append({**case.__dict__, "verdicts": verdicts})
         row = case.owner if case.owner in counts else (case.writer if case.source != "template" else "(no family)")
         for reader, v in verdicts.items():

@@ -58,6 +58,10 @@ def test_parse_with_an_explicit_family_overrides_detection():
     reply = '<|python_tag|>{"name": "get_weather", "parameters": {"location": "Rome"}}'
     code, out, _ = run("parse", "--template", QWEN3, "--family", "llama3", "--json", stdin=reply)
     assert code == 0 and json.loads(out)["calls"][0]["arguments"] == {"location": "Rome"}
+    # A grammar-mode reply for a template without tools: generic-json, chosen by name, though never detected.
+    code, out, _ = run("parse", "--template", QWEN3, "--family", "generic-json", "--json",
+                       stdin='{"response": "It is 51."}')
+    assert code == 0 and (json.loads(out)["content"], json.loads(out)["calls"]) == ("It is 51.", [])
 
 
 def test_detect_exits_1_on_a_wall_and_names_its_findings():

@@ -29,6 +29,11 @@ def test_list_json_names_every_family_template_model_and_scenario():
     assert [m["id"] for m in listing["models"]] == list(sources.models)
     assert [s["name"] for s in listing["scenarios"]] == [s.name for s in load_scenarios()]
     assert all(f["near_misses"] for f in listing["families"])
+    # generic-json is listed, marked: no template writes it, so detection never picks it.
+    assert [f["name"] for f in listing["families"] if not f["detectable"]] == ["generic-json"]
+    assert all(f["peers"] == registry.get(f["name"]).peers for f in listing["families"])
+    plain = harness("list", "families").stdout
+    assert "Generic JSON call (grammar fallback) [not detectable]" in plain
 
 
 def test_list_one_kind_and_a_reader_that_leaves_early():

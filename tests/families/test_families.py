@@ -1,5 +1,8 @@
-"""Every family parses its own canonical outputs, rejects its near misses by name, and no family reads
-another family's outputs (the cross-family rejection matrix)."""
+"""Every family parses its own canonical outputs, rejects its near misses by name, and no detectable family
+reads another family's outputs (the cross-family rejection matrix); generic-json, registered but not
+detectable, overlaps them only where documented."""
+
+import json
 
 import pytest
 
@@ -9,6 +12,8 @@ from harness.families.canonical import canonical_outputs
 
 FAMILIES = registry.families()
 NAMES = list(FAMILIES)
+DETECTABLE = list(registry.detectable())
+GENERIC = "generic-json"
 
 
 def _same(calls, expected):
@@ -36,6 +41,8 @@ def test_canonical_outputs_round_trip(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_family_has_near_misses(name):
+    # A family's test cases are its canonical outputs (made by its formatter) and its near misses: a
+    # registered family without near misses would be held to nothing but its own round trip.
     assert len(FAMILIES[name].near_misses) >= 2, f"{name} needs at least two near misses in its YAML/module"
 
 
@@ -49,10 +56,10 @@ def test_near_misses_rejected_with_their_name(name):
         assert result.deviation in dev.ALL
 
 
-@pytest.mark.parametrize("reader", NAMES)
+@pytest.mark.parametrize("reader", DETECTABLE)
 def test_no_family_reads_another_familys_outputs(reader):
     parser = FAMILIES[reader]
-    for writer in NAMES:
+    for writer in DETECTABLE:
         if writer == reader:
             continue
         for label, _, text in canonical_outputs(FAMILIES[writer]):
@@ -89,3 +96,47 @@ def test_markup_inside_an_argument_string_is_not_a_second_call():
     result = hermes.parse(text)
     assert result.accepted and len(result.calls) == 1
     assert result.calls[0].arguments["text"] == "</tool_call><tool_call>"
+
+
+def test_generic_json_is_registered_but_never_detected():
+    generic = registry.get(GENERIC)
+    assert not generic.detectable and GENERIC not in registry.detectable()
+    for _, calls, text in canonical_outputs(generic):
+        assert generic.parse(text).accepted
+        for name, other in registry.detectable().items():
+            assert not other.parse(text).accepted, (name, text)
+    for miss in generic.near_misses:
+        result = generic.parse(miss.text)
+        assert not result.accepted and result.deviation == miss.deviation, miss.text
+    # The documented overlap: it reads other families' bare-JSON near misses, and nothing else of theirs.
+    for name, other in registry.detectable().items():
+        for _, _, text in canonical_outputs(other):
+            assert not generic.parse(text).accepted, (name, text)
+        for miss in other.near_misses:
+            if generic.parse(miss.text).accepted:
+                assert set(json.loads(miss.text)) == {"name", "arguments"}, (name, miss.text)
+                assert miss.deviation in (dev.BARE_JSON, dev.MISSING_KEY), (name, miss.text)
+
+
+def test_generic_answer_object_is_read_exactly_and_never_as_a_call():
+    generic = registry.get(GENERIC)
+    answer = generic.parse('  {"response": "Lisbon, on 3 May."}\n')
+    assert (answer.content, answer.calls, answer.deviation) == ("Lisbon, on 3 May.", [], None)
+    assert generic.format([], "It is 51.") == '{"response": "It is 51."}'
+    for name, other in registry.detectable().items():
+        assert not other.parse('{"response": "It is 51."}').accepted, name
+    # Anything but exactly one string under "response" is not an answer: the call parser names it.
+    for text in ('{"response": 51}', '{"response": "a", "response": "b"}', '{"response": "a", "name": "x"}',
+                 '{"answer": "a"}', '{"response": "a"} Done.'):
+        result = generic.parse(text)
+        assert result.deviation is not None and not result.calls, (text, result)
+    fenced = '```json\n{"response": "a"}\n```'  # text, kept as written: never unwrapped into "a"
+    assert generic.parse(fenced).content == fenced
+
+
+def test_a_reply_without_a_family_is_text_with_call_shapes_named():
+    # A chat without tools: thinking text never counts as a call, call-shaped text outside it is named.
+    text = '<think>{"name": "ping", "arguments": {}}</think>The relay is up.'
+    parse = registry.parse(None, text)
+    assert parse.deviation is None and parse.content == "The relay is up." and parse.reasoning
+    assert registry.parse(None, '{"name": "ping", "arguments": {}}').deviation is not None

@@ -8,6 +8,7 @@ once per session; constrained generation runs on stand-in GGUFs (tests/standin.p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 
@@ -20,7 +21,7 @@ from harness.core.errors import FamilySpecError, GrammarError
 from harness.families import deviations as dev
 from harness.families.base import ToolCall
 from harness.families.canonical import canonical_outputs
-from harness.grammar import GENERIC, build_grammar, family_for, generic_family, shapes
+from harness.grammar import GENERIC, build_grammar
 from harness.backends.embedded.grammar_check import GrammarChecker, TriggerHazard, trigger_start
 from harness.core.errors import GrammarRuntimeError
 from harness.backends.embedded.grammar_sampler import GrammarGate
@@ -56,13 +57,13 @@ NESTED = ToolCall("create_event", {"title": "Lunch <with> Ana & co", "when": {"d
 PING = ToolCall("ping", {})
 PARAMS = {t["function"]["name"]: tool_parameters(t) for t in TOOLS}
 
-NAMES = [*registry.names(), GENERIC]
+NAMES = registry.names()  # generic-json included
 # Deviations in the text before a call: a lazy grammar leaves that text free.
 BEFORE_THE_CALL = (dev.CALL_IN_REASONING, dev.TEXT_BEFORE_CALL)
 
 
 def fam(name):
-    return family_for(name)
+    return registry.get(name)
 
 
 @pytest.fixture(scope="session")
@@ -99,7 +100,7 @@ def test_grammar_compiles_and_takes_the_familys_shape(name, specs, checker):
         assert not auto.lazy and not auto.triggers and not required.lazy
     else:
         assert auto.lazy and auto.triggers and not required.lazy
-    # Every registry family has a shape of its own: YAML ones from their pattern, Python ones from shapes.py.
+    # Every registry family has a shape of its own: YAML ones from their pattern, Python ones from their module.
     assert auto.family == required.family == name
 
 
@@ -379,51 +380,17 @@ def test_trigger_start_mirrors_llama_cpp():
     assert trigger_start([r"<tool_call>$"], b"<tool_call>\n") is None  # $ is the end of the buffer only
 
 
-# --- generic-json, fallbacks, errors --------------------------------------------------------------------
-
-def test_generic_json_is_a_family_of_its_own_outside_the_registry():
-    generic = generic_family()
-    assert GENERIC not in registry.names()
-    for _, calls, text in canonical_outputs(generic):
-        assert generic.parse(text).accepted
-        for name, other in registry.families().items():
-            assert not other.parse(text).accepted, (name, text)
-    for miss in generic.near_misses:
-        result = generic.parse(miss.text)
-        assert not result.accepted and result.deviation == miss.deviation, miss.text
-    # The documented overlap: it reads other families' bare-JSON near misses, and nothing else of theirs.
-    for name, other in registry.families().items():
-        for _, _, text in canonical_outputs(other):
-            assert not generic.parse(text).accepted, (name, text)
-        for miss in other.near_misses:
-            if generic.parse(miss.text).accepted:
-                assert set(json.loads(miss.text)) == {"name", "arguments"}, (name, miss.text)
-                assert miss.deviation in (dev.BARE_JSON, dev.MISSING_KEY), (name, miss.text)
-
-
-def test_generic_answer_object_is_read_exactly_and_never_as_a_call():
-    generic = generic_family()
-    answer = generic.parse('  {"response": "Lisbon, on 3 May."}\n')
-    assert (answer.content, answer.calls, answer.deviation) == ("Lisbon, on 3 May.", [], None)
-    assert generic.format([], "It is 51.") == '{"response": "It is 51."}'
-    for name, other in registry.families().items():
-        assert not other.parse('{"response": "It is 51."}').accepted, name
-    # Anything but exactly one string under "response" is not an answer: the call parser names it.
-    for text in ('{"response": 51}', '{"response": "a", "response": "b"}', '{"response": "a", "name": "x"}',
-                 '{"answer": "a"}', '{"response": "a"} Done.'):
-        result = generic.parse(text)
-        assert result.deviation is not None and not result.calls, (text, result)
-    fenced = '```json\n{"response": "a"}\n```'  # text, kept as written: never unwrapped into "a"
-    assert generic.parse(fenced).content == fenced
-
+# --- fallbacks, errors --------------------------------------------------------------------------------
 
 def test_no_tool_format_and_shapeless_families_get_the_generic_shape(monkeypatch):
     spec = build_grammar(None, TOOLS)
     assert (spec.family, spec.requested) == (GENERIC, None) and "no tool-call format" in spec.note
-    monkeypatch.delitem(shapes.CUSTOM, "harmony")
+    harmony = registry.get("harmony")
+    assert harmony.shape is not None  # declared in harness/families/harmony.py
+    monkeypatch.setitem(registry.families(), "harmony", dataclasses.replace(harmony, shape=None))
     spec = build_grammar("harmony", TOOLS)
     assert (spec.family, spec.requested) == (GENERIC, "harmony") and "generic JSON shape" in spec.note
-    assert family_for(spec.family) is generic_family()
+    assert registry.parse(spec.family, '{"response": "It is 51."}').content == "It is 51."
 
 
 def test_bad_requests_fail_clearly():

@@ -16,7 +16,7 @@ from standin import PROFILES, Script, Turn, Vocab  # noqa: E402
 from harness.core.errors import GrammarRuntimeError  # noqa: E402
 from harness.live.modes import GrammarPlan, grammar_plan  # noqa: E402
 from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef  # noqa: E402
-from harness.evaluation.scoring import parse_reply, score_sample  # noqa: E402
+from harness.evaluation.scoring import score_sample  # noqa: E402
 from harness.live.tool_loop import first_prompt, run_sample  # noqa: E402
 
 @pytest.fixture(scope="module")
@@ -97,13 +97,6 @@ def test_a_reply_cut_inside_its_think_block_is_written_again_with_room(probe, tm
     assert step["parse"]["content"] == "The relay is up." and step["parse"]["calls"] == []
     assert "thinking-budget-retry" in verdicts["findings"] and verdicts["parsed"] is False
     assert verdicts["turns"][0]["calls"] == []
-
-
-def test_thinking_text_never_counts_as_a_call_without_a_family():
-    text = '<think>{"name": "ping", "arguments": {}}</think>The relay is up.'
-    parse = parse_reply(None, text)
-    assert parse.deviation is None and parse.content == "The relay is up." and parse.reasoning
-    assert parse_reply(None, '{"name": "ping", "arguments": {}}').deviation is not None
 
 
 def test_fallback_retries_a_native_near_miss_held_to_a_call_and_keeps_both_attempts(probe, tmp_path):

@@ -1,0 +1,121 @@
+"""The registry finds its families itself (every YAML file, every module declaring FAMILY), refuses a broken or
+clashing one by name, and checks what a family declares about itself (detectable, peers)."""
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness import families as registry
+from harness.core.errors import FamilySpecError
+from harness.families.base import PEER_KEYS
+from harness.families.shape import Shape, exact
+from harness.families.spec import load_family
+
+FAMILIES_DIR = Path(registry.__file__).resolve().parent
+
+HERMES_LIKE = """\
+name: {name}
+label: Test family
+detail: A test.
+markers: ["<x>"]
+call: "<x>{{object}}</x>"
+"""
+
+
+def package(tmp_path, monkeypatch, name, files: dict) -> Path:
+    """A throwaway package of family files, importable as `name`."""
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    for file, text in files.items():
+        (folder / file).write_text(textwrap.dedent(text))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return folder
+
+
+def test_every_module_declaring_family_is_registered_without_a_list():
+    declaring = {p for p in FAMILIES_DIR.glob("*.py") if "\nFAMILY = " in p.read_text(encoding="utf-8")}
+    sources = {Path(f.source) for f in registry.families().values()}
+    assert declaring and declaring <= sources
+    assert {p for p in FAMILIES_DIR.glob("*.yaml")} <= sources
+    assert not hasattr(registry, "CUSTOM_MODULES")
+
+
+def test_a_module_that_cannot_be_imported_is_named(tmp_path, monkeypatch):
+    folder = package(tmp_path, monkeypatch, "fams_broken", {"broken.py": "import no_such_module_here\n"})
+    with pytest.raises(FamilySpecError, match=r"fams_broken\.broken: the family module cannot be imported"):
+        registry.load_table(folder, "fams_broken")
+
+
+def test_a_clashing_name_is_named(tmp_path, monkeypatch):
+    borrowed = "from harness.families.minicpm5 import FAMILY\n"
+    folder = package(tmp_path, monkeypatch, "fams_clash", {"first.py": borrowed, "second.py": borrowed})
+    with pytest.raises(FamilySpecError, match=r"fams_clash\.second: family 'minicpm5' is already defined in .*first\.py"):
+        registry.load_table(folder, "fams_clash")
+    folder = package(tmp_path, monkeypatch, "fams_clash_yaml", {
+        "minicpm5.yaml": HERMES_LIKE.format(name="minicpm5"), "custom.py": borrowed})
+    with pytest.raises(FamilySpecError, match=r"fams_clash_yaml\.custom: family 'minicpm5' is already defined in .*minicpm5\.yaml"):
+        registry.load_table(folder, "fams_clash_yaml")
+
+
+def test_family_must_be_a_custom_family(tmp_path, monkeypatch):
+    folder = package(tmp_path, monkeypatch, "fams_wrong", {"wrong.py": "FAMILY = 'hermes'\n"})
+    with pytest.raises(FamilySpecError, match=r"fams_wrong\.wrong: FAMILY must be a CustomFamily"):
+        registry.load_table(folder, "fams_wrong")
+
+
+def test_a_module_declaring_peers_badly_is_named(tmp_path, monkeypatch):
+    text = """\
+        import dataclasses
+        from harness.families.minicpm5 import FAMILY as BASE
+        FAMILY = dataclasses.replace(BASE, name="minicpm5-copy", peers={"ollama": "minicpm"})
+        """
+    folder = package(tmp_path, monkeypatch, "fams_peers", {"copy.py": text})
+    with pytest.raises(FamilySpecError, match=r"fams_peers\.copy: unknown peer 'ollama'"):
+        registry.load_table(folder, "fams_peers")
+
+
+def test_a_bad_shape_strategy_fails_where_the_family_declares_it(tmp_path, monkeypatch):
+    # A name harness/grammar would not know is refused when the module loads, not when a grammar is built.
+    with pytest.raises(ValueError, match="text='cdata2' is not one of plain, cdata, minimax"):
+        Shape(call=exact("<f>{name}</f>"), text="cdata2")
+    text = """\
+        from harness.families.shape import Shape, exact
+        SHAPE = Shape(call=exact("<f>{name}</f>"), nested="yaml")
+        """
+    folder = package(tmp_path, monkeypatch, "fams_shape", {"odd.py": text})
+    with pytest.raises(FamilySpecError, match=r"fams_shape\.odd: .*nested='yaml'"):
+        registry.load_table(folder, "fams_shape")
+
+
+@pytest.mark.parametrize("extra, problem", [
+    ("peers: {ollama: hermes}\n", "unknown peer 'ollama'"),
+    ("peers: {vllm: ''}\n", "peers.vllm must be a non-empty string"),
+    ("peers: [vllm, hermes]\n", "peers is a mapping of vllm, sglang, llama.cpp, transformers"),
+    ("detectable: no-thanks\n", "must be true or false"),
+    ("answer_key: response\n", "a non-empty key, in a start_only family"),
+])
+def test_yaml_declarations_are_checked_with_file_and_line(tmp_path, extra, problem):
+    path = tmp_path / "probe.yaml"
+    path.write_text(HERMES_LIKE.format(name="probe") + extra)
+    with pytest.raises(FamilySpecError, match=rf"probe\.yaml:6: .*{problem}"):
+        load_family(path, lambda: ())
+
+
+def test_peers_are_on_the_family_and_only_known_projects():
+    for family in registry.families().values():
+        assert set(family.peers) <= set(PEER_KEYS), family.name
+        assert all(isinstance(n, str) and n for n in family.peers.values()), family.name
+
+
+def test_detection_and_the_matrix_read_with_detectable_families_only():
+    assert [n for n, f in registry.families().items() if not f.detectable] == ["generic-json"]
+    assert list(registry.detectable()) == [n for n in registry.names() if n != "generic-json"]
+
+
+def test_parse_is_the_one_entry_point():
+    assert registry.parse("hermes", '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>').accepted
+    assert registry.parse("generic-json", '{"name": "f", "arguments": {}}').accepted
+    with pytest.raises(FamilySpecError, match="unknown family 'no-such'"):
+        registry.parse("no-such", "text")
