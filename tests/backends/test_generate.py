@@ -13,8 +13,12 @@ import textwrap
 import time
 from pathlib import Path
 
-import llama_cpp
 import pytest
+import requirements
+
+requirements.binding()     # llama.cpp itself compiles and samples these grammars
+
+import llama_cpp  # noqa: E402
 
 from harness.core.errors import GenerationError, ModelLoadError
 from harness.backends.embedded.generate import (

@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from harness.backends.servers import LocalServer, llama_server_binary
+from harness.backends.servers import LocalServer
 from harness.core.errors import ServerStartError
 
 from cached_models import cached_model
@@ -20,13 +20,6 @@ QWEN_CODER = "qwen2.5-coder-0.5b-instruct-q4_k_m"
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather in a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
-
-
-def _need_llama_server():
-    try:
-        llama_server_binary()
-    except ServerStartError as exc:
-        pytest.skip(str(exc))
 
 
 def _request(server, path, body=None):
@@ -61,10 +54,8 @@ def test_llama_cpp_python_server_lists_the_model_and_completes(tmp_path):
     assert "Uvicorn running on http://127.0.0.1" in server.log_path.read_text()
 
 
-@pytest.mark.parametrize("kind", ["llama-cpp-python", "llama-server"])
+@pytest.mark.parametrize("kind", ["llama-cpp-python", pytest.param("llama-server", marks=pytest.mark.needs_server)])
 def test_a_bad_model_file_fails_before_the_deadline_with_the_log_tail(kind, tmp_path):
-    if kind == "llama-server":
-        _need_llama_server()
     bad = tmp_path / "not-a-model.gguf"
     bad.write_bytes(b"this is not a GGUF file\n" * 64)
     server = LocalServer(kind, bad, log_path=tmp_path / "server.log", ready_timeout=600)
@@ -92,8 +83,8 @@ def test_a_killed_server_starts_again_on_the_same_port(tmp_path):
     assert not server.running
 
 
+@pytest.mark.needs_server
 def test_llama_server_answers_a_chat_with_a_tool_through_its_parser(tmp_path):
-    _need_llama_server()
     path = cached_model(QWEN_CODER)
     with LocalServer("llama-server", path, parallel=2, log_path=tmp_path / "server.log") as server:
         props = _request(server, "/props")

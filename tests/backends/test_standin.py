@@ -32,6 +32,7 @@ def test_profiles_carry_the_family_tokens_with_their_kinds():
         q.id("not one token at all")
 
 
+@pytest.mark.needs_binding
 def test_prompt_ids_follow_the_bos_rule():
     ll = vocab_for("llama3.1")
     assert ll.prompt_ids("hi")[0] == ll.id("<|begin_of_text|>")

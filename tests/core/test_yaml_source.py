@@ -40,10 +40,10 @@ BAD = [
 def test_bad_yaml_is_an_error_naming_file_and_line(tmp_path, raw, line, message):
     path = tmp_path / "bad.yaml"
     path.write_bytes(raw)
-    started = time.monotonic()
+    started = time.process_time()      # CPU time: a hang or a blow-up costs it, a loaded machine does not
     with pytest.raises(ScenarioError, match=rf"^{path}:{line}: .*{message}"):
         load_located(path, ScenarioError)
-    assert time.monotonic() - started < 1.0
+    assert time.process_time() - started < 1.0
 
 
 def test_values_keep_their_types_and_lines(tmp_path):

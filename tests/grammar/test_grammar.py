@@ -12,8 +12,12 @@ import dataclasses
 import json
 import random
 
-import llama_cpp
 import pytest
+import requirements
+
+requirements.binding()     # llama.cpp itself compiles and samples these grammars
+
+import llama_cpp  # noqa: E402
 
 from harness import families as registry
 from harness.families.arguments import tool_parameters, type_arguments

@@ -105,6 +105,7 @@ def test_plain_messages_alternate_for_gemma_and_keep_every_word():
     assert plain_messages(messages, "TOOLS")[0] == {"role": "system", "content": "TOOLS\n\nBe brief."}
 
 
+@pytest.mark.needs_binding
 def test_batched_samples_refuse_a_grammar_spec_clearly(tmp_path):
     from harness.core.errors import GenerationError
     from harness.backends.embedded.generate import generate_samples

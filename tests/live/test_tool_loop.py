@@ -17,6 +17,8 @@ from harness.evaluation.scoring import score_sample  # noqa: E402
 from harness.live.tool_loop import Chat, first_prompt, run_sample, step_seed  # noqa: E402
 from harness.template.kwargs import template_kwargs_for  # noqa: E402
 
+pytestmark = pytest.mark.needs_binding     # the stand-in runs in llama.cpp
+
 @pytest.fixture(scope="module")
 def chat(tmp_path_factory):
     vocab = Vocab(PROFILES["qwen2.5"])

@@ -19,6 +19,8 @@ from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef  # no
 from harness.evaluation.scoring import score_sample  # noqa: E402
 from harness.live.tool_loop import first_prompt, run_sample  # noqa: E402
 
+pytestmark = pytest.mark.needs_binding     # the stand-in runs in llama.cpp
+
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
     """A stand-in with the real template and tokenizer, to render prompts and tokenize scripted replies."""

@@ -93,9 +93,6 @@ def test_heat_map_stage_panel_counts_each_check_per_model_and_mode(report):
     assert native["valid typed args"] == (0, 0)  # never applies: no call is expected
 
 
-needs_chromium = pytest.mark.skipif(chromium.executable() is None,
-                                    reason=f"chromium is not installed: {chromium.INSTALL}")
-
 
 @pytest.fixture(scope="module")
 def browser():
@@ -104,7 +101,7 @@ def browser():
     opened.close()
 
 
-@needs_chromium
+@pytest.mark.browser
 def test_chromium_renders_the_tables_and_opens_a_failing_sample_from_its_anchor(report, browser):
     page = (report[0] / "results" / "report.html").as_uri()
     browser.open(page + "#m1--arithmetic--native--1")
@@ -119,7 +116,7 @@ def test_chromium_renders_the_tables_and_opens_a_failing_sample_from_its_anchor(
     assert browser.evaluate("document.getElementById('m1--arithmetic--native--0').open") is False
 
 
-@needs_chromium
+@pytest.mark.browser
 def test_chromium_filters_by_mode_and_failure_and_jumps_to_the_next_failed_sample(report, browser):
     browser.open((report[0] / "results" / "report.html").as_uri())
     visible = "[...document.querySelectorAll('details.sample')].filter(s => !s.hidden).map(s => s.id)"
