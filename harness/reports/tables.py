@@ -16,7 +16,8 @@ from harness.evaluation.transcripts import read_all
 from harness.reports.examples import markdown_cell
 
 # Rates every table shows, in order, with their column titles.
-RATES = {"parsed": "parsed as expected", "call_readable": "call attempts read", "right_tool": "right tool",
+RATES = {"parsed": "parsed as expected", "call_readable": "call attempts read", "intended_tool": "intended tool",
+         "right_tool": "right tool",
          "valid_arguments": "valid typed args", "expected_arguments": "expected args",
          "answer": "expected answer", "result_used": "uses tool result", "passed": "all checks"}
 
