@@ -14,6 +14,7 @@ COMMAND_MODULES = [
     "harness.cli.pins",
     "harness.cli.run",
     "harness.cli.report",
+    "harness.cli.score",
     "harness.cli.listing",
     "harness.cli.runtime",
 ]

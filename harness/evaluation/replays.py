@@ -1,5 +1,6 @@
 """Replayed records: live replies the seed ADR quotes for models that are not reachable here
-(scenarios/replays/*.yaml), turned into sample records that go through the same scoring as live samples.
+(scenarios/replays/*.yaml), turned into sample records. The reports score the verbatim quotes (`kind: quoted`)
+through the same scoring as live samples; a reconstructed reply is our text, shown but never scored.
 
 A replay holds only the reply the ADR quotes (one step of the first turn); everything after it is unknown,
 so scoring leaves the answer verdicts at None rather than counting them wrong."""

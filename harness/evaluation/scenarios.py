@@ -44,6 +44,9 @@ SCENARIO_KEYS = {"name", "description", "tools", "conversation", "sampling", "sa
 # or native with a grammar retry of a failed step. Like `samples`, a run setting: not part of the hash.
 TOOL_KEYS = {"name", "description", "parameters", "returns", "raises", "evidence"}
 EXPECT_KEYS = {"tool", "arguments", "not_tools", "no_tool", "answer_contains", "uses_tool_result"}
+# A description says what a scenario is for; what a sample must do is written as `expect` fields, so no promise
+# goes unchecked (Expectation.checks() writes them out for the reports).
+PROMISE = re.compile(r"\bmust\b", re.IGNORECASE)
 ROLES = {"system", "user", "assistant", "tool"}
 
 
@@ -96,10 +99,14 @@ class Expectation:
             return self.call_expected
         return True if self.tool else (False if self.no_tool else None)
 
+    @property
+    def wants_answer(self) -> bool:
+        """The turn must end in an answer of the model's own, holding the expected words."""
+        return bool(self.any_of or self.all_of)
+
     def to_json(self) -> dict:
-        return {"tool": self.tool, "arguments": self.arguments, "not_tools": list(self.not_tools),
-                "no_tool": self.no_tool, "any_of": list(self.any_of), "all_of": list(self.all_of),
-                "uses_tool_result": self.uses_tool_result}
+        return {"tool": self.tool, "arguments": self.arguments, "not_tools": list(self.not_tools), "no_tool": self.no_tool,
+                "any_of": list(self.any_of), "all_of": list(self.all_of), "uses_tool_result": self.uses_tool_result}
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,14 @@ class Scenario:
 
     def tool(self, name: str) -> StubTool | None:
         return next((t for t in self.tools if t.name == name), None)
+
+    @property
+    def call_due(self) -> bool | None:
+        """True when some turn must call a tool, False when the turns that say anything say none may be called,
+        None when no turn says. The tables report call-due and no-call samples apart: over all samples, a
+        rate like "right tool" is mostly the share of one kind."""
+        said = [t.expect.expects_call for t in self.turns if t.expect.expects_call is not None]
+        return True if True in said else (False if said else None)
 
     def tool_schemas(self) -> list:
         return [t.schema() for t in self.tools]
@@ -302,6 +317,9 @@ def parse_scenario(doc: Located, library: dict) -> Scenario:
     if not NAME.match(name):
         c.fail(("name",), "must be lower-case letters, digits and hyphens")
     description = c.get(raw, (), "description", str)
+    if PROMISE.search(description):
+        c.fail(("description",), "says what a sample must do: write it as an `expect` field (a check) instead; "
+                                 "the reports write the checks out")
     tool_items = c.get(raw, (), "tools", list, required=False, default=[])
     tools = {}
     for i, item in enumerate(tool_items):

@@ -5,9 +5,11 @@ by the scenario's schemas, so a parser change re-scores old transcripts (`harnes
 from the run's own parse except to say whether the parse has changed since. Pure: no model, no I/O.
 
 A verdict is True, False, or None when it does not apply (no call expected, no answer expected, or a
-replayed record that stops before the part being judged)."""
+replayed record that stops before the part being judged). A step that errored (the template raised, the
+generation failed) fails every check it reaches; an answer is judged as harness.evaluation.answers reads it."""
 
 import json
+import re
 from functools import lru_cache
 
 from harness import families as registry
@@ -16,8 +18,13 @@ from harness.template.detect import END_OF_TURN
 from harness.families import deviations as dev
 from harness.families.base import ParseResult, ToolCall
 from harness.evaluation.records import SampleRecord
+from harness.evaluation.answers import Answer, read_answer
 
-VERDICTS = ("parsed", "right_tool", "valid_arguments", "expected_arguments", "answer", "result_used")
+VERDICTS = ("parsed", "right_tool", "intended_tool", "valid_arguments", "expected_arguments", "answer",
+            "result_used")
+# The same checks on each turn's first reply as the model wrote it natively. In fallback mode the verdicts above
+# judge the grammar's rewrite; these (keys "first_<name>") keep what the model did before the grammar stepped in.
+FIRST_REPLY = ("parsed", "call_readable", "intended_tool", "right_tool")
 
 # Findings: named behaviours of the model (or, for tool-ran-twice, of the loop) that a rate would hide.
 INVENTED_ARGUMENTS = "invented-arguments"      # arguments given to a tool that takes none (seed 004 note)
@@ -39,6 +46,13 @@ SYNTHESIZED_ANSWER = "synthesized-answer"      # a follow-up failed after a tool
 GRAMMAR_RUNTIME_RETRY = "grammar-runtime-retry"  # grammar sampling failed in the runtime; rewritten unconstrained
 NATIVE_FALLBACK = "native-fallback"            # fallback mode: a failed native attempt was rewritten under grammar
 THINKING_BUDGET_RETRY = "thinking-budget-retry"  # a reply cut inside its think block was rewritten with room
+# Why a turn's final text is not an answer (issue 17): each fails the answer checks it would otherwise pass.
+ECHOED_USER = "echoed-user"                    # the answer repeats a user message back: those words are not an
+#                                                answer (Gemma 270M's `My name is Priya. mendatang` loop)
+ECHOED_TOOL_MESSAGE = "echoed-tool-message"    # the answer repeats the tool message the harness sent
+#                                                (`Result of <tool>: …`, or the result as sent) instead of using it
+RUNAWAY_ANSWER = "runaway-answer"              # the turn's last reply only stopped at the token limit: a loop or
+#                                                a ramble, not an answer
 
 
 @lru_cache(maxsize=None)
@@ -72,10 +86,6 @@ def before_end_of_turn(text: str) -> str:
     return text if cut is None else text[:cut].strip()
 
 
-def contains(text: str, needle: str) -> bool:
-    return needle.casefold() in text.casefold()
-
-
 def _same_value(got, want) -> bool:
     if isinstance(want, str) and isinstance(got, str):
         return got.strip().casefold() == want.strip().casefold()
@@ -94,6 +104,28 @@ def arguments_match(got: dict, want: dict) -> bool:
     return all(key in got and _same_value(got[key], value) for key, value in want.items())
 
 
+
+# Where a near miss names its tool: a JSON or Python-literal name key, or an XML-ish function tag.
+_NAME_AT = re.compile(r"""["']?(?:name|tool_name)["']?\s*[:=]\s*["']([A-Za-z_][\w.-]*)["']|<function=([A-Za-z_][\w.-]*)""")
+
+
+def intended_tool(parse: ParseResult, tools=()) -> str | None:
+    """The tool a first reply chose: the call's name when the strict parser reads it; for a named near miss,
+    the first name written in a name position ("name": "…", <function=…>), else the first offered tool named
+    as a word. Never a call (nothing is run or typed from it): it separates "chose right, wrote it wrong" from
+    "chose wrong", the seeds' native-vs-grammar question."""
+    if parse.accepted:
+        return parse.calls[0].name
+    if not is_call_attempt(parse):
+        return None
+    text = parse.content
+    named = _NAME_AT.search(text)
+    if named:
+        return named.group(1) or named.group(2)
+    words = [(hit.start(), name) for name in tools for hit in [re.search(rf"\b{re.escape(name)}\b", text)] if hit]
+    return min(words)[1] if words else None
+
+
 def _all(values):
     known = [v for v in values if v is not None]
     return None if not known else all(known)
@@ -108,9 +140,10 @@ def parse_steps(steps: list, family: str | None) -> list:
 
 
 class _Turn:
-    """One user turn of a record, re-parsed."""
+    """One user turn of a record, re-parsed. shown: what the model had been shown by the end of this turn,
+    (user messages, tool messages), against which its answer is read."""
 
-    def __init__(self, record_turn: dict, family, scenario):
+    def __init__(self, record_turn: dict, family, scenario, shown=((), ())):
         self.steps = record_turn.get("steps", [])
         self.parses = parse_steps(self.steps, family)
         self.calls = []  # (step index, ToolCall, Typed or None)
@@ -119,67 +152,98 @@ class _Turn:
                 tool = scenario.tool(call.name)
                 typed = type_arguments(call.arguments, tool.parameters) if tool else None
                 self.calls.append((index, call, typed))
-        self.answer = self._answer()
+        self.errored = bool(self.steps) and bool(self.steps[0].get("error"))
+        self.answer = self._answer(*shown)
 
-    def _answer(self):
-        if not self.steps or self.steps[-1].get("error"):
-            return None
-        last = self.parses[-1]
-        if last.accepted or is_call_attempt(last):
+    def _answer(self, users, tool_messages) -> Answer | None:
+        last = self.steps[-1] if self.steps else None
+        if last is None or last.get("error") or last.get("synthesized"):
+            return None  # no reply, or the loop's own text (a synthesized answer is not the model's)
+        parse = self.parses[-1]
+        if parse.accepted or is_call_attempt(parse):
             return None  # a call, or an unread call shown as text: either way the turn gave no answer
-        return before_end_of_turn(last.content)
+        text = before_end_of_turn(parse.content)
+        # A reply the template's end-of-turn marker closed did end; only the runtime went on past it.
+        finish = None if end_of_turn_at(parse.content) is not None else last.get("finish_reason")
+        return read_answer(text, finish, users, tool_messages)
 
 
-def score_turn(scenario, spec, record_turn, family, replayed=False) -> dict:
+def first_reply_verdicts(expect, parse: ParseResult, tools, turn_names=None) -> dict:
+    """parsed, right_tool, intended_tool, call_readable of a turn's first reply. turn_names: every call of
+    the turn, for a turn that may call nothing at all (without it, the first reply alone is judged)."""
+    attempted = parse.accepted or is_call_attempt(parse)
+    names = turn_names if turn_names is not None else [c.name for c in parse.calls if parse.accepted]
+    out = dict.fromkeys(FIRST_REPLY)
+    if expect.expects_call is True:
+        out["parsed"] = parse.accepted
+    elif expect.expects_call is False:
+        out["parsed"] = not parse.calls and parse.deviation is None
+    if expect.tool:
+        out["right_tool"] = bool(parse.accepted and parse.calls[0].name == expect.tool)
+        out["intended_tool"] = intended_tool(parse, tools) == expect.tool
+    elif expect.no_tool:
+        out["right_tool"] = not names and not attempted
+    if expect.not_tools and out["right_tool"] is not False:
+        out["right_tool"] = not any(n in expect.not_tools for n in names)
+    out["call_readable"] = parse.accepted if attempted else None
+    return out
+
+
+def score_turn(scenario, spec, record_turn, family, replayed=False, shown=((), ())) -> dict:
     expect = spec.expect
-    turn = _Turn(record_turn or {}, family, scenario)
-    first = turn.parses[0] if turn.parses else None
+    turn = _Turn(record_turn or {}, family, scenario, shown)
+    tools = [t.name for t in scenario.tools]
     out = dict.fromkeys(VERDICTS)
     findings, deviations = [], [p.deviation for p in turn.parses if p.deviation]
     names = [call.name for _, call, _ in turn.calls]
-    attempted = first is not None and (first.accepted or is_call_attempt(first))
-    if first is not None:
-        if expect.expects_call is True:
-            out["parsed"] = first.accepted
-        elif expect.expects_call is False:
-            out["parsed"] = not first.calls and first.deviation is None
-        if expect.tool:
-            out["right_tool"] = bool(first.accepted and first.calls[0].name == expect.tool)
-        elif expect.no_tool:
-            out["right_tool"] = not names and not attempted
-        if expect.not_tools and out["right_tool"] is not False:
-            out["right_tool"] = not any(n in expect.not_tools for n in names)
+    if turn.parses:
+        first = first_reply_verdicts(expect, turn.parses[0], tools, names)
+        out.update({k: first[k] for k in ("parsed", "right_tool", "intended_tool")})
+        native = turn.steps[0].get("fallback_from")
+        native = parse_steps([native], family)[0] if native else turn.parses[0]
+        native = first_reply_verdicts(expect, native, tools)
     target = next(((i, c, t) for i, c, t in turn.calls if c.name == expect.tool), None) if expect.tool else None
     if target is not None:
         out["valid_arguments"] = target[2].ok
         if expect.arguments is not None:
             out["expected_arguments"] = target[2].ok and arguments_match(target[2].arguments, expect.arguments)
     complete = bool(turn.steps) and not (replayed and turn.answer is None)
-    if expect.any_of or expect.all_of:
-        if turn.answer is not None:
-            text = turn.answer
-            out["answer"] = ((not expect.any_of or any(contains(text, s) for s in expect.any_of))
-                             and all(contains(text, s) for s in expect.all_of))
+    answer = turn.answer
+    if expect.wants_answer:
+        if answer is not None:
+            # A turn that must call a tool is answered after the call: an apology written instead of calling
+            # is no report of what the tool did.
+            out["answer"] = (answer.valid and (not expect.tool or _tool_ran(turn, expect.tool))
+                             and (not expect.any_of or any(answer.holds(s) for s in expect.any_of))
+                             and all(answer.holds(s) for s in expect.all_of))
         elif complete:
             out["answer"] = False
     if expect.uses_tool_result:
-        ran = _tool_returned(turn, expect.tool)
         evidence = scenario.tool(expect.tool).evidence
-        if turn.answer is not None:
-            out["result_used"] = ran and any(contains(turn.answer, e) for e in evidence)
+        if answer is not None:
+            out["result_used"] = _tool_returned(turn, expect.tool) and any(answer.holds(e) for e in evidence)
         elif complete:
             out["result_used"] = False
-    if not turn.steps and not replayed:
-        # The sample stopped before this turn (a render or generation error): what was due did not happen.
+    if (not turn.steps and not replayed) or turn.errored:
+        # The sample stopped before this turn, or its first step errored (the template raised, the generation
+        # failed): nothing the model wrote can meet what was due.
         out = {k: (False if _applies(k, expect) else None) for k in VERDICTS}
+        native = {k: (False if k != "call_readable" and _applies(k, expect) else None) for k in FIRST_REPLY}
+    elif not turn.parses:
+        native = dict.fromkeys(FIRST_REPLY)
     # Of the replies that tried to call (a call, or a call-shaped near miss), how many the strict parser reads.
     attempts = [p for p in turn.parses if p.accepted or is_call_attempt(p)]
     readable = all(p.accepted for p in attempts) if attempts else None
     findings += _findings(scenario, turn, family, replayed)
+    if answer is not None and (expect.wants_answer or expect.uses_tool_result):
+        findings += [name for name, hit in ((ECHOED_USER, answer.echoed_user),
+                                            (ECHOED_TOOL_MESSAGE, answer.echoed_tool),
+                                            (RUNAWAY_ANSWER, answer.runaway)) if hit]
     recorded = [s.get("parse") for s in turn.steps]
     changed = any(r is not None and _parse_key(r) != _parse_key(p.to_json()) for r, p in zip(recorded, turn.parses))
-    return {**out, "call_readable": readable, "deviations": deviations, "findings": findings,
-            "answer_text": turn.answer,
+    return {**out, "call_readable": readable, **{f"first_{k}": v for k, v in native.items()},
+            "deviations": deviations, "findings": findings,
+            "answer_text": answer.text if answer is not None else None,
             "calls": [{"name": c.name, "arguments": t.arguments if t else c.arguments} for _, c, t in turn.calls],
             "parse_changed": changed}
 
@@ -187,8 +251,9 @@ def score_turn(scenario, spec, record_turn, family, replayed=False) -> dict:
 def _applies(verdict: str, expect) -> bool:
     return {"parsed": expect.expects_call is not None,
             "right_tool": expect.expects_call is not None or bool(expect.not_tools),
+            "intended_tool": bool(expect.tool),
             "valid_arguments": bool(expect.tool), "expected_arguments": expect.arguments is not None,
-            "answer": bool(expect.any_of or expect.all_of), "result_used": expect.uses_tool_result}[verdict]
+            "answer": expect.wants_answer, "result_used": expect.uses_tool_result}[verdict]
 
 
 def _parse_key(parse: dict):
@@ -197,11 +262,13 @@ def _parse_key(parse: dict):
 
 def _tool_returned(turn: _Turn, name: str) -> bool:
     """The named tool ran in this turn and returned a result (not an error)."""
-    for step in turn.steps:
-        for call in step.get("calls", []):
-            if call.get("name") == name and call.get("executed") and not call.get("error"):
-                return True
-    return False
+    return any(call.get("name") == name and call.get("executed") and not call.get("error")
+               for step in turn.steps for call in step.get("calls", []))
+
+
+def _tool_ran(turn: _Turn, name: str) -> bool:
+    """The named tool ran in this turn, whether it returned or raised."""
+    return any(call.get("name") == name and call.get("executed") for step in turn.steps for call in step.get("calls", []))
 
 
 def _findings(scenario, turn: _Turn, family, replayed=False) -> list:
@@ -245,9 +312,21 @@ def _findings(scenario, turn: _Turn, family, replayed=False) -> list:
     return found
 
 
+def _shown(scenario, recorded_turns: list, upto: int) -> tuple:
+    """(user messages, tool messages) the model had been shown by the end of turn `upto`: the seeded history's
+    and the turns' user texts, and every tool result sent back, as sent."""
+    users = [m["content"] for m in scenario.history if m["role"] == "user"]
+    users += [t.user for t in scenario.turns[:upto + 1]]
+    tools = [m["content"] for m in scenario.history if m["role"] == "tool"]
+    tools += [call["result"] for turn in recorded_turns[:upto + 1] for step in turn.get("steps", [])
+              for call in step.get("calls", []) if isinstance(call.get("result"), str)]
+    return users, tools
+
+
 def score_sample(scenario, record: SampleRecord) -> dict:
     """Verdicts of a recorded sample against the scenario: per turn, and for the sample (a verdict holds for
-    the sample when it holds in every turn where it applies). `passed`: every applicable verdict holds."""
+    the sample when it holds in every turn where it applies). `passed`: every applicable verdict holds.
+    The first_* verdicts (fallback samples only) judge the native first replies the grammar rewrote."""
     family = record.family
     replayed = record.replayed
     recorded_turns = record.turns
@@ -258,11 +337,14 @@ def score_sample(scenario, record: SampleRecord) -> dict:
                 break  # a replay quotes only what the ADR quoted; the rest is unknown, not wrong
             turns.append(score_turn(scenario, spec, {}, family))
             continue
-        turns.append(score_turn(scenario, spec, recorded_turns[index], family, replayed))
+        turns.append(score_turn(scenario, spec, recorded_turns[index], family, replayed,
+                                _shown(scenario, recorded_turns, index)))
     out = {name: _all(t[name] for t in turns) for name in VERDICTS}
     applicable = [v for v in out.values() if v is not None]
     out["passed"] = all(applicable) if applicable else None
     out["call_readable"] = _all(t["call_readable"] for t in turns)
+    fallback = record.mode == "fallback"
+    out.update({f"first_{k}": _all(t[f"first_{k}"] for t in turns) if fallback else None for k in FIRST_REPLY})
     out["deviations"] = [d for t in turns for d in t["deviations"]]
     out["findings"] = [f for t in turns for f in t["findings"]]
     out["parse_changed"] = any(t["parse_changed"] for t in turns)

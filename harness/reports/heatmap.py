@@ -1,9 +1,11 @@
-"""results/heatmap.png, two views of the same samples, red to green, the count written in each cell, grey
-where nothing was run or the check never applies:
+"""results/heatmap.png, two views of the same live samples, red to green, the count written in each cell, grey
+where nothing was run or the check never applies (the seed ADR's quoted replies are in their own table, its
+reconstructed ones are never scored: neither is drawn here):
 
-- by stage: one row per model and mode, one column per stage a sample passes through (the per-model tables'
-  columns: parsed as expected, call attempts read, right tool, valid typed args, expected answer, all checks),
-  over all scenarios, so where a model loses its samples is read left to right;
+- by stage: one row per model and mode, one column per stage a sample passes through (the per-model mode
+  table's columns: call parsed, intended tool, right tool, valid typed args, expected args over the call-due
+  samples; no call made over the others; expected answer, uses tool result, all checks), so where a model
+  loses its samples is read left to right;
 - all checks by scenario: models × scenarios, one panel per mode (native, grammar, fallback) with the same rows
   and columns so the panels compare at a glance."""
 
@@ -16,10 +18,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from harness.reports.tables import RATES, mode_order  # noqa: E402
+from harness.reports.tables import CLASS_RATES, mode_order, of_class  # noqa: E402
 from harness.core.values import MODES  # noqa: E402
 
-STAGES = ("parsed", "call_readable", "right_tool", "valid_arguments", "answer", "passed")
+STAGES = tuple(c for c in CLASS_RATES if c[0] != "call attempts read")  # (title, verdict, which samples)
 
 
 def _known(value) -> bool:
@@ -58,31 +60,26 @@ def _panel(ax, passed, known, rows: list, cols: list, cmap, title: str):
     return image
 
 
-def _labels(frame: pd.DataFrame) -> pd.Series:
-    return frame["model"] + frame["replayed"].map({True: " (replayed)", False: ""})
-
-
 def _stage_panel(frame: pd.DataFrame):
-    """Rows 'model · mode' (live ones first, modes in MODES order), columns the stages."""
-    labels = _labels(frame) + " · " + frame["mode"]
-    order = sorted(set(zip(frame["replayed"], frame["model"], frame["mode"].map(mode_order), frame["mode"],
-                           labels)))
+    """Rows 'model · mode' (modes in MODES order), columns the stages."""
+    labels = frame["model"] + " · " + frame["mode"]
+    order = sorted(set(zip(frame["model"], frame["mode"].map(mode_order), frame["mode"], labels)))
     rows = [label for *_, label in order]
-    cols = [RATES[s] for s in STAGES]
-    cells = pd.concat([pd.DataFrame({"row": labels, "col": RATES[s], "verdict": frame[s]}) for s in STAGES])
+    cols = [title for title, _, _ in STAGES]
+    cells = pd.concat([pd.DataFrame({"row": labels[of_class(frame, due).index], "col": title,
+                                     "verdict": of_class(frame, due)[key]}) for title, key, due in STAGES])
     return (*_counts(cells, rows, cols), rows, cols)
 
 
 def draw_heatmap(frame: pd.DataFrame, path: Path) -> Path:
-    labels = _labels(frame)
-    # Live models first, replayed ones after (they quote the seed ADR: native only); scenarios alphabetically;
-    # one panel per mode, stacked in MODES order with the same columns so a column reads down across modes.
-    live = sorted(set(labels[~frame["replayed"]]))
-    replayed = sorted(set(labels[frame["replayed"]]))
+    """frame: live samples only."""
+    # Scenarios alphabetically; one panel per mode, stacked in MODES order with the same rows and columns so a
+    # column reads down across modes.
+    models = sorted(set(frame["model"]))
     cols = sorted(set(frame["scenario"]))
     present = set(frame["mode"])
     modes = [m for m in MODES if m in present] + sorted(present - set(MODES))
-    panels = [(mode, live + (replayed if mode == "native" else [])) for mode in modes]
+    panels = [(mode, models) for mode in modes]
     stage = _stage_panel(frame)
     heights = [len(stage[2]), *(max(1, len(rows)) for _, rows in panels)]
     # Constrained layout: the stage panel's slanted column titles and the panel titles below never overlap.
@@ -93,13 +90,13 @@ def draw_heatmap(frame: pd.DataFrame, path: Path) -> Path:
     image = _panel(axes[0, 0], *stage, cmap, "By stage, all scenarios: samples that passed each check, of those where it applies")
     for index, (ax, (mode, rows)) in enumerate(zip(axes[1:, 0], panels)):
         mode_frame = frame[frame["mode"] == mode]
-        cells = pd.DataFrame({"row": _labels(mode_frame), "col": mode_frame["scenario"],
+        cells = pd.DataFrame({"row": mode_frame["model"], "col": mode_frame["scenario"],
                               "verdict": mode_frame["passed"]})
         _panel(ax, *_counts(cells, rows, cols), rows, cols, cmap, f"All checks by scenario, mode {mode}")
         if index < len(panels) - 1:
             ax.set_xticklabels([])
-    fig.suptitle("Samples that passed, by stage and by scenario; grey: not run or the check never applies; "
-                 "replayed: seed ADR quotes", fontsize=11)
+    fig.suptitle("Live samples that passed, by stage and by scenario; grey: not run or the check never applies",
+                 fontsize=11)
     bar = fig.colorbar(image, ax=list(axes[:, 0]), fraction=0.025, pad=0.01)
     bar.set_label("pass rate")
     path = Path(path)

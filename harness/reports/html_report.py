@@ -141,8 +141,16 @@ def _samples(model: str, frame: pd.DataFrame, tokens) -> list:
     return parts
 
 
-def model_html(model: str, frame: pd.DataFrame, record) -> str:
-    live, replayed = frame[~frame["replayed"]], frame[frame["replayed"]]
+def _illustrations_html(illustrations: list) -> str:
+    items = "".join(f"<li>{escape(i['scenario'])}: <code>{escape(i['reply'])}</code> → {escape(i['reading'])}. "
+                    f"The ADR: “{escape(i['quote'])}” Filled in: {escape(i['note'])}</li>" for i in illustrations)
+    return ("<h3>Reconstructed from the seed ADR's description (illustrations, not scored)</h3>"
+            f"<ul>{items}</ul>")
+
+
+def model_html(model: str, frame: pd.DataFrame, record, illustrations=()) -> str:
+    live = frame[~frame["replayed"]] if not frame.empty else frame
+    replayed = frame[frame["replayed"]] if not frame.empty else frame
     parts = [f'<section class="model" id="{escape(model)}"><h2>{escape(model)}</h2>']
     if record is not None:
         parts.append(f"<p>family: <strong>{escape(record.family or 'none (chat without tools)')}</strong>: "
@@ -150,15 +158,18 @@ def model_html(model: str, frame: pd.DataFrame, record) -> str:
     if not live.empty:
         parts += _live_tables(model, live)
     if not replayed.empty:
-        parts += ["<h3>Replayed from the seed ADR (not run here)</h3>", table_html(replay_table(replayed))]
-    parts += _samples(model, frame, token_pattern(record))
+        parts += ["<h3>Quoted by the seed ADR (not run here)</h3>", table_html(replay_table(replayed))]
+    if illustrations:
+        parts.append(_illustrations_html(illustrations))
+    if not frame.empty:
+        parts += _samples(model, frame, token_pattern(record))
     parts.append("</section>")
     return "".join(parts)
 
 
 def page(collected) -> str:
     frame = collected.samples
-    models = sorted(set(frame["model"]))
+    models = sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations})
     names = sorted({n for col in ("deviations", "findings") for ns in frame[col] for n in ns})
     modes = sorted(set(frame["mode"]), key=lambda m: (mode_order(m), m))
     head = ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
@@ -177,7 +188,8 @@ def page(collected) -> str:
               f"opens to its transcript. A sample is {STATUS_TEXT['pass']} when every check that applies holds. "
               "Hover a deviation or finding name for its explanation.</p>")
     body = [f"<header><h1>Live results and transcripts</h1><nav>{nav}</nav>{form}</header><main>{legend}"]
-    body += [model_html(m, frame[frame["model"] == m], collected.models.get(m)) for m in models]
+    body += [model_html(m, frame[frame["model"] == m], collected.models.get(m),
+                        [i for i in collected.illustrations if i["model"] == m]) for m in models]
     return "".join([head, *body, f"</main><script>{JS}</script></body></html>\n"])
 
 

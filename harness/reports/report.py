@@ -1,5 +1,6 @@
 """`harness report`: every table rebuilt from transcripts alone (no model loaded), re-scored through the
-current parsers, plus the seed ADR's replayed replies through the same scoring.
+current parsers, plus the replies the seed ADR quotes verbatim through the same scoring, in tables of their own
+(reconstructed ones are shown as illustrations, never scored).
 
 Outputs: results/<model>.md per model (one row per scenario: samples, rates with Wilson 95% intervals, named
 deviations and findings, example replies of failed samples), results/summary.md across models,
@@ -18,8 +19,9 @@ from harness.evaluation.runtime_agreement import agreement_markdown, read_record
 from harness.pins.sources import load_sources, resolve_template
 from harness.reports.html_report import write_html
 from harness.reports.tables import (
-    LEGEND, RATES, Collected, by_mode, collect, mode_order, mode_table, rate_cell, rate_value, replay_table,
-    scenario_table, trade_off_lines,
+    FIRST_REPLIES, LEGEND, RATES, Collected, by_mode, checks_table, class_cells, collect,
+    coverage_lines, illustration_lines, mode_order, mode_table, rate_value, replay_table, scenario_table,
+    trade_off_lines,
 )
 
 
@@ -89,8 +91,9 @@ def template_comparison(model_record: ModelRecord | None, model_id: str, sources
 
 
 def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sources) -> str:
-    live = frame[~frame["replayed"]]
-    replayed = frame[frame["replayed"]]
+    live = frame[~frame["replayed"]] if not frame.empty else frame
+    replayed = frame[frame["replayed"]] if not frame.empty else frame
+    illustrations = [i for i in collected.illustrations if i["model"] == model_id]
     record = collected.models.get(model_id)
     lines = [f"# {model_id}", ""]
     if record is not None:
@@ -101,9 +104,10 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
             lines.append(f"- Template variables: {record.template_kwargs}")
     if record is not None:
         lines += template_comparison(record, model_id, sources)
-    elif not replayed.empty:
+    elif not replayed.empty or illustrations:
+        family = replayed["family"].iloc[0] if not replayed.empty else illustrations[0]["family"]
         lines.append(f"- Not run here (no transcript; fetch it with `harness fetch --models {model_id}` where the Hub "
-                     f"is reachable). Family as the seed ADR reports detection: {_family(replayed['family'].iloc[0])}.")
+                     f"is reachable). Family as the seed ADR reports detection: {_family(family)}.")
     if not live.empty:
         seconds = live["seconds"].dropna()
         lines += [f"- Live samples: {len(live)}, mode {', '.join(sorted(live['mode'].unique()))}; "
@@ -114,20 +118,30 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
     stale = sum(n for (m, _), n in collected.stale.items() if m == model_id)
     if stale:
         lines.append(f"- {stale} older record(s) of since-changed scenarios left out (re-run to refresh).")
-    lines += ["", LEGEND, ""]
+    lines.append("")
+    if not frame.empty:
+        lines += [LEGEND, ""]
     if not live.empty:
+        lines += coverage_lines(collected.scenarios) + [""]
         if live["mode"].nunique() > 1:
             lines += ["## Modes", "", "All scenarios together, per mode (native: the model's template and parser; "
                       "grammar: sampling constrained by a grammar from the tool schemas; fallback: native, with a "
-                      "failed step rewritten under the grammar).", "", mode_table(live).to_markdown(index=False), "",
-                      *trade_off_lines(live), ""]
+                      f"failed step rewritten under the grammar; {FIRST_REPLIES}: its native first replies, before "
+                      "the rewrite).", "", mode_table(live).to_markdown(index=False), "", *trade_off_lines(live), ""]
         lines += ["## Live, by scenario and mode", "", scenario_table(live).to_markdown(index=False), ""]
     if not replayed.empty:
-        lines += ["## Replayed from the seed ADR (not run here)", "", replay_table(replayed).to_markdown(index=False), ""]
+        lines += ["## Quoted by the seed ADR (not run here)", "",
+                  "Replies the ADR quotes verbatim, each scored on its own (one reply is no rate; the ADR quotes no "
+                  "answer, so the answer checks do not apply).", "", replay_table(replayed).to_markdown(index=False), ""]
         for _, r in replayed.iterrows():
-            lines.append(f"- {r['scenario']} ({r['replay_kind']}): the ADR: “{r['quote']}”"
+            lines.append(f"- {r['scenario']}: the ADR: “{r['quote']}”"
                          + (f" Note: {r['note']}" if isinstance(r["note"], str) else ""))
         lines.append("")
+    if illustrations:
+        lines += ["## Reconstructed from the seed ADR's description (illustrations, not scored)", "",
+                  "The ADR describes these replies without quoting them whole; the text below is ours, so scoring "
+                  "it would grade our own writing. Shown with what the strict parser reads in it.", "",
+                  *illustration_lines(illustrations), ""]
     notes = [d for d in collected.described if d["model"] == model_id]
     if notes:
         lines += ["Described by the ADR without a reply to replay (not scored):", ""]
@@ -135,32 +149,67 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
     return "\n".join(lines)
 
 
+# The columns of each class's table in summary.md (harness.reports.tables.CLASS_RATES).
+CLASS_TITLES = {True: ("call parsed", "intended tool", "right tool", "valid typed args", "expected args",
+                       "expected answer", "uses tool result", "all checks"),
+                False: ("no call made", "expected answer", "all checks"),
+                None: ("call attempts read", "all checks")}
+
+
+def _class_table(frame: pd.DataFrame, call_due) -> pd.DataFrame:
+    """Models × modes over one class of samples (call due, no call due, or all), a fallback row followed by its
+    first replies."""
+    titles = CLASS_TITLES[call_due]
+    rows = []
+    for (model, mode), group in by_mode(frame, ["model", "mode"]):
+        group = group if call_due is None else group[group["call_due"] == call_due]
+        if group.empty:
+            continue
+        head = {"model": model, "mode": mode, "family": _family(group["family"].iloc[0]), "samples": len(group)}
+        rows.append({**head, **{t: class_cells(group)[t] for t in titles}})
+        if mode == "fallback":
+            rows.append({**head, "mode": FIRST_REPLIES, **{t: class_cells(group, first=True)[t] for t in titles}})
+    return pd.DataFrame(rows)
+
+
 def summary_markdown(collected: Collected) -> str:
     frame = collected.samples
+    live = frame[~frame["replayed"]]
+    quoted = frame[frame["replayed"]]
+    names = lambda due: ", ".join(s.name for s in collected.scenarios if s.call_due is due)  # noqa: E731
     lines = ["# Summary", "", "Rebuilt by `harness report` from results/transcripts/*.jsonl and "
-             "scenarios/replays/*.yaml, through the current parsers. Replayed rows quote the seed ADR; "
-             "they were not run here.", ""]
-    overall = []
-    for (model, replayed, mode), group in by_mode(frame, ["model", "replayed", "mode"]):
-        row = {"model": model + (" (replayed)" if replayed else ""), "mode": mode,
-               "family": _family(group["family"].iloc[0]), "samples": len(group)}
-        row.update({RATES[k]: rate_cell(group[k]) for k in ("parsed", "call_readable", "right_tool",
-                                                            "valid_arguments", "answer", "passed")})
-        overall.append(row)
-    lines += ["## Models and modes", "", LEGEND, "", pd.DataFrame(overall).to_markdown(index=False), ""]
-    trade = trade_off_lines(frame[~frame["replayed"]])
+             "scenarios/replays/*.yaml, through the current parsers. Live samples only in the rates; the replies "
+             "the seed ADR quotes are in a table of their own below.", "", LEGEND, "",
+             "## What each scenario checks", "", checks_table(collected.scenarios).to_markdown(index=False), "",
+             *coverage_lines(collected.scenarios), ""]
+    if not live.empty:
+        lines += ["## Models and modes", "", f"### Call due ({names(True)})", "",
+                  _class_table(live, True).to_markdown(index=False), "",
+                  f"### No call due ({names(False)})", "", _class_table(live, False).to_markdown(index=False), "",
+                  "### All scenarios", "", _class_table(live, None).to_markdown(index=False), ""]
+    trade = trade_off_lines(live)
     if trade:
         lines += ["## The trade-off: what a grammar buys", "",
                   "A grammar makes the call's syntax right once it is triggered; whether the model then picks the "
                   "right tool with the right arguments, and still answers, is what these differences show "
-                  "(percentage points against native on the same scenarios and seeds).", "", *trade, ""]
-    grid = pass_grid(frame)
-    cells = grid.map(lambda v: "–" if v is None or v != v else f"{100 * v:.0f}%")
-    lines += ["## All checks passed, by scenario", "", cells.to_markdown(), "",
-              "The heat map adds, per model and mode, each stage a sample passes through (parsed, call attempts "
-              "read, right tool, valid typed args, expected answer, all checks). Every sample's transcript (raw "
-              "replies, parses, deviations, verdicts) is in [report.html](report.html).", "",
-              "![heat map](heatmap.png)", ""]
+                  "(percentage points against native on the same scenarios and seeds, counted only where the "
+                  "grammar or the fallback wrote a step).", "", *trade, ""]
+    if not live.empty:
+        grid = pass_grid(live)
+        cells = grid.map(lambda v: "–" if v is None or v != v else f"{100 * v:.0f}%")
+        lines += ["## All checks passed, by scenario", "", cells.to_markdown(), "",
+                  "The heat map adds, per model and mode, each stage a sample passes through (call parsed, intended "
+                  "tool, right tool, valid typed args, expected args, no call made, expected answer, uses tool "
+                  "result, all checks). Every sample's transcript (raw replies, parses, deviations, verdicts) is "
+                  "in [report.html](report.html).", "", "![heat map](heatmap.png)", ""]
+    if not quoted.empty:
+        lines += ["## Quoted by the seed ADR (not run here)", "",
+                  "Replies the ADR quotes verbatim, scored one by one (the ADR quotes no answers).", "",
+                  replay_table(quoted, with_model=True).to_markdown(index=False), ""]
+    if collected.illustrations:
+        lines += ["Reconstructed from the ADR's description, shown as illustrations and never scored: "
+                  + "; ".join(sorted({f"{i['model']} ({i['scenario']})" for i in collected.illustrations}))
+                  + ". See each model's page.", ""]
     return "\n".join(lines)
 
 
@@ -169,11 +218,11 @@ def _family(value) -> str:
 
 
 def pass_grid(frame: pd.DataFrame) -> pd.DataFrame:
-    """Models and modes (rows; replayed ones labelled) × scenarios: the rate of samples that passed every check."""
-    labels = frame["model"] + " · " + frame["mode"] + frame["replayed"].map({True: " (replayed)", False: ""})
+    """Models and modes (rows) × scenarios: the rate of live samples that passed every check."""
+    labels = frame["model"] + " · " + frame["mode"]
     table = frame.assign(label=labels).groupby(["label", "scenario"])["passed"].agg(rate_value).unstack()
     order = frame.assign(label=labels).drop_duplicates("label")
-    order = sorted(zip(order["replayed"], order["model"], order["mode"].map(mode_order), order["label"]))
+    order = sorted(zip(order["model"], order["mode"].map(mode_order), order["label"]))
     table = table.reindex([label for *_, label in order])
     return table.astype(object).where(table.notna(), None)
 
@@ -185,18 +234,19 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     written = _write_agreement(results, collected.warnings)
     if collected.samples.empty:
         return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped, "models": {}}
-    for model, group in collected.samples.groupby("model", sort=True):
+    frame = collected.samples
+    for model in sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations}):
         path = results.model_table(model)
-        path.write_text(model_markdown(model, group, collected, sources), encoding="utf-8")
+        path.write_text(model_markdown(model, frame[frame["model"] == model], collected, sources), encoding="utf-8")
         written.append(str(path))
     summary = results.summary
     summary.write_text(summary_markdown(collected), encoding="utf-8")
     written.append(str(summary))
     written.append(str(write_html(collected, results.html)))
-    if plot:
+    if plot and not frame[~frame["replayed"]].empty:
         from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
 
-        written.append(str(draw_heatmap(collected.samples, results.heatmap)))
+        written.append(str(draw_heatmap(frame[~frame["replayed"]], results.heatmap)))
     return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped,
             "models": json_summary(collected)}
 

@@ -1,7 +1,12 @@
 """The tables every report shows, built from transcripts alone: collect() scores each recorded sample through
-the current parsers, and the table builders group those rows by model, mode and scenario. harness.reports.report
-writes them as markdown, harness.reports.html_report as HTML, harness.reports.heatmap as a picture."""
+the current parsers (harness.evaluation.scored, the function `harness score` prints), and the table builders
+group those rows by model, mode and scenario. harness.reports.report writes them as markdown,
+harness.reports.html_report as HTML, harness.reports.heatmap as a picture.
 
+Call-due and no-call samples are counted apart: over all samples, "right tool" of a model whose template
+carries no tools is only the share of scenarios where no call is due."""
+
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,42 +14,59 @@ from pathlib import Path
 import pandas as pd
 
 from harness.core.values import MODES
-from harness.evaluation.records import ModelRecord, SampleRecord
+from harness.evaluation.records import SampleRecord
 from harness.evaluation.replays import load_replays
 from harness.evaluation.scenarios import load_scenarios
-from harness.evaluation.scoring import VERDICTS, score_sample, wilson
+from harness.evaluation.scored import score_transcripts
+from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, parse_steps, score_sample, wilson
 from harness.evaluation.transcripts import read_all
 from harness.reports.examples import markdown_cell
 
 # Rates every table shows, in order, with their column titles.
-RATES = {"parsed": "parsed as expected", "call_readable": "call attempts read", "right_tool": "right tool",
-         "valid_arguments": "valid typed args", "expected_arguments": "expected args",
+RATES = {"parsed": "parsed as expected", "call_readable": "call attempts read", "intended_tool": "intended tool",
+         "right_tool": "right tool", "valid_arguments": "valid typed args", "expected_arguments": "expected args",
          "answer": "expected answer", "result_used": "uses tool result", "passed": "all checks"}
 
+# The columns of the tables over many scenarios: (title, verdict, which samples: True call due, False no call
+# due, None all). "call parsed" is *parsed as expected* where a call is due, "no call made" *right tool* where
+# none is.
+CLASS_RATES = (("call parsed", "parsed", True), ("intended tool", "intended_tool", True),
+               ("right tool", "right_tool", True), ("valid typed args", "valid_arguments", True),
+               ("expected args", "expected_arguments", True), ("no call made", "right_tool", False),
+               ("expected answer", "answer", None), ("uses tool result", "result_used", None),
+               ("call attempts read", "call_readable", None), ("all checks", "passed", None))
+FIRST_REPLIES = "fallback, first replies"  # the row of fallback's native first replies, before any rewrite
 
 EXAMPLES = "example replies of failed samples"
 
-
 LEGEND = (
-    "Rates: successes/samples where the check applies, with the Wilson 95% interval. *Parsed as expected*: "
-    "the first reply is a call of the model's family where a call is due, plain text where none is. *Call "
-    "attempts read*: of the samples whose replies tried to call (a call or a call-shaped near miss), how many "
-    "the strict parser reads as calls. Deviations name the near misses; findings name behaviours a rate hides."
+    "Rates: successes/samples where the check applies, with the Wilson 95% interval. *Call due*: the samples "
+    "whose scenario expects a call; *call parsed*: their first reply is a call the strict parser reads; "
+    "*intended tool*: their first reply chose the expected tool, read from the call or, for a named near miss, "
+    "from the name it wrote (chose right, wrote it wrong); *right tool*: the strict reading. *No call due*: the "
+    "samples whose scenario expects no call; *no call made*: none was made or attempted. *Call attempts read*: "
+    "of the samples whose replies tried to call, how many the strict parser reads. An answer is the model's "
+    "own text: a reply that repeats the user or the tool message, or that only stopped at the token limit, "
+    "answers nothing (findings `echoed-user`, `echoed-tool-message`, `runaway-answer`). A step that errored "
+    "fails every check it reaches. *Fallback, first replies*: fallback's native first replies, before the "
+    "grammar rewrote the failed ones (the fallback row scores the rewrite). Deviations name the near misses; "
+    "findings name behaviours a rate hides."
 )
 
 
 @dataclass
 class Collected:
-    samples: pd.DataFrame                      # one row per scored sample (live and replayed)
+    samples: pd.DataFrame                      # one row per scored sample (live, and replies the ADR quotes)
     models: dict                               # model id -> latest model record from its transcript
     stale: Counter = field(default_factory=Counter)   # (model, scenario) -> records of an older scenario
     warnings: list = field(default_factory=list)
     skipped: list = field(default_factory=list)       # malformed records left out (also in warnings)
     described: list = field(default_factory=list)
-    scenarios: list = field(default_factory=list)
+    scenarios: list = field(default_factory=list)     # the Scenario objects, by name
+    illustrations: list = field(default_factory=list)  # reconstructed replies: shown, never scored
 
 
-def _row(record: SampleRecord, verdicts: dict) -> dict:
+def _row(record: SampleRecord, scenario, verdicts: dict) -> dict:
     steps = [s for t in record.turns for s in t.get("steps", [])]
     # Steps written under an "auto" grammar, and how many of them it constrained (a lazy one only once its
     # trigger fired): a grammar mode that scores as native did because the grammar never took over.
@@ -53,12 +75,17 @@ def _row(record: SampleRecord, verdicts: dict) -> dict:
     return {
         "model": record.model.id, "scenario": record.scenario.name, "mode": record.mode,
         "sample": record.sample, "seed": record.seed, "family": record.family,
-        "replayed": record.replayed, "replay_kind": replay.get("kind"),
+        "replayed": record.replayed, "replay_kind": replay.get("kind"), "call_due": scenario.call_due,
         **{name: verdicts.get(name) for name in (*VERDICTS, "passed", "call_readable")},
+        **{f"first_{name}": verdicts.get(f"first_{name}") for name in FIRST_REPLY},
         "deviations": verdicts["deviations"], "findings": verdicts["findings"],
         "parse_changed": verdicts["parse_changed"], "seconds": record.seconds,
         "completion_tokens": sum(s.get("completion_tokens") or 0 for s in steps),
         "steps": len(steps), "error": record.error,
+        "errored": bool(record.error) or any(s.get("error") for s in steps),
+        # The grammar or the fallback wrote a step of this sample: what "what a grammar buys" compares.
+        "acted": any(s.get("fallback_from") or (s.get("grammar") and s.get("grammar_from", 0) is not None)
+                     for s in steps),
         "auto_steps": len(auto), "auto_took_over": sum(s["grammar_from"] is not None for s in auto),
         "reply": steps[0].get("reply") if steps else None,
         "quote": replay.get("quote"), "note": replay.get("note"),
@@ -67,42 +94,43 @@ def _row(record: SampleRecord, verdicts: dict) -> dict:
     }
 
 
+def _illustration(record: SampleRecord) -> dict:
+    """A reconstructed reply: what the parser reads in it, never a verdict (its text is ours, not the model's)."""
+    step = record.turns[0]["steps"][0]
+    parse = parse_steps([step], record.family)[0]
+    reading = ("calls " + ", ".join(c.name for c in parse.calls) if parse.accepted else
+               f"no call: {parse.deviation}" if parse.deviation else "text")
+    replay = record.replay
+    return {"model": record.model.id, "scenario": record.scenario.name, "family": record.family,
+            "reply": step["reply"], "reading": reading, "quote": replay["quote"], "note": replay["note"]}
+
+
 def collect(results_dir: Path | None = None, scenarios_dir: Path | None = None) -> Collected:
     scenarios = {s.name: s for s in load_scenarios(scenarios_dir)}
-    out = Collected(pd.DataFrame(), {}, scenarios=list(scenarios))
-    rows = []
-    for transcript in read_all(results_dir):
-        out.warnings += transcript.warnings
-        out.skipped += transcript.skipped
-        for record in transcript.records:
-            if isinstance(record, ModelRecord):
-                out.models[record.model.id] = record
-        for record in transcript.samples():
-            scenario = scenarios.get(record.scenario.name)
-            if scenario is None or scenario.hash != record.scenario.hash:
-                # Recorded against a scenario that has since changed what the model sees: not comparable.
-                out.stale[(record.model.id, record.scenario.name)] += 1
-                continue
-            try:
-                rows.append(_row(record, score_sample(scenario, record)))
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                # Turns or steps unlike any a run writes: that record is lost, not the whole report.
-                problem = f"{transcript.where(record)}: malformed record skipped: cannot be scored: " \
-                          f"{type(exc).__name__}: {exc}"
-                out.skipped.append(problem)
-                out.warnings.append(problem)
+    scored = score_transcripts(read_all(results_dir), scenarios)
+    out = Collected(pd.DataFrame(), scored.models, scored.stale_counts(), scored.warnings, scored.skipped,
+                    scenarios=list(scenarios.values()))
+    rows = [_row(record, scenario, verdicts) for record, scenario, verdicts in scored.samples]
     replays = load_replays(scenarios_dir, scenarios)
     known = {**scenarios, **replays.scenarios}
     for record in replays.records:
-        rows.append(_row(record, score_sample(known[record.scenario.name], record)))
+        if record.replay["kind"] != "quoted":
+            out.illustrations.append(_illustration(record))  # scoring text we wrote ourselves is circular
+            continue
+        scenario = known[record.scenario.name]
+        rows.append(_row(record, scenario, score_sample(scenario, record)))
     out.described = replays.described
     out.samples = pd.DataFrame(rows)
     return out
 
 
+def _known(values) -> list:
+    return [bool(v) for v in values if v is not None and v == v]  # NaN != NaN: pandas' missing value
+
+
 def rate_cell(values) -> str:
     """'k/n p% [lo–hi]' over the samples where the verdict applies; '–' when it applies to none."""
-    known = [bool(v) for v in values if v is not None and v == v]  # NaN != NaN: pandas' missing value
+    known = _known(values)
     if not known:
         return "–"
     k, n = sum(known), len(known)
@@ -111,8 +139,12 @@ def rate_cell(values) -> str:
 
 
 def rate_value(values):
-    known = [bool(v) for v in values if v is not None and v == v]
+    known = _known(values)
     return (sum(known) / len(known)) if known else None
+
+
+def of_class(frame: pd.DataFrame, call_due) -> pd.DataFrame:
+    return frame if call_due is None else frame[frame["call_due"] == call_due]
 
 
 def named_counts(series) -> str:
@@ -131,21 +163,32 @@ def by_mode(frame: pd.DataFrame, keys: list):
     return sorted(groups, key=lambda g: tuple((mode_order(k), k) if i == at else (0, k) for i, k in enumerate(g[0])))
 
 
-# The comparison issue 4 asks for: grammar buys syntax; does it buy right tools and right arguments?
-TRADE_OFF = ("parsed", "right_tool", "valid_arguments", "expected_arguments", "answer", "passed")
+def class_cells(group: pd.DataFrame, first: bool = False) -> dict:
+    """The CLASS_RATES cells of a group of samples; first: of fallback's native first replies (the checks a
+    first reply has; '–' for the rest)."""
+    row = {"call due": int((group["call_due"] == True).sum()),  # noqa: E712 -- None is neither
+           "no call due": int((group["call_due"] == False).sum())}  # noqa: E712
+    for title, key, call_due in CLASS_RATES:
+        column = f"first_{key}" if first else key
+        row[title] = rate_cell(of_class(group, call_due)[column]) if column in group else "–"
+    return row
 
 
 def mode_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per mode over all scenarios of a model: the rates, and how often the loop stepped in."""
+    """One row per mode over all scenarios of a model (and one for fallback's first replies): the rates, and
+    how often the loop stepped in."""
     rows = []
     for (mode,), group in by_mode(frame, ["mode"]):
         findings = Counter(f for fs in group["findings"] for f in fs)
-        row = {"mode": mode, "samples": len(group)}
-        row.update({RATES[k]: rate_cell(group[k]) for k in TRADE_OFF})
+        row = {"mode": mode, "samples": len(group), **class_cells(group)}
         row["grammar took over"] = took_over_cell(group)
         row["grammar retries of native steps"] = findings.get("native-fallback", 0)
         row["unconstrained retries"] = findings.get("grammar-runtime-retry", 0)
         rows.append(row)
+        if mode == "fallback":
+            rows.append({"mode": FIRST_REPLIES, "samples": len(group), **class_cells(group, first=True),
+                         **dict.fromkeys(("grammar took over", "grammar retries of native steps",
+                                          "unconstrained retries"), "–")})
     return pd.DataFrame(rows)
 
 
@@ -155,28 +198,41 @@ def took_over_cell(group: pd.DataFrame) -> str:
     return f"{int(group['auto_took_over'].sum())}/{steps} steps" if steps else "–"
 
 
+# What a grammar buys, in points: (title, verdict, which samples) as in CLASS_RATES.
+TRADE_OFF = tuple(c for c in CLASS_RATES if c[0] != "call attempts read")
+
+
 def trade_off_lines(frame: pd.DataFrame) -> list:
-    """Per model, each non-native mode against native on the same scenarios and seeds, in points."""
+    """Per model, each non-native mode against native on the same scenarios and seeds, over the samples where
+    the grammar or the fallback acted (wrote a step) and neither sample errored: elsewhere the two modes ran
+    the same text, or a render that raised in one mode compares nothing a grammar does."""
     lines = []
     for model, group in frame.groupby("model", sort=True):
         native = group[group["mode"] == "native"]
         for mode in [m for m in MODES[1:] if m in set(group["mode"])]:
             other = group[group["mode"] == mode]
-            # Only the (scenario, seed) pairs both modes ran: a mode run with fewer samples compares fairly.
             pairs = set(zip(native["scenario"], native["seed"])) & set(zip(other["scenario"], other["seed"]))
             if not pairs:
                 continue
-            pick = lambda f: f[[p in pairs for p in zip(f["scenario"], f["seed"])]]  # noqa: E731
+            pick = lambda f, keep: f[[p in keep for p in zip(f["scenario"], f["seed"])]]  # noqa: E731
+            acted = {(s, seed) for s, seed, a in zip(other["scenario"], other["seed"], other["acted"]) if a} & pairs
+            errored = {(s, seed) for f in (native, other) for s, seed, e in zip(f["scenario"], f["seed"], f["errored"])
+                       if e}
+            kept = acted - errored
+            head = (f"- **{model}**, {mode} vs native: over the {len(kept)} of {len(pairs)} paired samples where "
+                    f"the {'grammar wrote a step' if mode == 'grammar' else 'fallback rewrote a step'}"
+                    + (f" ({len(acted - kept)} left out where a sample errored)" if acted - kept else ""))
+            if not kept:
+                lines.append(head + ": nothing to compare" + (f"; the grammar took over in {took_over_cell(other)}"
+                                                             if int(other["auto_steps"].sum()) else ""))
+                continue
             parts = []
-            for key in TRADE_OFF:
-                a, b = rate_value(pick(native)[key]), rate_value(pick(other)[key])
+            for title, key, call_due in TRADE_OFF:
+                a = rate_value(of_class(pick(native, kept), call_due)[key])
+                b = rate_value(of_class(pick(other, kept), call_due)[key])
                 if a is not None and b is not None:
-                    parts.append(f"{RATES[key]} {100 * a:.0f}% → {100 * b:.0f}% ({100 * (b - a):+.0f})")
-            scenarios = len({s for s, _ in pairs})
-            if int(pick(other)["auto_steps"].sum()):
-                parts.append(f"the grammar took over in {took_over_cell(pick(other))}")
-            lines.append(f"- **{model}**, {mode} vs native ({scenarios} scenarios, {len(pairs)} paired samples): "
-                         + "; ".join(parts))
+                    parts.append(f"{title} {100 * a:.0f}% → {100 * b:.0f}% ({100 * (b - a):+.0f})")
+            lines.append(head + ": " + "; ".join(parts))
     return lines
 
 
@@ -192,12 +248,68 @@ def scenario_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def replay_table(frame: pd.DataFrame) -> pd.DataFrame:
+def _yes_no(value) -> str:
+    return {True: "yes", False: "no"}.get(value if value is None or value == value else None, "–")
+
+
+def replay_table(frame: pd.DataFrame, with_model: bool = False) -> pd.DataFrame:
+    """The replies the seed ADR quotes verbatim, each scored on its own (one reply is no rate)."""
     rows = []
     for _, r in frame.iterrows():
-        rows.append({"scenario": r["scenario"], "replay": r["replay_kind"],
+        rows.append({**({"model": r["model"]} if with_model else {}), "scenario": r["scenario"],
                      "reply": "`" + str(r["reply"]).replace("\n", "\\n").replace("|", "\\|")[:160] + "`",
-                     **{RATES[k]: {True: "yes", False: "no", None: "–"}.get(r[k], "–")
-                        for k in ("parsed", "right_tool", "valid_arguments", "expected_arguments")},
+                     **{RATES[k]: _yes_no(r[k]) for k in ("parsed", "intended_tool", "right_tool",
+                                                          "valid_arguments", "expected_arguments", "passed")},
                      "deviations": named_counts([r["deviations"]]), "findings": named_counts([r["findings"]])})
+    return pd.DataFrame(rows)
+
+
+def illustration_lines(illustrations: list) -> list:
+    """Reconstructed replies, shown without any verdict: the parser's reading, and what was filled in."""
+    return [f"- {i['scenario']}: `{i['reply'].replace(chr(10), chr(92) + 'n')}` → {i['reading']}. "
+            f"The ADR: “{i['quote']}” Filled in: {i['note']}" for i in illustrations]
+
+
+def coverage_lines(scenarios: list) -> list:
+    """Which scenarios each check covers, and what each scenario checks (its YAML's promises, written out)."""
+    covers = {"expected args": lambda e: e.arguments is not None, "expected answer": lambda e: e.wants_answer,
+              "uses tool result": lambda e: e.uses_tool_result}
+    lines = []
+    for title, applies in covers.items():
+        names = [s.name for s in scenarios if any(applies(t.expect) for t in s.turns)]
+        lines.append(f"- *{title}* covers {len(names)} of {len(scenarios)} scenarios: {', '.join(names) or 'none'}.")
+    return lines
+
+
+def check_sentences(expect) -> list:
+    """What a sample must do in a turn, one plain sentence per check: the promises a scenario's YAML holds."""
+    out = []
+    if expect.tool:
+        args = ("" if expect.arguments is None else " with no arguments" if not expect.arguments else
+                " with " + ", ".join(f"{k} = {json.dumps(v, ensure_ascii=False)}" for k, v in expect.arguments.items()))
+        out.append(f"calls {expect.tool} first{args}")
+    if expect.not_tools:
+        out.append("never calls " + ", ".join(expect.not_tools))
+    if expect.no_tool:
+        out.append("calls no tool")
+    if expect.wants_answer:
+        text = ("answers in text of its own (not an echo of the user or of a tool message, ended before the token "
+                "limit)" + (f", after {expect.tool} ran" if expect.tool else ""))
+        if expect.any_of:
+            text += ", containing one of " + ", ".join(json.dumps(a, ensure_ascii=False) for a in expect.any_of)
+        if expect.all_of:
+            text += ", containing " + " and ".join(json.dumps(a, ensure_ascii=False) for a in expect.all_of)
+        out.append(text)
+    if expect.uses_tool_result:
+        out.append(f"answers from {expect.tool}'s result")
+    return out
+
+
+def checks_table(scenarios: list) -> pd.DataFrame:
+    rows = []
+    for s in scenarios:
+        turns = [f"turn {i + 1}: " + "; ".join(check_sentences(t.expect)) for i, t in enumerate(s.turns)
+                 if check_sentences(t.expect)]
+        rows.append({"scenario": s.name, "call due": {True: "yes", False: "no", None: "–"}[s.call_due],
+                     "a sample passes when it": " / ".join(turns) or "(nothing is checked)"})
     return pd.DataFrame(rows)

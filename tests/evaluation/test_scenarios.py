@@ -78,6 +78,30 @@ def test_shipped_expectations_as_the_issue_states():
     assert by_name["get-time"].tool("get_time").parameters["properties"] == {}
 
 
+def test_every_promise_of_a_shipped_scenario_is_a_check():
+    """Descriptions say what a scenario is for; each "must" is an expect field (the loader refuses a
+    description that promises one), and the reports write the fields out (harness.reports.tables)."""
+    by_name = {s.name: s for s in load_scenarios()}
+    # The promises the issue found unchecked: a search for alex, a greeting answered.
+    assert by_name["memory-search"].turns[0].expect.arguments == {"query": "alex"}
+    assert by_name["greeting"].turns[0].expect.wants_answer
+    assert [s.name for s in by_name.values() if s.call_due] == [
+        "failing-tool", "file-chunks", "get-time", "kg-query", "memory-search", "seeded-fact"]
+
+
+def test_a_description_that_promises_a_check_is_refused(tmp_path):
+    message = error_of(tmp_path, GOOD.replace("A demo.", "A demo. The answer must give the time."))
+    assert "demo.yaml:2: description" in message and "`expect` field" in message
+
+
+def test_checks_and_description_leave_the_hash_alone(tmp_path):
+    """Checks change freely: a refined check re-scores the recorded transcripts instead of orphaning them."""
+    (base,) = load_scenarios(write(tmp_path, GOOD))
+    (refined,) = load_scenarios(write(tmp_path, GOOD.replace("A demo.", "Another demo.").replace(
+        "uses_tool_result: true", "uses_tool_result: true\n        answer_contains: {any_of: ['14:37']}")))
+    assert refined.turns[0].expect.wants_answer and base.hash == refined.hash
+
+
 def test_a_good_file_loads_with_defaults(tmp_path):
     (scenario,) = load_scenarios(write(tmp_path, GOOD))
     assert scenario.sampling == DEFAULT_SAMPLING

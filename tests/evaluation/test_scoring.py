@@ -23,9 +23,9 @@ def executed(name, error=False):
     return {"name": name, "executed": True, "executions": 1, "error": error}
 
 
-def sample(family, *turns, replayed=False):
+def sample(family, *turns, replayed=False, mode="native"):
     return SampleRecord(ModelRef("m"), ScenarioRef("s", "h"), sample=0, seed=0, family=family, replayed=replayed,
-                        turns=[{"steps": list(t)} for t in turns])
+                        mode=mode, turns=[{"steps": list(t)} for t in turns])
 
 
 def test_llama_string_numbers_type_as_integers_but_an_invented_key_is_invalid():
@@ -152,3 +152,104 @@ def test_an_unread_call_shown_as_text_is_no_answer():
     bare = '{"name": "search", "arguments": {"query": "Priya", "limit": 10}}'
     verdicts = score_sample(SCENARIOS["name-recall"], sample("hermes", [step("Hi Priya!")], [step(bare)]))
     assert verdicts["answer"] is False and verdicts["deviations"] == ["bare-json"]
+
+
+def test_an_errored_step_fails_every_check_it_reaches():
+    # Gemma 270M, native seeded-history: the template raised on the tool turn; the reply is ''.
+    raised = {"reply": "", "calls": [], "error": "render: template raised at line 1: Conversation roles must alternate"}
+    verdicts = score_sample(SCENARIOS["seeded-history"], sample(None, [raised]))
+    assert verdicts["parsed"] is False and verdicts["right_tool"] is False and verdicts["answer"] is False
+    assert verdicts["passed"] is False and "generation-error" in verdicts["findings"]
+    call_due = score_sample(SCENARIOS["file-chunks"], sample("hermes", [raised]))
+    assert {k: call_due[k] for k in ("parsed", "intended_tool", "right_tool", "valid_arguments",
+                                     "expected_arguments", "result_used")} == dict.fromkeys(
+        ("parsed", "intended_tool", "right_tool", "valid_arguments", "expected_arguments", "result_used"), False)
+
+
+def test_an_echo_of_the_user_is_no_answer():
+    # Gemma 270M's second turn, repeating the first user message until the token limit.
+    loop = "My name is Priya. mendatang\nMy name is Priya. mendatang\nMy name is Priya."
+    echoed = score_sample(SCENARIOS["name-recall"], sample(None, [step("Nice to meet you!")], [step(loop)]))
+    assert echoed["answer"] is False and "echoed-user" in echoed["findings"]
+    recalled = score_sample(SCENARIOS["name-recall"], sample(None, [step("Hi!")], [step("Your name is Priya.")]))
+    assert recalled["answer"] is True and "echoed-user" not in recalled["findings"]
+    greeting_echo = score_sample(SCENARIOS["greeting"], sample(None, [step("Hi there! How are you today?")]))
+    assert greeting_echo["answer"] is False and greeting_echo["passed"] is False
+
+
+def test_an_answer_that_only_stopped_at_the_token_limit_is_no_answer():
+    ramble = step("Hello! " + "I am fine. " * 40, finish_reason="length")
+    verdicts = score_sample(SCENARIOS["greeting"], sample("hermes", [ramble]))
+    assert verdicts["answer"] is False and "runaway-answer" in verdicts["findings"]
+    # Closed by the template's end-of-turn marker, the answer ended; only the runtime went on.
+    closed = step("Hello, doing well!<|im_end|>\n<|im_start|>user\nok" + " ok" * 40, finish_reason="length")
+    assert score_sample(SCENARIOS["greeting"], sample("hermes", [closed]))["answer"] is True
+    assert score_sample(SCENARIOS["greeting"], sample("hermes", [step("")]))["answer"] is False
+
+
+READ_NOTE = '<tool_call>\n{"name": "read_note", "arguments": {"title": "locker"}}\n</tool_call>'
+NOTE = '{"title": "locker", "text": "Gym locker 4412, combination 7-31-19."}'
+
+
+def test_a_copy_of_the_tool_message_does_not_use_the_result():
+    ran = {**executed("read_note"), "result": NOTE}
+    # The text modes send the result as `Result of read_note: …`; Gemma copied it back, garbled or not.
+    for copy in (f"Result of read_note: {NOTE}", 'Result of read_note: {"title": "locker", "text": "Gym locker '
+                 '4412, combination 7-31-19"', NOTE):
+        verdicts = score_sample(SCENARIOS["seeded-fact"], sample("hermes", [step(READ_NOTE, [ran]), step(copy)]))
+        assert verdicts["result_used"] is False and "echoed-tool-message" in verdicts["findings"], copy
+    used = score_sample(SCENARIOS["seeded-fact"], sample("hermes", [
+        step(READ_NOTE, [ran]), step(f"Result of read_note: {NOTE}\nYour combination is 7-31-19.")]))
+    assert used["result_used"] is True
+
+
+def test_a_turn_that_must_call_is_answered_only_after_the_call():
+    # SmolLM2 without tools: an apology written instead of calling send_email.
+    apology = "I'm sorry, but I'm unable to send emails."
+    assert score_sample(SCENARIOS["failing-tool"], sample(None, [step(apology)]))["answer"] is False
+    call = ('<tool_call>\n{"name": "send_email", "arguments": {"to": "sam@example.com", "subject": "Running late", '
+            '"body": "10 minutes late"}}\n</tool_call>')
+    raised = {**executed("send_email", error=True), "result": '{"error": "SMTP relay refused the message"}'}
+    after = score_sample(SCENARIOS["failing-tool"], sample("hermes", [step(call, [raised]),
+                                                                       step("Sorry, the email could not be sent.")]))
+    assert after["answer"] is True and after["passed"] is True
+
+
+def test_a_synthesized_answer_is_not_the_models():
+    call = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
+    loop = step("get_time: 14:37", synthesized=True, generation_error="generate: context window")
+    verdicts = score_sample(SCENARIOS["get-time"], sample("hermes", [step(call, [executed("get_time")]), loop]))
+    assert verdicts["result_used"] is False and "synthesized-answer" in verdicts["findings"]
+
+
+@pytest.mark.parametrize("query, ok", [("alex", True), ("Alex", True), ("alex.com/api-test", False),
+                                       ("https://example.com/api/users/{user_id}", False)])
+def test_memory_search_must_search_for_alex(query, ok):
+    call = f'<tool_call>\n{{"name": "search", "arguments": {{"query": "{query}"}}}}\n</tool_call>'
+    verdicts = score_sample(SCENARIOS["memory-search"], sample("hermes", [step(call, [executed("search")]),
+                                                                          step("Alex climbs and lives in Lisbon.")]))
+    assert verdicts["expected_arguments"] is ok and verdicts["passed"] is ok
+
+
+@pytest.mark.parametrize("reply, intended", [
+    ('```json\n{"name": "file_chunks", "arguments": {"source": "imprint/chat.py", "start": 0, "end": 2}}\n```', True),
+    ('{{"name": "file_chunks", "arguments": {"source": "imprint/chat.py"}}}', True),
+    ('{"type": "function", "function": {"name": "file_chunks", "parameters": {}}}', True),
+    ('```json\n{"name": "search", "arguments": {"query": "file_chunks"}}\n```', False),
+    ("I can't read files.", False),
+])
+def test_intended_tool_is_read_from_the_named_near_miss(reply, intended):
+    verdicts = score_sample(SCENARIOS["file-chunks"], sample("hermes", [step(reply)]))
+    assert verdicts["intended_tool"] is intended and verdicts["right_tool"] is False
+
+
+def test_fallback_keeps_the_first_replys_own_verdicts():
+    fenced = '```json\n{"name": "get_time", "arguments": {}}\n```'
+    rewrite = step('{"name": "get_time", "arguments": {}}', [executed("get_time")], family="generic-json",
+                   grammar="required", fallback_from={"reply": fenced, "prompt_tail": "", "family": "hermes"})
+    record = sample("hermes", [rewrite, step("It is 14:37.")], mode="fallback")
+    verdicts = score_sample(SCENARIOS["get-time"], record)
+    assert verdicts["parsed"] and verdicts["right_tool"] and verdicts["passed"]  # the rewrite
+    assert verdicts["first_parsed"] is False and verdicts["first_right_tool"] is False
+    assert verdicts["first_intended_tool"] is True and verdicts["first_call_readable"] is False
+    assert score_sample(SCENARIOS["get-time"], {**record, "mode": "native"})["first_parsed"] is None

@@ -84,13 +84,13 @@ def test_heat_map_stage_panel_counts_each_check_per_model_and_mode(report):
     root, _ = report
     passed, known, rows, cols = _stage_panel(collect(root / "results", root / "scenarios").samples)
     assert rows == ["m1 · native", "m1 · grammar"]
-    assert cols == ["parsed as expected", "call attempts read", "right tool", "valid typed args",
-                    "expected answer", "all checks"]
+    assert cols == ["call parsed", "intended tool", "right tool", "valid typed args", "expected args",
+                    "no call made", "expected answer", "uses tool result", "all checks"]
     native = dict(zip(cols, zip(passed[0], known[0])))
-    assert native["parsed as expected"] == (2, 4)  # seeds 0 and 2 answer in text; 1 and 3 are bare JSON
-    assert native["call attempts read"] == (0, 2)
+    assert native["no call made"] == (2, 4)  # seeds 0 and 2 answer in text; 1 and 3 are bare JSON
     assert native["all checks"] == (1, 4)
-    assert native["valid typed args"] == (0, 0)  # never applies: no call is expected
+    # No call is due in arithmetic: the call-due stages count nothing (not the no-call samples as passes).
+    assert native["call parsed"] == native["right tool"] == native["valid typed args"] == (0, 0)
 
 
 

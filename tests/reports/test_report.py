@@ -88,17 +88,37 @@ replays:
     kind: quoted
     reply: '<tool_call>\n{{"name": "get_time", "arguments": {}}}\n</tool_call>'
     quote: the quote
+  - model: new-model
+    family: hermes
+    scenario: arithmetic
+    kind: reconstructed
+    reply: '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
+    quote: the description
+    note: written by us from the description
 described_only:
   - {model: old-model, scenario: arithmetic, what: it answered, why: no text}
 """
     scenarios, results = setup(tmp_path, replays)
-    frame = collect(results, scenarios).samples
+    collected = collect(results, scenarios)
+    frame = collected.samples
     replayed = frame[frame["replayed"]]
+    # Only the verbatim quote is scored; the reconstructed reply is an illustration with no verdict at all.
     assert len(replayed) == 1 and replayed["deviations"].iloc[0] == ["double-braces"]
+    assert "new-model" not in set(frame["model"])
+    assert collected.illustrations == [{"model": "new-model", "scenario": "arithmetic", "family": "hermes",
+                                        "reply": '<tool_call> {"name": "get_time", "arguments": {}} </tool_call>',
+                                        "reading": "calls get_time", "quote": "the description",
+                                        "note": "written by us from the description"}]
     write_reports(results, scenarios, plot=False)
     text = (results / "old-model.md").read_text()
-    assert "Replayed from the seed ADR" in text and "quoted" in text and "it answered (no text)" in text
-    assert "old-model (replayed)" in (results / "summary.md").read_text()
+    assert "Quoted by the seed ADR" in text and "it answered (no text)" in text
+    illustration = (results / "new-model.md").read_text()
+    assert "illustrations, not scored" in illustration and "%" not in illustration
+    summary = (results / "summary.md").read_text()
+    # The quote has a table of its own, not a row among the live models' rates.
+    quoted = summary[summary.index("## Quoted by the seed ADR"):]
+    assert "| old-model " in quoted and "old-model" not in summary[:summary.index("## Quoted by the seed ADR")]
+    assert "new-model (arithmetic)" in quoted and "| new-model" not in summary
 
 
 def test_shipped_replays_quote_the_adr_exactly():
@@ -130,10 +150,62 @@ def test_modes_are_a_dimension_of_every_table_and_of_the_json(tmp_path):
     table = (results / "m1.md").read_text()
     # Rows per scenario × mode, native first; a per-mode table; the trade-off against native in points.
     assert table.index("| arithmetic | native") < table.index("| arithmetic | grammar")
-    assert "## Modes" in table and "grammar vs native (1 scenarios, 3 paired samples)" in table
-    assert "all checks 67% → 67% (+0)" in table
-    assert "| grammar took over" in table and "the grammar took over in 1/3 steps" in table
+    # Compared only where the grammar wrote a step: the third sample (the other two ran the same text).
+    assert "## Modes" in table and "grammar vs native: over the 1 of 3 paired samples where the grammar" in table
+    assert "no call made 0% → 100% (+100); expected answer 0% → 0% (+0); all checks 0% → 0% (+0)" in table
+    assert "| grammar took over" in table and "| 1/3 steps" in table
     summary = (results / "summary.md").read_text()
     assert "## The trade-off: what a grammar buys" in summary and "m1 · grammar" in summary
     assert out["models"]["m1"]["arithmetic"]["passed"] == 2 / 3
     assert out["models"]["m1 [grammar]"]["arithmetic"]["passed"] == 2 / 3
+
+
+TIME_SCENARIO = """\
+name: get-time
+description: time
+tools:
+  - name: get_time
+    description: time
+    parameters: {type: object, properties: {}}
+    returns: {time: "14:37"}
+    evidence: ["14:37"]
+conversation:
+  turns:
+    - user: What time is it?
+      expect: {tool: get_time, arguments: {}, uses_tool_result: true}
+"""
+
+
+def test_call_due_and_no_call_samples_apart_and_fallback_shows_its_first_replies(tmp_path):
+    scenarios, results = setup(tmp_path)
+    (scenarios / "get-time.yaml").write_text(TIME_SCENARIO)
+    time = next(s for s in load_scenarios(scenarios) if s.name == "get-time")
+    fenced = '```json\n{"name": "get_time", "arguments": {}}\n```'
+    call = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
+    ran = {"name": "get_time", "executed": True, "executions": 1, "error": False, "result": '{"time": "14:37"}'}
+    with TranscriptWriter(results / "transcripts" / "m1.jsonl") as writer:
+        for mode in ("native", "fallback"):
+            record = {**sample(time, 0, fenced), "mode": mode}
+            if mode == "fallback":  # the fenced native reply, rewritten under the grammar into a call that ran
+                record["turns"][0]["steps"] = [
+                    {"reply": call, "prompt_tail": "", "calls": [ran], "grammar": "required", "finish_reason": "stop",
+                     "fallback_from": {"reply": fenced, "prompt_tail": "", "finish_reason": "stop"}},
+                    {"reply": "It is 14:37.", "prompt_tail": "", "calls": [], "finish_reason": "stop"}]
+            append(writer, record)
+    write_reports(results, scenarios, plot=False)
+    summary = (results / "summary.md").read_text()
+    call_due = summary[summary.index("### Call due (get-time)"):summary.index("### No call due")]
+    cells = [[c.strip() for c in line.split("|")[1:-1]] for line in call_due.splitlines() if line.startswith("| m1")]
+    rows = {row[1]: dict(zip(("call parsed", "intended tool", "right tool"), row[4:7])) for row in cells}
+    # Native chose the right tool (intended) but wrote no call the parser reads; the fallback row scores the
+    # rewrite, and its first replies are what the model wrote before it.
+    none, one = "0/1 0% [0–79]", "1/1 100% [21–100]"
+    assert rows["native"] == {"call parsed": none, "intended tool": one, "right tool": none}
+    assert rows["fallback"] == {"call parsed": one, "intended tool": one, "right tool": one}
+    assert rows["fallback, first replies"] == rows["native"]
+    no_call = summary[summary.index("### No call due (arithmetic)"):summary.index("### All scenarios")]
+    assert "2/3 67% [21–94]" in no_call and "get-time" not in no_call
+    assert "*expected answer* covers 1 of 2 scenarios: arithmetic." in summary
+    assert "| get-time   | yes        | turn 1: calls get_time first with no arguments; answers from get_time's result" in summary
+    assert "calls no tool; answers in text of its own (not an echo of the user or of a tool message, ended before " \
+           'the token limit), containing one of "51"' in summary

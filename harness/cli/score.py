@@ -1,0 +1,68 @@
+"""`harness score PATH...`: every recorded sample's verdicts under the current scoring, for CI gates and other
+tools (`--json`), read from transcript files alone. The report tables count the same verdicts
+(harness.evaluation.scored)."""
+
+import sys
+from pathlib import Path
+
+from harness.core import constants
+from harness.core.errors import HarnessError
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "score", help="print every recorded sample's verdicts under the current scoring (no model loaded)",
+        description="Re-score the samples of transcript files (results/transcripts/<model>.jsonl, or a folder of "
+                    "them) through the current parsers and scenarios, and print per sample its model, scenario, "
+                    "mode, seed, sample, verdicts (all_checks: every check that applies holds) and findings. A "
+                    "record of a scenario that has since changed what the model sees is printed as stale, "
+                    "without verdicts. Exit 1 when a malformed record was skipped.")
+    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                        help="a transcript .jsonl file, or a folder whose *.jsonl files are read")
+    parser.add_argument("--scenarios-dir", type=Path, default=constants.SCENARIOS_DIR, metavar="DIR",
+                        help="the scenarios the samples are judged against (default: scenarios/)")
+    parser.add_argument("--json", action="store_true", help="print a JSON list, one object per sample")
+    parser.set_defaults(func=run)
+
+
+def _files(paths) -> list:
+    files = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(path.glob("*.jsonl"))
+            if not found:
+                raise HarnessError(f"{path}: no *.jsonl transcript in this folder")
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise HarnessError(f"{path}: no such file or folder")
+    return files
+
+
+def run(args) -> int:
+    from harness.cli.common import emit_json
+    from harness.evaluation.scenarios import load_scenarios
+    from harness.evaluation.scored import sample_entry, score_transcripts
+    from harness.evaluation.transcripts import read_transcript
+
+    scenarios = {s.name: s for s in load_scenarios(args.scenarios_dir)}
+    scored = score_transcripts([read_transcript(p) for p in _files(args.paths)], scenarios)
+    entries = [sample_entry(record, scenario, verdicts) for record, scenario, verdicts in scored.samples]
+    entries += [sample_entry(record, None, None) for record in scored.stale]
+    for warning in scored.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.json:
+        emit_json(entries)
+    else:
+        for e in entries:
+            state = "stale" if e["verdicts"] is None else {True: "pass", False: "fail", None: "n/a"}[
+                e["verdicts"]["all_checks"]]
+            names = ", ".join(e["deviations"] + e["findings"])
+            print(f"{e['model']}  {e['scenario']}  {e['mode']}  seed {e['seed']}  sample {e['sample']}: {state}"
+                  + (f" ({names})" if names else ""))
+    if scored.skipped:
+        print(f"harness score: {len(scored.skipped)} malformed transcript record(s) skipped (listed above)",
+              file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,61 @@
+"""Per-sample verdicts from transcripts: what `harness score --json` prints and what every report table counts.
+One function scores them (score_transcripts, through scoring.score_sample), so a CI gate reading the JSON and
+a person reading the tables see the same verdicts."""
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, score_sample
+from harness.evaluation.records import ModelRecord, SampleRecord
+
+
+@dataclass
+class Scored:
+    samples: list = field(default_factory=list)   # (record, scenario, verdicts) of records of current scenarios
+    stale: list = field(default_factory=list)     # records of a scenario that has since changed, or is gone
+    models: dict = field(default_factory=dict)    # model id -> latest model record
+    warnings: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)   # malformed records left out (also in warnings)
+
+    def stale_counts(self) -> Counter:
+        return Counter((r.model.id, r.scenario.name) for r in self.stale)
+
+
+def score_transcripts(transcripts, scenarios: dict) -> Scored:
+    """Score every sample of the transcripts (harness.evaluation.transcripts.Transcript) against the named
+    scenarios. A record whose scenario hash differs was run on a conversation the scenario no longer holds:
+    it is not comparable, and listed as stale rather than scored."""
+    out = Scored()
+    for transcript in transcripts:
+        out.warnings += transcript.warnings
+        out.skipped += transcript.skipped
+        for record in transcript.records:
+            if isinstance(record, ModelRecord):
+                out.models[record.model.id] = record
+        for record in transcript.samples():
+            scenario = scenarios.get(record.scenario.name)
+            if scenario is None or scenario.hash != record.scenario.hash:
+                out.stale.append(record)
+                continue
+            try:
+                out.samples.append((record, scenario, score_sample(scenario, record)))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                # Turns or steps unlike any a run writes: that record is lost, not the whole report.
+                problem = f"{transcript.where(record)}: malformed record skipped: cannot be scored: " \
+                          f"{type(exc).__name__}: {exc}"
+                out.skipped.append(problem)
+                out.warnings.append(problem)
+    return out
+
+
+def sample_entry(record: SampleRecord, scenario, verdicts: dict | None) -> dict:
+    """One sample's verdicts, machine-readable: None for a stale record (not scored)."""
+    entry = {"model": record.model.id, "scenario": record.scenario.name, "mode": record.mode, "seed": record.seed,
+             "sample": record.sample}
+    if verdicts is None:
+        return {**entry, "stale": True, "verdicts": None, "deviations": [], "findings": []}
+    checks = {name: verdicts[name] for name in (*VERDICTS, "call_readable")}
+    if record.mode == "fallback":
+        checks.update({f"first_{name}": verdicts[f"first_{name}"] for name in FIRST_REPLY})
+    return {**entry, "call_due": scenario.call_due, "verdicts": {**checks, "all_checks": verdicts["passed"]},
+            "deviations": verdicts["deviations"], "findings": verdicts["findings"]}

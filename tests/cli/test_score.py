@@ -1,0 +1,60 @@
+"""`harness score PATH... --json`: every recorded sample's verdicts, from the transcript alone, the same verdicts
+the report tables count."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.reports.tables import collect
+
+ROOT = Path(__file__).resolve().parents[2]
+TRANSCRIPT = ROOT / "results" / "transcripts" / "smollm2-135m-instruct-q4_1.jsonl"
+
+
+def harness(*args):
+    return subprocess.run([sys.executable, "-m", "harness", *map(str, args)], capture_output=True, text=True)
+
+
+def test_json_gives_every_sample_the_verdicts_the_tables_count(tmp_path):
+    done = harness("score", TRANSCRIPT, "--json")
+    assert done.returncode == 0, done.stderr
+    entries = json.loads(done.stdout)
+    records = [json.loads(line) for line in TRANSCRIPT.read_text(encoding="utf-8").splitlines()]
+    assert len(entries) == sum(r["kind"] == "sample" for r in records)
+    for entry in entries:
+        assert set(entry) == {"model", "scenario", "mode", "seed", "sample", "call_due", "verdicts", "deviations",
+                              "findings"}
+        assert entry["verdicts"]["all_checks"] in (True, False)
+        assert ("first_parsed" in entry["verdicts"]) == (entry["mode"] == "fallback")
+    # The report's rows for the same transcript hold the same verdicts, sample by sample.
+    (tmp_path / "transcripts").mkdir()
+    (tmp_path / "transcripts" / TRANSCRIPT.name).write_bytes(TRANSCRIPT.read_bytes())
+    rows = collect(tmp_path).samples
+    rows = {(r["scenario"], r["mode"], r["sample"]): r for r in rows[~rows["replayed"]].to_dict("records")}
+    for entry in entries:
+        row = rows[(entry["scenario"], entry["mode"], entry["sample"])]
+        assert entry["verdicts"]["all_checks"] == row["passed"] and entry["findings"] == row["findings"]
+        assert entry["verdicts"]["intended_tool"] == row["intended_tool"]
+    greeting = next(e for e in entries if (e["scenario"], e["mode"], e["sample"]) == ("greeting", "native", 4))
+    assert greeting["call_due"] is False and greeting["verdicts"]["all_checks"] is True
+
+
+def test_a_stale_record_is_listed_without_verdicts_and_a_broken_one_fails(tmp_path):
+    line = next(line for line in TRANSCRIPT.read_text(encoding="utf-8").splitlines() if '"kind":"sample"' in line)
+    stale = json.loads(line)
+    stale["scenario"]["hash"] = "0" * 64  # recorded on a conversation the scenario no longer holds
+    path = tmp_path / "m.jsonl"
+    path.write_text(json.dumps(stale) + "\n", encoding="utf-8")
+    done = harness("score", tmp_path, "--json")
+    assert done.returncode == 0, done.stderr
+    (entry,) = json.loads(done.stdout)
+    assert entry["stale"] is True and entry["verdicts"] is None
+    path.write_text(json.dumps(stale) + "\n" + '{"kind": "sample"}\n', encoding="utf-8")
+    broken = harness("score", path)
+    assert broken.returncode == 1 and "malformed record" in broken.stderr and ": stale" in broken.stdout
+
+
+def test_a_missing_path_is_a_usage_error():
+    done = harness("score", ROOT / "results" / "no-such.jsonl")
+    assert done.returncode == 2 and "no such file or folder" in done.stderr and "Traceback" not in done.stderr

@@ -1,0 +1,45 @@
+"""The committed live samples a person judged (hand_judged.yaml): scoring must give every verdict the person
+gave. A rule that drifts from what a reader of the raw reply would say fails here, sample by sample."""
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.core import constants
+from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scoring import score_sample
+from harness.evaluation.transcripts import read_all
+
+JUDGED = yaml.safe_load((Path(__file__).with_name("hand_judged.yaml")).read_text(encoding="utf-8"))["samples"]
+SCENARIOS = {s.name: s for s in load_scenarios()}
+
+
+@pytest.fixture(scope="module")
+def records():
+    out = {}
+    for transcript in read_all(constants.RESULTS_DIR):
+        for record in transcript.samples():
+            out[(record.model.id, record.scenario.name, record.mode, record.sample)] = record
+    return out
+
+
+def test_the_set_spans_models_modes_and_scenarios():
+    keys = [tuple(s["key"]) for s in JUDGED]
+    assert len(keys) >= 40 and len(set(keys)) == len(keys)
+    assert len({k[0] for k in keys}) == 4 and {k[2] for k in keys} == {"native", "grammar", "fallback"}
+    assert set(Counter(k[1] for k in keys)) == set(SCENARIOS)
+    assert all(s["reason"].strip() and s["verdicts"] for s in JUDGED)
+    # Both answers are in the set: samples that pass every check and samples that fail.
+    assert {s["verdicts"]["all_checks"] for s in JUDGED} == {True, False}
+
+
+@pytest.mark.parametrize("judged", JUDGED, ids=lambda s: "/".join(map(str, s["key"])))
+def test_scoring_agrees_with_the_person(judged, records):
+    record = records[tuple(judged["key"])]
+    scenario = SCENARIOS[record.scenario.name]
+    assert record.scenario.hash == scenario.hash  # judged against the conversation the model was shown
+    verdicts = score_sample(scenario, record)
+    got = {name: verdicts["passed" if name == "all_checks" else name] for name in judged["verdicts"]}
+    assert got == judged["verdicts"], judged["reason"]
