@@ -10,8 +10,12 @@ from harness.core.errors import HarnessError
 
 # Order is the order of `harness --help`.
 COMMAND_MODULES = [
-    "harness.cli.core",
-    "harness.cli.pins",
+    "harness.cli.detect",
+    "harness.cli.parse",
+    "harness.cli.conformance",
+    "harness.cli.verify",
+    "harness.cli.fetch",
+    "harness.cli.pin_template",
     "harness.cli.run",
     "harness.cli.report",
     "harness.cli.score",

@@ -17,3 +17,19 @@ def add_results_dir(parser: argparse.ArgumentParser, what: str, *aliases: str) -
     command reads or writes there."""
     parser.add_argument("--results-dir", *aliases, dest="results_dir", type=ResultsDir.at, default=ResultsDir.at(),
                         metavar="DIR", help=f"{what} (default: results/)")
+
+# Exit codes scripts rely on (README, "CLI contract"): 0 clean, 1 a finding (a deviation, a wall, a drifted
+# file), 2 any usage or input error (from harness.cli.main).
+EXIT_OK, EXIT_FINDING = 0, 1
+
+
+def log(message: str) -> None:
+    """Progress for a person, on stderr, so stdout stays the command's answer."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def detect_ref(ref, **kwargs):
+    """The family of a resolved template (harness.pins.sources.ResolvedTemplate), with its special tokens."""
+    from harness.template.detect import detect
+
+    return detect(ref.text, ref.bos_token or "", ref.eos_token or "", **kwargs)

@@ -3,8 +3,8 @@ scenarios. Reads the pins and YAML files only; nothing is rendered, downloaded o
 
 from __future__ import annotations
 
-from harness.core import constants
 from harness.cli.common import emit_json
+from harness.core import constants
 from harness.pins.sources import load_sources, model_cache_path
 
 KINDS = ("families", "templates", "models", "scenarios")

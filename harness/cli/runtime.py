@@ -13,10 +13,10 @@ from harness.core.values import MAX_SAMPLES, MAX_SEED, int_argument, seconds_arg
 def run(args) -> int:
     from harness.backends.openai import Endpoint, OpenAIBackend
     from harness.core.errors import HarnessError
-    from harness.live.runner import template_chat
     from harness.evaluation.runtime_agreement import read_records
-    from harness.live.runtime_check import run_checks
     from harness.evaluation.scenarios import load_scenarios
+    from harness.live.runner import template_chat
+    from harness.live.runtime_check import run_checks
     from harness.pins.sources import ID_PATTERN
 
     if not ID_PATTERN.match(args.runtime):

@@ -1,44 +1,19 @@
-"""`harness detect`, `harness parse` and `harness conformance`: the offline core. Their --json output is a
-contract other tools call; keep its keys stable."""
+"""`harness parse`: one raw reply on stdin, read by a family's strict parser. Its --json output is a contract
+other tools call; keep its keys stable."""
+
+from __future__ import annotations
 
 import argparse
 import json
 import sys
 from pathlib import Path
 
-from harness.template import conformance
-
-from harness.reports import conformance as conformance_report
-
 from harness import families as registry
-from harness.families.arguments import tool_parameters, type_arguments
-from harness.cli.common import add_results_dir, emit_json
-from harness.template.detect import detect
+from harness.cli.common import EXIT_FINDING, EXIT_OK, detect_ref, emit_json
 from harness.core.errors import HarnessError
 from harness.evaluation.scoring import INVALID_ARGUMENTS, PYTHON_NOTATION, UNKNOWN_TOOL
-from harness.pins.sources import list_templates, resolve_template
-
-# Exit codes scripts rely on (README, "CLI contract"): 2 is any usage or input error, from cli.main.
-EXIT_OK, EXIT_FINDING = 0, 1
-
-
-def _detect_for(ref, **kwargs):
-    return detect(ref.text, ref.bos_token or "", ref.eos_token or "", **kwargs)
-
-
-def cmd_detect(args) -> int:
-    ref = resolve_template(args.template)
-    found = _detect_for(ref)
-    if args.json:
-        emit_json(found.to_json())
-    else:
-        print(f"{ref.id}: {found.family or 'none'} ({found.status}) — {found.reason}")
-        if found.rendered_call:
-            print(f"rendered call:\n{found.rendered_call}")
-        for finding in found.findings:
-            print(f"finding {finding['name']}: {finding['detail']}")
-    # A template without tools is an answer (chat without tools), not a failure; a wall is.
-    return EXIT_FINDING if found.status == "wall" else EXIT_OK
+from harness.families.arguments import tool_parameters, type_arguments
+from harness.pins.sources import resolve_template
 
 
 def template_kwarg(text: str) -> tuple:
@@ -99,7 +74,7 @@ def cmd_parse(args) -> int:
         kwargs["enable_thinking"] = args.enable_thinking
     # The generation prompt tells the parser what the template opened (a <think> block, Functionary's >>>):
     # it must be the one the reply was generated after, so the template gets the same variables.
-    found = _detect_for(ref, **kwargs)
+    found = detect_ref(ref, **kwargs)
     name = args.family or found.family
     reply = sys.stdin.read()
     if name is None:
@@ -125,30 +100,7 @@ def cmd_parse(args) -> int:
     return EXIT_FINDING if out["deviation"] or out.get("findings") else EXIT_OK
 
 
-def cmd_conformance(args) -> int:
-    refs = [resolve_template(pin.id) for pin in list_templates()]
-    report = conformance.run(refs)
-    md, js = conformance_report.write(report, args.results_dir)
-    if args.json:
-        emit_json(report["summary"])
-    else:
-        s = report["summary"]
-        print(f"{s['templates']} templates: {s['detected']} detected, {s['walls']} walls, {s['no_tools']} without tools; "
-              f"{s['families']} families; matrix violations: {s['matrix_violations']}")
-        print(f"wrote {md} and {js}")
-    return 1 if report["matrix"]["violations"] else 0
-
-
 def register(sub) -> None:
-    p = sub.add_parser("detect", help="detect a template's tool-call family from the template itself",
-                       description="Render a probe conversation with and without a tool call and report which "
-                                   "family's parser reads the rendered call back.")
-    p.add_argument("template", metavar="PATH_OR_ID", help="a pinned template id or any .jinja file")
-    p.add_argument("--json", action="store_true",
-                   help='print {"family", "status", "reason", "rendered_call", "findings"}')
-    p.epilog = "exit status: 0 detected or no tools (the template has no tool format), 1 wall, 2 error"
-    p.set_defaults(func=cmd_detect)
-
     p = sub.add_parser("parse", help="parse one raw model reply (stdin) with a family's strict parser",
                        description="Read a raw reply (special tokens as text) on stdin and parse it strictly.")
     p.add_argument("--template", required=True, metavar="PATH_OR_ID", help="the template the reply follows")
@@ -169,10 +121,3 @@ def register(sub) -> None:
     p.epilog = ("exit status: 0 the reply parses without a deviation (a call, or text), 1 a deviation or (with "
                 "--tools) an argument finding, 2 error")
     p.set_defaults(func=cmd_parse)
-
-    p = sub.add_parser("conformance", help="offline conformance report over every pinned template",
-                       description="Detect, round-trip and render every pinned template; run the rejection matrix; "
-                                   "write conformance.md and conformance.json.")
-    add_results_dir(p, "write conformance.md and conformance.json into DIR", "--out")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.set_defaults(func=cmd_conformance)

@@ -1,0 +1,31 @@
+"""`harness conformance`: the offline conformance report over every pinned template, and the rejection matrix."""
+
+from __future__ import annotations
+
+from harness.cli.common import add_results_dir, emit_json
+from harness.pins.sources import list_templates, resolve_template
+from harness.reports import conformance as conformance_report
+from harness.template import conformance
+
+
+def cmd_conformance(args) -> int:
+    refs = [resolve_template(pin.id) for pin in list_templates()]
+    report = conformance.run(refs)
+    md, js = conformance_report.write(report, args.results_dir)
+    if args.json:
+        emit_json(report["summary"])
+    else:
+        s = report["summary"]
+        print(f"{s['templates']} templates: {s['detected']} detected, {s['walls']} walls, {s['no_tools']} without tools; "
+              f"{s['families']} families; matrix violations: {s['matrix_violations']}")
+        print(f"wrote {md} and {js}")
+    return 1 if report["matrix"]["violations"] else 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("conformance", help="offline conformance report over every pinned template",
+                       description="Detect, round-trip and render every pinned template; run the rejection matrix; "
+                                   "write conformance.md and conformance.json.")
+    add_results_dir(p, "write conformance.md and conformance.json into DIR", "--out")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_conformance)

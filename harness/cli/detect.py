@@ -1,0 +1,33 @@
+"""`harness detect`: a template's tool-call family, from the template itself. Its --json output is a
+contract other tools call; keep its keys stable."""
+
+from __future__ import annotations
+
+from harness.cli.common import EXIT_FINDING, EXIT_OK, detect_ref, emit_json
+from harness.pins.sources import resolve_template
+
+
+def cmd_detect(args) -> int:
+    ref = resolve_template(args.template)
+    found = detect_ref(ref)
+    if args.json:
+        emit_json(found.to_json())
+    else:
+        print(f"{ref.id}: {found.family or 'none'} ({found.status}) — {found.reason}")
+        if found.rendered_call:
+            print(f"rendered call:\n{found.rendered_call}")
+        for finding in found.findings:
+            print(f"finding {finding['name']}: {finding['detail']}")
+    # A template without tools is an answer (chat without tools), not a failure; a wall is.
+    return EXIT_FINDING if found.status == "wall" else EXIT_OK
+
+
+def register(sub) -> None:
+    p = sub.add_parser("detect", help="detect a template's tool-call family from the template itself",
+                       description="Render a probe conversation with and without a tool call and report which "
+                                   "family's parser reads the rendered call back.")
+    p.add_argument("template", metavar="PATH_OR_ID", help="a pinned template id or any .jinja file")
+    p.add_argument("--json", action="store_true",
+                   help='print {"family", "status", "reason", "rendered_call", "findings"}')
+    p.epilog = "exit status: 0 detected or no tools (the template has no tool format), 1 wall, 2 error"
+    p.set_defaults(func=cmd_detect)

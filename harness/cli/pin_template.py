@@ -1,0 +1,49 @@
+"""`harness pin-template`: a chat template into templates/ and its pin into sources.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.cli.common import emit_json, log
+from harness.core import constants
+from harness.pins.pin_template import pin_template
+
+
+def run_pin_template(args) -> int:
+    from harness.template.detect import (
+        detect,  # rendering machinery only this command needs
+    )
+    provenance = {k: getattr(args, k) for k in ("repo", "revision", "license", "bos_token", "eos_token", "note")}
+    entry = pin_template(args.id, args.source, origin=args.origin, force=args.force, variant=args.variant,
+                         **provenance)
+    found = detect((constants.ROOT / entry["file"]).read_text(encoding="utf-8"), entry["bos_token"] or "",
+                   entry["eos_token"] or "")
+    if args.json:
+        emit_json({"entry": entry, "detected": found.to_json()})
+    else:
+        print(f"pinned {entry['id']}: {entry['file']} ({entry['size']} bytes, sha256 {entry['sha256']})")
+        print(f"detected: {found.family or 'none'} — {found.reason}")
+        log("review the new entry in sources.json and commit it with the template file")
+    return 0
+
+
+def register(subparsers) -> None:
+    pin = subparsers.add_parser(
+        "pin-template", help="add a chat template to templates/ and its pin to sources.json",
+        description="Pin a chat template: SOURCE is a .jinja file, a tokenizer_config.json (its chat_template; "
+                    "--variant picks a named one) or a GGUF (its tokenizer.chat_template). The bytes go to "
+                    "templates/ID.jinja, size, SHA-256 and the provenance given to sources.json; bos/eos come "
+                    "from the file when it has them. Then the template's family is detected.")
+    pin.add_argument("source", type=Path, metavar="SOURCE")
+    pin.add_argument("--id", required=True, help="the template id (also its file name)")
+    pin.add_argument("--repo", help="the upstream repository, e.g. Qwen/Qwen3-0.6B")
+    pin.add_argument("--revision", help="the upstream commit (40 hex digits) the bytes were read at")
+    pin.add_argument("--variant", help="a named template in a tokenizer_config.json list (default: default)")
+    pin.add_argument("--license")
+    pin.add_argument("--bos-token")
+    pin.add_argument("--eos-token")
+    pin.add_argument("--origin", help="where the bytes came from (default: the source file's name)")
+    pin.add_argument("--note")
+    pin.add_argument("--force", action="store_true", help="re-pin an id that is already pinned")
+    pin.add_argument("--json", action="store_true", help='print {"entry", "detected"}')
+    pin.set_defaults(func=run_pin_template)

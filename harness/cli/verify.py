@@ -1,0 +1,37 @@
+"""`harness verify`: every pinned file on disk against its size and SHA-256 in sources.json."""
+
+from __future__ import annotations
+
+from harness.cli.common import emit_json, log
+from harness.core import constants
+from harness.pins.verify import BAD_STATUSES, check_all
+
+
+def run_verify(args) -> int:
+    checks = check_all()
+    bad = [c for c in checks if c.status in BAD_STATUSES]
+    if args.json:
+        emit_json({"ok": not bad, "files": [c.as_json() for c in checks]})
+    else:
+        for c in checks:
+            if c.status != "absent" or args.verbose:
+                print(f"{c.status:8} {c.kind:8} {c.id}" + (f"  ({c.detail})" if c.detail else ""))
+        absent = sum(c.status == "absent" for c in checks)
+        if absent and not args.verbose:
+            print(f"({absent} pinned model(s) not in the cache {constants.MODELS_CACHE_DIR}; -v lists them)")
+    if bad:
+        log(f"harness verify: DRIFT in {len(bad)} pinned file(s):")
+        for c in bad:
+            log(f"  {c.kind} {c.id}: {c.status}: {c.detail}")
+        return 1
+    return 0
+
+
+def register(subparsers) -> None:
+    verify = subparsers.add_parser(
+        "verify", help="check every pinned file on disk against its size and SHA-256 in sources.json",
+        description="Check every pinned template (always) and every pinned model present in the model cache "
+                    "against sources.json. Exits 1 and lists every file that drifted.")
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.add_argument("-v", "--verbose", action="store_true", help="also list models not in the cache")
+    verify.set_defaults(func=run_verify)
