@@ -1,5 +1,7 @@
 """Scoring from recorded raw replies alone, through the current parsers."""
 
+import dataclasses
+
 import pytest
 
 from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef
@@ -252,4 +254,4 @@ def test_fallback_keeps_the_first_replys_own_verdicts():
     assert verdicts["parsed"] and verdicts["right_tool"] and verdicts["passed"]  # the rewrite
     assert verdicts["first_parsed"] is False and verdicts["first_right_tool"] is False
     assert verdicts["first_intended_tool"] is True and verdicts["first_call_readable"] is False
-    assert score_sample(SCENARIOS["get-time"], {**record, "mode": "native"})["first_parsed"] is None
+    assert score_sample(SCENARIOS["get-time"], dataclasses.replace(record, mode="native"))["first_parsed"] is None
