@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from gguf import GGUFValueType, GGUFWriter
 
-import standin
-from standin import CONTROL, PROFILES, USER_DEFINED, Script, Turn, build_standin, vocab_for
+from harness.backends.scripted import vocab as standin_vocab
+from harness.backends.scripted import CONTROL, PROFILES, USER_DEFINED, Script, Turn, build_standin, vocab_for
 
 
 def test_fast_array_packing_writes_the_same_bytes_as_gguf():
-    fast, plain = standin._Writer(None, arch="gpt2"), GGUFWriter(None, arch="gpt2")
+    fast, plain = standin_vocab._Writer(None, arch="gpt2"), GGUFWriter(None, arch="gpt2")
     v, m = vocab_for("llama3.1"), vocab_for("mistral")
     # Slices keep gguf's own (slow) packer quick; the tails hold the odd unicode and the control tokens.
     arrays = [(v.tokens[-3000:], GGUFValueType.STRING), (v.types[-3000:], GGUFValueType.INT32),

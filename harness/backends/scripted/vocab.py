@@ -1,6 +1,6 @@
-"""Stand-in vocabularies: llama.cpp's vocabulary GGUFs with the edits that make them a family's.
+"""Scripted-model vocabularies: llama.cpp's vocabulary GGUFs with the edits that make them a family's.
 
-Part of the stand-in builder (tests/standin.py): the family profiles, a fast reader of GGUF key/values
+Part of the scripted-model builder (harness.backends.scripted.builder): the family profiles, a fast reader of GGUF key/values
 (gguf.GGUFReader takes ~20 s on the 128k-token Llama 3 vocabulary, this well under a second), naming a token by
 its text, spelling text with distinct tokens, counting a prompt's tokens, and writing the tokenizer keys.
 """
@@ -12,7 +12,6 @@ import struct
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Sequence, Union
 
 import numpy as np
@@ -275,24 +274,17 @@ class Vocab:
         """The ids generate() feeds the model for `prompt` (special tokens parsed, BOS rule applied), from a
         vocabulary-only GGUF of this profile loaded in llama.cpp. len() of it is a Turn's `after`."""
         if self._tokenizer is None:
-            import llama_cpp
-            from llama_cpp._internals import LlamaModel
+            from harness.backends import backend_class
 
-            self._tmp = tempfile.TemporaryDirectory(prefix="standin-vocab-")
+            self._tmp = tempfile.TemporaryDirectory(prefix="scripted-vocab-")
             path = Path(self._tmp.name) / f"{self.profile.name}-vocab.gguf"
             w = _Writer(str(path), arch="gpt2")
             _write_kv(w, self, n_embd=16)
             w.write_header_to_file()
             w.write_kv_data_to_file()
             w.close()
-            # The model alone, no context: Llama(vocab_only=True) would still open a context and warn about it.
-            params = llama_cpp.llama_model_default_params()
-            params.vocab_only = True
-            model = LlamaModel(path_model=str(path), params=params, verbose=False)
-            self._tokenizer = SimpleNamespace(tokenize=model.tokenize, token_bos=model.token_bos, _model=model)
-        from harness.backends.embedded.decoding import prompt_token_ids
-
-        return prompt_token_ids(self._tokenizer, prompt)
+            self._tokenizer = backend_class("embedded").prompt_tokenizer(path)
+        return self._tokenizer(prompt)
 
 
 class _Writer(GGUFWriter):
@@ -320,7 +312,7 @@ def vocab_for(profile: str) -> Vocab:
     return Vocab(PROFILES[profile])
 
 
-def _write_kv(w: GGUFWriter, vocab: Vocab, n_embd: int) -> None:
+def _write_kv(w: GGUFWriter, vocab: Vocab, n_embd: int, template: str | None = None) -> None:
     profile = vocab.profile
     w.add_name(f"stand-in {profile.name}")
     w.add_context_length(CONTEXT_LENGTH)
@@ -345,5 +337,7 @@ def _write_kv(w: GGUFWriter, vocab: Vocab, n_embd: int) -> None:
     if profile.bos is not None:
         w.add_bos_token_id(vocab.id(profile.bos))
     w.add_add_bos_token(profile.add_bos)
-    if profile.template:
-        w.add_chat_template((constants.TEMPLATES_DIR / profile.template).read_text(encoding="utf-8"))
+    if template is None and profile.template:
+        template = (constants.TEMPLATES_DIR / profile.template).read_text(encoding="utf-8")
+    if template:
+        w.add_chat_template(template)
