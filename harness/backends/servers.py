@@ -111,6 +111,11 @@ class LocalServer:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    def exit_status(self) -> str | None:
+        """How the process ended ("signal SIGSEGV", "exit code 1"), None while it runs or before it started."""
+        code = self._proc.poll() if self._proc else None
+        return None if code is None else _describe_exit(code)
+
     def command(self) -> list:
         if self.port is None:
             raise ServerStartError(f"{self.kind} has no port yet: start() picks one")

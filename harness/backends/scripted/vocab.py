@@ -100,8 +100,9 @@ PROFILES: dict[str, Profile] = {
             # fallback; the ids differ from Mistral's, the token kinds and texts do not.
             appended=tuple((t, CONTROL) for t in (
                 "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
-                "[TOOL_RESULTS]", "[/TOOL_RESULTS]")),
-            note="Llama SentencePiece vocabulary plus Mistral v0.3's control tokens (appended ids)",
+                "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[CALL_ID]", "[ARGS]",
+                "[THINK]", "[/THINK]")),
+            note="Llama SentencePiece vocabulary plus Mistral's control tokens (v0.3, then v7 and later; appended ids)",
         ),
     )
 }
