@@ -17,6 +17,8 @@ COMMAND_MODULES = [
     "harness.cli.report",
     "harness.cli.listing",
     "harness.cli.runtime",
+    "harness.cli.conformance_runtime",
+    "harness.cli.scripted",
 ]
 
 

@@ -7,6 +7,7 @@ results/heatmap.png (see harness.reports.heatmap), results/report.html (the tabl
 harness.reports.html_report)."""
 
 import difflib
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -14,6 +15,8 @@ import pandas as pd
 
 from harness.core import constants
 from harness.evaluation.runtime_agreement import agreement_markdown, read_records
+from harness.evaluation.runtime_conformance import conformance_markdown
+from harness.evaluation.runtime_conformance import read_records as read_conformance
 from harness.pins.sources import load_sources, resolve_template
 from harness.reports.html_report import write_html
 from harness.reports.tables import (
@@ -181,7 +184,7 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     results_dir = Path(results_dir or constants.RESULTS_DIR)
     collected = collect(results_dir, scenarios_dir)
     sources = load_sources()
-    written = _write_agreement(results_dir, collected.warnings)
+    written = _write_agreement(results_dir, collected.warnings) + _write_conformance(results_dir, collected.warnings)
     if collected.samples.empty:
         return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped, "models": {}}
     for model, group in collected.samples.groupby("model", sort=True):
@@ -212,6 +215,32 @@ def _write_agreement(results_dir: Path, warnings: list) -> list:
     out = results_dir / "runtime-agreement.md"
     out.write_text(agreement_markdown(records), encoding="utf-8")
     return [str(out)]
+
+
+def _write_conformance(results_dir: Path, warnings: list) -> list:
+    """results/runtime-conformance.md from results/runtime-conformance/*.jsonl (harness runtime-conformance)."""
+    records = []
+    for path in sorted((results_dir / "runtime-conformance").glob("*.jsonl")):
+        found, problems = read_conformance(path)
+        records += found
+        warnings += problems
+    if not records:
+        return []
+    asked = {r["template"]["id"] for r in records}
+    unscripted = [(t, why) for t, why in unscripted_templates(results_dir) if t not in asked]
+    out = results_dir / "runtime-conformance.md"
+    out.write_text(conformance_markdown(records, unscripted), encoding="utf-8")
+    return [str(out)]
+
+
+def unscripted_templates(results_dir: Path) -> list:
+    """(template, why) for templates without a detected family in conformance.json: no call shape to script."""
+    path = results_dir / "conformance.json"
+    if not path.is_file():
+        return []
+    rows = json.loads(path.read_text(encoding="utf-8")).get("templates") or []
+    return [(row["id"], f"{row['status']}: {row['reason']}") for row in rows
+            if isinstance(row, dict) and row.get("status") != "detected" and "id" in row]
 
 
 def json_summary(collected: Collected) -> dict:
