@@ -192,7 +192,7 @@ class LocalServer:
                 self.stop()
                 raise ServerStartError(f"{self.kind} was not ready after {self.ready_timeout:g} s (GET {url}: {last}); "
                                   f"it was stopped; {self._tail()}")
-            time.sleep(0.2)
+            time.sleep(0.05)
 
     def _lost_port_race(self) -> bool:
         return any(marker in self._log_text().lower() for marker in _BIND_FAILURES)

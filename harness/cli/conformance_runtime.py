@@ -4,6 +4,7 @@ DIR/runtime-conformance/RUNTIME.jsonl; `harness report` writes DIR/runtime-confo
 
 from __future__ import annotations
 
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -41,11 +42,14 @@ def run(args) -> int:
         print(f"harness runtime-conformance: {record['template']['id']} {record['case']['name']}/"
               f"{record['variant']}: {', '.join(record['labels'])}", file=sys.stderr, flush=True)
 
+    # A run stopped with SIGTERM unwinds like ^C: the server it started is stopped and the scratch folder removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="harness-scripted-") as scratch:
         workdir = Path(args.work_dir or scratch)
         workdir.mkdir(parents=True, exist_ok=True)
         records, skipped = run_suite(args.server, runtime, templates, path, workdir,
-                                     {done_key(r) for r in existing}, args.case, args.variant, log)
+                                     {done_key(r) for r in existing}, args.case, args.variant, log,
+                                     keep=args.work_dir is not None)
     for template_id, why in skipped:
         print(f"  no scripted model for {template_id}: {why}")
     agree = sum(r["labels"] == ["agree"] for r in records)

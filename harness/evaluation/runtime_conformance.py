@@ -69,8 +69,9 @@ def _text(value) -> str:
     return (value or "").strip()
 
 
-def judge(expect: dict, answer: dict, tools: list, variant: str, marker: str | None) -> tuple:
-    """(labels, details) of one answer against the strict parse: how the runtime read the reply."""
+def judge(expect: dict, answer: dict, tools: list, variant: str, marker: str | None, named: str | None = None) -> tuple:
+    """(labels, details) of one answer against the strict parse: how the runtime read the reply. `named`: the
+    function tool_choice named, for the named-other variant (the reply calls another one)."""
     strict = [(c["name"], c["arguments"]) for c in expect["calls"]] if expect["calls"] and not expect["deviation"] else []
     theirs = answer.get("tool_calls") or []
     content = _text(answer.get("content"))
@@ -78,6 +79,11 @@ def judge(expect: dict, answer: dict, tools: list, variant: str, marker: str | N
         if theirs:
             return ["calls-differ"], [f"tool_choice none, yet the runtime returned {[c['name'] for c in theirs]}"]
         return [], []
+    if variant == "named-other" and named and theirs:
+        if any(c["name"] != named for c in theirs):
+            return ["calls-differ"], [f"tool_choice named {named}, yet the runtime returned "
+                                      f"{[c['name'] for c in theirs]}"]
+        return [], []       # the runtime held the model to the named function (reply-rewritten says how)
     if strict and not theirs:
         names = [n for n, _ in strict]
         if any(n in content for n in names) or (marker and marker.strip() in content):
@@ -138,7 +144,9 @@ def classify(record: dict, tools: list, marker: str | None) -> tuple:
         if got is not None and got not in (want, want - 1):
             labels.append("reply-rewritten")
             details.append(f"{got} completion tokens where the script has {want} (end of turn included)")
-        judged, why = judge(record["expect"], plain, tools, record["variant"], marker)
+        choice = (record.get("request") or {}).get("tool_choice")
+        named = choice["function"]["name"] if isinstance(choice, dict) else None
+        judged, why = judge(record["expect"], plain, tools, record["variant"], marker, named)
         labels += judged
         details += why
         if not stream.get("error") and stream and not _same_answer(plain, stream):

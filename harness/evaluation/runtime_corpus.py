@@ -8,7 +8,7 @@ or fenced, another family's call by that family's format()). Nothing is a hand-t
 follows the template when it changes.
 
 A case names the requests it is asked with (`variants`): tool_choice auto always; required, none and a named
-function for the one-call case; parallel_tool_calls false for the two-call case. Thinking is on only for the
+function (the one the reply calls, and another one) for the one-call case; parallel_tool_calls false for the two-call case. Thinking is on only for the
 case that writes reasoning, and only where the template reads `enable_thinking`.
 """
 
@@ -50,12 +50,13 @@ EVENT = {"title": "Café \"Zürich\" \\ 東京 🎉", "attendees": ["Ana", "Bo"]
 REASONING = "The user asks for the weather in Paris, so get_weather fits."
 OPENED_REASONING = "Nothing to think about."
 # tool_choice variants: how each is sent is in harness.live.runtime_conformance.request_body.
-AUTO, REQUIRED, NONE, NAMED, NO_PARALLEL = "auto", "required", "none", "named", "no-parallel"
-VARIANTS = (AUTO, REQUIRED, NONE, NAMED, NO_PARALLEL)
+# named: the function the reply calls; named-other: another one, which the runtime must not return a call to.
+AUTO, REQUIRED, NONE, NAMED, NAMED_OTHER, NO_PARALLEL = "auto", "required", "none", "named", "named-other", "no-parallel"
+VARIANTS = (AUTO, REQUIRED, NONE, NAMED, NAMED_OTHER, NO_PARALLEL)
 # Each case's first user message opens with STRIDE more filler words than the case before it, so the prompts of
 # a template's cases lie about a reply's length apart and many cases fit one scripted model (a Turn owns the
 # positions its reply runs through).
-STRIDE = 96
+STRIDE = 128
 _CLOSERS = re.compile(r"(</[^<>]+>|<\|[^|<>]+\|>|<｜[^｜]+｜>|\[/[A-Z_]+\]|\]<\]minimax\[>\[</[a-z_:]+>)\s*$")
 
 
@@ -94,8 +95,13 @@ def _user(text: str) -> dict:
 
 
 class Renderer:
-    def __init__(self, ref, found):
-        self.text, self.bos, self.eos = ref.text, ref.bos_token or "", ref.eos_token or ""
+    """Renders as Hugging Face does, with the template's special tokens (the pin's, unless bos/eos are given:
+    a scripted model carries its vocabulary's, and a runtime renders with those)."""
+
+    def __init__(self, ref, found, bos: str | None = None, eos: str | None = None):
+        self.text = ref.text
+        self.bos = ref.bos_token or "" if bos is None else bos
+        self.eos = ref.eos_token or "" if eos is None else eos
         self.found = found
         self.kwargs = template_kwargs_for(ref.text)
         parser = family_get(found.family).parser if found.family else None
@@ -143,7 +149,7 @@ def build_corpus(ref, found=None) -> Corpus:
 
     def add(name, messages, reply_of, variants=(AUTO,), kwargs=None, note=""):
         kwargs = off if kwargs is None else kwargs
-        messages = _padded(messages, STRIDE * (len(cases) + len(skipped)))
+        messages = _padded(messages, STRIDE * len(cases))
         try:
             reply = reply_of(messages, kwargs) if callable(reply_of) else reply_of
             prompt = r.prompt(messages, tools, kwargs)
@@ -178,7 +184,7 @@ def build_corpus(ref, found=None) -> Corpus:
 
     one = [_user("What will the weather be in Paris for the next 3 days?")]
     call_case = add("one-call", one, rendered(("get_weather", WEATHER), must=("get_weather",)),
-                    (AUTO, REQUIRED, NONE, NAMED))
+                    (AUTO, REQUIRED, NONE, NAMED, NAMED_OTHER))
     if family.multiple_calls:
         add("two-calls", [_user("Weather in Paris for 3 days, and the time now, please.")],
             rendered(("get_weather", WEATHER), ("get_time", {}), must=("get_weather", "get_time")),

@@ -184,7 +184,8 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     results_dir = Path(results_dir or constants.RESULTS_DIR)
     collected = collect(results_dir, scenarios_dir)
     sources = load_sources()
-    written = _write_agreement(results_dir, collected.warnings) + _write_conformance(results_dir, collected.warnings)
+    runtime_records = _conformance_records(results_dir, collected.warnings)
+    written = _write_agreement(results_dir, collected.warnings) + _write_conformance(results_dir, runtime_records)
     if collected.samples.empty:
         return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped, "models": {}}
     for model, group in collected.samples.groupby("model", sort=True):
@@ -194,7 +195,7 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     summary = results_dir / "summary.md"
     summary.write_text(summary_markdown(collected), encoding="utf-8")
     written.append(str(summary))
-    written.append(str(write_html(collected, results_dir / "report.html")))
+    written.append(str(write_html(collected, results_dir / "report.html", runtime_records)))
     if plot:
         from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
 
@@ -217,30 +218,40 @@ def _write_agreement(results_dir: Path, warnings: list) -> list:
     return [str(out)]
 
 
-def _write_conformance(results_dir: Path, warnings: list) -> list:
-    """results/runtime-conformance.md from results/runtime-conformance/*.jsonl (harness runtime-conformance)."""
+def _conformance_records(results_dir: Path, warnings: list) -> list:
+    """The records of results/runtime-conformance/*.jsonl (harness runtime-conformance)."""
     records = []
     for path in sorted((results_dir / "runtime-conformance").glob("*.jsonl")):
         found, problems = read_conformance(path)
         records += found
         warnings += problems
+    return records
+
+
+def _write_conformance(results_dir: Path, records: list) -> list:
+    """results/runtime-conformance.md from the records."""
     if not records:
         return []
-    asked = {r["template"]["id"] for r in records}
-    unscripted = [(t, why) for t, why in unscripted_templates(results_dir) if t not in asked]
+    asked = {r["template"]["sha256"]: r["template"]["id"] for r in records}
+    unscripted = [(t, why) for t, why in unscripted_templates(results_dir, asked) if t not in asked.values()]
     out = results_dir / "runtime-conformance.md"
     out.write_text(conformance_markdown(records, unscripted), encoding="utf-8")
     return [str(out)]
 
 
-def unscripted_templates(results_dir: Path) -> list:
-    """(template, why) for templates without a detected family in conformance.json: no call shape to script."""
+def unscripted_templates(results_dir: Path, asked: dict) -> list:
+    """(template, why) for the templates of conformance.json that have no records: no detected family (no call
+    shape to script), or the same bytes as a template that was asked (asked: sha256 -> template id)."""
     path = results_dir / "conformance.json"
     if not path.is_file():
         return []
-    rows = json.loads(path.read_text(encoding="utf-8")).get("templates") or []
-    return [(row["id"], f"{row['status']}: {row['reason']}") for row in rows
-            if isinstance(row, dict) and row.get("status") != "detected" and "id" in row]
+    out = []
+    for row in json.loads(path.read_text(encoding="utf-8")).get("templates") or []:
+        if row.get("status") != "detected":
+            out.append((row["id"], f"{row['status']}: {row['reason']}"))
+        elif row.get("sha256") in asked:
+            out.append((row["id"], f"the same template as {asked[row['sha256']]}"))
+    return out
 
 
 def json_summary(collected: Collected) -> dict:

@@ -63,3 +63,10 @@ def test_the_markdown_has_the_matrix_and_each_disagreement_with_its_replay():
     assert "- Other: no tools" in text
     assert "harness runtime-conformance --server llama-server --template T --case one-call --variant auto" in text
     assert text.count("replay:") == 1
+
+
+def test_a_named_function_the_reply_does_not_call_must_not_come_back():
+    other = judge(expect(CALL), answer(None, [("get_weather", "{}")]), TOOLS, "named-other", None, "get_time")
+    assert other[0] == ["calls-differ"] and "named get_time" in other[1][0]
+    held = judge(expect(CALL), answer(None, [("get_time", "{}")]), TOOLS, "named-other", None, "get_time")
+    assert held == ([], [])

@@ -37,7 +37,7 @@ from typing import Sequence
 
 import numpy as np
 from gguf import GGMLQuantizationType
-from gguf.quants import quantize
+from gguf.quants import Q8_0
 
 from harness.backends.scripted.vocab import CONTEXT_LENGTH, PROFILES, Item, Profile, Vocab, _Writer, _write_kv, vocab_for
 
@@ -113,6 +113,13 @@ def _links(vocab: Vocab, scripts: Sequence[Script | Turn]):
     return by_token, by_position, replies
 
 
+def _q8_0(values: np.ndarray) -> np.ndarray:
+    """Q8_0 bytes of a matrix. gguf's quantize() goes row by row (seconds for a 152k-row head); its block
+    quantizer over all rows at once gives the same bytes."""
+    rows = values.astype(np.float32)
+    return Q8_0.quantize_blocks(rows.reshape(-1, 32)).reshape(rows.shape[0], -1)
+
+
 def _check_margins(out: np.ndarray, embd: np.ndarray, pos: np.ndarray, by_token, by_position, eot) -> None:
     """Run the output head (layer norm, then the head) on every scripted state; the scripted token must lead."""
     rows = np.flatnonzero(np.any(out != 0, axis=1))  # every other token's logit is exactly 0
@@ -173,7 +180,10 @@ def build_standin(path: str | Path, profile: str | Profile, scripts: Sequence[Sc
     for p, b in by_position.items():
         pos[p, pos_slot[b]] = POSITION_GAIN
         out[b, pos_slot[b]] = pos_scale
-    _check_margins(out, embd, pos, by_token, by_position, eot)
+    head = _q8_0(out) if quantized else out
+    # Checked on the head as written: Q8_0 rounds an entry against the largest of its 32-wide block.
+    _check_margins(Q8_0.dequantize_blocks(head.reshape(-1, 34)).reshape(out.shape) if quantized else out,
+                   embd, pos, by_token, by_position, eot)
 
     path = Path(path)
     w = _Writer(str(path), arch="gpt2")
@@ -182,9 +192,8 @@ def build_standin(path: str | Path, profile: str | Profile, scripts: Sequence[Sc
     ones = np.ones(n_embd, dtype=np.float32)
 
     def matrix(name: str, values: np.ndarray) -> None:
-        if quantized:  # Q8_0 stores 0 and each block's largest value exactly: same logits
-            values = quantize(values.astype(np.float32), GGMLQuantizationType.Q8_0)
-            w.add_tensor(name, values, raw_dtype=GGMLQuantizationType.Q8_0)
+        if quantized:
+            w.add_tensor(name, values if values.dtype == np.uint8 else _q8_0(values), raw_dtype=GGMLQuantizationType.Q8_0)
         else:
             w.add_tensor(name, values)
 
@@ -204,7 +213,7 @@ def build_standin(path: str | Path, profile: str | Profile, scripts: Sequence[Sc
     w.add_tensor("blk.0.ffn_down.bias", zeros(n_embd))
     w.add_tensor("output_norm.weight", ones)
     w.add_tensor("output_norm.bias", zeros(n_embd))
-    matrix("output.weight", out)
+    matrix("output.weight", head)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

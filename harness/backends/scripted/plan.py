@@ -7,6 +7,7 @@ conversation asked several ways: tool_choice variants, streamed or not)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -16,10 +17,14 @@ from harness.backends.scripted.builder import Turn, build_standin
 from harness.backends.scripted.vocab import CONTEXT_LENGTH, CONTROL, PROFILES, USER_DEFINED, Vocab, vocab_for
 
 # Which vocabulary a template gets: the first profile whose end-of-turn token the template writes (its markers are
-# then real special tokens where the family has them); any other template gets Qwen2.5's byte-level BPE, which
-# spells every string, its markers as plain text.
+# then real special tokens where the family has them); any other template gets GPT-2's byte-level BPE, which
+# spells every string, its markers as plain text, and is a third the size of Qwen2.5's (the output head over the
+# vocabulary is most of a scripted model's work per token).
 _PROFILE_BY_MARKER = (("<|im_end|>", "qwen2.5"), ("<|eot_id|>", "llama3.1"), ("[INST]", "mistral"))
-DEFAULT_PROFILE = "qwen2.5"
+DEFAULT_PROFILE = "gpt2"
+# The output head (vocabulary × width) is most of a scripted model's work per token; Q8_0 stores these weights
+# exactly and runs the quantized kernels.
+QUANTIZED = True
 
 
 def profile_for(template: str) -> str:
@@ -32,8 +37,7 @@ def profile_for(template: str) -> str:
 def reply_ids(vocab: Vocab, text: str) -> tuple:
     """The tokens a model of this vocabulary writes for `text`, then its end of turn: the vocabulary's special
     tokens where the text names them, the rest spelt with normal tokens (longest match, no space prefix)."""
-    special = sorted((t for t, k in zip(vocab.tokens, vocab.types) if k in (CONTROL, USER_DEFINED) and t and t in text),
-                     key=len, reverse=True)
+    special = [t for t in _special_texts(vocab) if t in text]
     ids = []
     pieces = re.split("(" + "|".join(map(re.escape, special)) + ")", text) if special else [text]
     for piece in pieces:
@@ -57,6 +61,14 @@ def _spell(vocab: Vocab, text: str) -> list:
             out += [vocab.id(bytes([b])) for b in ch.encode("utf-8")]
             run = ""
     return out + (vocab.segment(run, repeats=True) if run else [])
+
+
+@functools.lru_cache(maxsize=None)
+def _special_texts(vocab: Vocab) -> tuple:
+    """The vocabulary's control and user-defined token texts, longest first (so `<|tool_call_start|>` is matched
+    before a shorter token inside it)."""
+    return tuple(sorted((t for t, k in zip(vocab.tokens, vocab.types) if k in (CONTROL, USER_DEFINED) and t),
+                        key=len, reverse=True))
 
 
 @dataclass
@@ -115,7 +127,7 @@ def build_models(directory: Path, stem: str, profile: str, template: str, models
         path = Path(directory) / f"{stem}-{n}-{digest[:10]}.gguf"
         if not path.is_file():
             tmp = path.with_suffix(".part")
-            build_standin(tmp, profile, turns, vocab=vocab, template=template)
+            build_standin(tmp, profile, turns, vocab=vocab, template=template, quantized=QUANTIZED)
             tmp.replace(path)
         paths.append(path)
     return paths

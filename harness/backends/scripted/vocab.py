@@ -104,6 +104,16 @@ PROFILES: dict[str, Profile] = {
                 "[THINK]", "[/THINK]")),
             note="Llama SentencePiece vocabulary plus Mistral's control tokens (v0.3, then v7 and later; appended ids)",
         ),
+        Profile(
+            name="gpt2",
+            vocab_file="ggml-vocab-gpt-2.gguf",
+            end_of_turn="<|endoftext|>",
+            bos="<|endoftext|>",
+            add_bos=False,
+            template=None,
+            note="GPT-2's 50k byte-level BPE: spells any text (a template's markers as plain text), a third of "
+                 "Qwen2.5's vocabulary, so a model of it writes and loads faster",
+        ),
     )
 }
 
@@ -288,6 +298,9 @@ class Vocab:
         return self._tokenizer(prompt)
 
 
+_PACKED: dict = {}
+
+
 class _Writer(GGUFWriter):
     """GGUFWriter with a fast path for long arrays: packing 300k vocabulary strings one value at a time takes
     seconds. Same bytes (checked by loading the result in llama.cpp); relies on gguf 0.19's _pack_val."""
@@ -295,6 +308,16 @@ class _Writer(GGUFWriter):
     def _pack_val(self, val, vtype, add_vtype, sub_type=None):
         if vtype != GGUFValueType.ARRAY or sub_type is None or len(val) < 1024:
             return super()._pack_val(val, vtype, add_vtype, sub_type)
+        # A vocabulary's arrays are the same objects in every model built from it: packed once (a suite writes
+        # a hundred models from three vocabularies). The entry keeps `val` alive, so its id is not reused.
+        if not isinstance(val, list):
+            return self._pack_array(val, vtype, add_vtype, sub_type)
+        key = (id(val), vtype, add_vtype, sub_type)
+        if key not in _PACKED:
+            _PACKED[key] = (val, self._pack_array(val, vtype, add_vtype, sub_type))
+        return _PACKED[key][1]
+
+    def _pack_array(self, val, vtype, add_vtype, sub_type):
         head = struct.pack("<I", vtype) if add_vtype else b""
         head += struct.pack("<IQ", sub_type, len(val))
         if sub_type == GGUFValueType.STRING:
