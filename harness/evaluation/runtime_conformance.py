@@ -107,11 +107,19 @@ def judge(expect: dict, answer: dict, tools: list, variant: str, marker: str | N
                 changed.append(f"{name}: {json.dumps(got, ensure_ascii=False)[:120]} where strict reads "
                                f"{json.dumps(want, ensure_ascii=False)[:120]}")
         return (["arguments-changed"], changed) if changed else ([], [])
-    if content != _text(expect["content"]) or _text(answer.get("reasoning")) != _text(expect["reasoning"]):
-        return ["content-differs"], [f"strict content {json.dumps(_text(expect['content'])[:60], ensure_ascii=False)}"
-                                     f", runtime {json.dumps(content[:60], ensure_ascii=False)}; reasoning strict "
-                                     f"{bool(_text(expect['reasoning']))}, runtime {bool(_text(answer.get('reasoning')))}"]
+    for field, want, got in (("content", _text(expect["content"]), content),
+                             ("reasoning", _text(expect["reasoning"]), _text(answer.get("reasoning")))):
+        if want != got:
+            return ["content-differs"], [f"{field}: strict {_around(want, got)}, runtime {_around(got, want)}"]
     return [], []
+
+
+def _around(text: str, other: str) -> str:
+    """`text` from a little before where it first differs from `other`, quoted."""
+    at = next((i for i, (a, b) in enumerate(zip(text, other)) if a != b), min(len(text), len(other)))
+    start = max(0, at - 20)
+    piece = ("…" if start else "") + text[start:start + 60] + ("…" if len(text) > start + 60 else "")
+    return json.dumps(piece, ensure_ascii=False)
 
 
 def _same_answer(a: dict, b: dict) -> bool:

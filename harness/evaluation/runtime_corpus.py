@@ -53,10 +53,10 @@ OPENED_REASONING = "Nothing to think about."
 # named: the function the reply calls; named-other: another one, which the runtime must not return a call to.
 AUTO, REQUIRED, NONE, NAMED, NAMED_OTHER, NO_PARALLEL = "auto", "required", "none", "named", "named-other", "no-parallel"
 VARIANTS = (AUTO, REQUIRED, NONE, NAMED, NAMED_OTHER, NO_PARALLEL)
-# Each case's first user message opens with STRIDE more filler words than the case before it, so the prompts of
-# a template's cases lie about a reply's length apart and many cases fit one scripted model (a Turn owns the
-# positions its reply runs through).
-STRIDE = 128
+# Each case's first user message opens with filler words, one (a token in every vocabulary here) per byte of the
+# replies before it and SPACING more per case, so a template's prompts lie a reply's length apart (a token is at
+# least a byte) and its whole corpus fits one scripted model (a Turn owns the positions its reply runs through).
+SPACING = 16
 _CLOSERS = re.compile(r"(</[^<>]+>|<\|[^|<>]+\|>|<｜[^｜]+｜>|\[/[A-Z_]+\]|\]<\]minimax\[>\[</[a-z_:]+>)\s*$")
 
 
@@ -126,13 +126,16 @@ class Renderer:
             start = detection.reply_start(prompt, history)
             region, tail = history[start:], prompt[start:]
             region = region[len(tail):] if region.startswith(tail) else region
-        region = detection.cut_at_end_of_turn(region, self.eos)
+        return self.answer(prompt, detection.cut_at_end_of_turn(region, self.eos))
+
+    def answer(self, prompt: str, text: str) -> str:
+        """`text` as the model writes it after `prompt`: a generation prompt that opens a reasoning block
+        (Apriel's "Here are my reasoning steps:", a bare <think>) is closed first; the history render never
+        shows that part, and a near miss inside reasoning would test nothing."""
         for open_tag, close_tag in self.pairs:
-            # A generation prompt that opens a reasoning block (Apriel's "Here are my reasoning steps:", a bare
-            # <think>) is closed by the model before it answers; the history render never shows that part.
-            if prompt_opens(prompt, open_tag) and close_tag not in region:
-                return f"{OPENED_REASONING}\n{close_tag}{region}"
-        return region
+            if prompt_opens(prompt, open_tag) and close_tag not in text:
+                return f"{OPENED_REASONING}\n{close_tag}{text}"
+        return text
 
 
 def build_corpus(ref, found=None) -> Corpus:
@@ -149,10 +152,10 @@ def build_corpus(ref, found=None) -> Corpus:
 
     def add(name, messages, reply_of, variants=(AUTO,), kwargs=None, note=""):
         kwargs = off if kwargs is None else kwargs
-        messages = _padded(messages, STRIDE * len(cases))
+        messages = _padded(messages, sum(len(c.reply.encode("utf-8")) + SPACING for c in cases))
         try:
-            reply = reply_of(messages, kwargs) if callable(reply_of) else reply_of
             prompt = r.prompt(messages, tools, kwargs)
+            reply = reply_of(messages, kwargs) if callable(reply_of) else r.answer(prompt, reply_of)
         except TemplateError as exc:
             skipped.append((name, f"the template refuses the conversation: {exc}"))
             return None

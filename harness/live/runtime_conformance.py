@@ -19,7 +19,7 @@ from pathlib import Path
 from harness.backends.openai import chat_answer, chat_stream, wire_messages
 from harness.backends.scripted.keying import PromptKey, render_key, runtime_key
 from harness.backends.scripted.plan import build_models, pack, profile_for, reply_ids
-from harness.backends.scripted.vocab import vocab_for
+from harness.backends.scripted.vocab import CONTEXT_LENGTH, vocab_for
 from harness.backends.servers import LocalServer
 from harness.core.errors import ServerStartError
 from harness.evaluation.runtime_conformance import KIND, classify
@@ -118,7 +118,7 @@ class TemplateRun:
         # no request here asks): off, a 1,000-token prompt takes 0.05 s instead of 3 s on a scripted model.
         extra = ["--logits_all", "false"] if self.kind == "llama-cpp-python" else []
         return LocalServer(self.kind, path, extra_args=extra, alias=self.stem, ready_timeout=300,
-                           log_path=self.workdir / f"{self.stem}-{self.kind}.log")
+                           n_ctx=CONTEXT_LENGTH, log_path=self.workdir / f"{self.stem}-{self.kind}.log")
 
     def prepare(self, requests: list, from_runtime: bool = True) -> "Prepared":
         """Models keyed by our render come first; with from_runtime the first is served and answers the

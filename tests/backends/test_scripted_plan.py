@@ -4,7 +4,7 @@ into models by the positions they own."""
 
 import pytest
 
-from harness.backends.scripted import vocab_for
+from harness.backends.scripted import CONTEXT_LENGTH, vocab_for
 from harness.backends.scripted.plan import pack, profile_for, reply_ids
 from harness.backends.scripted.vocab import _BYTE_ENCODER
 from harness.core import constants
@@ -48,7 +48,7 @@ def _piece(vocab, token: int) -> bytes:
 
 def test_turns_share_a_model_unless_their_positions_overlap():
     a, b = (1, 2, 3), (4, 5)
-    models, refused = pack([("x", 10, a), ("y", 10, a), ("z", 12, b), ("w", 20, b), ("v", 4095, a)])
+    models, refused = pack([("x", 10, a), ("y", 10, a), ("z", 12, b), ("w", 20, b), ("v", CONTEXT_LENGTH - 1, a)])
     assert [[(s.after, s.requests) for s in m.slots] for m in models] == \
         [[(10, ["x", "y"]), (20, ["w"])], [(12, ["z"])]]
     assert refused and refused[0][0] == "v" and "do not fit" in refused[0][1]

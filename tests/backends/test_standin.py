@@ -6,7 +6,7 @@ import pytest
 from gguf import GGUFValueType, GGUFWriter
 
 from harness.backends.scripted import vocab as standin_vocab
-from harness.backends.scripted import CONTROL, PROFILES, USER_DEFINED, Script, Turn, build_standin, vocab_for
+from harness.backends.scripted import CONTEXT_LENGTH, CONTROL, PROFILES, USER_DEFINED, Script, Turn, build_standin, vocab_for
 
 
 def test_fast_array_packing_writes_the_same_bytes_as_gguf():
@@ -56,7 +56,7 @@ def test_contradicting_scripts_are_refused(tmp_path):
     with pytest.raises(ValueError, match="followed by both"):
         build_standin(tmp_path / "x.gguf", "mistral", [Turn(5, ("Hello", "Done")), Turn(6, ("Yes",))])
     with pytest.raises(ValueError, match="does not fit"):
-        build_standin(tmp_path / "x.gguf", "mistral", [Turn(4096, ("Hello",))])
+        build_standin(tmp_path / "x.gguf", "mistral", [Turn(CONTEXT_LENGTH, ("Hello",))])
     assert not (tmp_path / "x.gguf").exists()
 
 

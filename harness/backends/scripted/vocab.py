@@ -33,7 +33,7 @@ def llama_cpp_models() -> Path:
 # GGUF token types (llama.cpp's llama_token_type).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 
-CONTEXT_LENGTH = 4096  # rows of the position embedding: load stand-ins with n_ctx <= this
+CONTEXT_LENGTH = 8192  # rows of the position embedding: load stand-ins with n_ctx <= this
 
 Item = Union[str, bytes, int]  # a token's text, one raw byte (byte token), or a token id
 
