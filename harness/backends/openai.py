@@ -187,7 +187,7 @@ class OpenAIBackend(Backend):
             url = endpoint.root(path) if root else endpoint.route(path)
             try:
                 with self._slots[endpoint]:
-                    return _post_json(url, {"model": endpoint.served_model, **body}, left), endpoint
+                    return post_json(url, {"model": endpoint.served_model, **body}, left), endpoint
             except ServerReplyError as exc:
                 if not exc.retry:
                     raise
@@ -200,10 +200,10 @@ class OpenAIBackend(Backend):
 
     def _post_to(self, endpoint: Endpoint, url: str, body: dict) -> dict:
         with self._slots[endpoint]:
-            return _post_json(url, body, self.timeout)
+            return post_json(url, body, self.timeout)
 
 
-def _post_json(url: str, body: dict, timeout: float) -> dict:
+def post_json(url: str, body: dict, timeout: float) -> dict:
     data = json.dumps(body).encode("utf-8")
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     try:
@@ -259,3 +259,58 @@ def _finish(reason) -> str:
     # OpenAI's "stop" covers an end-of-generation token and a stop string alike; ours are told apart only in
     # process, so a server's "stop" is ours.
     return "length" if reason == "length" else "stop"
+
+
+def chat_answer(url: str, body: dict, timeout: float) -> dict:
+    """One /v1/chat/completions answer as the runtime returned it: content, reasoning_content, tool_calls (name
+    and the arguments string), finish_reason, completion tokens; an HTTP or connection failure as `error`."""
+    try:
+        answer = post_json(url, {**body, "stream": False}, timeout)
+    except ServerReplyError as exc:
+        return {"error": str(exc), "status": exc.status}
+    choices = answer.get("choices") or [{}]
+    message = choices[0].get("message") or {}
+    return {"status": 200, "content": message.get("content"), "reasoning": message.get("reasoning_content"),
+            "tool_calls": [{"name": (c.get("function") or {}).get("name"),
+                            "arguments": (c.get("function") or {}).get("arguments")}
+                           for c in message.get("tool_calls") or []],
+            "finish_reason": choices[0].get("finish_reason"),
+            "completion_tokens": (answer.get("usage") or {}).get("completion_tokens")}
+
+
+def chat_stream(url: str, body: dict, timeout: float) -> dict:
+    """The same request streamed: server-sent deltas accumulated as a client does (content and reasoning
+    concatenated, tool calls by index with their argument fragments joined), with the number of chunks."""
+    data = json.dumps({**body, "stream": True}).encode("utf-8")
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    content, reasoning, calls, finish, chunks = [], [], {}, None, 0
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            for raw in response:
+                line = raw.decode("utf-8", "replace").strip()
+                if not line.startswith("data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == "[DONE]":
+                    break
+                event = json.loads(payload)
+                if "error" in event:
+                    return {"error": f"{url}: error event in the stream: {json.dumps(event['error'])[:300]}"}
+                chunks += 1
+                for choice in event.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    content.append(delta.get("content") or "")
+                    reasoning.append(delta.get("reasoning_content") or "")
+                    for call in delta.get("tool_calls") or []:
+                        slot = calls.setdefault(call.get("index", len(calls)), {"name": "", "arguments": ""})
+                        function = call.get("function") or {}
+                        slot["name"] += function.get("name") or ""
+                        slot["arguments"] += function.get("arguments") or ""
+                    finish = choice.get("finish_reason") or finish
+    except urllib.error.HTTPError as exc:
+        said = exc.read()[:500].decode("utf-8", "replace")
+        return {"error": f"{url}: HTTP {exc.code}: {said}", "status": exc.code}
+    except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError, ValueError) as exc:
+        return {"error": f"{url}: {getattr(exc, 'reason', exc)}"}
+    return {"status": 200, "content": "".join(content) or None, "reasoning": "".join(reasoning) or None,
+            "tool_calls": [calls[i] for i in sorted(calls)], "finish_reason": finish, "chunks": chunks}

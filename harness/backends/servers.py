@@ -111,6 +111,11 @@ class LocalServer:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    def exit_status(self) -> str | None:
+        """How the process ended ("signal SIGSEGV", "exit code 1"), None while it runs or before it started."""
+        code = self._proc.poll() if self._proc else None
+        return None if code is None else _describe_exit(code)
+
     def command(self) -> list:
         if self.port is None:
             raise ServerStartError(f"{self.kind} has no port yet: start() picks one")
@@ -187,7 +192,7 @@ class LocalServer:
                 self.stop()
                 raise ServerStartError(f"{self.kind} was not ready after {self.ready_timeout:g} s (GET {url}: {last}); "
                                   f"it was stopped; {self._tail()}")
-            time.sleep(0.2)
+            time.sleep(0.05)
 
     def _lost_port_race(self) -> bool:
         return any(marker in self._log_text().lower() for marker in _BIND_FAILURES)

@@ -21,6 +21,8 @@ COMMAND_MODULES = [
     "harness.cli.score",
     "harness.cli.listing",
     "harness.cli.runtime",
+    "harness.cli.conformance_runtime",
+    "harness.cli.scripted",
 ]
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypedDict
 
 SCHEMA_VERSION = 1
-SAMPLE, MODEL, RUNTIME_CHECK = "sample", "model", "runtime-check"
+SAMPLE, MODEL, RUNTIME_CHECK, RUNTIME_CONFORMANCE = "sample", "model", "runtime-check", "runtime-conformance"
 
 
 class RecordError(ValueError):
@@ -264,7 +264,68 @@ class RuntimeCheckRecord:
                 "runtime_reply": self.runtime_reply, "label": self.label, "detail": self.detail}
 
 
-KINDS = {kind.KIND: kind for kind in (SampleRecord, ModelRecord, RuntimeCheckRecord)}
+@dataclass
+class RuntimeConformanceRecord:
+    """One scripted reply through a runtime's /v1/chat/completions, non-streamed and streamed, with its labels
+    (harness.live.runtime_conformance writes it, harness.evaluation.runtime_conformance labels it)."""
+    KIND: ClassVar[str] = RUNTIME_CONFORMANCE
+    runtime: str
+    server: str
+    template: dict                    # {"id", "sha256"}
+    case: dict                        # {"name", "hash"}
+    variant: str                      # the tool_choice / thinking variant asked
+    reply: str                        # the exact reply the scripted model writes
+    labels: list
+    details: list = field(default_factory=list)
+    family: str | None = None
+    profile: str | None = None        # the vocabulary the scripted model was built on
+    request: dict | None = None       # the request's switches (tool_choice, stream, ...)
+    reply_tokens: int | None = None
+    expect: dict | None = None        # the strict parse of the reply
+    ours: dict | None = None          # our render's prompt length
+    key: dict | None = None           # the prompt length the reply was keyed to, and where it came from
+    model: str | None = None          # the scripted GGUF's file name
+    plain: dict | None = None         # the non-streamed answer as returned
+    stream: dict | None = None        # the streamed answer, deltas accumulated
+    recorded: str | None = None
+    schema: int = SCHEMA_VERSION     # as read; to_json writes this harness's schema
+
+    def done_key(self) -> tuple:
+        """What a resumed run skips: this template's case and variant, already asked."""
+        return self.template["sha256"], self.case["name"], self.case["hash"], self.variant
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "RuntimeConformanceRecord":
+        template, case = _nested(raw, "template"), _nested(raw, "case")
+        _within("template", lambda: [_check(template, k, (str,)) for k in ("id", "sha256")])
+        _within("case", lambda: [_check(case, k, (str,)) for k in ("name", "hash")])
+        return cls(runtime=_check(raw, "runtime", (str,)), server=_check(raw, "server", (str,)),
+                   template=template, case=case, variant=_check(raw, "variant", (str,)),
+                   reply=_check(raw, "reply", (str,)), labels=_check(raw, "labels", (list,)),
+                   details=_check(raw, "details", (list,), optional=True) or [],
+                   family=_check(raw, "family", (str, _NONE), optional=True),
+                   profile=_check(raw, "profile", (str, _NONE), optional=True),
+                   request=_check(raw, "request", (dict, _NONE), optional=True),
+                   reply_tokens=_check(raw, "reply_tokens", (int, _NONE), optional=True),
+                   expect=_check(raw, "expect", (dict, _NONE), optional=True),
+                   ours=_check(raw, "ours", (dict, _NONE), optional=True),
+                   key=_check(raw, "key", (dict, _NONE), optional=True),
+                   model=_check(raw, "model", (str, _NONE), optional=True),
+                   plain=_check(raw, "plain", (dict, _NONE), optional=True),
+                   stream=_check(raw, "stream", (dict, _NONE), optional=True),
+                   recorded=_check(raw, "recorded", (str, _NONE), optional=True),
+                   schema=_check(raw, "schema", (int,), optional=True) or 0)
+
+    def to_json(self) -> dict:
+        return {"schema": SCHEMA_VERSION, "kind": RUNTIME_CONFORMANCE, "runtime": self.runtime,
+                "server": self.server, "template": self.template, "family": self.family, "profile": self.profile,
+                "case": self.case, "variant": self.variant, "request": self.request, "reply": self.reply,
+                "reply_tokens": self.reply_tokens, "expect": self.expect, "ours": self.ours, "key": self.key,
+                "model": self.model, "plain": self.plain, "stream": self.stream, "recorded": self.recorded,
+                "labels": self.labels, "details": self.details}
+
+
+KINDS = {kind.KIND: kind for kind in (SampleRecord, ModelRecord, RuntimeCheckRecord, RuntimeConformanceRecord)}
 
 
 def record_from_json(raw, kinds=(SAMPLE, MODEL)):

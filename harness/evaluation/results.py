@@ -3,7 +3,9 @@
     results/
       transcripts/<model>.jsonl     live samples (harness run), append-only
       runtimes/<runtime>.jsonl      runtime-check pairs, append-only
-      <model>.md, summary.md, heatmap.png, report.html, runtime-agreement.md   (harness report)
+      runtime-conformance/<runtime>.jsonl   scripted replies through a runtime, append-only
+      <model>.md, summary.md, heatmap.png, report.html, runtime-agreement.md, runtime-conformance.md
+                                    (harness report)
       conformance.md, conformance.json                                          (harness conformance)
 
 A run or report pointed at another folder (`--results-dir`) leaves the committed one alone."""
@@ -46,6 +48,20 @@ class ResultsDir:
 
     def runtime_record_files(self) -> list:
         return sorted(self.runtimes.glob("*.jsonl"))
+
+    @property
+    def runtime_conformance(self) -> Path:
+        return self.root / "runtime-conformance"
+
+    def runtime_conformance_records(self, runtime: str) -> Path:
+        return self.runtime_conformance / f"{runtime}.jsonl"
+
+    def runtime_conformance_files(self) -> list:
+        return sorted(self.runtime_conformance.glob("*.jsonl"))
+
+    @property
+    def runtime_conformance_report(self) -> Path:
+        return self.root / "runtime-conformance.md"
 
     def model_table(self, model_id: str) -> Path:
         return self.root / f"{model_id}.md"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.evaluation.runtime_conformance import LABELS, matrix, replay_command
 from harness.reports.html_samples import STATUS_TEXT, names_html, sample_html, status, token_pattern
 from harness.reports.examples import failing_examples
 from harness.reports.tables import EXAMPLES, RATES, by_mode, mode_order, mode_table, replay_table, scenario_table
@@ -167,7 +168,27 @@ def model_html(model: str, frame: pd.DataFrame, record, illustrations=()) -> str
     return "".join(parts)
 
 
-def page(collected) -> str:
+def runtime_section(records: list) -> str:
+    """results/runtime-conformance.md's matrix and disagreements, for the page (empty without records)."""
+    if not records:
+        return ""
+    head = "".join(f"<th>{escape(k)}</th>" for k in ("runtime", "family", "templates", "requests", *LABELS))
+    rows = "".join("<tr>" + "".join(f"<td>{escape(str(v))}</td>" for v in (
+        row["runtime"], row["family"], len(row["templates"]), row["requests"], *(row[k] for k in LABELS))) + "</tr>"
+        for row in matrix(records))
+    items = "".join(
+        f"<li><b>{escape(r.runtime)}</b> / {escape(r.template['id'])} / {escape(r.case['name'])}/"
+        f"{escape(r.variant)}: <code>{escape(', '.join(r.labels))}</code> — {escape('; '.join(r.details))}"
+        f"<pre>{escape(r.reply)}</pre><code>{escape(replay_command(r))}</code></li>"
+        for r in sorted(records, key=lambda r: (r.runtime, r.family or "", r.template["id"], r.case["name"],
+                                                 r.variant)) if r.labels != ["agree"])
+    return ('<section class="model" id="runtime-conformance"><h2>Runtime conformance</h2><p>Exact replies of '
+            "scripted models through each runtime's /v1/chat/completions (results/runtime-conformance.md).</p>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+            f"<details><summary>disagreements</summary><ul>{items}</ul></details></section>")
+
+
+def page(collected, runtime: str = "") -> str:
     frame = collected.samples
     models = sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations})
     names = sorted({n for col in ("deviations", "findings") for ns in frame[col] for n in ns})
@@ -190,10 +211,13 @@ def page(collected) -> str:
     body = [f"<header><h1>Live results and transcripts</h1><nav>{nav}</nav>{form}</header><main>{legend}"]
     body += [model_html(m, frame[frame["model"] == m], collected.models.get(m),
                         [i for i in collected.illustrations if i["model"] == m]) for m in models]
-    return "".join([head, *body, f"</main><script>{JS}</script></body></html>\n"])
+    if runtime:
+        nav += '<a href="#runtime-conformance">runtime conformance</a>'
+        body[0] = f"<header><h1>Live results and transcripts</h1><nav>{nav}</nav>{form}</header><main>{legend}"
+    return "".join([head, *body, runtime, f"</main><script>{JS}</script></body></html>\n"])
 
 
-def write_html(collected, path: Path) -> Path:
+def write_html(collected, path: Path, runtime_records: list = ()) -> Path:
     path = Path(path)
-    path.write_text(page(collected), encoding="utf-8")
+    path.write_text(page(collected, runtime_section(list(runtime_records))), encoding="utf-8")
     return path

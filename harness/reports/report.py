@@ -8,6 +8,7 @@ results/heatmap.png (see harness.reports.heatmap), results/report.html (the tabl
 harness.reports.html_report)."""
 
 import difflib
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -16,6 +17,8 @@ import pandas as pd
 from harness.evaluation.records import ModelRecord
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.runtime_agreement import agreement_markdown, read_records
+from harness.evaluation.runtime_conformance import conformance_markdown
+from harness.evaluation.runtime_conformance import read_records as read_conformance
 from harness.pins.sources import load_sources, resolve_template
 from harness.reports.html_report import write_html
 from harness.reports.tables import (
@@ -231,7 +234,8 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     results = ResultsDir.at(results_dir)
     collected = collect(results, scenarios_dir)
     sources = load_sources()
-    written = _write_agreement(results, collected.warnings)
+    runtime_records = _conformance_records(results, collected.warnings)
+    written = _write_agreement(results, collected.warnings) + _write_conformance(results, runtime_records)
     if collected.samples.empty:
         return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped, "models": {}}
     frame = collected.samples
@@ -242,7 +246,7 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     summary = results.summary
     summary.write_text(summary_markdown(collected), encoding="utf-8")
     written.append(str(summary))
-    written.append(str(write_html(collected, results.html)))
+    written.append(str(write_html(collected, results.html, runtime_records)))
     if plot and not frame[~frame["replayed"]].empty:
         from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
 
@@ -263,6 +267,42 @@ def _write_agreement(results: ResultsDir, warnings: list) -> list:
     out = results.runtime_agreement
     out.write_text(agreement_markdown(records), encoding="utf-8")
     return [str(out)]
+
+
+def _conformance_records(results: ResultsDir, warnings: list) -> list:
+    """The records of results/runtime-conformance/*.jsonl (harness runtime-conformance)."""
+    records = []
+    for path in results.runtime_conformance_files():
+        found, problems = read_conformance(path)
+        records += found
+        warnings += problems
+    return records
+
+
+def _write_conformance(results: ResultsDir, records: list) -> list:
+    """results/runtime-conformance.md from the records."""
+    if not records:
+        return []
+    asked = {r.template["sha256"]: r.template["id"] for r in records}
+    unscripted = [(t, why) for t, why in unscripted_templates(results.root, asked) if t not in asked.values()]
+    out = results.runtime_conformance_report
+    out.write_text(conformance_markdown(records, unscripted), encoding="utf-8")
+    return [str(out)]
+
+
+def unscripted_templates(results_dir: Path, asked: dict) -> list:
+    """(template, why) for the templates of conformance.json that have no records: no detected family (no call
+    shape to script), or the same bytes as a template that was asked (asked: sha256 -> template id)."""
+    path = results_dir / "conformance.json"
+    if not path.is_file():
+        return []
+    out = []
+    for row in json.loads(path.read_text(encoding="utf-8")).get("templates") or []:
+        if row.get("status") != "detected":
+            out.append((row["id"], f"{row['status']}: {row['reason']}"))
+        elif row.get("sha256") in asked:
+            out.append((row["id"], f"the same template as {asked[row['sha256']]}"))
+    return out
 
 
 def json_summary(collected: Collected) -> dict:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from gguf import GGUFValueType, GGUFWriter
 
-import standin
-from standin import CONTROL, PROFILES, USER_DEFINED, Script, Turn, build_standin, vocab_for
+from harness.backends.scripted import vocab as standin_vocab
+from harness.backends.scripted import CONTEXT_LENGTH, CONTROL, PROFILES, USER_DEFINED, Script, Turn, build_standin, vocab_for
 
 
 def test_fast_array_packing_writes_the_same_bytes_as_gguf():
-    fast, plain = standin._Writer(None, arch="gpt2"), GGUFWriter(None, arch="gpt2")
+    fast, plain = standin_vocab._Writer(None, arch="gpt2"), GGUFWriter(None, arch="gpt2")
     v, m = vocab_for("llama3.1"), vocab_for("mistral")
     # Slices keep gguf's own (slow) packer quick; the tails hold the odd unicode and the control tokens.
     arrays = [(v.tokens[-3000:], GGUFValueType.STRING), (v.types[-3000:], GGUFValueType.INT32),
@@ -57,7 +57,7 @@ def test_contradicting_scripts_are_refused(tmp_path):
     with pytest.raises(ValueError, match="followed by both"):
         build_standin(tmp_path / "x.gguf", "mistral", [Turn(5, ("Hello", "Done")), Turn(6, ("Yes",))])
     with pytest.raises(ValueError, match="does not fit"):
-        build_standin(tmp_path / "x.gguf", "mistral", [Turn(4096, ("Hello",))])
+        build_standin(tmp_path / "x.gguf", "mistral", [Turn(CONTEXT_LENGTH, ("Hello",))])
     assert not (tmp_path / "x.gguf").exists()
 
 

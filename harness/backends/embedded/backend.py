@@ -4,11 +4,12 @@ lazy grammar (its sampler is ours) and that batches the first replies of many sa
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Sequence
 
 from harness.backends.base import Backend
 from harness.backends.embedded.batch import generate_samples
-from harness.backends.embedded.decoding import token_bytes
+from harness.backends.embedded.decoding import prompt_token_ids, token_bytes
 from harness.backends.embedded.generate import generate, load_model
 from harness.core.replies import Generation
 
@@ -24,6 +25,20 @@ class EmbeddedBackend(Backend):
     @classmethod
     def load(cls, path: str | Path, *, n_ctx: int, n_threads: int | None = None) -> "EmbeddedBackend":
         return cls(load_model(path, n_ctx=n_ctx, n_threads=n_threads), str(path))
+
+    @staticmethod
+    def prompt_tokenizer(path: str | Path):
+        """prompt -> the token ids generate() feeds a model of this vocabulary (special tokens parsed, the BOS
+        rule applied), from a GGUF opened vocabulary-only: no weights, no context."""
+        import llama_cpp
+        from llama_cpp._internals import LlamaModel
+
+        # Llama(vocab_only=True) would still open a context and warn about it: the model alone is enough.
+        params = llama_cpp.llama_model_default_params()
+        params.vocab_only = True
+        model = LlamaModel(path_model=str(path), params=params, verbose=False)
+        tokenizer = SimpleNamespace(tokenize=model.tokenize, token_bos=model.token_bos, _model=model)
+        return lambda prompt: prompt_token_ids(tokenizer, prompt)
 
     def complete(self, chat, prompt: str, sampling: dict, seed: int, grammar=None) -> Generation:
         return generate(self.llm, prompt, seed=seed, timeout=chat.step_timeout, grammar=grammar, **sampling)

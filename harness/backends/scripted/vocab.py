@@ -1,6 +1,6 @@
-"""Stand-in vocabularies: llama.cpp's vocabulary GGUFs with the edits that make them a family's.
+"""Scripted-model vocabularies: llama.cpp's vocabulary GGUFs with the edits that make them a family's.
 
-Part of the stand-in builder (tests/standin.py): the family profiles, a fast reader of GGUF key/values
+Part of the scripted-model builder (harness.backends.scripted.builder): the family profiles, a fast reader of GGUF key/values
 (gguf.GGUFReader takes ~20 s on the 128k-token Llama 3 vocabulary, this well under a second), naming a token by
 its text, spelling text with distinct tokens, counting a prompt's tokens, and writing the tokenizer keys.
 """
@@ -12,7 +12,6 @@ import struct
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Sequence, Union
 
 import numpy as np
@@ -34,7 +33,7 @@ def llama_cpp_models() -> Path:
 # GGUF token types (llama.cpp's llama_token_type).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 
-CONTEXT_LENGTH = 4096  # rows of the position embedding: load stand-ins with n_ctx <= this
+CONTEXT_LENGTH = 8192  # rows of the position embedding: load stand-ins with n_ctx <= this
 
 Item = Union[str, bytes, int]  # a token's text, one raw byte (byte token), or a token id
 
@@ -101,8 +100,19 @@ PROFILES: dict[str, Profile] = {
             # fallback; the ids differ from Mistral's, the token kinds and texts do not.
             appended=tuple((t, CONTROL) for t in (
                 "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
-                "[TOOL_RESULTS]", "[/TOOL_RESULTS]")),
-            note="Llama SentencePiece vocabulary plus Mistral v0.3's control tokens (appended ids)",
+                "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[CALL_ID]", "[ARGS]",
+                "[THINK]", "[/THINK]")),
+            note="Llama SentencePiece vocabulary plus Mistral's control tokens (v0.3, then v7 and later; appended ids)",
+        ),
+        Profile(
+            name="gpt2",
+            vocab_file="ggml-vocab-gpt-2.gguf",
+            end_of_turn="<|endoftext|>",
+            bos="<|endoftext|>",
+            add_bos=False,
+            template=None,
+            note="GPT-2's 50k byte-level BPE: spells any text (a template's markers as plain text), a third of "
+                 "Qwen2.5's vocabulary, so a model of it writes and loads faster",
         ),
     )
 }
@@ -275,24 +285,20 @@ class Vocab:
         """The ids generate() feeds the model for `prompt` (special tokens parsed, BOS rule applied), from a
         vocabulary-only GGUF of this profile loaded in llama.cpp. len() of it is a Turn's `after`."""
         if self._tokenizer is None:
-            import llama_cpp
-            from llama_cpp._internals import LlamaModel
+            from harness.backends import backend_class
 
-            self._tmp = tempfile.TemporaryDirectory(prefix="standin-vocab-")
+            self._tmp = tempfile.TemporaryDirectory(prefix="scripted-vocab-")
             path = Path(self._tmp.name) / f"{self.profile.name}-vocab.gguf"
             w = _Writer(str(path), arch="gpt2")
             _write_kv(w, self, n_embd=16)
             w.write_header_to_file()
             w.write_kv_data_to_file()
             w.close()
-            # The model alone, no context: Llama(vocab_only=True) would still open a context and warn about it.
-            params = llama_cpp.llama_model_default_params()
-            params.vocab_only = True
-            model = LlamaModel(path_model=str(path), params=params, verbose=False)
-            self._tokenizer = SimpleNamespace(tokenize=model.tokenize, token_bos=model.token_bos, _model=model)
-        from harness.backends.embedded.decoding import prompt_token_ids
+            self._tokenizer = backend_class("embedded").prompt_tokenizer(path)
+        return self._tokenizer(prompt)
 
-        return prompt_token_ids(self._tokenizer, prompt)
+
+_PACKED: dict = {}
 
 
 class _Writer(GGUFWriter):
@@ -302,6 +308,16 @@ class _Writer(GGUFWriter):
     def _pack_val(self, val, vtype, add_vtype, sub_type=None):
         if vtype != GGUFValueType.ARRAY or sub_type is None or len(val) < 1024:
             return super()._pack_val(val, vtype, add_vtype, sub_type)
+        # A vocabulary's arrays are the same objects in every model built from it: packed once (a suite writes
+        # a hundred models from three vocabularies). The entry keeps `val` alive, so its id is not reused.
+        if not isinstance(val, list):
+            return self._pack_array(val, vtype, add_vtype, sub_type)
+        key = (id(val), vtype, add_vtype, sub_type)
+        if key not in _PACKED:
+            _PACKED[key] = (val, self._pack_array(val, vtype, add_vtype, sub_type))
+        return _PACKED[key][1]
+
+    def _pack_array(self, val, vtype, add_vtype, sub_type):
         head = struct.pack("<I", vtype) if add_vtype else b""
         head += struct.pack("<IQ", sub_type, len(val))
         if sub_type == GGUFValueType.STRING:
@@ -320,7 +336,7 @@ def vocab_for(profile: str) -> Vocab:
     return Vocab(PROFILES[profile])
 
 
-def _write_kv(w: GGUFWriter, vocab: Vocab, n_embd: int) -> None:
+def _write_kv(w: GGUFWriter, vocab: Vocab, n_embd: int, template: str | None = None) -> None:
     profile = vocab.profile
     w.add_name(f"stand-in {profile.name}")
     w.add_context_length(CONTEXT_LENGTH)
@@ -345,5 +361,7 @@ def _write_kv(w: GGUFWriter, vocab: Vocab, n_embd: int) -> None:
     if profile.bos is not None:
         w.add_bos_token_id(vocab.id(profile.bos))
     w.add_add_bos_token(profile.add_bos)
-    if profile.template:
-        w.add_chat_template((constants.TEMPLATES_DIR / profile.template).read_text(encoding="utf-8"))
+    if template is None and profile.template:
+        template = (constants.TEMPLATES_DIR / profile.template).read_text(encoding="utf-8")
+    if template:
+        w.add_chat_template(template)

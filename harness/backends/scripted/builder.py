@@ -1,9 +1,10 @@
-"""Stand-in GGUF models: real vocabularies, tiny scripted weights.
+"""Scripted models (stand-ins): real vocabularies, tiny scripted weights.
 
 A stand-in is a one-block GPT-2-architecture GGUF that loads and runs in llama.cpp like any model, with the
 tokenizer of a real family (copied from llama.cpp's `models/ggml-vocab-*.gguf`, plus the edits that make it
-that family's) and weights that make it write scripted replies. Tests use it to drive the real binding end to
-end without a multi-GB download.
+that family's), a chat template, and weights that make it write scripted replies. Any llama.cpp-based runtime
+serves it (`harness scripted-model`, docs/scripted-models.md); the tests use it to drive the real binding end
+to end without a multi-GB download.
 
 How the weights script a reply. Attention and feed-forward are zero, so the residual stream that reaches the
 output head is the token embedding plus the (learned, absolute) position embedding. Both are one-hot:
@@ -12,8 +13,9 @@ output head is the token embedding plus the (learned, absolute) position embeddi
   token (the script's trigger) picks the first reply token, each reply token the next. A token has one
   successor per model, so a reply cannot repeat a token (Vocab.segment spells text without repeats), but a
   `loop` script can run forever.
-- every position named by a `Turn` has its own position slot, ~8x stronger than a token slot; the head maps it
-  to the token scripted for the next position. A `Turn(after=N, reply)` is written after a prompt of exactly N
+- every position named by a `Turn` sets a position slot, ~8x stronger than a token slot; the head maps it to
+  the token scripted for the next position. Positions that lead to the same token share its slot, so the
+  model's width grows with the distinct tokens of the replies, not with their length. A `Turn(after=N, reply)` is written after a prompt of exactly N
   tokens (Vocab.prompt_ids counts them), whatever the prompt says; replies may repeat any token, and turns
   at different prompt lengths script a multi-turn conversation. A turn owns its positions for every prompt:
   a first-order reply that runs into them (a `loop` script, say) is taken over by the turn, so keep
@@ -23,7 +25,7 @@ every scripted state from the weights it writes and refuses a model whose margin
 For replies that depend on more than this, drive generation with a grammar (llama.cpp grammars can name
 control tokens as `<|python_tag|>` or `<[id]>`).
 
-The vocabularies and profiles live in tests/standin_vocab.py; everything a test needs is importable from here.
+The vocabularies and profiles live in harness.backends.scripted.vocab.
 """
 
 from __future__ import annotations
@@ -35,12 +37,9 @@ from typing import Sequence
 
 import numpy as np
 from gguf import GGMLQuantizationType
-from gguf.quants import quantize
+from gguf.quants import Q8_0
 
-from standin_vocab import (  # noqa: F401  (re-exported: tests import the builder's whole API from here)
-    BYTE, CONTEXT_LENGTH, CONTROL, NORMAL, PROFILES, UNKNOWN, UNUSED, USER_DEFINED, Item,
-    Profile, Vocab, _Writer, _write_kv, llama_cpp_models, read_gguf_kv, vocab_for,
-)
+from harness.backends.scripted.vocab import CONTEXT_LENGTH, PROFILES, Item, Profile, Vocab, _Writer, _write_kv, vocab_for
 
 # Logits of the scripted next token (every unscripted token gets ~0): e^-40 times a 152k vocabulary is
 # ~1e-12, so sampling at any usual temperature, after a repeat penalty, still picks the scripted token.
@@ -114,6 +113,13 @@ def _links(vocab: Vocab, scripts: Sequence[Script | Turn]):
     return by_token, by_position, replies
 
 
+def _q8_0(values: np.ndarray) -> np.ndarray:
+    """Q8_0 bytes of a matrix. gguf's quantize() goes row by row (seconds for a 152k-row head); its block
+    quantizer over all rows at once gives the same bytes."""
+    rows = values.astype(np.float32)
+    return Q8_0.quantize_blocks(rows.reshape(-1, 32)).reshape(rows.shape[0], -1)
+
+
 def _check_margins(out: np.ndarray, embd: np.ndarray, pos: np.ndarray, by_token, by_position, eot) -> None:
     """Run the output head (layer norm, then the head) on every scripted state; the scripted token must lead."""
     rows = np.flatnonzero(np.any(out != 0, axis=1))  # every other token's logit is exactly 0
@@ -141,8 +147,9 @@ def _check_margins(out: np.ndarray, embd: np.ndarray, pos: np.ndarray, by_token,
 
 
 def build_standin(path: str | Path, profile: str | Profile, scripts: Sequence[Script | Turn],
-                  vocab: Vocab | None = None, quantized: bool = False) -> StandIn:
-    """Write a stand-in GGUF at `path` that follows `scripts` (vocab defaults to the session's cached one).
+                  vocab: Vocab | None = None, quantized: bool = False, template: str | None = None) -> StandIn:
+    """Write a stand-in GGUF at `path` that follows `scripts` (vocab defaults to the session's cached one),
+    carrying `template` as its chat template (default: the profile's).
 
     quantized=True stores the matrices as Q8_0 (exact for these weights), so llama.cpp runs the quantized
     matmul kernels and weight buffers a real model uses (F16/F32 stand-ins never reach them)."""
@@ -152,8 +159,10 @@ def build_standin(path: str | Path, profile: str | Profile, scripts: Sequence[Sc
     eot = vocab.id(profile.end_of_turn)
     n_vocab = len(vocab)
     n_tok_slots = 1 + len(by_token)  # slot 0: every unscripted token
+    targets = sorted(set(by_position.values()))
+    pos_slot = {b: n_tok_slots + i for i, b in enumerate(targets)}
     step = 32 if quantized else 16  # Q8_0 blocks are 32 wide
-    n_embd = max(step, math.ceil((n_tok_slots + len(by_position)) / step) * step)
+    n_embd = max(step, math.ceil((n_tok_slots + len(targets)) / step) * step)
 
     # After layer norm a lone one-hot entry is ~sqrt(n_embd); next to a position entry POSITION_GAIN times
     # larger it shrinks to ~sqrt(n_embd)/POSITION_GAIN, so the position's token wins there.
@@ -168,21 +177,23 @@ def build_standin(path: str | Path, profile: str | Profile, scripts: Sequence[Sc
         embd[a, 0] = 0.0
         embd[a, slot] = 1.0
         out[b, slot] = tok_scale
-    for slot, (p, b) in enumerate(sorted(by_position.items()), start=n_tok_slots):
-        pos[p, slot] = POSITION_GAIN
-        out[b, slot] = pos_scale
-    _check_margins(out, embd, pos, by_token, by_position, eot)
+    for p, b in by_position.items():
+        pos[p, pos_slot[b]] = POSITION_GAIN
+        out[b, pos_slot[b]] = pos_scale
+    head = _q8_0(out) if quantized else out
+    # Checked on the head as written: Q8_0 rounds an entry against the largest of its 32-wide block.
+    _check_margins(Q8_0.dequantize_blocks(head.reshape(-1, 34)).reshape(out.shape) if quantized else out,
+                   embd, pos, by_token, by_position, eot)
 
     path = Path(path)
     w = _Writer(str(path), arch="gpt2")
-    _write_kv(w, vocab, n_embd)
+    _write_kv(w, vocab, n_embd, template)
     zeros = lambda *shape: np.zeros(shape, dtype=np.float32)  # noqa: E731
     ones = np.ones(n_embd, dtype=np.float32)
 
     def matrix(name: str, values: np.ndarray) -> None:
-        if quantized:  # Q8_0 stores 0 and each block's largest value exactly: same logits
-            values = quantize(values.astype(np.float32), GGMLQuantizationType.Q8_0)
-            w.add_tensor(name, values, raw_dtype=GGMLQuantizationType.Q8_0)
+        if quantized:
+            w.add_tensor(name, values if values.dtype == np.uint8 else _q8_0(values), raw_dtype=GGMLQuantizationType.Q8_0)
         else:
             w.add_tensor(name, values)
 
@@ -202,7 +213,7 @@ def build_standin(path: str | Path, profile: str | Profile, scripts: Sequence[Sc
     w.add_tensor("blk.0.ffn_down.bias", zeros(n_embd))
     w.add_tensor("output_norm.weight", ones)
     w.add_tensor("output_norm.bias", zeros(n_embd))
-    matrix("output.weight", out)
+    matrix("output.weight", head)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -1,0 +1,133 @@
+"""From replies keyed to prompt lengths to scripted GGUFs: the vocabulary a template gets, a reply's tokens, and
+how turns are packed into as few models as their positions allow.
+
+A Turn owns the positions its reply runs through (after-1 … after-1+len), for every prompt. Two turns can share a
+model when those ranges do not overlap, or when they are the same reply after the same prompt length (one
+conversation asked several ways: tool_choice variants, streamed or not)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.backends.scripted.builder import Turn, build_standin
+from harness.backends.scripted.vocab import CONTEXT_LENGTH, CONTROL, PROFILES, USER_DEFINED, Vocab, vocab_for
+
+# Which vocabulary a template gets: the first profile whose end-of-turn token the template writes (its markers are
+# then real special tokens where the family has them); any other template gets GPT-2's byte-level BPE, which
+# spells every string, its markers as plain text, and is a third the size of Qwen2.5's (the output head over the
+# vocabulary is most of a scripted model's work per token).
+_PROFILE_BY_MARKER = (("<|im_end|>", "qwen2.5"), ("<|eot_id|>", "llama3.1"), ("[INST]", "mistral"))
+DEFAULT_PROFILE = "gpt2"
+# The output head (vocabulary × width) is most of a scripted model's work per token; Q8_0 stores these weights
+# exactly and runs the quantized kernels.
+QUANTIZED = True
+
+
+def profile_for(template: str) -> str:
+    for marker, name in _PROFILE_BY_MARKER:
+        if marker in template:
+            return name
+    return DEFAULT_PROFILE
+
+
+def reply_ids(vocab: Vocab, text: str) -> tuple:
+    """The tokens a model of this vocabulary writes for `text`, then its end of turn: the vocabulary's special
+    tokens where the text names them, the rest spelt with normal tokens (longest match, no space prefix)."""
+    special = [t for t in _special_texts(vocab) if t in text]
+    ids = []
+    pieces = re.split("(" + "|".join(map(re.escape, special)) + ")", text) if special else [text]
+    for piece in pieces:
+        if piece in special:
+            ids.append(vocab.id(piece))
+        elif piece:
+            ids += _spell(vocab, piece)
+    return (*ids, vocab.id(vocab.profile.end_of_turn))
+
+
+def _spell(vocab: Vocab, text: str) -> list:
+    """Longest-match spelling; a character no token spells alone (an emoji in a vocabulary without it) is
+    written as its UTF-8 bytes, one byte token each, as a byte-level model writes it."""
+    out, run = [], ""
+    for ch in text:
+        try:
+            vocab.segment(ch, repeats=True)
+            run += ch
+        except ValueError:
+            out += vocab.segment(run, repeats=True) if run else []
+            out += [vocab.id(bytes([b])) for b in ch.encode("utf-8")]
+            run = ""
+    return out + (vocab.segment(run, repeats=True) if run else [])
+
+
+@functools.lru_cache(maxsize=None)
+def _special_texts(vocab: Vocab) -> tuple:
+    """The vocabulary's control and user-defined token texts, longest first (so `<|tool_call_start|>` is matched
+    before a shorter token inside it)."""
+    return tuple(sorted((t for t, k in zip(vocab.tokens, vocab.types) if k in (CONTROL, USER_DEFINED) and t),
+                        key=len, reverse=True))
+
+
+@dataclass
+class Slot:
+    """One reply at one prompt length, and the requests (keys of the caller's choosing) it answers."""
+    after: int
+    ids: tuple
+    requests: list = field(default_factory=list)
+
+    @property
+    def span(self) -> range:
+        return range(self.after - 1, self.after - 1 + len(self.ids))
+
+
+@dataclass
+class ModelPlan:
+    slots: list = field(default_factory=list)
+
+    def fits(self, slot: Slot) -> bool:
+        return all(not _overlap(slot.span, s.span) for s in self.slots)
+
+
+def _overlap(a: range, b: range) -> bool:
+    return a.start < b.stop and b.start < a.stop
+
+
+def pack(wanted: list) -> tuple:
+    """wanted: (request key, prompt length, reply ids). Returns (models, refused) where refused holds
+    (request key, why) for replies no model can hold (past the context)."""
+    slots: dict = {}
+    refused = []
+    for request, after, ids in wanted:
+        if after < 1 or after - 1 + len(ids) > CONTEXT_LENGTH:
+            refused.append((request, f"a {after}-token prompt and a {len(ids)}-token reply do not fit the "
+                                     f"scripted model's {CONTEXT_LENGTH} positions"))
+            continue
+        slots.setdefault((after, ids), Slot(after, ids)).requests.append(request)
+    models: list = []
+    for slot in sorted(slots.values(), key=lambda s: s.after):
+        home = next((m for m in models if m.fits(slot)), None)
+        if home is None:
+            home = ModelPlan()
+            models.append(home)
+        home.slots.append(slot)
+    return models, refused
+
+
+def build_models(directory: Path, stem: str, profile: str, template: str, models: list) -> list:
+    """Write each planned model as `stem-N.gguf` in `directory`; returns their paths. A file whose name already
+    says what it holds (a hash of template and turns) is kept: a resumed run does not write it again."""
+    vocab = vocab_for(profile) if PROFILES.get(profile) else None
+    paths = []
+    for n, plan in enumerate(models):
+        turns = [Turn(s.after, s.ids) for s in plan.slots]
+        digest = hashlib.sha256(repr((profile, template, [(t.after, t.reply) for t in turns])).encode()).hexdigest()
+        path = Path(directory) / f"{stem}-{n}-{digest[:10]}.gguf"
+        if not path.is_file():
+            tmp = path.with_suffix(".part")
+            build_standin(tmp, profile, turns, vocab=vocab, template=template, quantized=QUANTIZED)
+            tmp.replace(path)
+        paths.append(path)
+    return paths

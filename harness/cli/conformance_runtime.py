@@ -1,0 +1,76 @@
+"""`harness runtime-conformance`: every template's corpus of exact replies, written by scripted models, through a
+runtime's /v1/chat/completions, non-streamed and streamed, labelled (docs/runtimes.md). Records go to
+DIR/runtime-conformance/RUNTIME.jsonl; `harness report` writes DIR/runtime-conformance.md from them."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+from harness.cli.common import add_results_dir
+
+SERVERS = ("llama-server", "llama-cpp-python")
+# The names the committed records carry: the llama.cpp both run is the one vendored in llama-cpp-python 0.3.36.
+DEFAULT_RUNTIME = {"llama-server": "llama-server-0.3.36-vendored", "llama-cpp-python": "llama-cpp-python-0.3.36"}
+
+
+def run(args) -> int:
+    from harness.core.errors import HarnessError
+    from harness.evaluation.runtime_conformance import read_records
+    from harness.evaluation.runtime_corpus import build_corpus
+    from harness.live.runtime_conformance import run_suite
+    from harness.pins.sources import ID_PATTERN, load_sources, resolve_template
+
+    runtime = args.runtime or DEFAULT_RUNTIME[args.server]
+    if not ID_PATTERN.match(runtime):
+        raise HarnessError(f"--runtime {runtime!r}: a name of letters, digits, '.', '_' or '-' (it names a file)")
+    sources = load_sources()
+    ids = args.template or list(sources.templates)
+    templates = [(ref, build_corpus(ref)) for ref in (resolve_template(t, sources) for t in ids)]
+    path = args.results_dir.runtime_conformance_records(runtime)
+    existing, problems = read_records(path)
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr)
+
+    def log(record):
+        print(f"harness runtime-conformance: {record.template['id']} {record.case['name']}/"
+              f"{record.variant}: {', '.join(record.labels)}", file=sys.stderr, flush=True)
+
+    # A run stopped with SIGTERM unwinds like ^C: the server it started is stopped and the scratch folder removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    with tempfile.TemporaryDirectory(prefix="harness-scripted-") as scratch:
+        workdir = Path(args.work_dir or scratch)
+        workdir.mkdir(parents=True, exist_ok=True)
+        records, skipped = run_suite(args.server, runtime, templates, path, workdir,
+                                     {r.done_key() for r in existing}, args.case, args.variant, log,
+                                     keep=args.work_dir is not None)
+    for template_id, why in skipped:
+        print(f"  no scripted model for {template_id}: {why}")
+    agree = sum(r.labels == ["agree"] for r in records)
+    print(f"{runtime}: {len(records)} request(s) asked, {agree} agree, {len(existing)} already recorded -> {path}")
+    print("next: harness report")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "runtime-conformance", help="exact replies of every family through a runtime the harness starts",
+        description="For each template (default: every pinned one with a detected family) and each case of its "
+                    "corpus (one call, two calls, zero arguments, typed arguments, text before a call, reasoning "
+                    "then a call, prose with braces or the marker, near misses, a history with a call and its "
+                    "result): scripted models write the exact reply through the runtime's /v1/chat/completions, "
+                    "non-streamed and streamed, with the case's tool_choice variants. Records are appended to "
+                    "DIR/runtime-conformance/RUNTIME.jsonl with labels; a killed run resumes; a request that "
+                    "kills the server is recorded and the server restarted.")
+    p.add_argument("--server", choices=SERVERS, required=True,
+                   help="the runtime to start: llama-server (built from the pinned sources) or llama-cpp-python's")
+    p.add_argument("--runtime", metavar="NAME", help="the name the records carry (default: the server and its version)")
+    p.add_argument("--template", action="append", metavar="ID", help="template (repeatable; default: all pinned)")
+    p.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable)")
+    p.add_argument("--variant", action="append", metavar="V", help="only this tool_choice variant (repeatable)")
+    add_results_dir(p, "append the requests to DIR/runtime-conformance/RUNTIME.jsonl")
+    p.add_argument("--work-dir", type=Path, metavar="DIR",
+                   help="keep the scripted models here (default: a temporary folder, removed at the end)")
+    p.set_defaults(func=run)

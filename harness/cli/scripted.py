@@ -1,0 +1,72 @@
+"""`harness scripted-model`: GGUFs that write given replies to given conversations, with a template embedded,
+and a manifest of what each one answers (docs/scripted-models.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+KEY_SOURCES = ("render", "llama-server", "llama-cpp-python")
+
+
+def run(args) -> int:
+    from harness.core.errors import HarnessError
+    from harness.evaluation.runtime_corpus import build_corpus, cases_from_file
+    from harness.live.runtime_conformance import TemplateRun, requests_for, template_sha
+    from harness.pins.sources import resolve_template
+
+    ref = resolve_template(args.template)
+    corpus = cases_from_file(args.cases, ref) if args.cases else build_corpus(ref)
+    if not corpus.cases:
+        raise HarnessError(f"{ref.id}: no case can be written: " + "; ".join(w for _, w in corpus.skipped))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    kind = args.key_from if args.key_from != "render" else "llama-server"
+    planner = TemplateRun(kind, kind, ref, corpus, out, writer=None, log=None)
+    requests = requests_for(corpus, args.case)
+    prepared = planner.prepare(requests, from_runtime=args.key_from != "render")
+    if prepared.server is not None:
+        prepared.server.stop()
+    models = []
+    for plan, path in zip(prepared.models, prepared.paths):
+        entries = []
+        for slot in plan.slots:
+            for name in slot.requests:
+                r, key = prepared.requests[name], prepared.keys[name]
+                entries.append({"case": r.case.name, "variant": r.variant, "request": r.body, "reply": r.case.reply,
+                                "prompt_tokens": key.tokens, "key_source": key.source,
+                                "reply_tokens": len(prepared.ids[name]), "expect": r.case.expect})
+        models.append({"file": path.name, "served_name": path.stem, "requests": entries})
+    refused = [{"request": n, "why": k.error} for n, k in prepared.keys.items() if k.tokens is None]
+    refused += [{"request": n, "why": why} for n, why in prepared.refused]
+    manifest = {"template": {"id": ref.id, "sha256": template_sha(ref)}, "family": corpus.family,
+                "vocabulary": planner.profile, "key_from": args.key_from, "models": models, "refused": refused,
+                "skipped_cases": [{"case": n, "why": w} for n, w in corpus.skipped]}
+    path = out / f"{ref.id}.manifest.json"
+    path.write_text(json.dumps(manifest, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    served = sum(len(m["requests"]) for m in models)
+    print(f"{ref.id}: {len(models)} scripted model(s) answering {served} request(s) -> {out}; manifest {path}")
+    for item in refused:
+        print(f"  not keyed: {item['request']}: {item['why']}", file=sys.stderr)
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "scripted-model", help="write GGUFs that write given replies to given conversations (any GGUF runtime)",
+        description="Build scripted models for a template: real GGUFs (a family's real vocabulary, the template "
+                    "embedded, tiny weights) that write each case's reply after its conversation, and a manifest "
+                    "(request, reply, prompt length, expected strict parse). Cases are the template's built-in "
+                    "runtime-conformance corpus, or your own (--cases). Replies are keyed to prompt lengths: "
+                    "from our render, or from a runtime the command starts on a first scripted model "
+                    "(--key-from llama-server: its /apply-template and /tokenize; llama-cpp-python: the "
+                    "usage.prompt_tokens of a one-token reply).")
+    p.add_argument("--template", required=True, metavar="PATH_OR_ID", help="a pinned template id or a .jinja file")
+    p.add_argument("--cases", type=Path, metavar="FILE",
+                   help="YAML list of {name, messages, tools, reply, variants, template_kwargs} (default: the corpus)")
+    p.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable)")
+    p.add_argument("--key-from", choices=KEY_SOURCES, default="render",
+                   help="where prompt lengths come from (default render: ours; a runtime is exact for it)")
+    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for the GGUFs and the manifest")
+    p.set_defaults(func=run)

@@ -1,0 +1,306 @@
+"""The runtime-conformance corpus: per template, the exact replies a model of its family writes, each with the
+conversation it answers and what the strict parser reads in it.
+
+Every reply is written from the template itself: an assistant turn (a call, two calls, content beside a call,
+reasoning before one, a plain answer) is rendered through the template and the text after the generation prompt,
+cut at the end of turn, is the reply. Near misses are built from those replies (the call unclosed, its JSON bare
+or fenced, another family's call by that family's format()). Nothing is a hand-typed call string, so a corpus
+follows the template when it changes.
+
+A case names the requests it is asked with (`variants`): tool_choice auto always; required, none and a named
+function (the one the reply calls, and another one) for the one-call case; parallel_tool_calls false for the two-call case. Thinking is on only for the
+case that writes reasoning, and only where the template reads `enable_thinking`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass, field
+
+from harness.core.errors import TemplateError
+from harness import families
+from harness.families import get as family_get
+from harness.families.base import ToolCall
+from harness.families.reasoning import DEFAULT_PAIRS, prompt_opens
+from harness.template import detect as detection
+from harness.template import render as rendering
+from harness.template.kwargs import template_kwargs_for
+from harness.template.probe import PROBE_TOOL, tool_variables
+
+GET_TIME = {"type": "function", "function": {
+    "name": "get_time", "description": "The current time in UTC.",
+    "parameters": {"type": "object", "properties": {}}}}
+CREATE_EVENT = {"type": "function", "function": {
+    "name": "create_event", "description": "Create a calendar event.",
+    "parameters": {"type": "object", "properties": {
+        "title": {"type": "string"},
+        "attendees": {"type": "array", "items": {"type": "string"}},
+        "details": {"type": "object", "properties": {
+            "room": {"type": "integer"}, "online": {"type": "boolean"}, "notes": {"type": ["string", "null"]}}},
+        "budget": {"type": "number"},
+        "priority": {"type": "integer"}},
+        "required": ["title"]}}}
+TOOLS = [PROBE_TOOL, GET_TIME, CREATE_EVENT]
+
+WEATHER = {"location": "Paris", "days": 3}
+EVENT = {"title": "Café \"Zürich\" \\ 東京 🎉", "attendees": ["Ana", "Bo"],
+         "details": {"room": 12, "online": False, "notes": None}, "budget": 1250.5, "priority": -3}
+REASONING = "The user asks for the weather in Paris, so get_weather fits."
+OPENED_REASONING = "Nothing to think about."
+# tool_choice variants: how each is sent is in harness.live.runtime_conformance.request_body.
+# named: the function the reply calls; named-other: another one, which the runtime must not return a call to.
+AUTO, REQUIRED, NONE, NAMED, NAMED_OTHER, NO_PARALLEL = "auto", "required", "none", "named", "named-other", "no-parallel"
+VARIANTS = (AUTO, REQUIRED, NONE, NAMED, NAMED_OTHER, NO_PARALLEL)
+# Each case's first user message opens with filler words, one (a token in every vocabulary here) per byte of the
+# replies before it and SPACING more per case, so a template's prompts lie a reply's length apart (a token is at
+# least a byte) and its whole corpus fits one scripted model (a Turn owns the positions its reply runs through).
+SPACING = 16
+_CLOSERS = re.compile(r"(</[^<>]+>|<\|[^|<>]+\|>|<｜[^｜]+｜>|\[/[A-Z_]+\]|\]<\]minimax\[>\[</[a-z_:]+>)\s*$")
+
+
+@dataclass
+class Case:
+    name: str
+    messages: list
+    tools: list
+    reply: str                     # what the scripted model writes after the prompt (its end of turn follows)
+    variants: tuple = (AUTO,)
+    template_kwargs: dict = field(default_factory=dict)
+    expect: dict | None = None     # the strict parse of `reply` after our render of the prompt
+    note: str = ""
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "messages": self.messages, "tools": self.tools, "reply": self.reply,
+                "variants": list(self.variants), "template_kwargs": self.template_kwargs, "expect": self.expect,
+                "note": self.note}
+
+
+@dataclass
+class Corpus:
+    template_id: str
+    family: str | None
+    cases: list
+    skipped: list        # (case name, why it cannot be written for this template)
+    detection: object = None
+
+
+def _call(name: str, arguments: dict, n: int) -> dict:
+    return {"id": f"call{n:05d}", "type": "function", "function": {"name": name, "arguments": copy.deepcopy(arguments)}}
+
+
+def _user(text: str) -> dict:
+    return {"role": "user", "content": text}
+
+
+class Renderer:
+    """Renders as Hugging Face does, with the template's special tokens (the pin's, unless bos/eos are given:
+    a scripted model carries its vocabulary's, and a runtime renders with those)."""
+
+    def __init__(self, ref, found, bos: str | None = None, eos: str | None = None):
+        self.text = ref.text
+        self.bos = ref.bos_token or "" if bos is None else bos
+        self.eos = ref.eos_token or "" if eos is None else eos
+        self.found = found
+        self.kwargs = template_kwargs_for(ref.text)
+        parser = family_get(found.family).parser if found.family else None
+        self.pairs = getattr(parser, "reasoning", None) or DEFAULT_PAIRS
+
+    def prompt(self, messages, tools, kwargs) -> str:
+        return rendering.render(self.text, messages, add_generation_prompt=True, bos_token=self.bos,
+                                eos_token=self.eos, **{**tool_variables(self.found.carrier, tools), **kwargs})
+
+    def reply(self, messages, assistant, tools, kwargs) -> str:
+        """The text the template puts after the generation prompt for `assistant`, cut at the end of turn."""
+        prompt = self.prompt(messages, tools, kwargs)
+        if self.found.arguments_style == "string":
+            assistant = detection.with_string_arguments([assistant])[0]
+        history = rendering.render(self.text, messages + [assistant], bos_token=self.bos, eos_token=self.eos,
+                                   **{**tool_variables(self.found.carrier, tools), **kwargs})
+        if history.startswith(prompt):
+            region = history[len(prompt):]
+        else:
+            # The generation prompt ends with a tail the history does not repeat (a forced-open <think>): the
+            # reply is what follows the shared part, less the tail the prompt already holds.
+            start = detection.reply_start(prompt, history)
+            region, tail = history[start:], prompt[start:]
+            region = region[len(tail):] if region.startswith(tail) else region
+        return self.answer(prompt, detection.cut_at_end_of_turn(region, self.eos))
+
+    def answer(self, prompt: str, text: str) -> str:
+        """`text` as the model writes it after `prompt`: a generation prompt that opens a reasoning block
+        (Apriel's "Here are my reasoning steps:", a bare <think>) is closed first; the history render never
+        shows that part, and a near miss inside reasoning would test nothing."""
+        for open_tag, close_tag in self.pairs:
+            if prompt_opens(prompt, open_tag) and close_tag not in text:
+                return f"{OPENED_REASONING}\n{close_tag}{text}"
+        return text
+
+
+def build_corpus(ref, found=None) -> Corpus:
+    """Every case this template can be given, and why the others cannot (ref: a ResolvedTemplate)."""
+    found = found or detection.detect(ref.text, ref.bos_token or "", ref.eos_token or "",
+                                      **template_kwargs_for(ref.text))
+    if not found.family:
+        return Corpus(ref.id, None, [], [("*", f"no family detected ({found.status}): {found.reason}")], found)
+    family = family_get(found.family)
+    r = Renderer(ref, found)
+    off = r.kwargs                         # {"enable_thinking": False} where the template reads it, else {}
+    cases, skipped = [], []
+    tools = _renderable_tools(r, off, skipped)
+
+    def add(name, messages, reply_of, variants=(AUTO,), kwargs=None, note=""):
+        kwargs = off if kwargs is None else kwargs
+        messages = _padded(messages, sum(len(c.reply.encode("utf-8")) + SPACING for c in cases))
+        try:
+            prompt = r.prompt(messages, tools, kwargs)
+            reply = reply_of(messages, kwargs) if callable(reply_of) else r.answer(prompt, reply_of)
+        except TemplateError as exc:
+            skipped.append((name, f"the template refuses the conversation: {exc}"))
+            return None
+        if isinstance(reply, tuple):           # (None, why): this template cannot say it
+            skipped.append((name, reply[1]))
+            return None
+        expect = families.parse(family.name, reply, prompt).to_json()
+        case = Case(name, messages, tools, reply, tuple(variants), dict(kwargs), expect, note)
+        cases.append(case)
+        return case
+
+    def assistant(content="", calls=(), reasoning=None):
+        message = {"role": "assistant", "content": content}
+        if calls:
+            message["tool_calls"] = [_call(n, a, i + 1) for i, (n, a) in enumerate(calls)]
+        if reasoning is not None:
+            message["reasoning_content"] = reasoning
+        return message
+
+    def rendered(*calls, content="", reasoning=None, must=()):
+        def write(messages, kwargs):
+            absent = [n for n, _ in calls if n not in {t["function"]["name"] for t in tools}]
+            if absent:
+                return None, f"the template cannot be given the tool {', '.join(absent)}"
+            text = r.reply(messages, assistant(content, calls, reasoning), tools, kwargs)
+            missing = [m for m in must if m not in text]
+            return (None, f"the template does not render {', '.join(missing)} in the reply") if missing else text
+        return write
+
+    one = [_user("What will the weather be in Paris for the next 3 days?")]
+    call_case = add("one-call", one, rendered(("get_weather", WEATHER), must=("get_weather",)),
+                    (AUTO, REQUIRED, NONE, NAMED, NAMED_OTHER))
+    if family.multiple_calls:
+        add("two-calls", [_user("Weather in Paris for 3 days, and the time now, please.")],
+            rendered(("get_weather", WEATHER), ("get_time", {}), must=("get_weather", "get_time")),
+            (AUTO, NO_PARALLEL))
+    else:
+        skipped.append(("two-calls", f"the {family.name} family writes one call per reply"))
+    add("zero-arguments", [_user("What time is it?")], rendered(("get_time", {}), must=("get_time",)))
+    add("typed-arguments", [_user("Book the team party, with every detail.")],
+        rendered(("create_event", EVENT), must=("create_event",)))
+    add("text-before-call", [_user("Can you look up the weather in Paris for 3 days?")],
+        rendered(("get_weather", WEATHER), content="Let me check.", must=("Let me check.", "get_weather")))
+    if "enable_thinking" in off:
+        add("reasoning-then-call", [_user("Think first: the weather in Paris for 3 days?")],
+            rendered(("get_weather", WEATHER), reasoning=REASONING, must=(REASONING, "get_weather")),
+            kwargs={"enable_thinking": True})
+    else:
+        skipped.append(("reasoning-then-call", "the template does not read enable_thinking"))
+    add("prose-braces", [_user("Show me a tiny JSON example in a sentence.")],
+        rendered(content='An object looks like {"a": [1, 2]} and a list like [3, {"b": null}].'))
+    marker = family.markers[0] if family.markers else None
+    if marker:
+        add("prose-marker", [_user("How does your tool-call format start?")],
+            rendered(content=f"In my format a call starts with {marker.strip()} and nothing else."))
+    plain = json.dumps({"name": "get_weather", "arguments": WEATHER})
+    add("near-miss-bare-json", [_user("Weather in Paris, 3 days, as JSON?")], plain)
+    add("near-miss-fenced-json", [_user("Weather in Paris, 3 days, fenced?")], f"```json\n{plain}\n```")
+    if call_case is not None:
+        unclosed = _unclosed(call_case.reply)
+        add("near-miss-unclosed", [_user("Weather in Paris for 3 days, quickly.")],
+            unclosed if unclosed else (None, "the call has no closing marker to leave out"))
+    foreign = "mistral" if family.name == "hermes" else "hermes"
+    add("near-miss-foreign-markers", [_user("Weather in Paris for 3 days, any format.")],
+        family_get(foreign).format([ToolCall("get_weather", dict(WEATHER))]),
+        note=f"a {foreign} call (that family's format())")
+    history = [_user("What will the weather be in Paris for the next 3 days?"),
+               assistant(calls=[("get_weather", WEATHER)]),
+               {"role": "tool", "tool_call_id": "call00001", "name": "get_weather",
+                "content": '{"forecast": ["sunny", "cloudy", "rain"]}'}]
+    add("history-answer", history, rendered(content="Sunny, then cloudy, then rain."))
+    return Corpus(ref.id, family.name, cases, skipped, found)
+
+
+def _renderable_tools(r: Renderer, kwargs: dict, skipped: list) -> list:
+    """TOOLS, less any the template fails on (Command R+ requires additionalProperties on object parameters)."""
+    try:
+        r.prompt([_user("Hi")], TOOLS, kwargs)
+        return TOOLS
+    except TemplateError:
+        pass
+    kept = []
+    for tool in TOOLS:
+        try:
+            r.prompt([_user("Hi")], [tool], kwargs)
+            kept.append(tool)
+        except TemplateError as exc:
+            skipped.append((f"tool {tool['function']['name']}", f"the template refuses the tool: {exc}"))
+    return kept
+
+
+def _padded(messages: list, words: int) -> list:
+    out = copy.deepcopy(messages)
+    if words:
+        first = next(m for m in out if m["role"] == "user")
+        first["content"] = f"({' '.join(['ok'] * words)}) {first['content']}"
+    return out
+
+
+def _unclosed(reply: str) -> str | None:
+    """The call without its closing marker, or without its final brace where it has none."""
+    stripped = reply.rstrip()
+    match = _CLOSERS.search(stripped)
+    if match and match.start() > 0:
+        return stripped[:match.start()].rstrip()
+    if stripped.endswith("}"):
+        return stripped[:-1]
+    return None
+
+
+def cases_from_file(path, ref, found=None) -> Corpus:
+    """Cases a user writes: a YAML list of {name, messages, tools, reply, variants?, template_kwargs?}. The
+    strict parse of each reply is computed here; errors name file, line and field."""
+    from harness.core.errors import HarnessError
+    from harness.core.yaml_source import load_located
+
+    located = load_located(path, HarnessError)
+    found = found or detection.detect(ref.text, ref.bos_token or "", ref.eos_token or "",
+                                      **template_kwargs_for(ref.text))
+    r = Renderer(ref, found)
+    if not isinstance(located.data, list) or not located.data:
+        raise HarnessError(f"{located.where()}: a list of cases")
+    cases, names = [], set()
+    for i, raw in enumerate(located.data):
+        if not isinstance(raw, dict):
+            raise HarnessError(f"{located.where(i)}: a mapping with name, messages, tools and reply")
+        missing = [k for k in ("name", "messages", "reply") if k not in raw]
+        unknown = sorted(set(raw) - {"name", "messages", "tools", "reply", "variants", "template_kwargs"})
+        if missing or unknown:
+            raise HarnessError(f"{located.where(i)}: " + "; ".join(
+                ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(unknown)}"] if unknown else [])))
+        if raw["name"] in names or not isinstance(raw["reply"], str) or not isinstance(raw["messages"], list):
+            raise HarnessError(f"{located.where(i, 'name')}: names are unique, reply is text, messages a list")
+        variants = tuple(raw.get("variants") or (AUTO,))
+        bad = [v for v in variants if v not in VARIANTS]
+        if bad:
+            raise HarnessError(f"{located.where(i, 'variants')}: unknown {', '.join(map(str, bad))}; known: "
+                               f"{', '.join(VARIANTS)}")
+        names.add(raw["name"])
+        kwargs = raw.get("template_kwargs") or r.kwargs
+        tools = raw.get("tools") or []
+        try:
+            prompt = r.prompt(raw["messages"], tools or None, kwargs)
+        except TemplateError as exc:
+            raise HarnessError(f"{located.where(i, 'messages')}: the template refuses the conversation: {exc}") from None
+        expect = families.parse(found.family, raw["reply"], prompt).to_json()
+        cases.append(Case(raw["name"], raw["messages"], tools, raw["reply"], variants, dict(kwargs), expect))
+    return Corpus(ref.id, found.family, cases, [], found)

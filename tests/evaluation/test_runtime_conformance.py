@@ -1,0 +1,75 @@
+"""Runtime-conformance labels on recorded answers: which layer changed what the strict parser reads."""
+
+import pytest
+
+from harness.evaluation.runtime_conformance import classify, conformance_markdown, judge
+from harness.evaluation.runtime_corpus import TOOLS
+from harness import families
+from harness.evaluation.records import RuntimeConformanceRecord
+
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"location": "Paris", "days": 3}}\n</tool_call>'
+
+
+def expect(reply):
+    return families.parse("hermes", reply, "<|im_start|>assistant\n").to_json()
+
+
+def answer(content=None, calls=(), reasoning=None, tokens=None):
+    return {"status": 200, "content": content, "reasoning": reasoning, "completion_tokens": tokens,
+            "tool_calls": [{"name": n, "arguments": a} for n, a in calls]}
+
+
+@pytest.mark.parametrize("reply, got, variant, labels", [
+    (CALL, answer(None, [("get_weather", '{"location":"Paris","days":3}')]), "auto", []),
+    (CALL, answer(None, [("get_weather", '{"location":"Paris","days":"3"}')]), "auto", ["arguments-changed"]),
+    (CALL, answer(None, [("get_weather", "{}")]), "auto", ["arguments-changed"]),
+    (CALL, answer(None, [("get_weather", '"{\\"location\\": \\"Paris\\"}"')]), "auto", ["arguments-changed"]),
+    (CALL, answer(CALL), "auto", ["call-left-in-content"]),
+    (CALL, answer(""), "auto", ["runtime-dropped-call"]),
+    (CALL, answer(None, [("get_time", "{}")]), "auto", ["calls-differ"]),
+    (CALL, answer(CALL), "none", []),
+    (CALL, answer(None, [("get_weather", "{}")]), "none", ["calls-differ"]),
+    ('{"name": "get_weather", "arguments": {}}', answer(None, [("get_weather", "{}")]), "auto",
+     ["runtime-forgave:bare-json"]),
+    ("Hello {there}.", answer("Hello {there}."), "auto", []),
+    ("Hello {there}.", answer("Hello"), "auto", ["content-differs"]),
+])
+def test_judge_names_the_layer(reply, got, variant, labels):
+    assert judge(expect(reply), got, TOOLS, variant, "<tool_call>")[0] == labels
+
+
+def record(plain, stream, key_tokens=10, ours=10, reply_tokens=5):
+    return {"runtime": "rt", "server": "llama-server", "family": "hermes", "template": {"id": "T"},
+            "case": {"name": "one-call"}, "variant": "auto", "reply": CALL, "reply_tokens": reply_tokens,
+            "expect": expect(CALL), "key": {"tokens": key_tokens, "same_text": None}, "ours": {"tokens": ours},
+            "plain": plain, "stream": stream}
+
+
+def test_classify_adds_prompt_generation_and_stream_layers():
+    good = answer(None, [("get_weather", '{"location": "Paris", "days": 3}')], tokens=4)
+    assert classify(record(good, dict(good)), TOOLS, "<tool_call>") == (["agree"], [])
+    labels, details = classify(record(good, answer(CALL), key_tokens=11), TOOLS, "<tool_call>")
+    assert labels == ["prompts-differ", "stream-differs"] and "11 tokens" in details[0]
+    labels, _ = classify(record(answer(None, [("get_weather", "{}")], tokens=9), {}), TOOLS, "<tool_call>")
+    assert labels == ["reply-rewritten", "arguments-changed"]
+    labels, details = classify(record({"error": "HTTP 500: boom"}, {"error": "HTTP 500: boom"}), TOOLS, None)
+    assert labels == ["runtime-error"] and details[0].startswith("non-streamed: HTTP 500")
+
+
+def test_the_markdown_has_the_matrix_and_each_disagreement_with_its_replay():
+    typed = lambda raw: RuntimeConformanceRecord.from_json(  # noqa: E731  (as the driver writes it)
+        {**raw, "template": {"id": "T", "sha256": "s"}, "case": {"name": "one-call", "hash": "h"}})
+    bad = typed({**record(answer(CALL), answer(CALL)), "labels": ["call-left-in-content"], "details": ["x"]})
+    ok = typed({**record(answer(), answer()), "labels": ["agree"], "details": []})
+    text = conformance_markdown([bad, ok], [("Other", "no tools: the template does not read tools")])
+    assert "| rt | hermes | 1 | 2 | 1 | 0 | 0 | 0 | 0 | 1 |" in text
+    assert "- Other: no tools" in text
+    assert "harness runtime-conformance --server llama-server --template T --case one-call --variant auto" in text
+    assert text.count("replay:") == 1
+
+
+def test_a_named_function_the_reply_does_not_call_must_not_come_back():
+    other = judge(expect(CALL), answer(None, [("get_weather", "{}")]), TOOLS, "named-other", None, "get_time")
+    assert other[0] == ["calls-differ"] and "named get_time" in other[1][0]
+    held = judge(expect(CALL), answer(None, [("get_time", "{}")]), TOOLS, "named-other", None, "get_time")
+    assert held == ([], [])

@@ -1,0 +1,67 @@
+"""The runtime-conformance corpus: every detected template gets replies written from its own render, whose strict
+parse is what each case claims; user case files are checked with file:line errors."""
+
+import pytest
+
+from harness.core.errors import HarnessError
+from harness.evaluation.runtime_corpus import build_corpus, cases_from_file
+from harness.pins.sources import load_sources, resolve_template
+
+SOURCES = load_sources()
+CORPORA = {t: build_corpus(resolve_template(t, SOURCES)) for t in SOURCES.templates}
+DETECTED = [t for t, c in CORPORA.items() if c.family]
+
+
+def test_every_detected_template_has_cases_and_the_others_say_why():
+    assert len(DETECTED) >= 55
+    for template, corpus in CORPORA.items():
+        if corpus.family:
+            assert len(corpus.cases) >= 9, (template, corpus.skipped)
+        else:
+            assert corpus.cases == [] and "no family detected" in corpus.skipped[0][1]
+
+
+@pytest.mark.parametrize("template", DETECTED)
+def test_call_cases_read_as_their_calls_and_near_misses_do_not(template):
+    cases = {c.name: c for c in CORPORA[template].cases}
+    expect = {name: c.expect for name, c in cases.items()}
+    if "one-call" in cases:
+        one = expect["one-call"]
+        assert one["deviation"] is None and [c["name"] for c in one["calls"]] == ["get_weather"]
+    if "zero-arguments" in cases:
+        assert expect["zero-arguments"]["deviation"] is None and len(expect["zero-arguments"]["calls"]) == 1
+    # typed-arguments is kept as the template renders it, even where its own parser then refuses it (Gemma 4
+    # writes null as None, LFM2.5 a nested dict as JSON inside a Python call): the runtime gets that text too.
+    if "two-calls" in cases:
+        assert [c["name"] for c in expect["two-calls"]["calls"]] == ["get_weather", "get_time"]
+    if "near-miss-unclosed" in cases:
+        assert expect["near-miss-unclosed"]["deviation"] and not expect["near-miss-unclosed"]["calls"]
+    assert expect["history-answer"]["calls"] == [] if "history-answer" in cases else True
+    # The corpus's prompts are spread apart so several replies fit one scripted model.
+    for case in cases.values():
+        assert case.reply and case.variants[0] == "auto"
+
+
+def test_replies_come_from_the_template():
+    hermes = {c.name: c for c in CORPORA["Qwen-Qwen2.5-7B-Instruct"].cases}
+    assert hermes["one-call"].reply == \
+        '<tool_call>\n{"name": "get_weather", "arguments": {"location": "Paris", "days": 3}}\n</tool_call>'
+    assert hermes["near-miss-unclosed"].reply.endswith("}}") and hermes["near-miss-unclosed"].expect["deviation"]
+    assert hermes["near-miss-foreign-markers"].reply.startswith("[TOOL_CALLS]")
+    assert hermes["near-miss-bare-json"].expect["deviation"] == "bare-json"
+    qwen3 = {c.name: c for c in CORPORA["Qwen-Qwen3-0.6B"].cases}
+    assert qwen3["reasoning-then-call"].template_kwargs == {"enable_thinking": True}
+    assert qwen3["reasoning-then-call"].expect["reasoning"] and qwen3["reasoning-then-call"].expect["calls"]
+
+
+def test_case_files_are_read_with_their_errors_located(tmp_path):
+    ref = resolve_template("Qwen-Qwen2.5-7B-Instruct", SOURCES)
+    good = tmp_path / "cases.yaml"
+    good.write_text("- name: hello\n  messages: [{role: user, content: Hi}]\n  reply: Hello there.\n")
+    corpus = cases_from_file(good, ref)
+    assert [(c.name, c.expect["content"]) for c in corpus.cases] == [("hello", "Hello there.")]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- name: hello\n  messages: [{role: user, content: Hi}]\n  reply: x\n- name: two\n  reply: y\n"
+                   "  colour: red\n")
+    with pytest.raises(HarnessError, match=r"bad.yaml:4: 1: missing messages; unknown colour"):
+        cases_from_file(bad, ref)
