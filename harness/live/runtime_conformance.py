@@ -234,6 +234,7 @@ def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Pat
               variants=None, log=print, keep=False) -> tuple:
     """templates: (ResolvedTemplate, Corpus) pairs. Returns (records written, templates skipped with why)."""
     written, skipped, seen = [], [], {}
+    Path(workdir).mkdir(parents=True, exist_ok=True)
     with TranscriptWriter(path) as writer:
         for ref, corpus in templates:
             if not corpus.family:
