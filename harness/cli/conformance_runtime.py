@@ -23,9 +23,16 @@ def run(args) -> int:
     from harness.live.runtime_conformance import run_suite
     from harness.pins.sources import ID_PATTERN, load_sources, resolve_template
 
+    if bool(args.server) == bool(args.endpoint):
+        raise HarnessError("give --server (a runtime the harness starts) or --endpoint (one you serve), not both")
+    if args.endpoint and not (args.manifest and args.served_model and args.runtime):
+        raise HarnessError("--endpoint needs --manifest (from harness scripted-model), --served-model (the "
+                           "scripted model it serves, as the manifest names it) and --runtime")
     runtime = args.runtime or DEFAULT_RUNTIME[args.server]
     if not ID_PATTERN.match(runtime):
         raise HarnessError(f"--runtime {runtime!r}: a name of letters, digits, '.', '_' or '-' (it names a file)")
+    if args.endpoint:
+        return _endpoint(args, runtime)
     sources = load_sources()
     ids = args.template or list(sources.templates)
     templates = [(ref, build_corpus(ref)) for ref in (resolve_template(t, sources) for t in ids)]
@@ -54,6 +61,21 @@ def run(args) -> int:
     return 0
 
 
+def _endpoint(args, runtime: str) -> int:
+    from harness.evaluation.runtime_conformance import read_records
+    from harness.live.runtime_endpoint import run_manifest
+
+    path = args.results_dir.runtime_conformance_records(runtime)
+    existing, problems = read_records(path)
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    records = run_manifest(args.endpoint, args.served_model, args.manifest, runtime, path,
+                           {r.done_key() for r in existing}, args.case, args.variant, log=lambda r: None)
+    agree = sum(r.labels == ["agree"] for r in records)
+    print(f"{runtime}: {len(records)} request(s) asked, {agree} agree, {len(existing)} already recorded -> {path}")
+    return 0
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "runtime-conformance", help="exact replies of every family through a runtime the harness starts",
@@ -64,8 +86,13 @@ def register(subparsers) -> None:
                     "non-streamed and streamed, with the case's tool_choice variants. Records are appended to "
                     "DIR/runtime-conformance/RUNTIME.jsonl with labels; a killed run resumes; a request that "
                     "kills the server is recorded and the server restarted.")
-    p.add_argument("--server", choices=SERVERS, required=True,
+    p.add_argument("--server", choices=SERVERS,
                    help="the runtime to start: llama-server (built from the pinned sources) or llama-cpp-python's")
+    p.add_argument("--endpoint", metavar="URL",
+                   help="instead, a runtime you serve (Ollama, LM Studio, vLLM, …) with a scripted model loaded")
+    p.add_argument("--manifest", type=Path, metavar="FILE", help="with --endpoint: the harness scripted-model manifest")
+    p.add_argument("--served-model", metavar="NAME",
+                   help="with --endpoint: the scripted model served (its served_name in the manifest)")
     p.add_argument("--runtime", metavar="NAME", help="the name the records carry (default: the server and its version)")
     p.add_argument("--template", action="append", metavar="ID", help="template (repeatable; default: all pinned)")
     p.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable)")

@@ -288,6 +288,10 @@ class RuntimeConformanceRecord:
     plain: dict | None = None         # the non-streamed answer as returned
     stream: dict | None = None        # the streamed answer, deltas accumulated
     recorded: str | None = None
+    # A runtime the user serves (server "endpoint"): where, the scripted-model manifest, the served name.
+    endpoint: str | None = None
+    manifest: str | None = None
+    served_model: str | None = None
     schema: int = SCHEMA_VERSION     # as read; to_json writes this harness's schema
 
     def done_key(self) -> tuple:
@@ -314,11 +318,16 @@ class RuntimeConformanceRecord:
                    plain=_check(raw, "plain", (dict, _NONE), optional=True),
                    stream=_check(raw, "stream", (dict, _NONE), optional=True),
                    recorded=_check(raw, "recorded", (str, _NONE), optional=True),
+                   endpoint=_check(raw, "endpoint", (str, _NONE), optional=True),
+                   manifest=_check(raw, "manifest", (str, _NONE), optional=True),
+                   served_model=_check(raw, "served_model", (str, _NONE), optional=True),
                    schema=_check(raw, "schema", (int,), optional=True) or 0)
 
     def to_json(self) -> dict:
+        served = {"endpoint": self.endpoint, "manifest": self.manifest, "served_model": self.served_model}
         return {"schema": SCHEMA_VERSION, "kind": RUNTIME_CONFORMANCE, "runtime": self.runtime,
-                "server": self.server, "template": self.template, "family": self.family, "profile": self.profile,
+                "server": self.server, **(served if self.endpoint is not None else {}),
+                "template": self.template, "family": self.family, "profile": self.profile,
                 "case": self.case, "variant": self.variant, "request": self.request, "reply": self.reply,
                 "reply_tokens": self.reply_tokens, "expect": self.expect, "ours": self.ours, "key": self.key,
                 "model": self.model, "plain": self.plain, "stream": self.stream, "recorded": self.recorded,

@@ -176,8 +176,12 @@ def read_records(path) -> tuple:
 
 def replay_command(record: RuntimeConformanceRecord) -> str:
     """One line that asks this single case again, into a scratch results folder."""
-    return " ".join(["harness runtime-conformance --server", record.server, "--template", record.template["id"],
-                     "--case", record.case["name"], "--variant", record.variant, "--results-dir /tmp/replay"])
+    where = ["--server", record.server, "--template", record.template["id"]]
+    if record.server == "endpoint":
+        where = ["--endpoint", record.endpoint, "--manifest", record.manifest, "--served-model",
+                 record.served_model, "--runtime", record.runtime]
+    return " ".join(["harness runtime-conformance", *where, "--case", record.case["name"], "--variant",
+                     record.variant, "--results-dir /tmp/replay"])
 
 
 def matrix(records: list) -> list:

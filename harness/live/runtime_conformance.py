@@ -72,7 +72,7 @@ def requests_for(corpus, cases=None, variants=None) -> list:
             if (not cases or c.name in cases) and (not variants or v in variants)]
 
 
-def _switches(body: dict) -> dict:
+def request_switches(body: dict) -> dict:
     """What a request sets beside the case's messages and tools (those follow from the case's name and hash:
     harness.evaluation.runtime_corpus writes them again)."""
     return {k: v for k, v in body.items() if k not in ("messages", "tools")}
@@ -214,7 +214,7 @@ class TemplateRun:
         record = {"kind": KIND, "runtime": self.runtime, "server": self.kind,
                   "template": {"id": self.ref.id, "sha256": template_sha(self.ref)}, "family": self.corpus.family,
                   "profile": self.profile, "case": {"name": r.case.name, "hash": case_hash(r.case)},
-                  "variant": r.variant, "request": _switches(r.body), "reply": r.case.reply,
+                  "variant": r.variant, "request": request_switches(r.body), "reply": r.case.reply,
                   "reply_tokens": reply_tokens, "expect": r.case.expect, "ours": {"tokens": ours.tokens},
                   "key": {**key.to_json(), "same_text": same}, "model": path.name if path else None,
                   "plain": plain, "stream": stream, "recorded": now()}
@@ -232,6 +232,7 @@ def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Pat
               variants=None, log=print, keep=False) -> tuple:
     """templates: (ResolvedTemplate, Corpus) pairs. Returns (records written, templates skipped with why)."""
     written, skipped, seen = [], [], {}
+    Path(workdir).mkdir(parents=True, exist_ok=True)
     with TranscriptWriter(path) as writer:
         for ref, corpus in templates:
             if not corpus.family:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.evaluation.runtime_conformance import LABELS, matrix, replay_command
+from harness.evaluation.runtime_conformance import LABELS, matrix
 from harness.reports.html_samples import STATUS_TEXT, names_html, sample_html, status, token_pattern
 from harness.reports.examples import failing_examples
 from harness.reports.tables import EXAMPLES, RATES, by_mode, mode_order, mode_table, replay_table, scenario_table
@@ -169,23 +169,17 @@ def model_html(model: str, frame: pd.DataFrame, record, illustrations=()) -> str
 
 
 def runtime_section(records: list) -> str:
-    """results/runtime-conformance.md's matrix and disagreements, for the page (empty without records)."""
+    """results/runtime-conformance.md's matrix, for the page (empty without records)."""
     if not records:
         return ""
     head = "".join(f"<th>{escape(k)}</th>" for k in ("runtime", "family", "templates", "requests", *LABELS))
     rows = "".join("<tr>" + "".join(f"<td>{escape(str(v))}</td>" for v in (
         row["runtime"], row["family"], len(row["templates"]), row["requests"], *(row[k] for k in LABELS))) + "</tr>"
         for row in matrix(records))
-    items = "".join(
-        f"<li><b>{escape(r.runtime)}</b> / {escape(r.template['id'])} / {escape(r.case['name'])}/"
-        f"{escape(r.variant)}: <code>{escape(', '.join(r.labels))}</code> — {escape('; '.join(r.details))}"
-        f"<pre>{escape(r.reply)}</pre><code>{escape(replay_command(r))}</code></li>"
-        for r in sorted(records, key=lambda r: (r.runtime, r.family or "", r.template["id"], r.case["name"],
-                                                 r.variant)) if r.labels != ["agree"])
     return ('<section class="model" id="runtime-conformance"><h2>Runtime conformance</h2><p>Exact replies of '
-            "scripted models through each runtime's /v1/chat/completions (results/runtime-conformance.md).</p>"
-            f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
-            f"<details><summary>disagreements</summary><ul>{items}</ul></details></section>")
+            "scripted models through each runtime's /v1/chat/completions: requests per label. Every disagreement, "
+            "with its reply and the command that replays it, is in results/runtime-conformance.md.</p>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></section>")
 
 
 def page(collected, runtime: str = "") -> str:

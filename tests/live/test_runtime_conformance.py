@@ -14,7 +14,7 @@ requirements.binding()
 
 from harness.backends.openai import chat_answer  # noqa: E402
 from harness.backends.servers import LocalServer  # noqa: E402
-from harness.evaluation.runtime_conformance import LABELS, label_family, read_records  # noqa: E402
+from harness.evaluation.runtime_conformance import LABELS, label_family, read_records, replay_command  # noqa: E402
 from harness.evaluation.runtime_corpus import build_corpus  # noqa: E402
 from harness.live import runtime_conformance as rc  # noqa: E402
 from harness.pins.sources import load_sources, resolve_template  # noqa: E402
@@ -109,7 +109,7 @@ def test_a_resumed_run_asks_only_what_is_not_recorded(tmp_path):
 
 
 @pytest.mark.needs_server
-def test_scripted_model_keyed_to_llama_server_writes_the_manifest_reply(tmp_path):
+def test_scripted_model_keyed_to_llama_server_writes_the_manifest_reply_at_any_endpoint(tmp_path):
     out = tmp_path / "models"
     done = subprocess.run([sys.executable, "-m", "harness", "scripted-model", "--template", "Qwen3.5-4B",
                            "--case", "prose-braces", "--case", "one-call", "--key-from", "llama-server",
@@ -120,12 +120,24 @@ def test_scripted_model_keyed_to_llama_server_writes_the_manifest_reply(tmp_path
     model = manifest["models"][0]
     entries = {f"{e['case']}/{e['variant']}": e for e in model["requests"]}
     assert entries["one-call/auto"]["key_source"].startswith("llama-server")
-    with LocalServer("llama-server", out / model["file"], log_path=tmp_path / "server.log") as server:
+    results = tmp_path / "results"
+    with LocalServer("llama-server", out / model["file"], alias=model["served_name"],
+                     log_path=tmp_path / "server.log") as server:
         prose = entries["prose-braces/auto"]
         answer = chat_answer(server.base_url + "/v1/chat/completions",
                              {**prose["request"], "model": server.model}, 60)
         call = chat_answer(server.base_url + "/v1/chat/completions",
                            {**entries["one-call/auto"]["request"], "model": server.model}, 60)
+        # The same model as any endpoint a user serves: the manifest's requests, recorded and labelled.
+        asked = subprocess.run([sys.executable, "-m", "harness", "runtime-conformance", "--endpoint", server.base_url,
+                                "--manifest", str(out / "Qwen3.5-4B.manifest.json"), "--served-model", server.model,
+                                "--runtime", "my-llama-server", "--variant", "auto", "--results-dir", str(results)],
+                               capture_output=True, text=True)
+    assert asked.returncode == 0, asked.stderr
+    records = read_records(results / "runtime-conformance" / "my-llama-server.jsonl")[0]
+    assert sorted(r.case["name"] for r in records) == ["one-call", "prose-braces"]
+    assert all(r.labels == ["agree"] for r in records), [r.details for r in records]
+    assert "--endpoint" in replay_command(records[0]) and "--manifest" in replay_command(records[0])
     assert answer["content"] == prose["reply"] and answer["tool_calls"] == []
     assert [c["name"] for c in call["tool_calls"]] == ["get_weather"]
     assert json.loads(call["tool_calls"][0]["arguments"]) == {"location": "Paris", "days": 3}
