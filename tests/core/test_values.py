@@ -101,7 +101,7 @@ def test_a_bad_harness_threads_is_named_before_any_work(tmp_path, value):
 
 def test_a_bad_harness_samples_option_is_a_pytest_usage_error(tmp_path):
     done = subprocess.run([sys.executable, "-m", "pytest", "--harness-samples", "0", "--collect-only", "-q",
-                           "-p", "no:cacheprovider", str(ROOT / "tests" / "test_standin.py")],
+                           "-p", "no:cacheprovider", str(ROOT / "tests" / "backends" / "test_standin.py")],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 4, done.stdout + done.stderr
     assert "argument --harness-samples: must be an integer from 1 to 1000, got 0" in done.stderr
