@@ -74,8 +74,8 @@ def test_llama_cpp_python_leaves_calls_in_content_and_repeats_streamed_names(tmp
     # A named function is written under llama-cpp-python's own JSON grammar (not the family's call syntax), and
     # its stream sends the function name in every delta, so accumulated names repeat.
     named = got["one-call/named"]
-    assert "reply-rewritten" in named["labels"] and "stream-differs" in named["labels"]
-    streamed = named["stream"]["tool_calls"][0]["name"]
+    assert "reply-rewritten" in named.labels and "stream-differs" in named.labels
+    streamed = named.stream["tool_calls"][0]["name"]
     assert streamed.startswith("get_weatherget_weather")
 
 
