@@ -43,7 +43,7 @@ def classify(strict, strict_prompt_tokens: int | None, runtime, same_prompt: boo
         return "prompts-differ", f"strict prompt {strict_prompt_tokens} tokens, runtime's {runtime.prompt_tokens}"
     runtime_calls, invalid = [], []
     for call in runtime.tool_calls:
-        arguments = _arguments(call.get("arguments"))
+        arguments = arguments_object(call.get("arguments"))
         if arguments is None:
             invalid.append(f"{call.get('name')}: arguments {call.get('arguments')!r} are not a JSON object")
         runtime_calls.append((call.get("name"), arguments))
@@ -71,7 +71,9 @@ def _short(text) -> str:
     return json.dumps(text[:60] + ("…" if len(text) > 60 else ""), ensure_ascii=False)
 
 
-def _arguments(text):
+def arguments_object(text):
+    """A call's arguments as a runtime returned them (a JSON string, or an object), as a dict; None when they are
+    not a JSON object."""
     if isinstance(text, dict):
         return text
     try:

@@ -27,26 +27,13 @@ import json
 
 from harness.families.arguments import tool_parameters, type_arguments
 from harness.evaluation.records import RUNTIME_CONFORMANCE, RuntimeConformanceRecord
+from harness.evaluation.runtime_agreement import arguments_object, label_family
 from harness.evaluation.transcripts import read_transcript
 
 KIND = "runtime-conformance"
 LABELS = ("agree", "prompts-differ", "reply-rewritten", "runtime-forgave", "runtime-dropped-call",
           "call-left-in-content", "arguments-changed", "calls-differ", "content-differs", "stream-differs",
           "runtime-error")
-
-
-def label_family(label: str) -> str:
-    return label.split(":", 1)[0]
-
-
-def _object(arguments):
-    if isinstance(arguments, dict):
-        return arguments
-    try:
-        value = json.loads(arguments) if isinstance(arguments, str) else None
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _typed(name, arguments, tools) -> dict:
@@ -99,7 +86,7 @@ def judge(expect: dict, answer: dict, tools: list, variant: str, marker: str | N
             return ["calls-differ"], [f"strict {[n for n, _ in strict]}; runtime {[c['name'] for c in theirs]}"]
         changed = []
         for (name, want), call in zip(strict, theirs):
-            got = _object(call.get("arguments"))
+            got = arguments_object(call.get("arguments"))
             if got is None:
                 changed.append(f"{name}: arguments {str(call.get('arguments'))[:80]!r} are not a JSON object")
             elif want and not got:
@@ -126,7 +113,7 @@ def _around(text: str, other: str) -> str:
 def _same_answer(a: dict, b: dict) -> bool:
     def shape(x):
         return (_text(x.get("content")), _text(x.get("reasoning")),
-                [(c.get("name"), _object(c.get("arguments"))) for c in x.get("tool_calls") or []])
+                [(c.get("name"), arguments_object(c.get("arguments"))) for c in x.get("tool_calls") or []])
     return shape(a) == shape(b)
 
 

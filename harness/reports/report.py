@@ -257,11 +257,7 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
 
 def _write_agreement(results: ResultsDir, warnings: list) -> list:
     """results/runtime-agreement.md from results/runtimes/*.jsonl (harness runtime-check), when there are any."""
-    records = []
-    for path in results.runtime_record_files():
-        found, problems = read_records(path)
-        records += found
-        warnings += problems
+    records = _records(results.runtime_record_files(), read_records, warnings)
     if not records:
         return []
     out = results.runtime_agreement
@@ -271,9 +267,14 @@ def _write_agreement(results: ResultsDir, warnings: list) -> list:
 
 def _conformance_records(results: ResultsDir, warnings: list) -> list:
     """The records of results/runtime-conformance/*.jsonl (harness runtime-conformance)."""
+    return _records(results.runtime_conformance_files(), read_conformance, warnings)
+
+
+def _records(paths: list, read, warnings: list) -> list:
+    """Every record of the files, read with `read`; what it skipped goes to `warnings`."""
     records = []
-    for path in results.runtime_conformance_files():
-        found, problems = read_conformance(path)
+    for path in paths:
+        found, problems = read(path)
         records += found
         warnings += problems
     return records
