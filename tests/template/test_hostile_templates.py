@@ -169,7 +169,7 @@ def test_hostile_template_ends_clearly_and_quickly(outcomes, index):
         assert outcome["kind"] == "error", outcome
         assert outcome["message"] == outcome["message"].strip() and len(outcome["message"]) < 400
         assert re.search(expected, outcome["message"]), outcome["message"]
-    assert outcome["cpu_seconds"] < 3.0, outcome
+    assert outcome["cpu_seconds"] < 10.0, outcome     # long-sum compiles for about 3 CPU s; a hang costs far more
 
 
 def test_running_out_of_memory_below_the_budget_is_a_template_error():
