@@ -168,7 +168,7 @@ def replay_command(record: RuntimeConformanceRecord) -> str:
         where = ["--endpoint", record.endpoint, "--manifest", record.manifest, "--served-model",
                  record.served_model, "--runtime", record.runtime]
     return " ".join(["harness runtime-conformance", *where, "--case", record.case["name"], "--variant",
-                     record.variant, "--results-dir /tmp/replay"])
+                     record.variant, '--results-dir "$(mktemp -d)"'])
 
 
 def matrix(records: list) -> list:
