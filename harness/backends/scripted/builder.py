@@ -115,15 +115,25 @@ def _links(vocab: Vocab, scripts: Sequence[Script | Turn]):
 
 def _q8_0(values: np.ndarray) -> np.ndarray:
     """Q8_0 bytes of a matrix. gguf's quantize() goes row by row (seconds for a 152k-row head); its block
-    quantizer over all rows at once gives the same bytes."""
-    rows = values.astype(np.float32)
-    return Q8_0.quantize_blocks(rows.reshape(-1, 32)).reshape(rows.shape[0], -1)
+    quantizer over the rows at once gives the same bytes. An all-zero block is all-zero bytes (scale 0, values
+    0), and a head has a few hundred non-zero rows out of 152k: only those are quantized."""
+    blocks = np.zeros((values.shape[0], values.shape[1] // 32 * 34), dtype=np.uint8)
+    rows = np.flatnonzero(np.any(values != 0, axis=1))
+    if rows.size:
+        blocks[rows] = Q8_0.quantize_blocks(values[rows].astype(np.float32).reshape(-1, 32)).reshape(rows.size, -1)
+    return blocks
 
 
-def _check_margins(out: np.ndarray, embd: np.ndarray, pos: np.ndarray, by_token, by_position, eot) -> None:
-    """Run the output head (layer norm, then the head) on every scripted state; the scripted token must lead."""
+def _check_margins(out: np.ndarray, embd: np.ndarray, pos: np.ndarray, by_token, by_position, eot,
+                   written: np.ndarray | None = None) -> None:
+    """Run the output head (layer norm, then the head) on every scripted state; the scripted token must lead.
+    `written` is the head's Q8_0 bytes when it is stored quantized: the check runs on what llama.cpp reads (Q8_0
+    rounds an entry against the largest of its 32-wide block)."""
     rows = np.flatnonzero(np.any(out != 0, axis=1))  # every other token's logit is exactly 0
-    head = out[rows].astype(np.float32)
+    if written is None:
+        head = out[rows].astype(np.float32)
+    else:
+        head = Q8_0.dequantize_blocks(written[rows].reshape(-1, 34)).reshape(rows.size, -1)
 
     def check(x: np.ndarray, want: int, what: str) -> None:
         xn = (x - x.mean()) / np.sqrt(x.var() + 1e-5)
@@ -181,9 +191,7 @@ def build_standin(path: str | Path, profile: str | Profile, scripts: Sequence[Sc
         pos[p, pos_slot[b]] = POSITION_GAIN
         out[b, pos_slot[b]] = pos_scale
     head = _q8_0(out) if quantized else out
-    # Checked on the head as written: Q8_0 rounds an entry against the largest of its 32-wide block.
-    _check_margins(Q8_0.dequantize_blocks(head.reshape(-1, 34)).reshape(out.shape) if quantized else out,
-                   embd, pos, by_token, by_position, eot)
+    _check_margins(out, embd, pos, by_token, by_position, eot, written=head if quantized else None)
 
     path = Path(path)
     w = _Writer(str(path), arch="gpt2")
