@@ -36,6 +36,8 @@ NUMBER_TOO_LONG = "number-too-long"  # an integer of more digits than Python pri
 NESTING_TOO_DEEP = "nesting-too-deep"  # brackets nested deeper than any call needs (jsonscan.MAX_DEPTH)
 NON_JSON_VALUE = "non-json-value"  # a Python literal JSON has no type for (bytes, set, tuple, complex, ...)
 LONE_SURROGATE = "lone-surrogate"  # a string escape for half a UTF-16 pair ("\ud83d" alone): no UTF-8 text holds it
+JSON_NULL = "json-null"  # JSON's null where the family's template writes Python's None (Gemma 4)
+ANALYSIS_CHANNEL_CALL = "analysis-channel-call"  # a Harmony call sent on the analysis channel, not commentary
 
 ALL = sorted(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str) and k != "ALL")
 

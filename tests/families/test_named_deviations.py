@@ -1,0 +1,41 @@
+"""Replies peer parsers read and ours refuses, each under a deviation of its own rather than malformed-call."""
+
+from pathlib import Path
+
+from harness.families import deviations as dev
+from harness.families import get
+from harness.template.render import render
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+
+
+def _rendered_call(template: str, arguments: dict, opens: str, closes: str) -> str:
+    call = {"type": "function", "function": {"name": "set_nullable", "arguments": arguments}}
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
+    rendered = render((TEMPLATES / template).read_text(), messages)
+    return rendered[rendered.rindex(opens):rendered.rindex(closes) + len(closes)]
+
+
+def test_gemma4_reads_null_as_its_template_prints_it():
+    reply = _rendered_call("google-gemma-4-31B-it.jinja", {"value": None, "more": [None, {"a": None}]},
+                           "<|tool_call>", "<tool_call|>")
+    # The official template prints a None argument through `{{ argument }}`: Python's None.
+    assert reply == "<|tool_call>call:set_nullable{more:[None,{a:None}],value:None}<tool_call|>"
+    parsed = get("gemma4").parse(reply)
+    assert parsed.accepted, (parsed.deviation, parsed.detail)
+    assert parsed.calls[0].arguments == {"value": None, "more": [None, {"a": None}]}
+    assert get("gemma4").format(parsed.calls) == reply
+
+
+def test_gemma4_json_null_is_named():
+    # llama.cpp's test-chat expects this reply to read as {"value": null}; the template never writes it.
+    parsed = get("gemma4").parse("<|tool_call>call:set_nullable{value:null}<tool_call|>")
+    assert not parsed.accepted and parsed.deviation == dev.JSON_NULL
+
+
+def test_harmony_call_on_the_analysis_channel_is_named():
+    reply = '<|channel|>analysis to=functions.get_weather <|constrain|>json<|message|>{"location": "Paris"}<|call|>'
+    parsed = get("harmony").parse(reply, "<|start|>assistant")
+    assert not parsed.accepted and parsed.deviation == dev.ANALYSIS_CHANNEL_CALL
+    role_form = ' to=functions.get_weather<|channel|>analysis json<|message|>{"location": "Paris"}<|call|>'
+    assert get("harmony").parse(role_form, "<|start|>assistant").deviation == dev.ANALYSIS_CHANNEL_CALL
