@@ -58,18 +58,20 @@ def json_failure(payload: str) -> str:
     return INVALID_JSON
 
 
-def _has_json_call_object(text: str) -> bool:
-    """Whether a JSON object with a name, function or tool_name key (a call, alone or in a list) is in the text.
+def _has_json_call_object(text: str, call_keys=()) -> bool:
+    """Whether a JSON object with a name, function or tool_name key, or one of the family's own `call_keys` (a
+    call, alone or in a list), is in the text.
 
     Only balanced spans are decoded, outermost first: the hook sees every object a decode completes, so a span's
     inner spans are decoded again only past the point where its own decode failed. Linear in the text, up to
     the bounded depth."""
     found = False
+    keys = (*_CALL_KEYS, *call_keys)
 
     def pairs(items):
         nonlocal found
         obj = dict(items)
-        found = found or any(key in obj for key in _CALL_KEYS)
+        found = found or any(key in obj for key in keys)
         return obj
 
     decoder = json.JSONDecoder(object_pairs_hook=pairs)
@@ -85,8 +87,9 @@ def _has_json_call_object(text: str) -> bool:
     return found
 
 
-def classify_unmarked(text: str, own_markers, foreign_markers) -> str | None:
-    """For a reply with no call of the family: name the near miss it is, or None for plain text.
+def classify_unmarked(text: str, own_markers, foreign_markers, call_keys=()) -> str | None:
+    """For a reply with no call of the family: name the near miss it is, or None for plain text. `call_keys` are
+    the keys the family's own call object names its function by (Command R's tool_name).
 
     Order matters: the most specific explanation wins (a fenced call is also bare JSON)."""
     for marker in foreign_markers:
@@ -94,7 +97,7 @@ def classify_unmarked(text: str, own_markers, foreign_markers) -> str | None:
             return FOREIGN_MARKERS
     if _DOUBLE.search(text):
         return DOUBLE_BRACES
-    if _has_json_call_object(text):
+    if _has_json_call_object(text, call_keys):
         return FENCED_JSON if _FENCE.search(text) else BARE_JSON
     if _PY_DICT.search(text):
         return PYTHON_LITERALS

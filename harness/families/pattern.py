@@ -108,7 +108,7 @@ class PatternParser:
         result = ParseResult(self.family, content=body.strip(), reasoning=reasoning)
         start = self._find_start(body)
         if start is None:
-            result.deviation = dev.classify_unmarked(body, self.markers, self.foreign_markers())
+            result.deviation = dev.classify_unmarked(body, self.markers, self.foreign_markers(), self._own_keys())
             if result.deviation is None and reasoning and any(m in reasoning for m in self._strong_markers()):
                 result.deviation = dev.CALL_IN_REASONING
             result.deviation = result.deviation or reasoning_deviation
@@ -128,6 +128,11 @@ class PatternParser:
         result.calls = calls
         result.content = body[:start].strip()
         return result
+
+    def _own_keys(self):
+        """The key this family's call object names its function by, so a bare object keyed so is bare-json."""
+        shape = self.spec.object
+        return (shape.name_key,) if shape and shape.shape == "name-and-arguments" else ()
 
     def _strong_markers(self):
         return [m for m in self.markers if len(m) > 1]

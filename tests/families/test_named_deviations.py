@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from harness.families import deviations as dev
-from harness.families import get
+from harness.families import get, load_table
 from harness.template.render import render
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
@@ -39,3 +39,17 @@ def test_harmony_call_on_the_analysis_channel_is_named():
     assert not parsed.accepted and parsed.deviation == dev.ANALYSIS_CHANNEL_CALL
     role_form = ' to=functions.get_weather<|channel|>analysis json<|message|>{"location": "Paris"}<|call|>'
     assert get("harmony").parse(role_form, "<|start|>assistant").deviation == dev.ANALYSIS_CHANNEL_CALL
+
+
+def test_bare_json_follows_the_familys_own_name_key(tmp_path):
+    # A family keyed {"tool": ..., "args": ...}: its call object without markers is its bare-json near miss,
+    # whatever the three keys the shared classifier knows (name, function, tool_name).
+    (tmp_path / "toolkey.yaml").write_text(
+        'name: toolkey\nlabel: T\ndetail: d\nmarkers: ["<call>"]\ncall: "<call>{object}</call>"\n'
+        "object: {name_key: tool, arguments_key: args}\n", encoding="utf-8")
+    family = load_table(tmp_path, "not_a_package")["toolkey"]
+    assert family.parse('<call>{"tool": "get_weather", "args": {}}</call>').accepted
+    parsed = family.parse('{"tool": "get_weather", "args": {"location": "Paris"}}')
+    assert parsed.deviation == dev.BARE_JSON
+    assert family.parse('```json\n{"tool": "get_weather", "args": {}}\n```').deviation == dev.FENCED_JSON
+    assert family.parse('{"colour": "red"}').deviation is None
