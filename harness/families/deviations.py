@@ -36,6 +36,7 @@ NUMBER_TOO_LONG = "number-too-long"  # an integer of more digits than Python pri
 NESTING_TOO_DEEP = "nesting-too-deep"  # brackets nested deeper than any call needs (jsonscan.MAX_DEPTH)
 NON_JSON_VALUE = "non-json-value"  # a Python literal JSON has no type for (bytes, set, tuple, complex, ...)
 LONE_SURROGATE = "lone-surrogate"  # a string escape for half a UTF-16 pair ("\ud83d" alone): no UTF-8 text holds it
+MARKUP_IN_VALUE = "markup-in-value"  # a value holding its family's parameter markup (a broken closing tag swallowed it)
 JSON_NULL = "json-null"  # JSON's null where the family's template writes Python's None (Gemma 4)
 ANALYSIS_CHANNEL_CALL = "analysis-channel-call"  # a Harmony call sent on the analysis channel, not commentary
 
@@ -87,14 +88,21 @@ def _has_json_call_object(text: str, call_keys=()) -> bool:
     return found
 
 
+def foreign_marker(text: str, own_markers, foreign_markers) -> str | None:
+    """The first of another family's markers found in `text`, if any."""
+    for marker in foreign_markers:
+        if marker not in own_markers and marker in text:
+            return marker
+    return None
+
+
 def classify_unmarked(text: str, own_markers, foreign_markers, call_keys=()) -> str | None:
     """For a reply with no call of the family: name the near miss it is, or None for plain text. `call_keys` are
     the keys the family's own call object names its function by (Command R's tool_name).
 
     Order matters: the most specific explanation wins (a fenced call is also bare JSON)."""
-    for marker in foreign_markers:
-        if marker not in own_markers and marker in text:
-            return FOREIGN_MARKERS
+    if foreign_marker(text, own_markers, foreign_markers):
+        return FOREIGN_MARKERS
     if _DOUBLE.search(text):
         return DOUBLE_BRACES
     if _has_json_call_object(text, call_keys):

@@ -113,6 +113,11 @@ class PatternParser:
                 result.deviation = dev.CALL_IN_REASONING
             result.deviation = result.deviation or reasoning_deviation
             return result
+        foreign = dev.foreign_marker(body[:start], self.markers, self.foreign_markers())
+        if foreign:
+            # Another family's call in the text: accepting ours would leave it in content, unexecuted.
+            result.deviation, result.detail = dev.FOREIGN_MARKERS, f"{foreign!r} in the text before the call"
+            return result
         if self.start_only and body[:start].strip():
             result.deviation, result.detail = dev.TEXT_BEFORE_CALL, "the call must be the whole reply"
             return result
@@ -245,6 +250,10 @@ class PatternParser:
         if name == "pycalls":
             found["calls"] = PythonCalls.read(raw)
             return end
+        opener = opening_literal(self.spec.param) if self.spec.param else None
+        if opener and opener in raw:
+            raise Mismatch(dev.MARKUP_IN_VALUE, f"the value at offset {pos} holds {opener!r}: a closing tag "
+                                                f"before it is broken, and the value swallowed the next parameter")
         found["value"] = raw[:-1] if raw.endswith("\n") and following and following[0][0] == "nl" else raw
         return end
 

@@ -2,8 +2,10 @@
 
 from pathlib import Path
 
+import pytest
+
+from harness.families import ToolCall, all_markers, detectable, get, load_table
 from harness.families import deviations as dev
-from harness.families import get, load_table
 from harness.template.render import render
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
@@ -53,3 +55,41 @@ def test_bare_json_follows_the_familys_own_name_key(tmp_path):
     assert parsed.deviation == dev.BARE_JSON
     assert family.parse('```json\n{"tool": "get_weather", "args": {}}\n```').deviation == dev.FENCED_JSON
     assert family.parse('{"colour": "red"}').deviation is None
+
+
+CALL = [ToolCall("get_weather", {"location": "Paris", "days": 3})]
+# Every family whose parameters are markup closed by a tag, and the closing tag after the first value.
+CLOSED_PARAMETERS = {
+    "atem": "</atem:parameter>", "deepseek-v3.2": "</｜DSML｜parameter>", "deepseek-v4": "</｜DSML｜parameter>",
+    "glm": "</arg_value>", "hy3": "</arg_value:opensource>", "kimi-k3": "<|close|>argument<|sep|>",
+    "minicpm5": "</param>", "minimax-m2": "</parameter>", "qwen-xml": "</parameter>", "seed-oss": "</parameter>",
+}
+
+
+@pytest.mark.parametrize("name", CLOSED_PARAMETERS)
+def test_a_broken_closing_tag_never_lets_a_value_swallow_the_next_parameter(name):
+    family = get(name)
+    text = family.format(CALL)
+    closing = CLOSED_PARAMETERS[name]
+    at = text.index(closing, text.index("Paris"))
+    broken = text[:at] + closing[:-1] + "5" + text[at + len(closing):]
+    parsed = family.parse(broken)
+    assert not parsed.accepted and parsed.deviation == dev.MARKUP_IN_VALUE, (parsed.deviation, parsed.calls)
+
+
+# A reply of these is a sequence of their own messages from the first token: text before is refused as such.
+MESSAGES_FROM_THE_START = {"atem", "harmony", "kimi-k3"}
+
+
+@pytest.mark.parametrize("name", sorted(detectable()))
+def test_another_familys_call_before_a_valid_call_is_named(name):
+    family = get(name)
+    own = family.format(CALL)
+    for other, foreign in detectable().items():
+        if other == name or not any(m in all_markers() for m in foreign.markers):
+            continue  # functionary-v3.2's `>>>` is punctuation, never foreign (ordinary answers hold it)
+        text = foreign.format(CALL)
+        parsed = family.parse(f"{text}\n{own}")
+        assert not parsed.accepted, (other, parsed.content)
+        if name not in MESSAGES_FROM_THE_START and not any(m in text for m in family.markers):
+            assert parsed.deviation == dev.FOREIGN_MARKERS, (other, parsed.deviation)
