@@ -56,8 +56,9 @@ def _additional_properties(validator, extra_schema, instance, schema):
         for key in extras:
             yield from validator.descend(instance[key], extra_schema, path=key)
     elif not extra_schema and extras:
-        verb = "was" if len(extras) == 1 else "were"
-        yield ValidationError(f"Additional properties are not allowed ({', '.join(map(repr, extras))} {verb} unexpected)")
+        listed = ", ".join(map(repr, extras))
+        yield ValidationError(f"Additional properties are not allowed ({listed} {'was' if len(extras) == 1 else 'were'}"
+                              " unexpected)")
 
 
 def safe_search(pattern, text) -> bool:

@@ -294,8 +294,7 @@ class PythonValues(Values):
 
 
 class GemmaValues(Values):
-    """Gemma 4's call language: <|"|>-delimited strings, bare keys in sorted order, no whitespace, null as the
-    template prints it (Python's None)."""
+    """Gemma 4's call language: <|"|>-delimited strings, bare keys in sorted order, no whitespace, None for null."""
 
     space = EMPTY
     key_order_sorted = True
