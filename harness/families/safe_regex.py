@@ -174,11 +174,15 @@ class _Builder:
         return start, ends
 
 
-@lru_cache(maxsize=256)
 def compile_pattern(pattern: str) -> tuple:
     """The NFA of `pattern` (states, start) or UnsafePattern naming why it will not be run."""
     if not isinstance(pattern, str):
         raise UnsafePattern(f"a pattern is a string, not {type(pattern).__name__}")
+    return _compile(pattern)
+
+
+@lru_cache(maxsize=256)
+def _compile(pattern: str) -> tuple:
     if len(pattern) > MAX_PATTERN_CHARS:
         raise UnsafePattern(f"a pattern of {len(pattern)} characters (at most {MAX_PATTERN_CHARS})")
     try:

@@ -43,6 +43,7 @@ REFUSED = {
     "parameters a list": ([tool([1])], "parameters must be a JSON Schema object"),
     "backreference": ([tool({"properties": {"a": {"pattern": "(a)\\1"}}})], "backtracking"),
     "lookahead in patternProperties": ([tool({"patternProperties": {"(?=a)": {}}})], "backtracking"),
+    "pattern a list": ([tool({"properties": {"a": {"pattern": ["a"]}}})], "a pattern is a string"),
     "invalid keyword value": ([tool({"properties": {"a": {"minimum": "x"}}})], "not valid JSON Schema"),
     "not a list": ({"name": "t"}, "expected a JSON list"),
 }
