@@ -11,8 +11,11 @@ from pathlib import Path
 from harness import families as registry
 from harness.cli.common import EXIT_FINDING, EXIT_OK, detect_ref, emit_json
 from harness.core.errors import HarnessError
-from harness.evaluation.scoring import INVALID_ARGUMENTS, PYTHON_NOTATION, UNKNOWN_TOOL
+from harness.evaluation.scoring import (
+    INVALID_ARGUMENTS, PYTHON_NOTATION, STRING_COERCED, UNKNOWN_TOOL, writes_values_as_text,
+)
 from harness.families.arguments import tool_parameters, type_arguments
+from harness.families.schemas import ToolSchemaError, check_tools
 from harness.pins.sources import resolve_template
 
 
@@ -38,16 +41,19 @@ def _boolean(text: str) -> bool:
 def _load_tools(path: Path) -> dict:
     try:
         tools = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise HarnessError(f"--tools {path}: not a readable JSON file ({exc})") from None
-    if not isinstance(tools, list) or not all(isinstance(t, dict) and "name" in t.get("function", t) for t in tools):
-        raise HarnessError(f"--tools {path}: expected a JSON list of tool definitions, each with a function name")
-    return {t.get("function", t)["name"]: t for t in tools}
+    except (OSError, ValueError, RecursionError) as exc:
+        raise HarnessError(f"--tools {path}: not a readable JSON file ({exc!r})") from None
+    try:
+        return check_tools(tools)
+    except ToolSchemaError as exc:
+        raise HarnessError(f"--tools {path}: {exc}") from None
 
 
-def _type_calls(out: dict, tools: dict) -> list:
-    """Arguments typed by each tool's schema, in place; what the schema refuses is a named finding."""
-    findings = []
+def _type_calls(out: dict, tools: dict) -> tuple:
+    """Arguments typed by each tool's schema, in place; what the schema refuses, and a string read as JSON in a
+    family that writes typed values, are named findings; the union branches that typed a value are listed."""
+    findings, branches = [], []
+    as_text = writes_values_as_text(out["family"])
     for index, call in enumerate(out["calls"]):
         tool = tools.get(call["name"])
         if tool is None:
@@ -56,12 +62,16 @@ def _type_calls(out: dict, tools: dict) -> list:
             continue
         typed = type_arguments(call["arguments"] if isinstance(call["arguments"], dict) else {},
                                tool_parameters(tool))
+        branches += [{"call": index, **branch} for branch in typed.branches]
+        if typed.coerced and not as_text:
+            findings.append({"name": STRING_COERCED, "call": index,
+                             "detail": f"written as strings and read as JSON: {', '.join(typed.coerced)}"})
         if typed.ok:
             call["arguments"] = typed.arguments
         else:
             name = PYTHON_NOTATION if typed.python_notation else INVALID_ARGUMENTS
             findings.append({"name": name, "call": index, "detail": typed.error_message()})
-    return findings
+    return findings, branches
 
 
 def cmd_parse(args) -> int:
@@ -83,7 +93,7 @@ def cmd_parse(args) -> int:
     else:
         out = registry.parse(name, reply, found.generation_prompt or "").to_json()
     if tools is not None:
-        out["findings"] = _type_calls(out, tools)
+        out["findings"], out["branches"] = _type_calls(out, tools)
     if args.json:
         emit_json(out)
     else:
@@ -94,6 +104,9 @@ def cmd_parse(args) -> int:
             print(f"deviation: {out['deviation']} ({out['detail']})")
         for finding in out.get("findings", []):
             print(f"finding: {finding['name']} in call {finding['call']} ({finding['detail']})")
+        for branch in out.get("branches", []):
+            print(f"typed by {branch['keyword']} branch {branch['branch']} ({branch['type']}): "
+                  f"{branch['path']} in call {branch['call']}")
         if out["reasoning"]:
             print(f"reasoning: {out['reasoning']}")
         print(f"content: {out['content']}")
@@ -117,7 +130,7 @@ def register(sub) -> None:
                         'what a schema refuses is listed under "findings"')
     p.add_argument("--json", action="store_true",
                    help='print {"family", "calls", "content", "reasoning", "deviation", "detail"} '
-                        '(and "findings" with --tools)')
+                        '(and "findings" and "branches" with --tools)')
     p.epilog = ("exit status: 0 the reply parses without a deviation (a call, or text), 1 a deviation or (with "
                 "--tools) an argument finding, 2 error")
     p.set_defaults(func=cmd_parse)

@@ -100,7 +100,7 @@ class AtemParser(MarkupParser):
                 cursor.pos += len(PARAM)
                 key = cursor.read(NAME, "a parameter name")
                 cursor.expect('">')
-                unique(params, key, cursor.until(END_PARAM))
+                unique(params, key, cursor.until(END_PARAM, PARAM))
                 cursor.pos += len(END_PARAM)
                 cursor.skip_ws()
             cursor.expect(END_INVOKE)

@@ -36,6 +36,9 @@ NUMBER_TOO_LONG = "number-too-long"  # an integer of more digits than Python pri
 NESTING_TOO_DEEP = "nesting-too-deep"  # brackets nested deeper than any call needs (jsonscan.MAX_DEPTH)
 NON_JSON_VALUE = "non-json-value"  # a Python literal JSON has no type for (bytes, set, tuple, complex, ...)
 LONE_SURROGATE = "lone-surrogate"  # a string escape for half a UTF-16 pair ("\ud83d" alone): no UTF-8 text holds it
+MARKUP_IN_VALUE = "markup-in-value"  # a value holding its family's parameter markup (a broken closing tag swallowed it)
+JSON_NULL = "json-null"  # JSON's null where the family's template writes Python's None (Gemma 4)
+ANALYSIS_CHANNEL_CALL = "analysis-channel-call"  # a Harmony call sent on the analysis channel, not commentary
 
 ALL = sorted(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str) and k != "ALL")
 
@@ -56,18 +59,20 @@ def json_failure(payload: str) -> str:
     return INVALID_JSON
 
 
-def _has_json_call_object(text: str) -> bool:
-    """Whether a JSON object with a name, function or tool_name key (a call, alone or in a list) is in the text.
+def _has_json_call_object(text: str, call_keys=()) -> bool:
+    """Whether a JSON object with a name, function or tool_name key, or one of the family's own `call_keys` (a
+    call, alone or in a list), is in the text.
 
     Only balanced spans are decoded, outermost first: the hook sees every object a decode completes, so a span's
     inner spans are decoded again only past the point where its own decode failed. Linear in the text, up to
     the bounded depth."""
     found = False
+    keys = (*_CALL_KEYS, *call_keys)
 
     def pairs(items):
         nonlocal found
         obj = dict(items)
-        found = found or any(key in obj for key in _CALL_KEYS)
+        found = found or any(key in obj for key in keys)
         return obj
 
     decoder = json.JSONDecoder(object_pairs_hook=pairs)
@@ -83,16 +88,24 @@ def _has_json_call_object(text: str) -> bool:
     return found
 
 
-def classify_unmarked(text: str, own_markers, foreign_markers) -> str | None:
-    """For a reply with no call of the family: name the near miss it is, or None for plain text.
-
-    Order matters: the most specific explanation wins (a fenced call is also bare JSON)."""
+def foreign_marker(text: str, own_markers, foreign_markers) -> str | None:
+    """The first of another family's markers found in `text`, if any."""
     for marker in foreign_markers:
         if marker not in own_markers and marker in text:
-            return FOREIGN_MARKERS
+            return marker
+    return None
+
+
+def classify_unmarked(text: str, own_markers, foreign_markers, call_keys=()) -> str | None:
+    """For a reply with no call of the family: name the near miss it is, or None for plain text. `call_keys` are
+    the keys the family's own call object names its function by (Command R's tool_name).
+
+    Order matters: the most specific explanation wins (a fenced call is also bare JSON)."""
+    if foreign_marker(text, own_markers, foreign_markers):
+        return FOREIGN_MARKERS
     if _DOUBLE.search(text):
         return DOUBLE_BRACES
-    if _has_json_call_object(text):
+    if _has_json_call_object(text, call_keys):
         return FENCED_JSON if _FENCE.search(text) else BARE_JSON
     if _PY_DICT.search(text):
         return PYTHON_LITERALS

@@ -63,7 +63,7 @@ class DsmlParser(MarkupParser):
             cursor.expect('" string="')
             is_string = cursor.read(STRING_FLAG, 'string="true" or string="false"') == "true"
             cursor.expect('">')
-            raw = cursor.until(PARAM_CLOSE)
+            raw = cursor.until(PARAM_CLOSE, PARAM_OPEN)
             cursor.expect(PARAM_CLOSE)
             unique(params, key, raw if is_string else _json_value(key, raw))
 

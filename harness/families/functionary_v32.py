@@ -45,6 +45,11 @@ class FunctionaryV32Parser:
         result.content = "".join([full[:first], *texts]).strip()
         if not calls:
             return no_call(result, result.content, self.markers, self.foreign_markers(), None)
+        foreign = dev.foreign_marker(result.content, self.markers, self.foreign_markers())
+        if foreign:
+            # Another family's call in the text: accepting ours would leave it in content, unexecuted.
+            result.deviation, result.detail = dev.FOREIGN_MARKERS, f"{foreign!r} in the text beside the calls"
+            return result
         result.calls = calls
         return result
 

@@ -3,8 +3,10 @@
 Values are typed by the syntax itself, so this family returns them typed, as JSON families do: strings are
 delimited by the `<|"|>` token, numbers, `true`/`false`, `{key:value}` objects with bare keys and `[...]` lists
 are written as in Google's template (format_argument with escape_keys=False). The template writes no
-whitespace inside a call and has no null (it would print Python's `None`), so neither is read. After a call the
-model writes `<|tool_response>` and waits for the result; detection cuts the reply there."""
+whitespace inside a call, so none is read. A None argument falls through format_argument to `{{ argument }}`,
+which prints Python's `None` (rendered: `call:set_nullable{value:None}`): that is null here. JSON's `null`,
+which llama.cpp's and vLLM's parsers read, is a spelling the template never writes, refused as `json-null`. After
+a call the model writes `<|tool_response>` and waits for the result; detection cuts the reply there."""
 
 import json
 import re
@@ -74,11 +76,13 @@ class Gemma4Parser(MarkupParser):
                 items.append(self._value(cursor, depth + 1))
             cursor.pos += 1
             return items
-        for word, value in (("true", True), ("false", False)):
+        for word, value in (("true", True), ("false", False), ("None", None)):
             if cursor.at(word):
                 cursor.pos += len(word)
                 return value
-        number = cursor.read(NUMBER, 'a value (<|"|>text<|"|>, a number, true, false, {...} or [...])')
+        if cursor.at("null"):
+            raise Mismatch(dev.JSON_NULL, f"null at offset {cursor.pos}: the template writes a null argument as None")
+        number = cursor.read(NUMBER, 'a value (<|"|>text<|"|>, a number, true, false, None, {...} or [...])')
         return load_json(number)
 
     def write(self, calls):
@@ -94,6 +98,8 @@ def _write_value(value):
         return f"{QUOTE}{value}{QUOTE}"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if value is None:
+        return "None"
     if isinstance(value, dict):
         return _write_object(value)
     if isinstance(value, list):
@@ -113,6 +119,8 @@ NEAR_MISSES = (
     NearMiss('<|tool_call>call:get_weather{location:<|"|>Paris<|"|>,location:<|"|>Rome<|"|>}<tool_call|>',
              dev.DUPLICATE_ARGUMENT),
     NearMiss('<|tool_call>call:get_weather{location:<|"|>Paris<|"|>}', dev.UNCLOSED_CALL),
+    NearMiss('<|tool_call>call:get_weather{days:null,location:<|"|>Paris<|"|>}<tool_call|>', dev.JSON_NULL,
+             "JSON's null where the template prints None (llama.cpp reads null)"),
 )
 
 

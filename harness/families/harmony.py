@@ -113,6 +113,9 @@ class HarmonyParser:
         name = RECIPIENT.fullmatch(recipient)
         if name is None:
             raise Mismatch(dev.MALFORMED_CALL, f"recipient {recipient!r} is not functions.NAME")
+        if header["channel"] == "analysis":
+            # llama.cpp reads these; the template renders every past call on commentary, never on analysis.
+            raise Mismatch(dev.ANALYSIS_CHANNEL_CALL, "a function call on the analysis channel (commentary is due)")
         if header["channel"] != "commentary":
             raise Mismatch(dev.MALFORMED_CALL, f"a function call on the {header['channel']} channel (commentary is due)")
         arguments, pos = decode_json(full, pos)
@@ -136,7 +139,7 @@ _CALL_HEAD = f"{CHANNEL}commentary to=functions.get_weather <|constrain|>json{ME
 NEAR_MISSES = (
     NearMiss(_CALL_HEAD + "{'location': 'Paris'}", dev.PYTHON_LITERALS),
     NearMiss(f"{CHANNEL}analysis to=functions.get_weather <|constrain|>json{MESSAGE}" + '{"location": "Paris"}',
-             dev.MALFORMED_CALL, "a function call on the analysis channel; the template trains commentary "
+             dev.ANALYSIS_CHANNEL_CALL, "a function call on the analysis channel; the template trains commentary "
              "(llama.cpp accepts both)"),
     NearMiss(f"{CHANNEL}commentary to=get_weather <|constrain|>json{MESSAGE}" + '{"location": "Paris"}',
              dev.MALFORMED_CALL, "the recipient without its functions. namespace"),

@@ -139,7 +139,7 @@ class KimiK3Parser:
             cursor.expect('" type="')
             kind = cursor.read(TYPE, "an argument type")
             cursor.expect('"<|sep|>')
-            raw = cursor.until(ARG_CLOSE)
+            raw = cursor.until(ARG_CLOSE, ARG_OPEN)
             cursor.expect(ARG_CLOSE)
             cursor.skip_ws()
             unique(args, key, _typed(key, kind, raw))

@@ -49,7 +49,7 @@ class MiniCPM5Parser(MarkupParser):
             value = cursor.until(END_CDATA)
             cursor.pos += len(END_CDATA)
             return value
-        value = cursor.until(END_PARAM)
+        value = cursor.until(END_PARAM, PARAM)
         if NEEDS_CDATA.search(value):
             raise Mismatch(dev.MALFORMED_CALL, f"parameter {key!r} has <, & or a newline outside <![CDATA[...]]>")
         return value

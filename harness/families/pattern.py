@@ -108,10 +108,15 @@ class PatternParser:
         result = ParseResult(self.family, content=body.strip(), reasoning=reasoning)
         start = self._find_start(body)
         if start is None:
-            result.deviation = dev.classify_unmarked(body, self.markers, self.foreign_markers())
+            result.deviation = dev.classify_unmarked(body, self.markers, self.foreign_markers(), self._own_keys())
             if result.deviation is None and reasoning and any(m in reasoning for m in self._strong_markers()):
                 result.deviation = dev.CALL_IN_REASONING
             result.deviation = result.deviation or reasoning_deviation
+            return result
+        foreign = dev.foreign_marker(body[:start], self.markers, self.foreign_markers())
+        if foreign:
+            # Another family's call in the text: accepting ours would leave it in content, unexecuted.
+            result.deviation, result.detail = dev.FOREIGN_MARKERS, f"{foreign!r} in the text before the call"
             return result
         if self.start_only and body[:start].strip():
             result.deviation, result.detail = dev.TEXT_BEFORE_CALL, "the call must be the whole reply"
@@ -128,6 +133,11 @@ class PatternParser:
         result.calls = calls
         result.content = body[:start].strip()
         return result
+
+    def _own_keys(self):
+        """The key this family's call object names its function by, so a bare object keyed so is bare-json."""
+        shape = self.spec.object
+        return (shape.name_key,) if shape and shape.shape == "name-and-arguments" else ()
 
     def _strong_markers(self):
         return [m for m in self.markers if len(m) > 1]
@@ -240,6 +250,10 @@ class PatternParser:
         if name == "pycalls":
             found["calls"] = PythonCalls.read(raw)
             return end
+        opener = opening_literal(self.spec.param) if self.spec.param else None
+        if opener and opener in raw:
+            raise Mismatch(dev.MARKUP_IN_VALUE, f"the value at offset {pos} holds {opener!r}: a closing tag "
+                                                f"before it is broken, and the value swallowed the next parameter")
         found["value"] = raw[:-1] if raw.endswith("\n") and following and following[0][0] == "nl" else raw
         return end
 

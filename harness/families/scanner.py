@@ -44,12 +44,17 @@ class Cursor:
         self.pos = m.end()
         return m.group()
 
-    def until(self, literal: str) -> str:
-        """The text up to (not including) the next `literal`; the cursor stops in front of it."""
+    def until(self, literal: str, opener: str | None = None) -> str:
+        """The text up to (not including) the next `literal`; the cursor stops in front of it. A value holding
+        `opener` (the markup that opens a parameter) swallowed the next one past a broken closing tag."""
         end = self.text.find(literal, self.pos)
         if end < 0:
             raise Mismatch(dev.UNCLOSED_CALL, f"no closing {literal!r}")
-        value, self.pos = self.text[self.pos : end], end
+        value = self.text[self.pos : end]
+        if opener and opener in value:
+            raise Mismatch(dev.MARKUP_IN_VALUE, f"the value at offset {self.pos} holds {opener!r}: a closing tag "
+                                                "before it is broken, and the value swallowed the next parameter")
+        self.pos = end
         return value
 
 
@@ -90,6 +95,11 @@ class MarkupParser(ABC):
         rest = body[cursor.pos :].strip()
         if rest:
             result.deviation, result.detail = dev.TRAILING_TEXT, f"text after the call: {rest[:60]!r}"
+            return result
+        foreign = dev.foreign_marker(body[:start], self.markers, self.foreign_markers())
+        if foreign:
+            # Another family's call in the text: accepting ours would leave it in content, unexecuted.
+            result.deviation, result.detail = dev.FOREIGN_MARKERS, f"{foreign!r} in the text before the call"
             return result
         result.calls, result.content = calls, body[:start].strip()
         return result

@@ -225,7 +225,9 @@ class CallGrammar:
             return self.rules.define(f"{self.shape.family}-text", Alt((plain, cdata)))
         if self.shape.text == "minimax":
             return MinimaxValues(self.rules).string()
-        return text_without(self.rules, stop, continuations, f"text-{stop}")
+        # The parsers refuse a value holding the parameter opener (markup-in-value): so does the grammar.
+        opener = next((value for kind, value in self.shape.param if kind == "lit"), None)
+        return text_without(self.rules, stop, continuations, f"text-{stop}", (opener,) if opener else ())
 
     def _nested(self, params) -> Values:
         if self.shape.nested == "minimax":

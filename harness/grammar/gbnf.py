@@ -297,52 +297,48 @@ def _rule_name(hint: str) -> str:
     return "r-" + name if name == "root" or name[0].isdigit() else name
 
 
-def text_without(rules: RuleSet, stop: str, continuations, hint: str) -> Ref:
-    """Any text that does not contain `stop`, where the parser reads up to the first `stop`.
+def text_without(rules: RuleSet, stop: str, continuations, hint: str, also=()) -> Ref:
+    """Any text that holds neither `stop` nor any of `also`, where the parser reads up to the first `stop` (and
+    refuses a value holding one of `also`: a family's parameter opener, the sign of a broken closing tag).
 
-    A right-linear grammar of the automaton that tracks how much of `stop` the text ends with (KMP). The text
-    may end in a state only if none of the literal `continuations` that follow it in the grammar completes
-    `stop` early; with a stop that does not overlap itself that is every state."""
-    key = ("text_without", stop, tuple(continuations))
+    A right-linear grammar of the automaton whose state is the longest end of the text that begins one of the
+    strings (Aho-Corasick; with `stop` alone, KMP). The text may end in a state only if none of the literal
+    `continuations` that follow it in the grammar completes `stop` early."""
+    key = ("text_without", stop, tuple(continuations), tuple(also))
     if key in rules.made:
         return rules.made[key]
-    n = len(stop)
-    fail = [0] * (n + 1)
-    k = 0
-    for i in range(1, n):
-        while k and stop[i] != stop[k]:
-            k = fail[k]
-        if stop[i] == stop[k]:
-            k += 1
-        fail[i + 1] = k
+    words = (stop, *also)
+    # States in a fixed order: stop's proper prefixes by length, then the others' (their names are stable).
+    states = list(dict.fromkeys([stop[:i] for i in range(len(stop))]
+                                + [w[:i] for w in also for i in range(len(w))]))
+    index = {state: i for i, state in enumerate(states)}
 
     def step(state, ch):
-        while state and (state == n or stop[state] != ch):
-            state = fail[state]
-        return state + 1 if stop[state] == ch else 0
+        """The next state, or None where the text would hold one of the words."""
+        text = state + ch
+        if any(text.endswith(w) for w in words):
+            return None
+        return next(index[text[i:]] for i in range(len(text) + 1) if text[i:] in index)
 
     def may_end(state):
         for cont in continuations:
-            s = state
-            for i, ch in enumerate(cont):
-                s = step(s, ch)
-                if s == n and i != len(cont) - 1:
-                    return False
-                if s == n:
-                    break
+            joined = states[state] + cont
+            found = joined.find(stop)
+            if 0 <= found and found + len(stop) < len(joined):
+                return False
         return True
 
-    chars = sorted(set(stop))
-    names = [rules.reserve(f"{hint}-{i}") for i in range(n)]
-    for state in range(n):
+    chars = sorted(set("".join(words)))
+    names = [rules.reserve(f"{hint}-{i}") for i in range(len(states))]
+    for state in range(len(states)):
         # llama.cpp keeps one stack per alternative, for every candidate token: the characters that lead
         # back to the start state share one negated class, so a state has few alternatives.
-        moves = {ch: step(state, ch) for ch in chars}
+        moves = {ch: step(states[state], ch) for ch in chars}
         special = sorted(ch for ch, nxt in moves.items() if nxt != 0)
         other = Raw("[^" + "".join(char_class_escape(c) for c in special) + "]")
         options = [Seq((other, Ref(names[0])))]
         for ch in special:
-            if moves[ch] < n:
+            if moves[ch] is not None:
                 options.append(Seq((Lit(ch), Ref(names[moves[ch]]))))
         if may_end(state):
             options.append(EMPTY)

@@ -294,7 +294,7 @@ class PythonValues(Values):
 
 
 class GemmaValues(Values):
-    """Gemma 4's call language: <|"|>-delimited strings, bare keys in sorted order, no whitespace, no null."""
+    """Gemma 4's call language: <|"|>-delimited strings, bare keys in sorted order, no whitespace, None for null."""
 
     space = EMPTY
     key_order_sorted = True
@@ -309,7 +309,7 @@ class GemmaValues(Values):
         if isinstance(value, bool):
             return Lit("true" if value else "false")
         if value is None:
-            return None
+            return self.null()
         if isinstance(value, (int, float)):
             return Lit(json.dumps(value))
         return self.any()
@@ -317,8 +317,8 @@ class GemmaValues(Values):
     def key(self, name: str) -> Expr:
         return Lit(name)
 
-    def null(self) -> Expr | None:
-        return None
+    def null(self) -> Expr:
+        return Lit("None")
 
     def any(self) -> Expr:
         name = "gemma-value"
@@ -330,7 +330,7 @@ class GemmaValues(Values):
             more_pairs = Raw(f'("," {self.rules.render(pair, inner=True)})*')
             obj = seq(Lit("{"), alt(seq(pair, more_pairs), EMPTY), Lit("}"))
             arr = seq(Lit("["), alt(seq(value, Raw(f'("," {name})*')), EMPTY), Lit("]"))
-            self.rules.fill(name, alt(self.string(), obj, arr, NUMBER, BOOLEAN))
+            self.rules.fill(name, alt(self.string(), obj, arr, NUMBER, BOOLEAN, self.null()))
         return Ref(name)
 
     def any_object(self) -> Expr:

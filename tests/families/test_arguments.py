@@ -115,10 +115,10 @@ def test_nested_values_are_typed_by_the_whole_schema():
     assert bad.errors == [
         "parameter 'filters'[0]['field']: 'size' is not one of ['name', 'date']",
         "parameter 'filters'[1]: 'field' is a required property",
-        "parameter 'filters'[1]['limit']: '3' is not of type 'integer'",
         "parameter 'filters'[2]: Additional properties are not allowed ('x' was unexpected)",
         "parameter 'page': 0 is less than the minimum of 1",
     ]
+    assert bad.coerced == ["filters[1].limit"]  # the leaf is typed by its schema, and the reading is listed
 
 
 def test_a_nested_value_written_as_json_text_is_read_then_checked():
@@ -130,3 +130,37 @@ def test_a_nested_value_written_as_json_text_is_read_then_checked():
 def test_a_broken_tool_schema_is_named_not_raised():
     typed = type_arguments({"n": 1}, {"type": "object", "properties": {"n": {"type": "integer", "minimum": "x"}}})
     assert typed.errors and "not valid JSON Schema" in typed.errors[0]
+
+
+TYPED_LEAVES = {"type": "object", "properties": {
+    "number": {"type": "object", "properties": {"real": {"type": "number"}, "label": {"type": "string"}}},
+    "rows": {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "integer"},
+                                                                         "tags": {"type": "array"}}}},
+    "pair": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "boolean"}]},
+    "either": {"anyOf": [{"type": "string"}, {"type": "object", "properties": {"n": {"type": "integer"}}}]},
+    "ref": {"$ref": "#/$defs/point"},
+}, "$defs": {"point": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}}}
+
+
+def test_every_leaf_is_typed_by_its_schema_and_each_reading_is_listed():
+    # MiniMax-M3's nested parameters carry every leaf as text.
+    typed = type_arguments({"number": {"real": "1.5", "label": "2"}, "rows": [{"id": "1", "tags": '["a"]'}],
+                            "pair": ["1", "true"], "ref": {"x": "4"}}, TYPED_LEAVES)
+    assert typed.ok, typed.errors
+    assert typed.arguments == {"number": {"real": 1.5, "label": "2"}, "rows": [{"id": 1, "tags": ["a"]}],
+                               "pair": ["1", True], "ref": {"x": 4}}
+    assert typed.coerced == ["number.real", "rows[0].id", "rows[0].tags", "pair[1]", "ref.x"]
+
+
+def test_a_union_says_which_branch_typed_the_value():
+    as_text = type_arguments({"either": '{"n": "2"}'}, TYPED_LEAVES)
+    assert as_text.arguments == {"either": '{"n": "2"}'} and as_text.coerced == []
+    assert as_text.branches == [{"path": "either", "keyword": "anyOf", "branch": 0, "type": "string"}]
+    as_object = type_arguments({"either": {"n": "2"}}, TYPED_LEAVES)
+    assert as_object.arguments == {"either": {"n": 2}} and as_object.coerced == ["either.n"]
+    assert as_object.branches == [{"path": "either", "keyword": "anyOf", "branch": 1, "type": "object"}]
+
+
+def test_nested_python_notation_is_named_by_its_path():
+    typed = type_arguments({"rows": [{"id": 1, "tags": "['a']"}]}, TYPED_LEAVES)
+    assert typed.python_notation == ["rows[0].tags"] and not typed.ok

@@ -261,6 +261,12 @@ def test_text_and_python_syntaxes_type_their_values(checker):
     assert checker.check(gemma, '<|tool_call>call:get_weather{days:3,location:<|"|>Paris<|"|>}<tool_call|>').accepted
     # Gemma's template writes keys sorted; the grammar holds it to that.
     assert not checker.check(gemma, '<|tool_call>call:get_weather{location:<|"|>Paris<|"|>,days:3}<tool_call|>').accepted
+    # A null is None, as the template prints it (and as the parser reads it); JSON's null is refused.
+    nullable = [{"type": "function", "function": {"name": "set_nullable", "parameters": {
+        "type": "object", "properties": {"value": {"type": ["string", "null"]}}, "required": ["value"]}}}]
+    gemma = build_grammar("gemma4", nullable, "required").gbnf
+    assert checker.check(gemma, "<|tool_call>call:set_nullable{value:None}<tool_call|>").accepted
+    assert not checker.check(gemma, "<|tool_call>call:set_nullable{value:null}<tool_call|>").accepted
 
 
 # --- lazy triggers --------------------------------------------------------------------------------------
