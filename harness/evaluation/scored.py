@@ -5,6 +5,7 @@ a person reading the tables see the same verdicts."""
 from collections import Counter
 from dataclasses import dataclass, field
 
+from harness import families as registry
 from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, score_sample
 from harness.evaluation.records import ModelRecord, SampleRecord
 
@@ -37,6 +38,12 @@ def score_transcripts(transcripts, scenarios: dict) -> Scored:
             if scenario is None or scenario.hash != record.scenario.hash:
                 out.stale.append(record)
                 continue
+            unknown = _unknown_family(record)
+            if unknown:
+                problem = f"{transcript.where(record)}: malformed record skipped: {unknown}"
+                out.skipped.append(problem)
+                out.warnings.append(problem)
+                continue
             try:
                 out.samples.append((record, scenario, score_sample(scenario, record)))
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -46,6 +53,21 @@ def score_transcripts(transcripts, scenarios: dict) -> Scored:
                 out.skipped.append(problem)
                 out.warnings.append(problem)
     return out
+
+
+def _unknown_family(record: SampleRecord) -> str | None:
+    """Why the record names a family no parser here reads (its field and value), or None: that one record
+    cannot be scored, the others can."""
+    known = set(registry.names())
+    named = [("family", record.family)]
+    for t, turn in enumerate(record.turns):
+        for s, step in enumerate(turn.get("steps") or []):
+            named.append((f"turns[{t}].steps[{s}].family", step.get("family")))
+            named.append((f"turns[{t}].steps[{s}].fallback_from.family", (step.get("fallback_from") or {}).get("family")))
+    for where, name in named:
+        if name is not None and name not in known:
+            return f"field {where!r} names an unknown family {name!r}"
+    return None
 
 
 def sample_entry(record: SampleRecord, scenario, verdicts: dict | None) -> dict:
