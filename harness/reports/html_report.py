@@ -198,8 +198,11 @@ def page(collected, runtime: str = "") -> str:
             + "".join(f'<option value="{escape(n)}">{escape(n)}</option>' for n in names)
             + '</select></label><button type="button" id="next-failed">next failed sample</button>'
             f'<span id="shown">{len(frame)} samples</span></form>')
-    legend = ("<p>Rebuilt by <code>harness report</code> from results/transcripts/*.jsonl and the seed ADR's "
-              "replayed replies, re-parsed by the current parsers. Table rows link to their samples; a sample "
+    source = collected.source
+    folder = "results" if source is None or source.is_project else str(source.root)
+    replays = " and the seed ADR's replayed replies" if frame["replayed"].any() or collected.illustrations else ""
+    legend = (f"<p>Rebuilt by <code>harness report</code> from {escape(folder)}/transcripts/*.jsonl{replays}, "
+              "re-parsed by the current parsers. Table rows link to their samples; a sample "
               f"opens to its transcript. A sample is {STATUS_TEXT['pass']} when every check that applies holds. "
               "Hover a deviation or finding name for its explanation.</p>")
     body = [f"<header><h1>Live results and transcripts</h1><nav>{nav}</nav>{form}</header><main>{legend}"]

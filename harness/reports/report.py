@@ -180,9 +180,7 @@ def summary_markdown(collected: Collected) -> str:
     live = frame[~frame["replayed"]]
     quoted = frame[frame["replayed"]]
     names = lambda due: ", ".join(s.name for s in collected.scenarios if s.call_due is due)  # noqa: E731
-    lines = ["# Summary", "", "Rebuilt by `harness report` from results/transcripts/*.jsonl and "
-             "scenarios/replays/*.yaml, through the current parsers. Live samples only in the rates; the replies "
-             "the seed ADR quotes are in a table of their own below.", "", LEGEND, "",
+    lines = ["# Summary", "", _provenance(collected, quoted), "", LEGEND, "",
              "## What each scenario checks", "", checks_table(collected.scenarios).to_markdown(index=False), "",
              *coverage_lines(collected.scenarios), ""]
     if not live.empty:
@@ -216,6 +214,18 @@ def summary_markdown(collected: Collected) -> str:
     return "\n".join(lines)
 
 
+def _provenance(collected: Collected, quoted: pd.DataFrame) -> str:
+    """Where the tables come from: the folder read (as the project names it, relative for its own results/)."""
+    source = collected.source
+    folder = "results" if source is None or source.is_project else str(source.root)
+    if quoted.empty and not collected.illustrations:
+        return (f"Rebuilt by `harness report` from {folder}/transcripts/*.jsonl, through the current parsers "
+                "(live samples only).")
+    return (f"Rebuilt by `harness report` from {folder}/transcripts/*.jsonl and scenarios/replays/*.yaml, "
+            "through the current parsers. Live samples only in the rates; the replies the seed ADR quotes are in "
+            "a table of their own below.")
+
+
 def _family(value) -> str:
     return value if isinstance(value, str) and value else "none"
 
@@ -230,9 +240,11 @@ def pass_grid(frame: pd.DataFrame) -> pd.DataFrame:
     return table.astype(object).where(table.notna(), None)
 
 
-def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = None, plot=True) -> dict:
+def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = None, plot=True,
+                  replays: bool | None = None) -> dict:
+    """replays: add the seed ADR's quoted replies (harness.reports.tables.collect: by default to results/ only)."""
     results = ResultsDir.at(results_dir)
-    collected = collect(results, scenarios_dir)
+    collected = collect(results, scenarios_dir, replays)
     sources = load_sources()
     runtime_records = _conformance_records(results, collected.warnings)
     written = _write_agreement(results, collected.warnings) + _write_conformance(results, runtime_records)

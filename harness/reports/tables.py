@@ -15,7 +15,8 @@ import pandas as pd
 
 from harness.core.values import MODES
 from harness.evaluation.records import SampleRecord
-from harness.evaluation.replays import load_replays
+from harness.evaluation.replays import Replays, load_replays
+from harness.evaluation.results import ResultsDir
 from harness.evaluation.scenarios import load_scenarios
 from harness.evaluation.scored import score_transcripts
 from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, parse_steps, score_sample, wilson
@@ -64,6 +65,7 @@ class Collected:
     described: list = field(default_factory=list)
     scenarios: list = field(default_factory=list)     # the Scenario objects, by name
     illustrations: list = field(default_factory=list)  # reconstructed replies: shown, never scored
+    source: ResultsDir | None = None                  # the folder the transcripts were read from
 
 
 def _row(record: SampleRecord, scenario, verdicts: dict) -> dict:
@@ -105,13 +107,19 @@ def _illustration(record: SampleRecord) -> dict:
             "reply": step["reply"], "reading": reading, "quote": replay["quote"], "note": replay["note"]}
 
 
-def collect(results_dir: Path | None = None, scenarios_dir: Path | None = None) -> Collected:
+def collect(results_dir: Path | None = None, scenarios_dir: Path | None = None,
+            replays: bool | None = None) -> Collected:
+    """replays: add the seed ADR's quoted replies; by default only to the project's own results/ (another
+    folder holds an experiment's transcripts, and the replays are not part of it)."""
+    results = ResultsDir.at(results_dir)
     scenarios = {s.name: s for s in load_scenarios(scenarios_dir)}
-    scored = score_transcripts(read_all(results_dir), scenarios)
+    scored = score_transcripts(read_all(results), scenarios)
     out = Collected(pd.DataFrame(), scored.models, scored.stale_counts(), scored.warnings, scored.skipped,
-                    scenarios=list(scenarios.values()))
+                    scenarios=list(scenarios.values()), source=results)
     rows = [_row(record, scenario, verdicts) for record, scenario, verdicts in scored.samples]
-    replays = load_replays(scenarios_dir, scenarios)
+    if replays is None:
+        replays = results.is_project
+    replays = load_replays(scenarios_dir, scenarios) if replays else Replays([], [], {})
     known = {**scenarios, **replays.scenarios}
     for record in replays.records:
         if record.replay["kind"] != "quoted":
