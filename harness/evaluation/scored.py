@@ -15,6 +15,7 @@ class Scored:
     samples: list = field(default_factory=list)   # (record, scenario, verdicts) of records of current scenarios
     stale: list = field(default_factory=list)     # records of a scenario that has since changed, or is gone
     models: dict = field(default_factory=dict)    # model id -> latest model record
+    model_files: dict = field(default_factory=dict)  # (model id, sha256) -> its latest model record
     warnings: list = field(default_factory=list)
     skipped: list = field(default_factory=list)   # malformed records left out (also in warnings)
 
@@ -33,6 +34,7 @@ def score_transcripts(transcripts, scenarios: dict) -> Scored:
         for record in transcript.records:
             if isinstance(record, ModelRecord):
                 out.models[record.model.id] = record
+                out.model_files[(record.model.id, record.model.sha256)] = record
         for record in transcript.samples():
             scenario = scenarios.get(record.scenario.name)
             if scenario is None or scenario.hash != record.scenario.hash:

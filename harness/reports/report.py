@@ -23,9 +23,10 @@ from harness.pins.sources import load_sources, resolve_template
 from harness.reports.html_report import write_html
 from harness.reports.tables import (
     FIRST_REPLIES, LEGEND, RATES, Collected, by_mode, checks_table, class_cells, collect,
-    coverage_lines, illustration_lines, mode_order, mode_table, rate_value, replay_table, scenario_table,
-    trade_off_lines,
+    coverage_lines, illustration_lines, mode_order, mode_table, rate_value, replay_table, row_labels,
+    scenario_table, trade_off_lines,
 )
+from harness.reports.verdict import top_deviations_lines, verdict_lines
 
 
 def _diff_lines(old_text: str, new_text: str, old_name: str, new_name: str) -> list:
@@ -101,7 +102,8 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
     lines = [f"# {model_id}", ""]
     if record is not None:
         det = record.detection or {}
-        lines += [f"- Model file sha256: `{record.model.sha256}` ({record.model.file})",
+        lines += [_model_file_line(r) for (m, _), r in sorted(collected.model_files.items()) if m == model_id]
+        lines += [
                   f"- Family: **{record.family or 'none (chat without tools)'}**: {det.get('reason', '')}"]
         if record.template_kwargs:
             lines.append(f"- Template variables: {record.template_kwargs}")
@@ -126,12 +128,18 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
         lines += [LEGEND, ""]
     if not live.empty:
         lines += coverage_lines(collected.scenarios) + [""]
-        if live["mode"].nunique() > 1:
-            lines += ["## Modes", "", "All scenarios together, per mode (native: the model's template and parser; "
-                      "grammar: sampling constrained by a grammar from the tool schemas; fallback: native, with a "
-                      f"failed step rewritten under the grammar; {FIRST_REPLIES}: its native first replies, before "
-                      "the rewrite).", "", mode_table(live).to_markdown(index=False), "", *trade_off_lines(live), ""]
-        lines += ["## Live, by scenario and mode", "", scenario_table(live).to_markdown(index=False), ""]
+    runtimes = sorted(set(live["runtime"])) if not live.empty else []
+    for runtime in runtimes:
+        # One id served by a runtime and run in process: each runtime's tables apart, never merged.
+        part = live[live["runtime"] == runtime]
+        where = f" ({runtime})" if len(runtimes) > 1 else ""
+        if part["mode"].nunique() > 1:
+            lines += [f"## Modes{where}", "", "All scenarios together, per mode (native: the model's template and "
+                      "parser; grammar: sampling constrained by a grammar from the tool schemas; fallback: native, "
+                      f"with a failed step rewritten under the grammar; {FIRST_REPLIES}: its native first replies, "
+                      "before the rewrite).", "", mode_table(part).to_markdown(index=False), "",
+                      *trade_off_lines(part), ""]
+        lines += [f"## Live, by scenario and mode{where}", "", scenario_table(part).to_markdown(index=False), ""]
     if not replayed.empty:
         lines += ["## Quoted by the seed ADR (not run here)", "",
                   "Replies the ADR quotes verbatim, each scored on its own (one reply is no rate; the ADR quotes no "
@@ -152,6 +160,16 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
     return "\n".join(lines)
 
 
+def _model_file_line(record: ModelRecord) -> str:
+    runtime = record.runtime if isinstance(record.runtime, dict) else {}
+    if record.model.sha256 == "served":
+        name = runtime.get("name") if isinstance(runtime.get("name"), str) else "a runtime"
+        endpoints = ", ".join(str(e) for e in runtime.get("endpoints") or []) if isinstance(
+            runtime.get("endpoints"), list) else ""
+        return f"- Served by {name}" + (f" at {endpoints}" if endpoints else "") + " (weights not hashed here)"
+    return f"- Model file sha256: `{record.model.sha256}` ({record.model.file})"
+
+
 # The columns of each class's table in summary.md (harness.reports.tables.CLASS_RATES).
 CLASS_TITLES = {True: ("call parsed", "intended tool", "right tool", "valid typed args", "expected args",
                        "expected answer", "uses tool result", "all checks"),
@@ -163,12 +181,14 @@ def _class_table(frame: pd.DataFrame, call_due) -> pd.DataFrame:
     """Models × modes over one class of samples (call due, no call due, or all), a fallback row followed by its
     first replies."""
     titles = CLASS_TITLES[call_due]
+    several = frame["runtime"].nunique() > 1
     rows = []
-    for (model, mode), group in by_mode(frame, ["model", "mode"]):
+    for (model, runtime, mode), group in by_mode(frame, ["model", "runtime", "mode"]):
         group = group if call_due is None else group[group["call_due"] == call_due]
         if group.empty:
             continue
-        head = {"model": model, "mode": mode, "family": _family(group["family"].iloc[0]), "samples": len(group)}
+        head = {"model": model, **({"runtime": runtime} if several else {}), "mode": mode,
+                "family": _family(group["family"].iloc[0]), "samples": len(group)}
         rows.append({**head, **{t: class_cells(group)[t] for t in titles}})
         if mode == "fallback":
             rows.append({**head, "mode": FIRST_REPLIES, **{t: class_cells(group, first=True)[t] for t in titles}})
@@ -184,6 +204,10 @@ def summary_markdown(collected: Collected) -> str:
              "## What each scenario checks", "", checks_table(collected.scenarios).to_markdown(index=False), "",
              *coverage_lines(collected.scenarios), ""]
     if not live.empty:
+        lines += ["## Verdict: which model, which mode", "", *verdict_lines(live), "",
+                  "## Top deviations per model", "",
+                  "The named near misses (deviations) and behaviours (findings) each model's live samples show "
+                  "most, over all its modes.", "", *top_deviations_lines(live), ""]
         lines += ["## Models and modes", "", f"### Call due ({names(True)})", "",
                   _class_table(live, True).to_markdown(index=False), "",
                   f"### No call due ({names(False)})", "", _class_table(live, False).to_markdown(index=False), "",
@@ -232,10 +256,10 @@ def _family(value) -> str:
 
 def pass_grid(frame: pd.DataFrame) -> pd.DataFrame:
     """Models and modes (rows) × scenarios: the rate of live samples that passed every check."""
-    labels = frame["model"] + " · " + frame["mode"]
+    labels = row_labels(frame)
     table = frame.assign(label=labels).groupby(["label", "scenario"])["passed"].agg(rate_value).unstack()
     order = frame.assign(label=labels).drop_duplicates("label")
-    order = sorted(zip(order["model"], order["mode"].map(mode_order), order["label"]))
+    order = sorted(zip(order["model"], order["runtime"], order["mode"].map(mode_order), order["label"]))
     table = table.reindex([label for *_, label in order])
     return table.astype(object).where(table.notna(), None)
 

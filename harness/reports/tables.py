@@ -66,16 +66,31 @@ class Collected:
     scenarios: list = field(default_factory=list)     # the Scenario objects, by name
     illustrations: list = field(default_factory=list)  # reconstructed replies: shown, never scored
     source: ResultsDir | None = None                  # the folder the transcripts were read from
+    model_files: dict = field(default_factory=dict)   # (model id, sha256) -> model record: in process and served
 
 
-def _row(record: SampleRecord, scenario, verdicts: dict) -> dict:
+IN_PROCESS = "in process"   # llama-cpp-python in this process: a sample with no runtime of its own
+
+
+def runtime_of(record: SampleRecord, model_files: dict) -> str:
+    """Where a sample's replies came from. A served sample (its weights' hash is "served") names the runtime
+    of its model record (`harness run --endpoint` writes it), or "served" when the record names none; any
+    other ran in process. Rows are kept apart by it, so served and in-process samples of one id never merge."""
+    if record.model.sha256 != "served":
+        return IN_PROCESS
+    runtime = getattr(model_files.get((record.model.id, "served")), "runtime", None)
+    name = runtime.get("name") if isinstance(runtime, dict) else None
+    return name if isinstance(name, str) and name else "served"
+
+
+def _row(record: SampleRecord, scenario, verdicts: dict, runtime: str = IN_PROCESS) -> dict:
     steps = [s for t in record.turns for s in t.get("steps", [])]
     # Steps written under an "auto" grammar, and how many of them it constrained (a lazy one only once its
     # trigger fired): a grammar mode that scores as native did because the grammar never took over.
     auto = [s for s in steps if s.get("grammar") == "auto" and "grammar_from" in s]
     replay = record.replay or {}
     return {
-        "model": record.model.id, "scenario": record.scenario.name, "mode": record.mode,
+        "model": record.model.id, "runtime": runtime, "scenario": record.scenario.name, "mode": record.mode,
         "sample": record.sample, "seed": record.seed, "family": record.family,
         "replayed": record.replayed, "replay_kind": replay.get("kind"), "call_due": scenario.call_due,
         **{name: verdicts.get(name) for name in (*VERDICTS, "passed", "call_readable")},
@@ -115,8 +130,9 @@ def collect(results_dir: Path | None = None, scenarios_dir: Path | None = None,
     scenarios = {s.name: s for s in load_scenarios(scenarios_dir)}
     scored = score_transcripts(read_all(results), scenarios)
     out = Collected(pd.DataFrame(), scored.models, scored.stale_counts(), scored.warnings, scored.skipped,
-                    scenarios=list(scenarios.values()), source=results)
-    rows = [_row(record, scenario, verdicts) for record, scenario, verdicts in scored.samples]
+                    scenarios=list(scenarios.values()), source=results, model_files=scored.model_files)
+    rows = [_row(record, scenario, verdicts, runtime_of(record, scored.model_files))
+            for record, scenario, verdicts in scored.samples]
     if replays is None:
         replays = results.is_project
     replays = load_replays(scenarios_dir, scenarios) if replays else Replays([], [], {})
@@ -130,6 +146,12 @@ def collect(results_dir: Path | None = None, scenarios_dir: Path | None = None,
     out.described = replays.described
     out.samples = pd.DataFrame(rows)
     return out
+
+
+def row_labels(frame: pd.DataFrame) -> pd.Series:
+    """"model · mode" per sample, with the runtime when the samples come from more than one."""
+    runtime = (" (" + frame["runtime"] + ")") if frame["runtime"].nunique() > 1 else ""
+    return frame["model"] + runtime + " · " + frame["mode"]
 
 
 def _known(values) -> list:
