@@ -22,9 +22,9 @@ from harness.evaluation.runtime_conformance import read_records as read_conforma
 from harness.pins.sources import load_sources, resolve_template
 from harness.reports.html_report import write_html
 from harness.reports.tables import (
-    FIRST_REPLIES, LEGEND, RATES, Collected, by_mode, checks_table, class_cells, collect,
-    coverage_lines, illustration_lines, mode_order, mode_table, rate_value, replay_table, row_labels,
-    scenario_table, trade_off_lines,
+    FIRST_REPLIES, LEGEND, RATES, Collected, checks_table, class_table, collect, coverage_lines, family_name,
+    illustration_lines, mode_order, mode_table, rate_value, replay_table, row_labels, scenario_table,
+    trade_off_lines,
 )
 from harness.reports.verdict import top_deviations_lines, verdict_lines
 
@@ -112,7 +112,7 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
     elif not replayed.empty or illustrations:
         family = replayed["family"].iloc[0] if not replayed.empty else illustrations[0]["family"]
         lines.append(f"- Not run here (no transcript; fetch it with `harness fetch --models {model_id}` where the Hub "
-                     f"is reachable). Family as the seed ADR reports detection: {_family(family)}.")
+                     f"is reachable). Family as the seed ADR reports detection: {family_name(family)}.")
     if not live.empty:
         seconds = live["seconds"].dropna()
         lines += [f"- Live samples: {len(live)}, mode {', '.join(sorted(live['mode'].unique()))}; "
@@ -170,31 +170,6 @@ def _model_file_line(record: ModelRecord) -> str:
     return f"- Model file sha256: `{record.model.sha256}` ({record.model.file})"
 
 
-# The columns of each class's table in summary.md (harness.reports.tables.CLASS_RATES).
-CLASS_TITLES = {True: ("call parsed", "intended tool", "right tool", "valid typed args", "expected args",
-                       "expected answer", "uses tool result", "all checks"),
-                False: ("no call made", "expected answer", "all checks"),
-                None: ("call attempts read", "all checks")}
-
-
-def _class_table(frame: pd.DataFrame, call_due) -> pd.DataFrame:
-    """Models × modes over one class of samples (call due, no call due, or all), a fallback row followed by its
-    first replies."""
-    titles = CLASS_TITLES[call_due]
-    several = frame["runtime"].nunique() > 1
-    rows = []
-    for (model, runtime, mode), group in by_mode(frame, ["model", "runtime", "mode"]):
-        group = group if call_due is None else group[group["call_due"] == call_due]
-        if group.empty:
-            continue
-        head = {"model": model, **({"runtime": runtime} if several else {}), "mode": mode,
-                "family": _family(group["family"].iloc[0]), "samples": len(group)}
-        rows.append({**head, **{t: class_cells(group)[t] for t in titles}})
-        if mode == "fallback":
-            rows.append({**head, "mode": FIRST_REPLIES, **{t: class_cells(group, first=True)[t] for t in titles}})
-    return pd.DataFrame(rows)
-
-
 def summary_markdown(collected: Collected) -> str:
     frame = collected.samples
     live = frame[~frame["replayed"]]
@@ -209,9 +184,9 @@ def summary_markdown(collected: Collected) -> str:
                   "The named near misses (deviations) and behaviours (findings) each model's live samples show "
                   "most, over all its modes.", "", *top_deviations_lines(live), ""]
         lines += ["## Models and modes", "", f"### Call due ({names(True)})", "",
-                  _class_table(live, True).to_markdown(index=False), "",
-                  f"### No call due ({names(False)})", "", _class_table(live, False).to_markdown(index=False), "",
-                  "### All scenarios", "", _class_table(live, None).to_markdown(index=False), ""]
+                  class_table(live, True).to_markdown(index=False), "",
+                  f"### No call due ({names(False)})", "", class_table(live, False).to_markdown(index=False), "",
+                  "### All scenarios", "", class_table(live, None).to_markdown(index=False), ""]
     trade = trade_off_lines(live)
     if trade:
         lines += ["## The trade-off: what a grammar buys", "",
@@ -250,10 +225,6 @@ def _provenance(collected: Collected, quoted: pd.DataFrame) -> str:
             "a table of their own below.")
 
 
-def _family(value) -> str:
-    return value if isinstance(value, str) and value else "none"
-
-
 def pass_grid(frame: pd.DataFrame) -> pd.DataFrame:
     """Models and modes (rows) × scenarios: the rate of live samples that passed every check."""
     labels = row_labels(frame)
@@ -271,7 +242,8 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     collected = collect(results, scenarios_dir, replays)
     sources = load_sources()
     runtime_records = _conformance_records(results, collected.warnings)
-    written = _write_agreement(results, collected.warnings) + _write_conformance(results, runtime_records)
+    agreement_records = _records(results.runtime_record_files(), read_records, collected.warnings)
+    written = _write_agreement(results, agreement_records) + _write_conformance(results, runtime_records)
     if collected.samples.empty:
         return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped, "models": {}}
     frame = collected.samples
@@ -282,7 +254,8 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     summary = results.summary
     summary.write_text(summary_markdown(collected), encoding="utf-8")
     written.append(str(summary))
-    written.append(str(write_html(collected, results.html, runtime_records)))
+    written.append(str(write_html(collected, results.html, runtime_records, agreement_records,
+                                  results.conformance[1])))
     if plot and not frame[~frame["replayed"]].empty:
         from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
 
@@ -291,9 +264,8 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
             "models": json_summary(collected)}
 
 
-def _write_agreement(results: ResultsDir, warnings: list) -> list:
-    """results/runtime-agreement.md from results/runtimes/*.jsonl (harness runtime-check), when there are any."""
-    records = _records(results.runtime_record_files(), read_records, warnings)
+def _write_agreement(results: ResultsDir, records: list) -> list:
+    """results/runtime-agreement.md from the records of results/runtimes/*.jsonl (harness runtime-check)."""
     if not records:
         return []
     out = results.runtime_agreement

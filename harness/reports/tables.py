@@ -343,3 +343,32 @@ def checks_table(scenarios: list) -> pd.DataFrame:
         rows.append({"scenario": s.name, "call due": {True: "yes", False: "no", None: "–"}[s.call_due],
                      "a sample passes when it": " / ".join(turns) or "(nothing is checked)"})
     return pd.DataFrame(rows)
+
+
+def family_name(value) -> str:
+    return value if isinstance(value, str) and value else "none"
+
+
+# The columns of each class's table in summary.md (harness.reports.tables.CLASS_RATES).
+CLASS_TITLES = {True: ("call parsed", "intended tool", "right tool", "valid typed args", "expected args",
+                       "expected answer", "uses tool result", "all checks"),
+                False: ("no call made", "expected answer", "all checks"),
+                None: ("call attempts read", "all checks")}
+
+
+def class_table(frame: pd.DataFrame, call_due) -> pd.DataFrame:
+    """Models × modes over one class of samples (call due, no call due, or all), a fallback row followed by its
+    first replies."""
+    titles = CLASS_TITLES[call_due]
+    several = frame["runtime"].nunique() > 1
+    rows = []
+    for (model, runtime, mode), group in by_mode(frame, ["model", "runtime", "mode"]):
+        group = group if call_due is None else group[group["call_due"] == call_due]
+        if group.empty:
+            continue
+        head = {"model": model, **({"runtime": runtime} if several else {}), "mode": mode,
+                "family": family_name(group["family"].iloc[0]), "samples": len(group)}
+        rows.append({**head, **{t: class_cells(group)[t] for t in titles}})
+        if mode == "fallback":
+            rows.append({**head, "mode": FIRST_REPLIES, **{t: class_cells(group, first=True)[t] for t in titles}})
+    return pd.DataFrame(rows)

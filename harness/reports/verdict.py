@@ -35,39 +35,47 @@ def ranking(live: pd.DataFrame) -> list:
     return sorted(rows, key=key)
 
 
-def verdict_lines(live: pd.DataFrame) -> list:
-    ranked = ranking(live)
-    if not ranked:
-        return []
+def ranking_table(live: pd.DataFrame) -> pd.DataFrame:
     several = live["runtime"].nunique() > 1
-    table = pd.DataFrame([{"rank": i + 1, "model": model, **({"runtime": runtime} if several else {}),
-                           "mode": mode, "samples": len(group), "all checks": rate_cell(group["passed"]),
-                           "call due: expected args": rate_cell(of_class(group, True)["expected_arguments"]),
-                           "no call due: no call made": rate_cell(of_class(group, False)["right_tool"])}
-                          for i, (model, runtime, mode, group) in enumerate(ranked)])
-    best, *rest = ranked
-    where = f" ({best[1]})" if several else ""
-    lines = [f"**{best[0]}{where}, {best[2]} mode**: all checks {rate_cell(best[3]['passed'])}."]
-    if rest:
-        low = _bounds(best[3]["passed"])[0]
-        second = rest[0]
-        known = _known(second[3]["passed"])
-        high = wilson(sum(known), len(known))[1]
-        lines[0] += (f" Its interval overlaps the next row's ({second[0]}, {second[2]}: "
-                     f"{rate_cell(second[3]['passed'])}): these samples do not separate the two."
-                     if high >= low else " Its interval lies above every other row's.")
-    return [RULE, "", *lines, "", table.to_markdown(index=False)]
+    return pd.DataFrame([{"rank": i + 1, "model": model, **({"runtime": runtime} if several else {}),
+                          "mode": mode, "samples": len(group), "all checks": rate_cell(group["passed"]),
+                          "call due: expected args": rate_cell(of_class(group, True)["expected_arguments"]),
+                          "no call due: no call made": rate_cell(of_class(group, False)["right_tool"])}
+                         for i, (model, runtime, mode, group) in enumerate(ranking(live))])
+
+
+def verdict_sentence(live: pd.DataFrame) -> str:
+    """The first row by RULE, and whether its interval separates it from the second (markdown emphasis)."""
+    best, *rest = ranking(live)
+    where = f" ({best[1]})" if live["runtime"].nunique() > 1 else ""
+    text = f"**{best[0]}{where}, {best[2]} mode**: all checks {rate_cell(best[3]['passed'])}."
+    if not rest:
+        return text
+    second = rest[0]
+    known = _known(second[3]["passed"])
+    overlaps = wilson(sum(known), len(known))[1] >= _bounds(best[3]["passed"])[0]
+    return text + (f" Its interval overlaps the next row's ({second[0]}, {second[2]}: "
+                   f"{rate_cell(second[3]['passed'])}): these samples do not separate the two." if overlaps else
+                   " Its interval lies above every other row's.")
+
+
+def verdict_lines(live: pd.DataFrame) -> list:
+    return [RULE, "", verdict_sentence(live), "", ranking_table(live).to_markdown(index=False)]
+
+
+def top_names(live: pd.DataFrame, top: int = 3) -> list:
+    """(label, samples, [(deviation, count)], [(finding, count)]) per model (and runtime), over all modes."""
+    out = []
+    several = live["runtime"].nunique() > 1
+    for (model, runtime), group in live.groupby(["model", "runtime"], sort=True):
+        most = [sorted(Counter(n for names in group[column] for n in names).items(), key=lambda c: (-c[1], c[0]))[:top]
+                for column in ("deviations", "findings")]
+        out.append((model + (f" ({runtime})" if several else ""), len(group), *most))
+    return out
 
 
 def top_deviations_lines(live: pd.DataFrame, top: int = 3) -> list:
     """Per model (and runtime), the deviations and findings its live samples show most, over all modes."""
-    lines = []
-    for (model, runtime), group in live.groupby(["model", "runtime"], sort=True):
-        label = model + (f" ({runtime})" if live["runtime"].nunique() > 1 else "")
-        parts = []
-        for column, title in (("deviations", "deviations"), ("findings", "findings")):
-            counts = Counter(name for names in group[column] for name in names)
-            shown = ", ".join(f"`{name}` ×{n}" for name, n in sorted(counts.items(), key=lambda c: (-c[1], c[0]))[:top])
-            parts.append(f"{title} {shown or 'none'}")
-        lines.append(f"- **{label}** ({len(group)} samples): " + "; ".join(parts))
-    return lines
+    shown = lambda pairs: ", ".join(f"`{name}` ×{n}" for name, n in pairs) or "none"  # noqa: E731
+    return [f"- **{label}** ({n} samples): deviations {shown(devs)}; findings {shown(finds)}"
+            for label, n, devs, finds in top_names(live, top)]
