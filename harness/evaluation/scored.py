@@ -65,7 +65,8 @@ def _unknown_family(record: SampleRecord) -> str | None:
     for t, turn in enumerate(record.turns):
         for s, step in enumerate(turn.get("steps") or []):
             named.append((f"turns[{t}].steps[{s}].family", step.get("family")))
-            named.append((f"turns[{t}].steps[{s}].fallback_from.family", (step.get("fallback_from") or {}).get("family")))
+            native = step.get("fallback_from") or {}
+            named.append((f"turns[{t}].steps[{s}].fallback_from.family", native.get("family")))
     for where, name in named:
         if name is not None and name not in known:
             return f"field {where!r} names an unknown family {name!r}"

@@ -22,9 +22,9 @@ from harness.evaluation.runtime_conformance import read_records as read_conforma
 from harness.pins.sources import load_sources, resolve_template
 from harness.reports.html_report import write_html
 from harness.reports.tables import (
-    FIRST_REPLIES, LEGEND, RATES, Collected, checks_table, class_table, collect, coverage_lines, family_name,
-    illustration_lines, mode_order, mode_table, rate_value, replay_table, row_labels, scenario_table,
-    trade_off_lines,
+    FIRST_REPLIES, IN_PROCESS, LEGEND, RATES, Collected, checks_table, class_table, collect, coverage_lines,
+    family_name, illustration_lines, mode_order, mode_table, rate_value, replay_table, row_labels,
+    scenario_table, trade_off_lines,
 )
 from harness.reports.verdict import top_deviations_lines, verdict_lines
 
@@ -316,9 +316,12 @@ def unscripted_templates(results_dir: Path, asked: dict) -> list:
 
 def json_summary(collected: Collected) -> dict:
     out = {}
-    for (model, replayed, mode, scenario), group in collected.samples.groupby(["model", "replayed", "mode", "scenario"]):
-        # Native keeps the plain model key (the --json contract); other modes are keyed "<model> [<mode>]".
-        label = model + (f" [{mode}]" if mode != "native" else "") + (" (replayed)" if replayed else "")
+    keys = ["model", "runtime", "replayed", "mode", "scenario"]
+    for (model, runtime, replayed, mode, scenario), group in collected.samples.groupby(keys):
+        # Native keeps the plain model key (the --json contract); other modes are keyed "<model> [<mode>]", and a
+        # served model's samples "<model> @<runtime>", apart from the same id in process.
+        label = (model + (f" @{runtime}" if runtime != IN_PROCESS else "") + (f" [{mode}]" if mode != "native" else "")
+                 + (" (replayed)" if replayed else ""))
         entry = out.setdefault(label, {})
         entry[scenario] = {"samples": len(group), **{k: rate_value(group[k]) for k in RATES},
                            "deviations": dict(Counter(d for ds in group["deviations"] for d in ds)),

@@ -118,9 +118,11 @@ def test_another_folder_reports_only_its_transcripts_and_says_where_from(tmp_pat
     summary = (tmp_path / "results" / "summary.md").read_text()
     assert f"from {tmp_path / 'results'}/transcripts/*.jsonl" in summary
     assert "results/transcripts" not in summary.replace(str(tmp_path / "results"), "DIR")
-    assert "Quoted by the seed ADR" not in summary and "seed ADR" not in (tmp_path / "results" / "report.html").read_text()
+    assert "Quoted by the seed ADR" not in summary
+    assert "seed ADR" not in (tmp_path / "results" / "report.html").read_text()
 
 
 def test_the_next_step_hint_keeps_the_results_folder(tmp_path):
     assert report_hint(ResultsDir.at()) == "next: harness report"
-    assert report_hint(ResultsDir.at(tmp_path / "my results")) == f"next: harness report --results-dir '{tmp_path}/my results'"
+    hint = report_hint(ResultsDir.at(tmp_path / "my results"))
+    assert hint == f"next: harness report --results-dir '{tmp_path}/my results'"

@@ -78,11 +78,13 @@ def test_served_and_in_process_samples_of_one_id_stay_apart(tmp_path):
     frame = collect(results, scenarios).samples
     assert sorted(set(zip(frame["model"], frame["runtime"]))) == [("m1", "in process"), ("m1", "llama-server"),
                                                                    ("m2", "in process")]
-    write_reports(results, scenarios, plot=False)
+    rates = write_reports(results, scenarios, plot=False)["models"]
+    assert rates["m1"]["arithmetic"]["samples"] == 4 and rates["m1 @llama-server"]["arithmetic"]["samples"] == 3
     summary = (results / "summary.md").read_text()
     rows = [line for line in summary.splitlines() if line.startswith("| m1 ") and "| native " in line]
     assert len({line.split("|")[2].strip() for line in rows}) == 2     # the runtime column keeps them apart
     assert any("| llama-server " in line and "0/3" in line for line in rows)
     page = (results / "m1.md").read_text()
     assert "- Model file sha256: `" + "f" * 64 + "`" in page and "- Served by llama-server at http://x" in page
-    assert "## Live, by scenario and mode (in process)" in page and "## Live, by scenario and mode (llama-server)" in page
+    for runtime in ("in process", "llama-server"):
+        assert f"## Live, by scenario and mode ({runtime})" in page
