@@ -5,7 +5,8 @@ import time
 from pathlib import Path
 
 from harness.backends import BACKENDS, backend_class
-from harness.cli.common import add_results_dir, emit_json, report_hint
+from harness.cli.common import add_results_dir, emit_json
+from harness.cli.common import report_hint
 from harness.core import constants
 from harness.core.errors import HarnessError
 from harness.core.values import MAX_SAMPLES, MAX_SEED, MAX_THREADS, int_argument

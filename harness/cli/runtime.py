@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import sys
 
-from harness.cli.common import add_results_dir, report_hint
+from harness.cli.common import add_results_dir
+from harness.cli.common import report_hint
 from harness.core.values import MAX_SAMPLES, MAX_SEED, int_argument, seconds_argument
 
 

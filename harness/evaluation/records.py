@@ -119,6 +119,15 @@ def _within(prefix: str, check):
         raise RecordError(str(exc).replace("field '", f"field '{prefix}.", 1)) from None
 
 
+def _detection(raw: dict) -> dict | None:
+    """The detection a model record keeps; the reports print its family, reason and rendered call as text."""
+    detection = _check(raw, "detection", (dict, _NONE), optional=True)
+    if detection is not None:
+        _within("detection", lambda: [_check(detection, k, (str, _NONE), optional=True)
+                                      for k in ("family", "reason", "rendered_call", "status")])
+    return detection
+
+
 @dataclass(frozen=True)
 class ModelRef:
     id: str
@@ -264,15 +273,6 @@ class ModelRecord:
         if self.runtime is not None:
             out["runtime"] = self.runtime
         return out
-
-
-def _detection(raw: dict) -> dict | None:
-    """The detection a model record keeps; the reports print its family, reason and rendered call as text."""
-    detection = _check(raw, "detection", (dict, _NONE), optional=True)
-    if detection is not None:
-        _within("detection", lambda: [_check(detection, k, (str, _NONE), optional=True)
-                                      for k in ("family", "reason", "rendered_call", "status")])
-    return detection
 
 
 @dataclass
