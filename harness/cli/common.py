@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import shlex
 import sys
 
 from harness.evaluation.results import ResultsDir
@@ -17,6 +18,12 @@ def add_results_dir(parser: argparse.ArgumentParser, what: str, *aliases: str) -
     command reads or writes there."""
     parser.add_argument("--results-dir", *aliases, dest="results_dir", type=ResultsDir.at, default=ResultsDir.at(),
                         metavar="DIR", help=f"{what} (default: results/)")
+
+def report_hint(results_dir: ResultsDir) -> str:
+    """The command that turns what a run recorded into tables: into the folder the run wrote."""
+    folder = "" if results_dir.is_project else f" --results-dir {shlex.quote(str(results_dir.root))}"
+    return f"next: harness report{folder}"
+
 
 # Exit codes scripts rely on (README, "CLI contract"): 0 clean, 1 a finding (a deviation, a wall, a drifted
 # file), 2 any usage or input error (from harness.cli.main).

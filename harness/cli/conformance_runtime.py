@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.cli.common import add_results_dir
+from harness.cli.common import add_results_dir, report_hint
 
 SERVERS = ("llama-server", "llama-cpp-python")
 # The names the committed records carry: the llama.cpp both run is the one vendored in llama-cpp-python 0.3.36.
@@ -57,7 +57,7 @@ def run(args) -> int:
         print(f"  no scripted model for {template_id}: {why}")
     agree = sum(r.labels == ["agree"] for r in records)
     print(f"{runtime}: {len(records)} request(s) asked, {agree} agree, {len(existing)} already recorded -> {path}")
-    print("next: harness report")
+    print(report_hint(args.results_dir))
     return 0
 
 

@@ -3,6 +3,7 @@
 import sys
 
 from harness.cli.common import add_results_dir, emit_json
+from harness.core.errors import HarnessError
 
 
 def register(subparsers) -> None:
@@ -20,7 +21,16 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from harness.reports.report import write_reports
 
-    result = write_reports(args.results_dir, plot=not args.no_plot)
+    root = args.results_dir.root
+    if not root.is_dir():
+        raise HarnessError(f"{root}: no such folder (a run writes its transcripts into DIR/transcripts; "
+                           "`harness run --results-dir DIR` makes it)")
+    try:
+        result = write_reports(args.results_dir, plot=not args.no_plot)
+    except OSError as exc:
+        # A folder we may read but not write (read-only, full, a file where a report goes): say where.
+        raise HarnessError(f"cannot write the reports into {root}: {exc.strerror or exc}"
+                           + (f": {exc.filename}" if exc.filename else "")) from exc
     for warning in result["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
     if args.json:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from harness.backends import BACKENDS, backend_class
 from harness.cli.common import add_results_dir, emit_json
+from harness.cli.common import report_hint
 from harness.core import constants
 from harness.core.errors import HarnessError
 from harness.core.values import MAX_SAMPLES, MAX_SEED, MAX_THREADS, int_argument
@@ -91,7 +92,7 @@ def run(args) -> int:
             print(f"{s['model']}: ran {s['ran']}, already recorded {s['skipped']}, {s['seconds']} s{stopped}"
                   f" -> {s['transcript']}")
         if summaries:
-            print("next: harness report")
+            print(report_hint(args.results_dir))
     return 1 if failures else 0
 
 

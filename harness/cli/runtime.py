@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 
 from harness.cli.common import add_results_dir
+from harness.cli.common import report_hint
 from harness.core.values import MAX_SAMPLES, MAX_SEED, int_argument, seconds_argument
 
 
@@ -38,7 +39,7 @@ def run(args) -> int:
                          {r.key() for r in existing}, workers=args.in_flight * len(args.endpoint), progress=progress)
     agree = sum(r.label == "agree" for r in records)
     print(f"{args.runtime}: {len(records)} pair(s) checked, {agree} agree, {len(existing)} already recorded -> {path}")
-    print("next: harness report")
+    print(report_hint(args.results_dir))
     return 0
 
 

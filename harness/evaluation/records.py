@@ -67,12 +67,65 @@ def _nested(raw: dict, name: str) -> dict:
     return _check(raw, name, (dict,))
 
 
+def _check_steps(turns: list) -> list:
+    """The step log as a run writes it (Turn, Step), each declared field of the right type, named by its path
+    (`turns[0].steps[1].calls[0].errors`) when not: the reports read these fields, and one record of the wrong
+    shape must be skipped with its reason rather than end a report halfway."""
+    for t, turn in enumerate(turns):
+        where = f"turns[{t}]"
+        if not isinstance(turn, dict):
+            raise RecordError(f"field {where!r} is {type(turn).__name__}, not dict")
+        _within(where, lambda: _check(turn, "user", (str,), optional=True))
+        steps = _within(where, lambda: _check(turn, "steps", (list,), optional=True)) or []
+        for s, step in enumerate(steps):
+            _check_step(step, f"{where}.steps[{s}]")
+    return turns
+
+
+# The fields of a Step the reports and scoring read, with the types a run writes (None where a run may).
+STEP_FIELDS = {"reply": (str, _NONE), "prompt_tail": (str,), "prompt_sha256": (str, _NONE),
+               "prompt_tokens": (int, _NONE), "completion_tokens": (int, _NONE), "finish_reason": (str, _NONE),
+               "seed": (int, _NONE), "shared_prompt": (bool,), "timings": (dict, _NONE), "parse": (dict, _NONE),
+               "calls": (list,), "error": (str, _NONE), "family": (str, _NONE), "grammar": (str, _NONE),
+               "grammar_from": (int, _NONE), "fallback_from": (dict, _NONE), "reply_sha256": (str,)}
+CALL_FIELDS = {"id": (str, _NONE), "name": (str, _NONE), "arguments": (dict, _NONE), "typed": (dict, _NONE),
+               "errors": (list,), "coerced": (list,), "executed": (bool,), "executions": (int,),
+               "error": (bool,)}
+
+
+def _check_step(step, where: str) -> None:
+    if not isinstance(step, dict):
+        raise RecordError(f"field {where!r} is {type(step).__name__}, not dict")
+    for name, types in STEP_FIELDS.items():
+        _within(where, lambda: _check(step, name, types, optional=True))
+    if isinstance(step.get("fallback_from"), dict):
+        _check_step(step["fallback_from"], f"{where}.fallback_from")
+    for c, call in enumerate(step.get("calls") or []):
+        at = f"{where}.calls[{c}]"
+        if not isinstance(call, dict):
+            raise RecordError(f"field {at!r} is {type(call).__name__}, not dict")
+        for name, types in CALL_FIELDS.items():
+            _within(at, lambda: _check(call, name, types, optional=True))
+        for e, error in enumerate(call.get("errors") or []):
+            if not isinstance(error, str):
+                raise RecordError(f"field '{at}.errors[{e}]' is {type(error).__name__}, not str")
+
+
 def _within(prefix: str, check):
     """check(), its RecordError naming the field by its dotted path under `prefix`."""
     try:
         return check()
     except RecordError as exc:
         raise RecordError(str(exc).replace("field '", f"field '{prefix}.", 1)) from None
+
+
+def _detection(raw: dict) -> dict | None:
+    """The detection a model record keeps; the reports print its family, reason and rendered call as text."""
+    detection = _check(raw, "detection", (dict, _NONE), optional=True)
+    if detection is not None:
+        _within("detection", lambda: [_check(detection, k, (str, _NONE), optional=True)
+                                      for k in ("family", "reason", "rendered_call", "status")])
+    return detection
 
 
 @dataclass(frozen=True)
@@ -155,7 +208,7 @@ class SampleRecord:
             template_kwargs=_check(raw, "template_kwargs", (dict, _NONE), optional=True) or {},
             replayed=bool(_check(raw, "replayed", (bool, _NONE), optional=True)),
             replay=_check(raw, "replay", (dict, _NONE), optional=True),
-            turns=_check(raw, "turns", (list,), optional=True) or [],
+            turns=_check_steps(_check(raw, "turns", (list,), optional=True) or []),
             error=_check(raw, "error", (str, _NONE), optional=True),
             executions=_check(raw, "executions", (dict, _NONE), optional=True),
             started=_check(raw, "started", (str, _NONE), optional=True),
@@ -192,6 +245,9 @@ class ModelRecord:
     eos_token: str | None = None
     template_kwargs: dict = field(default_factory=dict)
     recorded: str | None = None
+    # A served model: {"name": the runtime, "endpoints": [URL], "served_model"}; absent for a model run in
+    # this process (llama-cpp-python in process).
+    runtime: dict | None = None
     schema: int = SCHEMA_VERSION     # as read; to_json writes this harness's schema
 
     @classmethod
@@ -202,17 +258,21 @@ class ModelRecord:
         _within("template", lambda: [_check(template, k, (str,)) for k in ("source", "sha256", "text")])
         return cls(model=model, template=template,
                    family=_check(raw, "family", (str, _NONE), optional=True),
-                   detection=_check(raw, "detection", (dict,), optional=True),
+                   detection=_detection(raw),
                    bos_token=_check(raw, "bos_token", (str, _NONE), optional=True),
                    eos_token=_check(raw, "eos_token", (str, _NONE), optional=True),
                    template_kwargs=_check(raw, "template_kwargs", (dict, _NONE), optional=True) or {},
                    recorded=_check(raw, "recorded", (str, _NONE), optional=True),
+                   runtime=_check(raw, "runtime", (dict, _NONE), optional=True),
                    schema=_check(raw, "schema", (int,), optional=True) or 0)
 
     def to_json(self) -> dict:
-        return {"schema": SCHEMA_VERSION, "kind": MODEL, "model": self.model.to_json(), "template": self.template,
-                "bos_token": self.bos_token, "eos_token": self.eos_token, "family": self.family,
-                "detection": self.detection, "template_kwargs": self.template_kwargs, "recorded": self.recorded}
+        out = {"schema": SCHEMA_VERSION, "kind": MODEL, "model": self.model.to_json(), "template": self.template,
+               "bos_token": self.bos_token, "eos_token": self.eos_token, "family": self.family,
+               "detection": self.detection, "template_kwargs": self.template_kwargs, "recorded": self.recorded}
+        if self.runtime is not None:
+            out["runtime"] = self.runtime
+        return out
 
 
 @dataclass

@@ -12,10 +12,26 @@ A run or report pointed at another folder (`--results-dir`) leaves the committed
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core import constants
+
+# A name kept as it is in a file name: no separator, no leading dot (no `..`, no hidden file), short enough
+# for any filesystem with the suffix added. Pinned ids and runtime names all are.
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def file_stem(name: str) -> str:
+    """The file name (without suffix) a record's model id or runtime name is written under: the name itself
+    when plain, else its plain characters and a hash of the whole name after a `~`, a character no plain name
+    holds, so two names never share a file and none leaves the folder (`../../README`, `/etc/x`, 256 bytes)."""
+    if _PLAIN.fullmatch(name):
+        return name
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-")[:60]
+    return f"{slug}~{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
 
 
 @dataclass(frozen=True)
@@ -30,11 +46,16 @@ class ResultsDir:
         return cls(Path(root) if root is not None else constants.RESULTS_DIR)
 
     @property
+    def is_project(self) -> bool:
+        """The project's own results/: the only folder the seed ADR's replays (scenarios/replays) belong to."""
+        return self.root.resolve() == constants.RESULTS_DIR.resolve()
+
+    @property
     def transcripts(self) -> Path:
         return self.root / "transcripts"
 
     def transcript(self, model_id: str) -> Path:
-        return self.transcripts / f"{model_id}.jsonl"
+        return self.transcripts / f"{file_stem(model_id)}.jsonl"
 
     def transcript_files(self) -> list:
         return sorted(self.transcripts.glob("*.jsonl"))
@@ -44,7 +65,7 @@ class ResultsDir:
         return self.root / "runtimes"
 
     def runtime_records(self, runtime: str) -> Path:
-        return self.runtimes / f"{runtime}.jsonl"
+        return self.runtimes / f"{file_stem(runtime)}.jsonl"
 
     def runtime_record_files(self) -> list:
         return sorted(self.runtimes.glob("*.jsonl"))
@@ -54,7 +75,7 @@ class ResultsDir:
         return self.root / "runtime-conformance"
 
     def runtime_conformance_records(self, runtime: str) -> Path:
-        return self.runtime_conformance / f"{runtime}.jsonl"
+        return self.runtime_conformance / f"{file_stem(runtime)}.jsonl"
 
     def runtime_conformance_files(self) -> list:
         return sorted(self.runtime_conformance.glob("*.jsonl"))
@@ -64,7 +85,7 @@ class ResultsDir:
         return self.root / "runtime-conformance.md"
 
     def model_table(self, model_id: str) -> Path:
-        return self.root / f"{model_id}.md"
+        return self.root / f"{file_stem(model_id)}.md"
 
     @property
     def summary(self) -> Path:

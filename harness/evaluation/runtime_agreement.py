@@ -62,13 +62,26 @@ def classify(strict, strict_prompt_tokens: int | None, runtime, same_prompt: boo
             return "runtime-invalid-arguments", f"the runtime emptied the arguments of {', '.join(emptied)}"
         return "calls-differ", f"strict {strict_calls}; runtime {runtime_calls}"
     if not strict_calls and (strict.content or "").strip() != (runtime.content or "").strip():
-        return "replies-differ", f"strict text {_short(strict.content)}; runtime text {_short(runtime.content)}"
+        return "replies-differ", fork(strict.content, runtime.content)
     return "agree", None
 
 
-def _short(text) -> str:
-    text = (text or "").strip()
-    return json.dumps(text[:60] + ("…" if len(text) > 60 else ""), ensure_ascii=False)
+def fork(strict_text, runtime_text, context: int = 24, after: int = 48) -> str:
+    """Where two texts part: the character they fork at, the text both share just before it, and each side's
+    text from there (cropping both to the same first characters would hide the difference)."""
+    a, b = (strict_text or "").strip(), (runtime_text or "").strip()
+    if not a or not b:
+        empty, other, text = ("strict", "runtime", b) if not a else ("runtime", "strict", a)
+        return f"the {empty} text is empty; {other} text {_crop(text, 0, after)}"
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    shared = ("…" if at > context else "") + a[max(0, at - context):at]
+    return (f"they fork at character {at} (of {len(a)} strict, {len(b)} runtime), after "
+            f"{json.dumps(shared, ensure_ascii=False)}: strict {_crop(a, at, after)}; runtime {_crop(b, at, after)}")
+
+
+def _crop(text: str, start: int, width: int) -> str:
+    part = text[start:start + width]
+    return json.dumps(part + ("…" if len(text) > start + width else ""), ensure_ascii=False) if part else "(ends)"
 
 
 def arguments_object(text):
@@ -110,6 +123,17 @@ def read_records(path) -> tuple:
     return found.records, found.warnings
 
 
+def _detail(record) -> str:
+    """The record's detail; for replies-differ, where the texts fork, from the two texts it keeps (records
+    written before `fork` hold both texts cropped to the same first characters)."""
+    if record.label == "replies-differ":
+        strict = ((record.strict or {}).get("parse") or {}).get("content")
+        runtime = (record.runtime_reply or {}).get("content")
+        if isinstance(strict, (str, type(None))) and isinstance(runtime, (str, type(None))):
+            return fork(strict, runtime)
+    return record.detail
+
+
 def agreement_markdown(records: list) -> str:
     lines = ["# Runtime agreement", "",
              "The same conversation and seed, greedy, through the harness's strict path (its own render, raw "
@@ -125,5 +149,5 @@ def agreement_markdown(records: list) -> str:
     for r in sorted(records, key=lambda r: (r.runtime, r.served_model, r.scenario.name, r.seed)):
         if r.label != "agree":
             lines.append(f"- {r.runtime} / {r.served_model} / {r.scenario.name} seed {r.seed}: "
-                         f"`{r.label}` — {r.detail}")
+                         f"`{r.label}` — {_detail(r)}")
     return "\n".join(lines) + "\n"

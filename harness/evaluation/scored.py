@@ -5,6 +5,7 @@ a person reading the tables see the same verdicts."""
 from collections import Counter
 from dataclasses import dataclass, field
 
+from harness import families as registry
 from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, score_sample
 from harness.evaluation.records import ModelRecord, SampleRecord
 
@@ -14,6 +15,7 @@ class Scored:
     samples: list = field(default_factory=list)   # (record, scenario, verdicts) of records of current scenarios
     stale: list = field(default_factory=list)     # records of a scenario that has since changed, or is gone
     models: dict = field(default_factory=dict)    # model id -> latest model record
+    model_files: dict = field(default_factory=dict)  # (model id, sha256) -> its latest model record
     warnings: list = field(default_factory=list)
     skipped: list = field(default_factory=list)   # malformed records left out (also in warnings)
 
@@ -32,10 +34,17 @@ def score_transcripts(transcripts, scenarios: dict) -> Scored:
         for record in transcript.records:
             if isinstance(record, ModelRecord):
                 out.models[record.model.id] = record
+                out.model_files[(record.model.id, record.model.sha256)] = record
         for record in transcript.samples():
             scenario = scenarios.get(record.scenario.name)
             if scenario is None or scenario.hash != record.scenario.hash:
                 out.stale.append(record)
+                continue
+            unknown = _unknown_family(record)
+            if unknown:
+                problem = f"{transcript.where(record)}: malformed record skipped: {unknown}"
+                out.skipped.append(problem)
+                out.warnings.append(problem)
                 continue
             try:
                 out.samples.append((record, scenario, score_sample(scenario, record)))
@@ -46,6 +55,22 @@ def score_transcripts(transcripts, scenarios: dict) -> Scored:
                 out.skipped.append(problem)
                 out.warnings.append(problem)
     return out
+
+
+def _unknown_family(record: SampleRecord) -> str | None:
+    """Why the record names a family no parser here reads (its field and value), or None: that one record
+    cannot be scored, the others can."""
+    known = set(registry.names())
+    named = [("family", record.family)]
+    for t, turn in enumerate(record.turns):
+        for s, step in enumerate(turn.get("steps") or []):
+            named.append((f"turns[{t}].steps[{s}].family", step.get("family")))
+            native = step.get("fallback_from") or {}
+            named.append((f"turns[{t}].steps[{s}].fallback_from.family", native.get("family")))
+    for where, name in named:
+        if name is not None and name not in known:
+            return f"field {where!r} names an unknown family {name!r}"
+    return None
 
 
 def sample_entry(record: SampleRecord, scenario, verdicts: dict | None) -> dict:

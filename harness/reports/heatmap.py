@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from harness.reports.tables import CLASS_RATES, mode_order, of_class  # noqa: E402
+from harness.reports.tables import CLASS_RATES, mode_order, of_class, row_labels  # noqa: E402
 from harness.core.values import MODES  # noqa: E402
 
 STAGES = tuple(c for c in CLASS_RATES if c[0] != "call attempts read")  # (title, verdict, which samples)
@@ -62,8 +62,8 @@ def _panel(ax, passed, known, rows: list, cols: list, cmap, title: str):
 
 def _stage_panel(frame: pd.DataFrame):
     """Rows 'model · mode' (modes in MODES order), columns the stages."""
-    labels = frame["model"] + " · " + frame["mode"]
-    order = sorted(set(zip(frame["model"], frame["mode"].map(mode_order), frame["mode"], labels)))
+    labels = row_labels(frame)
+    order = sorted(set(zip(frame["model"], frame["runtime"], frame["mode"].map(mode_order), frame["mode"], labels)))
     rows = [label for *_, label in order]
     cols = [title for title, _, _ in STAGES]
     cells = pd.concat([pd.DataFrame({"row": labels[of_class(frame, due).index], "col": title,
@@ -75,7 +75,10 @@ def draw_heatmap(frame: pd.DataFrame, path: Path) -> Path:
     """frame: live samples only."""
     # Scenarios alphabetically; one panel per mode, stacked in MODES order with the same rows and columns so a
     # column reads down across modes.
-    models = sorted(set(frame["model"]))
+    # A model served by a runtime is a row of its own beside the same model in process.
+    who = frame["model"] + ((" (" + frame["runtime"] + ")") if frame["runtime"].nunique() > 1 else "")
+    frame = frame.assign(who=who)
+    models = sorted(set(who))
     cols = sorted(set(frame["scenario"]))
     present = set(frame["mode"])
     modes = [m for m in MODES if m in present] + sorted(present - set(MODES))
@@ -90,7 +93,7 @@ def draw_heatmap(frame: pd.DataFrame, path: Path) -> Path:
     image = _panel(axes[0, 0], *stage, cmap, "By stage, all scenarios: samples that passed each check, of those where it applies")
     for index, (ax, (mode, rows)) in enumerate(zip(axes[1:, 0], panels)):
         mode_frame = frame[frame["mode"] == mode]
-        cells = pd.DataFrame({"row": mode_frame["model"], "col": mode_frame["scenario"],
+        cells = pd.DataFrame({"row": mode_frame["who"], "col": mode_frame["scenario"],
                               "verdict": mode_frame["passed"]})
         _panel(ax, *_counts(cells, rows, cols), rows, cols, cmap, f"All checks by scenario, mode {mode}")
         if index < len(panels) - 1:

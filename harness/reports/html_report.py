@@ -1,18 +1,22 @@
-"""results/report.html: the per-model tables of results/<model>.md and, under them, every sample's transcript
-(harness.reports.html_samples), on one static page.
+"""results/report.html: an overview first (harness.reports.html_overview: the verdict, the models × modes
+tables, a heat map, runtime agreement and conformance, the pinned templates' conformance), then the per-model
+tables of results/<model>.md and, under them, every sample's transcript (harness.reports.html_samples), on one
+static page.
 
 Self-contained (inline CSS and JS, no request leaves the file) and byte-identical on repeat (no timestamp,
 models, scenarios, modes and seeds in a fixed order), so CI's comparison of results/ holds. Without JS every
-sample is still there, collapsed; the script adds filters (mode, failed only, a deviation or finding name)
-and opens the sample an anchor points at. Anchors: #<model>, #<model>--<scenario>--<mode> (a table row's
-samples), #<model>--<scenario>--<mode>--<sample> (one sample)."""
+sample is still there, collapsed; the script adds filters (model, mode, failed only, a deviation or finding
+name) and opens the sample an anchor points at. Anchors: #overview, #<model>, #<model>--<scenario>--<mode> (a
+table row's samples), #<model>--<scenario>--<mode>--<sample> (one sample)."""
 
 from html import escape
 from pathlib import Path
 
 import pandas as pd
 
-from harness.evaluation.runtime_conformance import LABELS, matrix
+from harness.reports.html_overview import (
+    agreement_html, conformance_html, overview_html, runtime_conformance_html, table_html,
+)
 from harness.reports.html_samples import STATUS_TEXT, names_html, sample_html, status, token_pattern
 from harness.reports.examples import failing_examples
 from harness.reports.tables import EXAMPLES, RATES, by_mode, mode_order, mode_table, replay_table, scenario_table
@@ -21,12 +25,22 @@ CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d1d1f}
 header{position:sticky;top:0;background:#f5f5f7;border-bottom:1px solid #ccc;padding:6px 16px;z-index:1}
 header h1{font-size:18px;margin:2px 0}
-nav a{margin-right:12px}
+nav{display:flex;flex-wrap:wrap;gap:2px 12px}
 form{display:flex;gap:14px;align-items:center;flex-wrap:wrap;margin:4px 0}
-main{padding:0 16px 40px}
-section.model{border-top:3px solid #444;margin-top:24px}
-table{border-collapse:collapse;margin:8px 0;font-size:12px}
+select{max-width:22em}
+main{padding:0 16px 40px;overflow-wrap:break-word}
+main>section{border-top:3px solid #444;margin-top:24px}
+table{border-collapse:collapse;margin:8px 0;font-size:12px;max-width:100%}
 td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top;text-align:left}
+code{white-space:pre-wrap;overflow-wrap:anywhere}
+td code,td a{overflow-wrap:anywhere}
+table.heatmap td.heat{text-align:center;min-width:3.2em;white-space:nowrap}
+table.heatmap td.none{color:#888;background:#eee}
+table.heatmap th.row{white-space:normal;background:#f5f5f7}
+table.heatmap tr.replayed td.heat{background-image:repeating-linear-gradient(45deg,rgba(0,0,0,.22) 0 2px,
+transparent 2px 7px)}
+table.heatmap tr.replayed th.row{font-style:italic}
+span.note{font-weight:normal;color:#555}
 th{background:#eee}
 td.ok{background:#d8f0d8}td.bad{background:#f6d5d5}td.na{color:#888}
 span.pass{color:#17692a;font-weight:600}span.fail{color:#b3261e;font-weight:600}span.n\\/a{color:#666}
@@ -34,7 +48,7 @@ span.name{border-bottom:1px dotted #666;cursor:help}
 details.sample{border:1px solid #ddd;border-radius:4px;margin:4px 0;padding:2px 8px}
 details.sample[open]{background:#fafafa}
 details.sample:target{outline:2px solid #1a5fb4}
-section,details.sample{scroll-margin-top:120px}
+section,details.sample{scroll-margin-top:140px}
 pre{white-space:pre-wrap;word-break:break-word;margin:4px 0}
 pre.raw{background:#fff;border:1px solid #bbb;padding:4px;font-size:12px}
 pre.empty{color:#888}
@@ -55,12 +69,16 @@ JS = """
   var samples = Array.prototype.slice.call(document.querySelectorAll('details.sample'));
   var groups = document.querySelectorAll('section.group');
   var next = -1;
+  var models = document.querySelectorAll('[data-model]');
   function apply() {
     var mode = form.elements.mode.value, failed = form.elements.failed.checked, name = form.elements.name.value;
+    var model = form.elements.model.value;
+    Array.prototype.forEach.call(models, function (m) { m.hidden = model && m.dataset.model !== model; });
     var shown = 0;
     samples.forEach(function (s) {
       var keep = (!mode || s.dataset.mode === mode) && (!failed || s.dataset.status === 'fail') &&
-                 (!name || s.dataset.names.split(' ').indexOf(name) >= 0);
+                 (!name || s.dataset.names.split(' ').indexOf(name) >= 0) &&
+                 !s.closest('section.model').hidden;
       s.hidden = !keep;
       if (keep) shown += 1;
     });
@@ -72,6 +90,8 @@ JS = """
   function reveal() {
     var target = document.getElementById(decodeURIComponent(location.hash.slice(1)));
     if (!target) return;
+    var section = target.closest('section.model');
+    if (section && section.hidden) { form.elements.model.value = ''; apply(); }
     for (var el = target; el; el = el.parentElement) if (el.hidden) el.hidden = false;
     if (target.tagName === 'DETAILS') target.open = true;
     target.scrollIntoView();
@@ -88,18 +108,6 @@ JS = """
   reveal();
 })();
 """
-
-
-def table_html(frame: pd.DataFrame, cells: dict | None = None) -> str:
-    """A DataFrame as an HTML table, every value escaped; `cells` maps (row, column) to ready HTML."""
-    cells = cells or {}
-    head = "".join(f"<th>{escape(str(c))}</th>" for c in frame.columns)
-    body = []
-    for i, row in enumerate(frame.itertuples(index=False)):
-        tds = "".join(f"<td>{cells[(i, c)] if (i, c) in cells else escape(str(v))}</td>"
-                      for c, v in zip(frame.columns, row))
-        body.append(f"<tr>{tds}</tr>\n")
-    return f"<table>\n<tr>{head}</tr>\n{''.join(body)}</table>\n"
 
 
 def anchor(*parts) -> str:
@@ -152,7 +160,7 @@ def _illustrations_html(illustrations: list) -> str:
 def model_html(model: str, frame: pd.DataFrame, record, illustrations=()) -> str:
     live = frame[~frame["replayed"]] if not frame.empty else frame
     replayed = frame[frame["replayed"]] if not frame.empty else frame
-    parts = [f'<section class="model" id="{escape(model)}"><h2>{escape(model)}</h2>']
+    parts = [f'<section class="model" id="{escape(model)}" data-model="{escape(model)}"><h2>{escape(model)}</h2>']
     if record is not None:
         parts.append(f"<p>family: <strong>{escape(record.family or 'none (chat without tools)')}</strong>: "
                      f"{escape((record.detection or {}).get('reason', ''))}</p>")
@@ -168,21 +176,7 @@ def model_html(model: str, frame: pd.DataFrame, record, illustrations=()) -> str
     return "".join(parts)
 
 
-def runtime_section(records: list) -> str:
-    """results/runtime-conformance.md's matrix, for the page (empty without records)."""
-    if not records:
-        return ""
-    head = "".join(f"<th>{escape(k)}</th>" for k in ("runtime", "family", "templates", "requests", *LABELS))
-    rows = "".join("<tr>" + "".join(f"<td>{escape(str(v))}</td>" for v in (
-        row["runtime"], row["family"], len(row["templates"]), row["requests"], *(row[k] for k in LABELS))) + "</tr>"
-        for row in matrix(records))
-    return ('<section class="model" id="runtime-conformance"><h2>Runtime conformance</h2><p>Exact replies of '
-            "scripted models through each runtime's /v1/chat/completions: requests per label. Every disagreement, "
-            "with its reply and the command that replays it, is in results/runtime-conformance.md.</p>"
-            f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></section>")
-
-
-def page(collected, runtime: str = "") -> str:
+def page(collected, sections: str = "") -> str:
     frame = collected.samples
     models = sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations})
     names = sorted({n for col in ("deviations", "findings") for ns in frame[col] for n in ns})
@@ -190,28 +184,38 @@ def page(collected, runtime: str = "") -> str:
     head = ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
             f"<title>harness: live results and transcripts</title><style>{CSS}</style></head><body>")
-    nav = "".join(f'<a href="#{escape(m)}">{escape(m)}</a>' for m in models)
-    form = ('<form id="filter"><label>mode <select name="mode"><option value="">all</option>'
+    links = [("overview", "overview"), *((k, k.replace("-", " ")) for k in
+                                         ("runtime-agreement", "runtime-conformance", "conformance")
+                                         if f'id="{k}"' in sections)]
+    nav = "".join(f'<a href="#{k}">{escape(t)}</a>' for k, t in links)
+    form = ('<form id="filter"><label>model <select name="model"><option value="">all</option>'
+            + "".join(f'<option value="{escape(m)}">{escape(m)}</option>' for m in models)
+            + '</select></label><label>mode <select name="mode"><option value="">all</option>'
             + "".join(f'<option value="{escape(m)}">{escape(m)}</option>' for m in modes)
             + '</select></label><label><input type="checkbox" name="failed"> failed samples only</label>'
             '<label>deviation or finding <select name="name"><option value="">any</option>'
             + "".join(f'<option value="{escape(n)}">{escape(n)}</option>' for n in names)
             + '</select></label><button type="button" id="next-failed">next failed sample</button>'
             f'<span id="shown">{len(frame)} samples</span></form>')
-    legend = ("<p>Rebuilt by <code>harness report</code> from results/transcripts/*.jsonl and the seed ADR's "
-              "replayed replies, re-parsed by the current parsers. Table rows link to their samples; a sample "
-              f"opens to its transcript. A sample is {STATUS_TEXT['pass']} when every check that applies holds. "
-              "Hover a deviation or finding name for its explanation.</p>")
-    body = [f"<header><h1>Live results and transcripts</h1><nav>{nav}</nav>{form}</header><main>{legend}"]
+    source = collected.source
+    folder = "results" if source is None or source.is_project else str(source.root)
+    replays = " and the seed ADR's replayed replies" if frame["replayed"].any() or collected.illustrations else ""
+    legend = (f"<p>Rebuilt by <code>harness report</code> from {escape(folder)}/transcripts/*.jsonl{replays}, "
+              "re-parsed by the current parsers. Below the overview, each model's tables, then every sample: "
+              "table rows link to their samples; a sample opens to its transcript. A sample is "
+              f"{STATUS_TEXT['pass']} when every check that applies holds. Hover a deviation or finding name for "
+              "its explanation; pick a model above to show it alone.</p>")
+    body = [f"<header><h1>Live results and transcripts</h1><nav>{nav}</nav>{form}</header><main>",
+            overview_html(collected, legend), sections]
     body += [model_html(m, frame[frame["model"] == m], collected.models.get(m),
                         [i for i in collected.illustrations if i["model"] == m]) for m in models]
-    if runtime:
-        nav += '<a href="#runtime-conformance">runtime conformance</a>'
-        body[0] = f"<header><h1>Live results and transcripts</h1><nav>{nav}</nav>{form}</header><main>{legend}"
-    return "".join([head, *body, runtime, f"</main><script>{JS}</script></body></html>\n"])
+    return "".join([head, *body, f"</main><script>{JS}</script></body></html>\n"])
 
 
-def write_html(collected, path: Path, runtime_records: list = ()) -> Path:
+def write_html(collected, path: Path, runtime_records: list = (), agreement_records: list = (),
+               conformance_json: Path | None = None) -> Path:
     path = Path(path)
-    path.write_text(page(collected, runtime_section(list(runtime_records))), encoding="utf-8")
+    sections = (agreement_html(list(agreement_records)) + runtime_conformance_html(list(runtime_records))
+                + (conformance_html(conformance_json) if conformance_json else ""))
+    path.write_text(page(collected, sections), encoding="utf-8")
     return path

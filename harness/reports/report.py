@@ -22,10 +22,11 @@ from harness.evaluation.runtime_conformance import read_records as read_conforma
 from harness.pins.sources import load_sources, resolve_template
 from harness.reports.html_report import write_html
 from harness.reports.tables import (
-    FIRST_REPLIES, LEGEND, RATES, Collected, by_mode, checks_table, class_cells, collect,
-    coverage_lines, illustration_lines, mode_order, mode_table, rate_value, replay_table, scenario_table,
-    trade_off_lines,
+    FIRST_REPLIES, IN_PROCESS, LEGEND, RATES, Collected, checks_table, class_table, collect, coverage_lines,
+    family_name, illustration_lines, mode_order, mode_table, rate_value, replay_table, row_labels,
+    scenario_table, trade_off_lines,
 )
+from harness.reports.verdict import top_deviations_lines, verdict_lines
 
 
 def _diff_lines(old_text: str, new_text: str, old_name: str, new_name: str) -> list:
@@ -101,7 +102,8 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
     lines = [f"# {model_id}", ""]
     if record is not None:
         det = record.detection or {}
-        lines += [f"- Model file sha256: `{record.model.sha256}` ({record.model.file})",
+        lines += [_model_file_line(r) for (m, _), r in sorted(collected.model_files.items()) if m == model_id]
+        lines += [
                   f"- Family: **{record.family or 'none (chat without tools)'}**: {det.get('reason', '')}"]
         if record.template_kwargs:
             lines.append(f"- Template variables: {record.template_kwargs}")
@@ -110,7 +112,7 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
     elif not replayed.empty or illustrations:
         family = replayed["family"].iloc[0] if not replayed.empty else illustrations[0]["family"]
         lines.append(f"- Not run here (no transcript; fetch it with `harness fetch --models {model_id}` where the Hub "
-                     f"is reachable). Family as the seed ADR reports detection: {_family(family)}.")
+                     f"is reachable). Family as the seed ADR reports detection: {family_name(family)}.")
     if not live.empty:
         seconds = live["seconds"].dropna()
         lines += [f"- Live samples: {len(live)}, mode {', '.join(sorted(live['mode'].unique()))}; "
@@ -126,12 +128,18 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
         lines += [LEGEND, ""]
     if not live.empty:
         lines += coverage_lines(collected.scenarios) + [""]
-        if live["mode"].nunique() > 1:
-            lines += ["## Modes", "", "All scenarios together, per mode (native: the model's template and parser; "
-                      "grammar: sampling constrained by a grammar from the tool schemas; fallback: native, with a "
-                      f"failed step rewritten under the grammar; {FIRST_REPLIES}: its native first replies, before "
-                      "the rewrite).", "", mode_table(live).to_markdown(index=False), "", *trade_off_lines(live), ""]
-        lines += ["## Live, by scenario and mode", "", scenario_table(live).to_markdown(index=False), ""]
+    runtimes = sorted(set(live["runtime"])) if not live.empty else []
+    for runtime in runtimes:
+        # One id served by a runtime and run in process: each runtime's tables apart, never merged.
+        part = live[live["runtime"] == runtime]
+        where = f" ({runtime})" if len(runtimes) > 1 else ""
+        if part["mode"].nunique() > 1:
+            lines += [f"## Modes{where}", "", "All scenarios together, per mode (native: the model's template and "
+                      "parser; grammar: sampling constrained by a grammar from the tool schemas; fallback: native, "
+                      f"with a failed step rewritten under the grammar; {FIRST_REPLIES}: its native first replies, "
+                      "before the rewrite).", "", mode_table(part).to_markdown(index=False), "",
+                      *trade_off_lines(part), ""]
+        lines += [f"## Live, by scenario and mode{where}", "", scenario_table(part).to_markdown(index=False), ""]
     if not replayed.empty:
         lines += ["## Quoted by the seed ADR (not run here)", "",
                   "Replies the ADR quotes verbatim, each scored on its own (one reply is no rate; the ADR quotes no "
@@ -152,27 +160,14 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
     return "\n".join(lines)
 
 
-# The columns of each class's table in summary.md (harness.reports.tables.CLASS_RATES).
-CLASS_TITLES = {True: ("call parsed", "intended tool", "right tool", "valid typed args", "expected args",
-                       "expected answer", "uses tool result", "all checks"),
-                False: ("no call made", "expected answer", "all checks"),
-                None: ("call attempts read", "all checks")}
-
-
-def _class_table(frame: pd.DataFrame, call_due) -> pd.DataFrame:
-    """Models × modes over one class of samples (call due, no call due, or all), a fallback row followed by its
-    first replies."""
-    titles = CLASS_TITLES[call_due]
-    rows = []
-    for (model, mode), group in by_mode(frame, ["model", "mode"]):
-        group = group if call_due is None else group[group["call_due"] == call_due]
-        if group.empty:
-            continue
-        head = {"model": model, "mode": mode, "family": _family(group["family"].iloc[0]), "samples": len(group)}
-        rows.append({**head, **{t: class_cells(group)[t] for t in titles}})
-        if mode == "fallback":
-            rows.append({**head, "mode": FIRST_REPLIES, **{t: class_cells(group, first=True)[t] for t in titles}})
-    return pd.DataFrame(rows)
+def _model_file_line(record: ModelRecord) -> str:
+    runtime = record.runtime if isinstance(record.runtime, dict) else {}
+    if record.model.sha256 == "served":
+        name = runtime.get("name") if isinstance(runtime.get("name"), str) else "a runtime"
+        endpoints = ", ".join(str(e) for e in runtime.get("endpoints") or []) if isinstance(
+            runtime.get("endpoints"), list) else ""
+        return f"- Served by {name}" + (f" at {endpoints}" if endpoints else "") + " (weights not hashed here)"
+    return f"- Model file sha256: `{record.model.sha256}` ({record.model.file})"
 
 
 def summary_markdown(collected: Collected) -> str:
@@ -180,16 +175,18 @@ def summary_markdown(collected: Collected) -> str:
     live = frame[~frame["replayed"]]
     quoted = frame[frame["replayed"]]
     names = lambda due: ", ".join(s.name for s in collected.scenarios if s.call_due is due)  # noqa: E731
-    lines = ["# Summary", "", "Rebuilt by `harness report` from results/transcripts/*.jsonl and "
-             "scenarios/replays/*.yaml, through the current parsers. Live samples only in the rates; the replies "
-             "the seed ADR quotes are in a table of their own below.", "", LEGEND, "",
+    lines = ["# Summary", "", _provenance(collected, quoted), "", LEGEND, "",
              "## What each scenario checks", "", checks_table(collected.scenarios).to_markdown(index=False), "",
              *coverage_lines(collected.scenarios), ""]
     if not live.empty:
+        lines += ["## Verdict: which model, which mode", "", *verdict_lines(live), "",
+                  "## Top deviations per model", "",
+                  "The named near misses (deviations) and behaviours (findings) each model's live samples show "
+                  "most, over all its modes.", "", *top_deviations_lines(live), ""]
         lines += ["## Models and modes", "", f"### Call due ({names(True)})", "",
-                  _class_table(live, True).to_markdown(index=False), "",
-                  f"### No call due ({names(False)})", "", _class_table(live, False).to_markdown(index=False), "",
-                  "### All scenarios", "", _class_table(live, None).to_markdown(index=False), ""]
+                  class_table(live, True).to_markdown(index=False), "",
+                  f"### No call due ({names(False)})", "", class_table(live, False).to_markdown(index=False), "",
+                  "### All scenarios", "", class_table(live, None).to_markdown(index=False), ""]
     trade = trade_off_lines(live)
     if trade:
         lines += ["## The trade-off: what a grammar buys", "",
@@ -216,26 +213,37 @@ def summary_markdown(collected: Collected) -> str:
     return "\n".join(lines)
 
 
-def _family(value) -> str:
-    return value if isinstance(value, str) and value else "none"
+def _provenance(collected: Collected, quoted: pd.DataFrame) -> str:
+    """Where the tables come from: the folder read (as the project names it, relative for its own results/)."""
+    source = collected.source
+    folder = "results" if source is None or source.is_project else str(source.root)
+    if quoted.empty and not collected.illustrations:
+        return (f"Rebuilt by `harness report` from {folder}/transcripts/*.jsonl, through the current parsers "
+                "(live samples only).")
+    return (f"Rebuilt by `harness report` from {folder}/transcripts/*.jsonl and scenarios/replays/*.yaml, "
+            "through the current parsers. Live samples only in the rates; the replies the seed ADR quotes are in "
+            "a table of their own below.")
 
 
 def pass_grid(frame: pd.DataFrame) -> pd.DataFrame:
     """Models and modes (rows) × scenarios: the rate of live samples that passed every check."""
-    labels = frame["model"] + " · " + frame["mode"]
+    labels = row_labels(frame)
     table = frame.assign(label=labels).groupby(["label", "scenario"])["passed"].agg(rate_value).unstack()
     order = frame.assign(label=labels).drop_duplicates("label")
-    order = sorted(zip(order["model"], order["mode"].map(mode_order), order["label"]))
+    order = sorted(zip(order["model"], order["runtime"], order["mode"].map(mode_order), order["label"]))
     table = table.reindex([label for *_, label in order])
     return table.astype(object).where(table.notna(), None)
 
 
-def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = None, plot=True) -> dict:
+def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = None, plot=True,
+                  replays: bool | None = None) -> dict:
+    """replays: add the seed ADR's quoted replies (harness.reports.tables.collect: by default to results/ only)."""
     results = ResultsDir.at(results_dir)
-    collected = collect(results, scenarios_dir)
+    collected = collect(results, scenarios_dir, replays)
     sources = load_sources()
     runtime_records = _conformance_records(results, collected.warnings)
-    written = _write_agreement(results, collected.warnings) + _write_conformance(results, runtime_records)
+    agreement_records = _records(results.runtime_record_files(), read_records, collected.warnings)
+    written = _write_agreement(results, agreement_records) + _write_conformance(results, runtime_records)
     if collected.samples.empty:
         return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped, "models": {}}
     frame = collected.samples
@@ -246,7 +254,8 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     summary = results.summary
     summary.write_text(summary_markdown(collected), encoding="utf-8")
     written.append(str(summary))
-    written.append(str(write_html(collected, results.html, runtime_records)))
+    written.append(str(write_html(collected, results.html, runtime_records, agreement_records,
+                                  results.conformance[1])))
     if plot and not frame[~frame["replayed"]].empty:
         from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
 
@@ -255,9 +264,8 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
             "models": json_summary(collected)}
 
 
-def _write_agreement(results: ResultsDir, warnings: list) -> list:
-    """results/runtime-agreement.md from results/runtimes/*.jsonl (harness runtime-check), when there are any."""
-    records = _records(results.runtime_record_files(), read_records, warnings)
+def _write_agreement(results: ResultsDir, records: list) -> list:
+    """results/runtime-agreement.md from the records of results/runtimes/*.jsonl (harness runtime-check)."""
     if not records:
         return []
     out = results.runtime_agreement
@@ -308,9 +316,12 @@ def unscripted_templates(results_dir: Path, asked: dict) -> list:
 
 def json_summary(collected: Collected) -> dict:
     out = {}
-    for (model, replayed, mode, scenario), group in collected.samples.groupby(["model", "replayed", "mode", "scenario"]):
-        # Native keeps the plain model key (the --json contract); other modes are keyed "<model> [<mode>]".
-        label = model + (f" [{mode}]" if mode != "native" else "") + (" (replayed)" if replayed else "")
+    keys = ["model", "runtime", "replayed", "mode", "scenario"]
+    for (model, runtime, replayed, mode, scenario), group in collected.samples.groupby(keys):
+        # Native keeps the plain model key (the --json contract); other modes are keyed "<model> [<mode>]", and a
+        # served model's samples "<model> @<runtime>", apart from the same id in process.
+        label = (model + (f" @{runtime}" if runtime != IN_PROCESS else "") + (f" [{mode}]" if mode != "native" else "")
+                 + (" (replayed)" if replayed else ""))
         entry = out.setdefault(label, {})
         entry[scenario] = {"samples": len(group), **{k: rate_value(group[k]) for k in RATES},
                            "deviations": dict(Counter(d for ds in group["deviations"] for d in ds)),

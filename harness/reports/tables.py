@@ -15,7 +15,8 @@ import pandas as pd
 
 from harness.core.values import MODES
 from harness.evaluation.records import SampleRecord
-from harness.evaluation.replays import load_replays
+from harness.evaluation.replays import Replays, load_replays
+from harness.evaluation.results import ResultsDir
 from harness.evaluation.scenarios import load_scenarios
 from harness.evaluation.scored import score_transcripts
 from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, parse_steps, score_sample, wilson
@@ -64,16 +65,32 @@ class Collected:
     described: list = field(default_factory=list)
     scenarios: list = field(default_factory=list)     # the Scenario objects, by name
     illustrations: list = field(default_factory=list)  # reconstructed replies: shown, never scored
+    source: ResultsDir | None = None                  # the folder the transcripts were read from
+    model_files: dict = field(default_factory=dict)   # (model id, sha256) -> model record: in process and served
 
 
-def _row(record: SampleRecord, scenario, verdicts: dict) -> dict:
+IN_PROCESS = "in process"   # llama-cpp-python in this process: a sample with no runtime of its own
+
+
+def runtime_of(record: SampleRecord, model_files: dict) -> str:
+    """Where a sample's replies came from. A served sample (its weights' hash is "served") names the runtime
+    of its model record (`harness run --endpoint` writes it), or "served" when the record names none; any
+    other ran in process. Rows are kept apart by it, so served and in-process samples of one id never merge."""
+    if record.model.sha256 != "served":
+        return IN_PROCESS
+    runtime = getattr(model_files.get((record.model.id, "served")), "runtime", None)
+    name = runtime.get("name") if isinstance(runtime, dict) else None
+    return name if isinstance(name, str) and name else "served"
+
+
+def _row(record: SampleRecord, scenario, verdicts: dict, runtime: str = IN_PROCESS) -> dict:
     steps = [s for t in record.turns for s in t.get("steps", [])]
     # Steps written under an "auto" grammar, and how many of them it constrained (a lazy one only once its
     # trigger fired): a grammar mode that scores as native did because the grammar never took over.
     auto = [s for s in steps if s.get("grammar") == "auto" and "grammar_from" in s]
     replay = record.replay or {}
     return {
-        "model": record.model.id, "scenario": record.scenario.name, "mode": record.mode,
+        "model": record.model.id, "runtime": runtime, "scenario": record.scenario.name, "mode": record.mode,
         "sample": record.sample, "seed": record.seed, "family": record.family,
         "replayed": record.replayed, "replay_kind": replay.get("kind"), "call_due": scenario.call_due,
         **{name: verdicts.get(name) for name in (*VERDICTS, "passed", "call_readable")},
@@ -105,13 +122,20 @@ def _illustration(record: SampleRecord) -> dict:
             "reply": step["reply"], "reading": reading, "quote": replay["quote"], "note": replay["note"]}
 
 
-def collect(results_dir: Path | None = None, scenarios_dir: Path | None = None) -> Collected:
+def collect(results_dir: Path | None = None, scenarios_dir: Path | None = None,
+            replays: bool | None = None) -> Collected:
+    """replays: add the seed ADR's quoted replies; by default only to the project's own results/ (another
+    folder holds an experiment's transcripts, and the replays are not part of it)."""
+    results = ResultsDir.at(results_dir)
     scenarios = {s.name: s for s in load_scenarios(scenarios_dir)}
-    scored = score_transcripts(read_all(results_dir), scenarios)
+    scored = score_transcripts(read_all(results), scenarios)
     out = Collected(pd.DataFrame(), scored.models, scored.stale_counts(), scored.warnings, scored.skipped,
-                    scenarios=list(scenarios.values()))
-    rows = [_row(record, scenario, verdicts) for record, scenario, verdicts in scored.samples]
-    replays = load_replays(scenarios_dir, scenarios)
+                    scenarios=list(scenarios.values()), source=results, model_files=scored.model_files)
+    rows = [_row(record, scenario, verdicts, runtime_of(record, scored.model_files))
+            for record, scenario, verdicts in scored.samples]
+    if replays is None:
+        replays = results.is_project
+    replays = load_replays(scenarios_dir, scenarios) if replays else Replays([], [], {})
     known = {**scenarios, **replays.scenarios}
     for record in replays.records:
         if record.replay["kind"] != "quoted":
@@ -122,6 +146,12 @@ def collect(results_dir: Path | None = None, scenarios_dir: Path | None = None) 
     out.described = replays.described
     out.samples = pd.DataFrame(rows)
     return out
+
+
+def row_labels(frame: pd.DataFrame) -> pd.Series:
+    """"model · mode" per sample, with the runtime when the samples come from more than one."""
+    runtime = (" (" + frame["runtime"] + ")") if frame["runtime"].nunique() > 1 else ""
+    return frame["model"] + runtime + " · " + frame["mode"]
 
 
 def _known(values) -> list:
@@ -312,4 +342,33 @@ def checks_table(scenarios: list) -> pd.DataFrame:
                  if check_sentences(t.expect)]
         rows.append({"scenario": s.name, "call due": {True: "yes", False: "no", None: "–"}[s.call_due],
                      "a sample passes when it": " / ".join(turns) or "(nothing is checked)"})
+    return pd.DataFrame(rows)
+
+
+def family_name(value) -> str:
+    return value if isinstance(value, str) and value else "none"
+
+
+# The columns of each class's table in summary.md (harness.reports.tables.CLASS_RATES).
+CLASS_TITLES = {True: ("call parsed", "intended tool", "right tool", "valid typed args", "expected args",
+                       "expected answer", "uses tool result", "all checks"),
+                False: ("no call made", "expected answer", "all checks"),
+                None: ("call attempts read", "all checks")}
+
+
+def class_table(frame: pd.DataFrame, call_due) -> pd.DataFrame:
+    """Models × modes over one class of samples (call due, no call due, or all), a fallback row followed by its
+    first replies."""
+    titles = CLASS_TITLES[call_due]
+    several = frame["runtime"].nunique() > 1
+    rows = []
+    for (model, runtime, mode), group in by_mode(frame, ["model", "runtime", "mode"]):
+        group = group if call_due is None else group[group["call_due"] == call_due]
+        if group.empty:
+            continue
+        head = {"model": model, **({"runtime": runtime} if several else {}), "mode": mode,
+                "family": family_name(group["family"].iloc[0]), "samples": len(group)}
+        rows.append({**head, **{t: class_cells(group)[t] for t in titles}})
+        if mode == "fallback":
+            rows.append({**head, "mode": FIRST_REPLIES, **{t: class_cells(group, first=True)[t] for t in titles}})
     return pd.DataFrame(rows)

@@ -74,3 +74,23 @@ def test_a_records_file_cut_by_a_kill_is_read_up_to_the_cut(tmp_path):
     path.write_bytes((whole + "\n" + '{"kind": "runtime-check", "detail": "é').encode("utf-8")[:-1])
     records, warnings = read_records(path)
     assert [r.label for r in records] == ["agree"] and "torn last line" in warnings[0]
+
+
+def test_replies_that_differ_late_show_where_they_fork():
+    same = "The locker is a classic example of a \"lock-and-cover\" item, "
+    strict = HERMES.parse(same + "used in gyms to keep valuables safe.")
+    label, detail = classify(strict, 100, runtime(content=same + "which means it is hidden."))
+    assert label == "replies-differ"
+    assert detail.startswith(f"they fork at character {len(same)} ")
+    assert '"used in gyms to keep valuables safe."' in detail and '"which means it is hidden."' in detail
+    assert 'after "… \\"lock-and-cover\\" item, "' in detail     # the shared text just before the fork
+    assert "the runtime text is empty" in classify(HERMES.parse("Hi."), 100, runtime(content=""))[1]
+
+
+def test_the_report_shows_the_fork_of_records_written_with_cropped_texts():
+    texts = ("x" * 70 + " strict ending", "x" * 70 + " runtime ending")
+    record = RuntimeCheckRecord("r", "m", ScenarioRef("s", "h"), 0, {"id": "t", "sha256": "x"}, "replies-differ",
+                                'strict text "xxx…"; runtime text "xxx…"', strict={"parse": {"content": texts[0]}},
+                                runtime_reply={"content": texts[1]})
+    text = agreement_markdown([record])
+    assert "they fork at character 71" in text and '"strict ending"' in text and '"runtime ending"' in text

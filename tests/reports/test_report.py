@@ -99,7 +99,7 @@ described_only:
   - {model: old-model, scenario: arithmetic, what: it answered, why: no text}
 """
     scenarios, results = setup(tmp_path, replays)
-    collected = collect(results, scenarios)
+    collected = collect(results, scenarios, replays=True)
     frame = collected.samples
     replayed = frame[frame["replayed"]]
     # Only the verbatim quote is scored; the reconstructed reply is an illustration with no verdict at all.
@@ -109,7 +109,7 @@ described_only:
                                         "reply": '<tool_call> {"name": "get_time", "arguments": {}} </tool_call>',
                                         "reading": "calls get_time", "quote": "the description",
                                         "note": "written by us from the description"}]
-    write_reports(results, scenarios, plot=False)
+    write_reports(results, scenarios, plot=False, replays=True)
     text = (results / "old-model.md").read_text()
     assert "Quoted by the seed ADR" in text and "it answered (no text)" in text
     illustration = (results / "new-model.md").read_text()

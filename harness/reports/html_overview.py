@@ -1,0 +1,145 @@
+"""The overview that opens results/report.html: summary.md's verdict, top deviations and models × modes tables,
+a heat map of all checks by scenario (the sample count in every cell; the seed ADR's quoted replies in hatched
+rows of their own, since one or two replies are no rate), runtime agreement, runtime conformance and the
+offline conformance of every pinned template."""
+
+import json
+from html import escape
+from pathlib import Path
+
+import pandas as pd
+
+from harness.evaluation.runtime_agreement import LABELS as AGREEMENT_LABELS
+from harness.evaluation.runtime_agreement import agreement_table
+from harness.evaluation.runtime_conformance import LABELS, matrix
+from harness.reports.html_samples import names_html
+from harness.reports.tables import class_table, mode_order, row_labels
+from harness.reports.verdict import RULE, ranking_table, top_names, verdict_sentence
+
+
+def table_html(frame: pd.DataFrame, cells: dict | None = None, cls: str = "") -> str:
+    """A DataFrame as an HTML table, every value escaped; `cells` maps (row, column) to ready HTML."""
+    cells = cells or {}
+    head = "".join(f"<th>{escape(str(c))}</th>" for c in frame.columns)
+    body = []
+    for i, row in enumerate(frame.itertuples(index=False)):
+        tds = "".join(f"<td>{cells[(i, c)] if (i, c) in cells else escape(str(v))}</td>"
+                      for c, v in zip(frame.columns, row))
+        body.append(f"<tr>{tds}</tr>\n")
+    return f"<table{f' class={chr(34)}{cls}{chr(34)}' if cls else ''}>\n<tr>{head}</tr>\n{''.join(body)}</table>\n"
+
+
+def _bold(text: str) -> str:
+    """The verdict's markdown emphasis (**…**) as HTML, the rest escaped."""
+    parts = escape(text).split("**")
+    return "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def _rate(passed, known) -> str:
+    """A heat-map cell: the count always, its colour from red (0) to green (1)."""
+    if not known:
+        return '<td class="heat none">–</td>'
+    rate = passed / known
+    return (f'<td class="heat" style="background-color:hsl({round(120 * rate)},55%,{round(78 - 8 * rate)}%)" '
+            f'title="{passed} of {known} passed">{passed}/{known}</td>')
+
+
+def _known(value) -> bool:
+    return value is not None and value == value  # NaN != NaN: pandas' missing value
+
+
+def _heat_rows(frame: pd.DataFrame, scenarios: list, replayed: bool):
+    labels = row_labels(frame) if not replayed else frame["model"] + " · quoted by the seed ADR"
+    frame = frame.assign(label=labels)
+    order = sorted(set(zip(frame["model"], frame["runtime"], frame["mode"].map(mode_order), frame["label"])))
+    for model, _, _, label in order:
+        group = frame[frame["label"] == label]
+        cells = []
+        for scenario in [*scenarios, None]:
+            part = group if scenario is None else group[group["scenario"] == scenario]
+            known = [bool(v) for v in part["passed"] if _known(v)]
+            cells.append(_rate(sum(known), len(known)))
+        cls = "replayed" if replayed else ""
+        note = ' <span class="note">(not run here; one reply each, not a rate)</span>' if replayed else ""
+        yield (f'<tr class="{cls}" data-model="{escape(model)}"><th class="row">{escape(label)}{note}</th>'
+               f"<td>{len(group)}</td>{''.join(cells)}</tr>\n")
+
+
+def heat_map_html(frame: pd.DataFrame) -> str:
+    """All checks by scenario, one row per model (runtime) and mode; the seed ADR's quotes hatched below."""
+    scenarios = sorted(set(frame["scenario"]))
+    head = "".join(f"<th>{escape(s)}</th>" for s in scenarios)
+    rows = [*_heat_rows(frame[~frame["replayed"]], scenarios, False),
+            *_heat_rows(frame[frame["replayed"]], scenarios, True)]
+    quoted = (" Hatched rows are the seed ADR's quoted replies, scored one by one and never run here."
+              if frame["replayed"].any() else "")
+    return ("<p>Samples that passed every check, of those run, per scenario: <em>k/n</em> in every cell, so a "
+            f"rate over two samples reads as the two it is.{quoted}</p>"
+            f'<table class="heatmap"><tr><th>model · mode</th><th>samples</th>{head}<th>all</th></tr>\n'
+            f"{''.join(rows)}</table>\n")
+
+
+def _top_html(live: pd.DataFrame) -> str:
+    items = "".join(f"<li><strong>{escape(label)}</strong> ({n} samples): deviations "
+                    f"{names_html(name for name, k in devs for _ in range(k)) if devs else 'none'}; findings "
+                    f"{names_html(name for name, k in finds for _ in range(k)) if finds else 'none'}</li>"
+                    for label, n, devs, finds in top_names(live))
+    return f"<ul>{items}</ul>"
+
+
+def agreement_html(records: list) -> str:
+    if not records:
+        return ""
+    frame = pd.DataFrame([{k: row[k] for k in ("runtime", "served_model", "template", "pairs", *AGREEMENT_LABELS)}
+                          for row in agreement_table(records)])
+    return ('<section id="runtime-agreement"><h2>Runtime agreement</h2><p>The same conversation and seed through '
+            "the strict path and the runtime's /v1/chat/completions with tools: pairs per label. Each disagreeing "
+            "pair, and where two replies fork, is in runtime-agreement.md.</p>" + table_html(frame) + "</section>")
+
+
+def runtime_conformance_html(records: list) -> str:
+    """results/runtime-conformance.md's matrix (empty without records)."""
+    if not records:
+        return ""
+    frame = pd.DataFrame([{"runtime": row["runtime"], "family": row["family"], "templates": len(row["templates"]),
+                           "requests": row["requests"], **{k: row[k] for k in LABELS}} for row in matrix(records)])
+    return ('<section id="runtime-conformance"><h2>Runtime conformance</h2><p>Exact replies of scripted models '
+            "through each runtime's /v1/chat/completions: requests per label. Every disagreement, with its reply "
+            "and the command that replays it, is in runtime-conformance.md.</p>" + table_html(frame) + "</section>")
+
+
+def conformance_html(path: Path) -> str:
+    """The offline conformance of every pinned template (conformance.json, `harness conformance`)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    rows = data.get("templates") if isinstance(data, dict) else None
+    if not isinstance(rows, list) or not rows:
+        return ""
+    frame = pd.DataFrame([{"template": str(r.get("id")), "family": str(r.get("family") or "–"),
+                           "status": str(r.get("status")), "reason": str(r.get("reason") or "")}
+                          for r in rows if isinstance(r, dict)])
+    summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
+    counts = ", ".join(f"{escape(str(k)).replace('_', ' ')} {escape(str(v))}" for k, v in summary.items())
+    return ('<section id="conformance"><h2>Conformance of the pinned templates</h2><p>Offline (<code>harness '
+            f"conformance</code>): each template's family, detected from its rendered call. {counts}.</p>"
+            + table_html(frame, cls="wide") + "</section>")
+
+
+def overview_html(collected, legend: str) -> str:
+    frame = collected.samples
+    live = frame[~frame["replayed"]]
+    parts = ['<section id="overview"><h2>Overview</h2>', legend]
+    if not live.empty:
+        parts += ["<h3>Verdict: which model, which mode</h3>", f"<p>{escape(RULE).replace('*', '')}</p>",
+                  f"<p>{_bold(verdict_sentence(live))}</p>", table_html(ranking_table(live)),
+                  "<h3>Top deviations per model</h3>", _top_html(live), "<h3>Models and modes</h3>"]
+        for title, due in (("Call due", True), ("No call due", False), ("All scenarios", None)):
+            table = class_table(live, due)
+            if not table.empty:
+                parts += [f"<h4>{title}</h4>", table_html(table)]
+    if not frame.empty:
+        parts += ["<h3>All checks by scenario</h3>", heat_map_html(frame)]
+    parts.append("</section>")
+    return "".join(parts)
