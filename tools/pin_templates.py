@@ -193,7 +193,7 @@ def pin_gguf(model_id: str, gguf: Path, origin: str | None = None) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("llama-cpp")
     a.add_argument("folder", type=Path)
