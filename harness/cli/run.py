@@ -22,7 +22,10 @@ def register(subparsers) -> None:
                         help="model id from sources.json, or the path of an unpinned .gguf file (its SHA-256 is "
                              "recorded) (repeatable; default: the models marked default)")
     parser.add_argument("--template", metavar="PATH_OR_ID",
-                        help="the template of a served model (--endpoint), or of an unpinned GGUF that embeds none")
+                        help="the template to render with: required for a served model (--endpoint), the stand-in "
+                             "for a GGUF that embeds none; for a pinned model or a GGUF with its own template it "
+                             "replaces that one, and the samples go to MODEL--template-ID, a transcript and "
+                             "tables of their own whose header names the template")
     parser.add_argument("--backend", choices=sorted(BACKENDS), metavar="NAME",
                         help=f"where replies come from: {', '.join(sorted(BACKENDS))} (default: openai with "
                              "--endpoint, else embedded: the GGUF in this process through llama-cpp-python)")
@@ -67,6 +70,9 @@ def run(args) -> int:
     for model_id in pinned:
         sources.model(model_id)  # unknown ids fail before any work
     opened = _opened_models(args, sources, modes)
+    if args.template and pinned and not args.endpoint:
+        opened += _with_template(pinned, args, sources)
+        pinned = []
     models = pinned + [m.id for m in opened]
     by_id = {m.id: m for m in opened}
     total = sum(planned_count(scenarios, args.samples, _default_modes(m, by_id, sources), modes) for m in models)
@@ -122,7 +128,26 @@ def _opened_models(args, sources, modes) -> list:
     if args.endpoint:
         raise HarnessError("--endpoint names a server: the embedded backend runs a GGUF in this process")
     files = [m for m in args.model or () if m.endswith(".gguf")]
-    return [open_gguf(Path(f), args.template, args.threads) for f in files]
+    opened = [open_gguf(Path(f), args.template, args.threads) for f in files]
+    for model in opened:
+        if "given with --template" in model.template_source:
+            print(f"harness run: {model.filename}: --template {args.template} replaces the template the GGUF "
+                  f"embeds; samples go to {model.id}", file=sys.stderr)
+    return opened
+
+
+def _with_template(pinned: list, args, sources) -> list:
+    """Pinned models run with --template in place of their own template: opened here (their ids name the
+    template, harness.live.runner._override), and said so, since their samples go to transcripts of their own."""
+    from harness.live.runner import open_model
+
+    opened = []
+    for model_id in pinned:
+        model = open_model(model_id, sources, args.threads, template=args.template)
+        print(f"harness run: {model_id}: --template {args.template} replaces its own template; samples go to "
+              f"{model.id}", file=sys.stderr)
+        opened.append(model)
+    return opened
 
 
 def _progress(total: int):
