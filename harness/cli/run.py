@@ -6,6 +6,7 @@ from pathlib import Path
 
 from harness.backends import BACKENDS, backend_class
 from harness.cli.common import add_results_dir, emit_json
+from harness.cli.runtime import STRICT_PATH
 from harness.core import constants
 from harness.core.errors import HarnessError
 from harness.core.values import MAX_SAMPLES, MAX_SEED, MAX_THREADS, int_argument
@@ -32,7 +33,7 @@ def register(subparsers) -> None:
     parser.add_argument("--endpoint", action="append", metavar="URL",
                         help="drive a model behind an OpenAI-compatible server instead (repeatable: replicas); "
                              "needs --served-model and --template; native mode only (strict path: our render, "
-                             "the server's raw /v1/completions text, our parser)")
+                             f"the server's raw text from {STRICT_PATH}, our parser)")
     parser.add_argument("--served-model", metavar="NAME", help="the model name the server expects")
     parser.add_argument("--in-flight", type=int_argument(1, 256), default=1, metavar="N",
                         help="with --endpoint: requests open at once per endpoint (samples run side by side)")
