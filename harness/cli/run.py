@@ -6,10 +6,12 @@ from pathlib import Path
 
 from harness.backends import BACKENDS, backend_class
 from harness.cli.common import add_results_dir, emit_json
+from harness.cli.run_compare import comparison, nothing_ran_notice
 from harness.cli.runtime import STRICT_PATH
 from harness.core import constants
 from harness.core.errors import HarnessError
 from harness.core.values import MAX_SAMPLES, MAX_SEED, MAX_THREADS, int_argument
+from harness.evaluation.results import ResultsDir
 from harness.evaluation.scenarios import load_scenarios
 from harness.pins.sources import load_sources
 
@@ -97,8 +99,12 @@ def run(args) -> int:
             stopped = f", {s['errors']} stopped by errors" if s["errors"] else ""
             print(f"{s['model']}: ran {s['ran']}, already recorded {s['skipped']}, {s['seconds']} s{stopped}"
                   f" -> {s['transcript']}")
+        for line in nothing_ran_notice(summaries, args.results_dir) + comparison(summaries, args.results_dir,
+                                                                                  scenarios):
+            print(line)
         if summaries:
-            print("next: harness report")
+            own = args.results_dir.root.resolve() != ResultsDir.at().root.resolve()
+            print("next: harness report" + (f" --results-dir {args.results_dir.root}" if own else ""))
     return 1 if failures else 0
 
 
