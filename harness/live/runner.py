@@ -53,6 +53,7 @@ class OpenModel:
     template_id: str | None  # the official template sources.json expects this model to carry
     detection: object
     parallel: int = 1        # samples run side by side (a served model's requests in flight)
+    pin: str | None = None   # the sources.json model id, where it differs from `id` (run with --template)
 
 
 def open_model(model_id: str, sources=None, threads: int | None = None, template: str | None = None) -> OpenModel:
@@ -62,8 +63,10 @@ def open_model(model_id: str, sources=None, threads: int | None = None, template
     sources = sources or load_sources()
     pin = sources.model(model_id)
     backend = _load(model_path(model_id, sources), threads)
-    return _driven(backend, model_id, pin.sha256, pin.filename, pin.template or pin.stand_in_template, pin.template,
-                   sources, override=template)
+    model = _driven(backend, model_id, pin.sha256, pin.filename, pin.template or pin.stand_in_template,
+                    pin.template, sources, override=template)
+    model.pin = model_id
+    return model
 
 
 def open_gguf(path, template: str | None = None, threads: int | None = None) -> OpenModel:
@@ -183,7 +186,7 @@ def sample_record(model: OpenModel, scenario, index: int, seed: int, result: dic
 def model_modes_for(model: OpenModel, sources) -> tuple | None:
     """The modes a model runs in by default: its pin's, or native alone where its backend holds no grammar
     (a served model), whatever its pin would choose."""
-    pinned = getattr(sources.models.get(model.id), "modes", None)
+    pinned = getattr(sources.models.get(model.pin or model.id), "modes", None)
     return pinned if model.chat.backend.holds_grammar else ("native",)
 
 

