@@ -25,6 +25,8 @@ _WANTED = {"tokenizer.chat_template", "tokenizer.ggml.bos_token_id", "tokenizer.
 # The GGUF spec caps a key at 65535 bytes; real files nest arrays at most one level (none of the wanted keys do).
 _MAX_KEY = 65535
 _MAX_DEPTH = 4
+# A value that is read (the template, a token) is held in memory: a chat template is kilobytes, a token bytes.
+_MAX_KEPT = 16 << 20
 
 
 class _Reader:
@@ -52,6 +54,9 @@ class _Reader:
         n = self.unpack("<Q")
         self._room(n, "a string")
         if keep:
+            if n > _MAX_KEPT:
+                self._fail(f"holds a string of {n} bytes where a chat template or a token belongs "
+                           f"(more than {_MAX_KEPT} is refused)")
             return self.f.read(n)
         self.f.seek(n, 1)
         return None

@@ -206,3 +206,14 @@ def test_pins_made_at_once_all_land(tree, tmp_path):
     assert all(tid in pinned for tid in ids)
     assert not list(tree.glob(".sources.json*"))
     assert harness(tree, "verify").returncode == 0
+
+
+def test_a_gguf_template_too_large_to_hold_is_refused_before_it_is_read(tmp_path):
+    from harness.core.errors import SourcesError
+    from harness.pins.pin_template import read_template_source
+    n = (16 << 20) + 1
+    path = _gguf(tmp_path / "big.gguf", [("tokenizer.chat_template", 8, n.to_bytes(8, "little"))])
+    with open(path, "ab") as f:
+        f.truncate(path.stat().st_size + n)        # sparse: the bytes are there, nothing is written
+    with pytest.raises(SourcesError, match="more than 16777216 is refused"):
+        read_template_source(path)
