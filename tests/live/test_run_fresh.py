@@ -7,11 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.backends.scripted import PROFILES, Script, Vocab, build_standin
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.needs_binding
 def test_a_run_says_what_ran_and_compares_a_fresh_folder_with_the_committed_one(tmp_path):
     tree = tmp_path / "tree"
     tree.mkdir()

@@ -9,12 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.backends.scripted import PROFILES, Script, Vocab, build_standin
 
 ROOT = Path(__file__).resolve().parents[2]
 QWEN3 = "Qwen-Qwen3-0.6B"
 
 
+@pytest.mark.needs_binding
 def test_a_template_given_for_a_gguf_that_embeds_one_replaces_it(tmp_path):
     gguf = tmp_path / "packaged.gguf"
     build_standin(gguf, "qwen2.5", [Script("<|im_end|>", ("Hello",))], vocab=Vocab(PROFILES["qwen2.5"]))
@@ -36,6 +39,7 @@ def test_a_template_given_for_a_gguf_that_embeds_one_replaces_it(tmp_path):
     assert f"Template used: sources.json:{QWEN3}, given with --template" in header
 
 
+@pytest.mark.needs_binding
 def test_a_template_given_for_a_pinned_model_replaces_its_own(tmp_path):
     tree, cache = tmp_path / "tree", tmp_path / "cache"
     tree.mkdir()
