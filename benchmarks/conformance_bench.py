@@ -75,7 +75,7 @@ def full_conformance(refs) -> float:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     refs = [resolve_template(pin.id) for pin in list_templates()]

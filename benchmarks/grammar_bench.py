@@ -37,7 +37,7 @@ def tokens_per_second(llm, prompt, tokens, grammar):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct-q4_k_m")
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--repeat", type=int, default=3)

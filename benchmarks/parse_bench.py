@@ -44,7 +44,7 @@ def parse_all(families, shape, n) -> float:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=16000, help="n, in characters (default 16000)")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per size; the median is printed")
     args = parser.parse_args()

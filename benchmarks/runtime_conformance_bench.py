@@ -19,7 +19,7 @@ RUNTIMES = {"llama-server": "llama-server-0.3.36-vendored", "llama-cpp-python": 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--template", action="append", default=[], metavar="ID")
     parser.add_argument("--results-dir", type=Path, metavar="DIR", help="default: a temporary folder")
     args = parser.parse_args()

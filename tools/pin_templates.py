@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness.core import constants  # noqa: E402
 from harness.pins.gguf_header import read_gguf_metadata  # noqa: E402
 from harness.pins.pin_template import template_entry  # noqa: E402
-from harness.pins.sources import load_sources, write_sources  # noqa: E402
+from harness.pins.sources import load_sources, sources_locked, write_sources  # noqa: E402
 
 ORIGIN = "llama-cpp-python 0.3.36 sdist: vendor/llama.cpp/models/templates/{name}"
 DS = ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>")
@@ -193,7 +193,8 @@ def pin_gguf(model_id: str, gguf: Path, origin: str | None = None) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("llama-cpp")
     a.add_argument("folder", type=Path)
@@ -202,10 +203,11 @@ def main() -> None:
     b.add_argument("path", type=Path, help="the GGUF, or its first piece: only the metadata is read")
     b.add_argument("--origin", help="where the bytes were read, when PATH is not the whole pinned file")
     args = parser.parse_args()
-    if args.cmd == "llama-cpp":
-        pin_llama_cpp(args.folder)
-    else:
-        pin_gguf(args.model_id, args.path, args.origin)
+    with sources_locked():          # the same lock `harness pin-template` takes: one writer at a time
+        if args.cmd == "llama-cpp":
+            pin_llama_cpp(args.folder)
+        else:
+            pin_gguf(args.model_id, args.path, args.origin)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""An OpenAI-compatible server as a backend: /v1/completions for the strict path, /v1/chat/completions for the
-runtime's own path, over the standard library's HTTP client.
+"""An OpenAI-compatible server as a backend: llama-server's /completion + /detokenize (else /v1/completions) for
+the strict path, /v1/chat/completions for the runtime's own path, over the standard library's HTTP client.
 
 Scale-out: several endpoints (replicas of one served model) are used in turn, each with at most `in_flight`
 requests open at once; a request that fails for a reason worth retrying (connection refused or reset, 429,

@@ -34,8 +34,17 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """No prefix matching, here or in any subcommand (add_subparsers makes subparsers of this class): with it
+    `run --temp 0` would silently be read as `--template 0`."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="harness",
         description="Conformance and evaluation harness for the tool-call formats of local language models.",
     )

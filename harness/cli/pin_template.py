@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from harness.cli.common import emit_json, log
 from harness.core import constants
 from harness.pins.pin_template import pin_template
+
+# Where the detection tests keep the family each pinned template's model writes (a checkout's tests/).
+EXPECTED_FAMILIES = "tests/template/expected_families.json"
 
 
 def run_pin_template(args) -> int:
@@ -24,6 +28,10 @@ def run_pin_template(args) -> int:
         print(f"pinned {entry['id']}: {entry['file']} ({entry['size']} bytes, sha256 {entry['sha256']})")
         print(f"detected: {found.family or 'none'} — {found.reason}")
         log("review the new entry in sources.json and commit it with the template file")
+        if (constants.ROOT / EXPECTED_FAMILIES).is_file():
+            log(f"and add the family its model writes to {EXPECTED_FAMILIES} (detection says "
+                f"{json.dumps(found.family)}; check it against the model card): "
+                f"\"{entry['id']}\": {json.dumps(found.family)}")
     return 0
 
 

@@ -5,8 +5,9 @@ import time
 from pathlib import Path
 
 from harness.backends import BACKENDS, backend_class
-from harness.cli.common import add_results_dir, emit_json
-from harness.cli.common import report_hint
+from harness.cli.common import add_results_dir, emit_json, report_hint
+from harness.cli.run_compare import comparison, nothing_ran_notice
+from harness.cli.runtime import STRICT_PATH
 from harness.core import constants
 from harness.core.errors import HarnessError
 from harness.core.values import MAX_SAMPLES, MAX_SEED, MAX_THREADS, int_argument
@@ -23,14 +24,17 @@ def register(subparsers) -> None:
                         help="model id from sources.json, or the path of an unpinned .gguf file (its SHA-256 is "
                              "recorded) (repeatable; default: the models marked default)")
     parser.add_argument("--template", metavar="PATH_OR_ID",
-                        help="the template of a served model (--endpoint), or of an unpinned GGUF that embeds none")
+                        help="the template to render with: required for a served model (--endpoint), the stand-in "
+                             "for a GGUF that embeds none; for a pinned model or a GGUF with its own template it "
+                             "replaces that one, and the samples go to MODEL--template-ID, a transcript and "
+                             "tables of their own whose header names the template")
     parser.add_argument("--backend", choices=sorted(BACKENDS), metavar="NAME",
                         help=f"where replies come from: {', '.join(sorted(BACKENDS))} (default: openai with "
                              "--endpoint, else embedded: the GGUF in this process through llama-cpp-python)")
     parser.add_argument("--endpoint", action="append", metavar="URL",
                         help="drive a model behind an OpenAI-compatible server instead (repeatable: replicas); "
                              "needs --served-model and --template; native mode only (strict path: our render, "
-                             "the server's raw /v1/completions text, our parser)")
+                             f"the server's raw text from {STRICT_PATH}, our parser)")
     parser.add_argument("--served-model", metavar="NAME", help="the model name the server expects")
     parser.add_argument("--in-flight", type=int_argument(1, 256), default=1, metavar="N",
                         help="with --endpoint: requests open at once per endpoint (samples run side by side)")
@@ -68,6 +72,9 @@ def run(args) -> int:
     for model_id in pinned:
         sources.model(model_id)  # unknown ids fail before any work
     opened = _opened_models(args, sources, modes)
+    if args.template and pinned and not args.endpoint:
+        opened += _with_template(pinned, args, sources)
+        pinned = []
     models = pinned + [m.id for m in opened]
     by_id = {m.id: m for m in opened}
     total = sum(planned_count(scenarios, args.samples, _default_modes(m, by_id, sources), modes) for m in models)
@@ -91,6 +98,9 @@ def run(args) -> int:
             stopped = f", {s['errors']} stopped by errors" if s["errors"] else ""
             print(f"{s['model']}: ran {s['ran']}, already recorded {s['skipped']}, {s['seconds']} s{stopped}"
                   f" -> {s['transcript']}")
+        for line in nothing_ran_notice(summaries, args.results_dir) + comparison(summaries, args.results_dir,
+                                                                                  scenarios):
+            print(line)
         if summaries:
             print(report_hint(args.results_dir))
     return 1 if failures else 0
@@ -123,7 +133,26 @@ def _opened_models(args, sources, modes) -> list:
     if args.endpoint:
         raise HarnessError("--endpoint names a server: the embedded backend runs a GGUF in this process")
     files = [m for m in args.model or () if m.endswith(".gguf")]
-    return [open_gguf(Path(f), args.template, args.threads) for f in files]
+    opened = [open_gguf(Path(f), args.template, args.threads) for f in files]
+    for model in opened:
+        if "given with --template" in model.template_source:
+            print(f"harness run: {model.filename}: --template {args.template} replaces the template the GGUF "
+                  f"embeds; samples go to {model.id}", file=sys.stderr)
+    return opened
+
+
+def _with_template(pinned: list, args, sources) -> list:
+    """Pinned models run with --template in place of their own template: opened here (their ids name the
+    template, harness.live.runner._override), and said so, since their samples go to transcripts of their own."""
+    from harness.live.runner import open_model
+
+    opened = []
+    for model_id in pinned:
+        model = open_model(model_id, sources, args.threads, template=args.template)
+        print(f"harness run: {model_id}: --template {args.template} replaces its own template; samples go to "
+              f"{model.id}", file=sys.stderr)
+        opened.append(model)
+    return opened
 
 
 def _progress(total: int):

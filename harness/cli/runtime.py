@@ -5,9 +5,9 @@ strict parser does (harness.evaluation.runtime_agreement). `harness report` buil
 from __future__ import annotations
 
 import sys
+from collections import Counter
 
-from harness.cli.common import add_results_dir
-from harness.cli.common import report_hint
+from harness.cli.common import add_results_dir, emit_json, report_hint
 from harness.core.values import MAX_SAMPLES, MAX_SEED, int_argument, seconds_argument
 
 
@@ -38,19 +38,34 @@ def run(args) -> int:
     records = run_checks(backend, chat, ref.id, args.runtime, scenarios, args.samples, args.seed, path,
                          {r.key() for r in existing}, workers=args.in_flight * len(args.endpoint), progress=progress)
     agree = sum(r.label == "agree" for r in records)
+    if args.json:
+        labels = Counter(r.label for r in records)
+        emit_json({"runtime": args.runtime, "records": str(path), "checked": len(records),
+                   "already_recorded": len(existing), "labels": dict(sorted(labels.items())),
+                   "pairs": [{"scenario": r.scenario.name, "seed": r.seed, "label": r.label, "detail": r.detail}
+                             for r in records]})
+        return 0
     print(f"{args.runtime}: {len(records)} pair(s) checked, {agree} agree, {len(existing)} already recorded -> {path}")
     print(report_hint(args.results_dir))
     return 0
 
 
+# What the strict path asks a server for (harness.backends.openai.OpenAIBackend.complete); `run --endpoint`
+# says the same.
+STRICT_PATH = ("llama-server's /completion, its token ids turned into text by /detokenize, which keeps special "
+               "tokens; a server without those endpoints: /v1/completions")
+
+
 def register(subparsers) -> None:
+    from harness.evaluation.runtime_agreement import LABELS
+
+    labels = ", ".join(f"{label}:<deviation>" if label == "runtime-forgave" else label for label in LABELS)
     p = subparsers.add_parser(
         "runtime-check", help="does an OpenAI-compatible server read tool calls as the strict parser does?",
         description="For each scenario's opening conversation and seed, greedy: render the prompt with the pinned "
-                    "template and ask /v1/completions for raw text (parsed strictly), and send the messages and "
+                    f"template and ask for raw text ({STRICT_PATH}; parsed strictly), and send the messages and "
                     "tools to /v1/chat/completions (parsed by the runtime). Every pair is appended to "
-                    "DIR/runtimes/RUNTIME.jsonl with a label (agree, prompts-differ, runtime-forgave:<deviation>, "
-                    "runtime-dropped-call, runtime-invalid-arguments, calls-differ); a killed run resumes.")
+                    f"DIR/runtimes/RUNTIME.jsonl with a label ({labels}); a killed run resumes.")
     p.add_argument("--endpoint", action="append", required=True, metavar="URL",
                    help="the server's base URL (repeatable: replicas of one served model, used in turn)")
     p.add_argument("--served-model", required=True, metavar="NAME", help="the model name the server expects")
@@ -69,4 +84,6 @@ def register(subparsers) -> None:
     p.add_argument("--timeout", type=seconds_argument(), default=180.0, metavar="SECONDS",
                    help="deadline of one request, retries included (default 180)")
     add_results_dir(p, "append the pairs to DIR/runtimes/RUNTIME.jsonl")
+    p.add_argument("--json", action="store_true",
+                   help='print {"runtime", "records", "checked", "already_recorded", "labels", "pairs"} on stdout')
     p.set_defaults(func=run)

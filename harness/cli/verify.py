@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from harness.cli.common import emit_json, log
 from harness.core import constants
 from harness.pins.verify import BAD_STATUSES, check_all
@@ -13,12 +15,19 @@ def run_verify(args) -> int:
     if args.json:
         emit_json({"ok": not bad, "files": [c.as_json() for c in checks]})
     else:
+        # Every file that needs a look gets its line; the ok and absent ones only with -v (else one summary line:
+        # 78 lines of "ok" hide the one that is not).
         for c in checks:
-            if c.status != "absent" or args.verbose:
+            if c.status not in ("ok", "absent") or args.verbose:
                 print(f"{c.status:8} {c.kind:8} {c.id}" + (f"  ({c.detail})" if c.detail else ""))
-        absent = sum(c.status == "absent" for c in checks)
-        if absent and not args.verbose:
-            print(f"({absent} pinned model(s) not in the cache {constants.MODELS_CACHE_DIR}; -v lists them)")
+        counts = Counter(c.status for c in checks)
+        kinds = Counter(c.kind for c in checks if c.status == "ok")
+        line = f"{counts['ok']} pinned file(s) ok ({kinds['template']} template(s), {kinds['model']} model(s))"
+        if counts["absent"]:
+            line += f"; {counts['absent']} pinned model(s) not in the cache {constants.MODELS_CACHE_DIR}"
+        if bad:
+            line += f"; {len(bad)} drifted"
+        print(line + ("" if args.verbose else "; -v lists every file"))
     if bad:
         log(f"harness verify: DRIFT in {len(bad)} pinned file(s):")
         for c in bad:
@@ -33,5 +42,5 @@ def register(subparsers) -> None:
         description="Check every pinned template (always) and every pinned model present in the model cache "
                     "against sources.json. Exits 1 and lists every file that drifted.")
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
-    verify.add_argument("-v", "--verbose", action="store_true", help="also list models not in the cache")
+    verify.add_argument("-v", "--verbose", action="store_true", help="list every file, ok and absent ones too")
     verify.set_defaults(func=run_verify)

@@ -1,8 +1,9 @@
 """Runtime agreement: does a runtime read what the model writes the way the strict parser does?
 
 For each scenario's opening conversation and seed, the same server is asked twice, greedy, same seed:
-- strict path: the harness renders the prompt with the pinned template, asks /v1/completions for the raw text,
-  and parses it with the template's family;
+- strict path: the harness renders the prompt with the pinned template, asks for the raw text (llama-server's
+  /completion, token ids read back through /detokenize; another server's /v1/completions), and parses it with
+  the template's family;
 - runtime path: the conversation and tools go to /v1/chat/completions; the runtime renders, generates and
   parses, and its tool_calls/content/reasoning are recorded as returned.
 Both answers go to results/runtimes/<runtime>.jsonl (append-only, fsynced: a run killed halfway resumes), and

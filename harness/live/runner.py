@@ -53,27 +53,35 @@ class OpenModel:
     template_id: str | None  # the official template sources.json expects this model to carry
     detection: object
     parallel: int = 1        # samples run side by side (a served model's requests in flight)
+    pin: str | None = None   # the sources.json model id, where it differs from `id` (run with --template)
 
 
-def open_model(model_id: str, sources=None, threads: int | None = None) -> OpenModel:
+def open_model(model_id: str, sources=None, threads: int | None = None, template: str | None = None) -> OpenModel:
     """Load a verified model file and decide how it is driven: its embedded template, its special tokens
-    and the family detected from that template (mode native, setting auto)."""
+    and the family detected from that template (mode native, setting auto). `template` (a pinned id or a .jinja
+    path) replaces whatever template the model has: the run's id then names it (see _override)."""
     sources = sources or load_sources()
     pin = sources.model(model_id)
     backend = _load(model_path(model_id, sources), threads)
-    return _driven(backend, model_id, pin.sha256, pin.filename, pin.template or pin.stand_in_template, pin.template,
-                   sources)
+    model = _driven(backend, model_id, pin.sha256, pin.filename, pin.template or pin.stand_in_template,
+                    pin.template, sources, override=template)
+    model.pin = model_id
+    return model
 
 
 def open_gguf(path, template: str | None = None, threads: int | None = None) -> OpenModel:
     """An unpinned local GGUF (`harness run --model path.gguf`): its SHA-256 is computed and recorded, its id
-    is its file name; `template` (a pinned id or a .jinja path) stands in when the file embeds none."""
+    is its file name; `template` (a pinned id or a .jinja path) stands in when the file embeds none, and
+    replaces the embedded one when it does (a packager trying a template on an existing GGUF)."""
     path = Path(path)
     if not path.is_file():
         raise SourcesError(f"{path}: no such model file")
     _, sha256 = file_digest(path)
     model_id = served_id(path.stem)
-    return _driven(_load(path, threads), model_id, sha256, path.name, template, None, load_sources())
+    backend = _load(path, threads)
+    if not backend.embedded_template():
+        return _driven(backend, model_id, sha256, path.name, template, None, load_sources())
+    return _driven(backend, model_id, sha256, path.name, None, None, load_sources(), override=template)
 
 
 def open_endpoint(backend, served_model: str, template: str, parallel: int = 1) -> OpenModel:
@@ -113,10 +121,12 @@ def _load(path, threads):
                                           n_threads=threads or constants.HARNESS_THREADS or DEFAULT_THREADS)
 
 
-def _driven(backend, model_id, sha256, filename, fallback, pinned_template, sources) -> OpenModel:
+def _driven(backend, model_id, sha256, filename, fallback, pinned_template, sources, override=None) -> OpenModel:
     template = backend.embedded_template()
     source = "gguf"
-    if not template and fallback:
+    if override:
+        model_id, template, source = _override(model_id, override, sources)
+    elif not template and fallback:
         ref = resolve_template(fallback, sources)
         template, source = ref.text, f"sources.json:{ref.id}" if ref.entry else str(ref.path)
     elif not template:
@@ -126,6 +136,16 @@ def _driven(backend, model_id, sha256, filename, fallback, pinned_template, sour
     found = detection.detect(template, bos, eos, **kwargs)
     chat = Chat(backend, template, bos, eos, found.family, kwargs)
     return OpenModel(model_id, sha256, filename, chat, source, pinned_template, found)
+
+
+def _override(model_id: str, template: str, sources) -> tuple:
+    """(id, text, source) of a model run with `--template` in place of its own. The id names the template, so
+    these samples go to a transcript and tables of their own instead of mixing with (or being skipped as) the
+    model's runs with its own template; the source says what was replaced, and the report prints it."""
+    ref = resolve_template(template, sources)
+    label = f"sources.json:{ref.id}" if ref.entry else str(ref.path)
+    return (f"{model_id}--template-{served_id(ref.id)}", ref.text,
+            f"{label}, given with --template in place of the model's own template")
 
 
 def model_record(model: OpenModel) -> ModelRecord:
@@ -166,7 +186,7 @@ def sample_record(model: OpenModel, scenario, index: int, seed: int, result: dic
 def model_modes_for(model: OpenModel, sources) -> tuple | None:
     """The modes a model runs in by default: its pin's, or native alone where its backend holds no grammar
     (a served model), whatever its pin would choose."""
-    pinned = getattr(sources.models.get(model.id), "modes", None)
+    pinned = getattr(sources.models.get(model.pin or model.id), "modes", None)
     return pinned if model.chat.backend.holds_grammar else ("native",)
 
 

@@ -61,6 +61,15 @@ def _locked(folder: Path, name: str):
 
 def unpack_archive(pin: ArchivePin, *, cache_dir: Path | None = None, find_links: Path | None = None,
                    log=None) -> Path:
+    try:
+        return _unpack(pin, cache_dir, find_links, log)
+    except OSError as exc:       # a read-only or full cache: the lock, the staging folder, the rename
+        folder = archive_dir(pin, cache_dir).parent
+        raise DownloadError(f"archive {pin.id}: cannot write into the cache at {folder} ({exc.strerror or exc}); "
+                            "make it writable or point HARNESS_CACHE at a folder that is") from None
+
+
+def _unpack(pin: ArchivePin, cache_dir: Path | None, find_links: Path | None, log) -> Path:
     dest = archive_dir(pin, cache_dir)
     with _locked(dest.parent, pin.id):
         if is_unpacked(pin, cache_dir):
@@ -115,6 +124,13 @@ def _extract(archive: Path, pin: ArchivePin, into: Path) -> int:
                 if not member.name.startswith(pin.extract) or member.name == pin.extract:
                     continue
                 member.name = member.name[len(pin.extract):]
+                if member.islnk():
+                    # A hard link names its target by its path in the archive; what is unpacked is renamed,
+                    # so the target is too, and one outside the folder is not unpacked, hence refused.
+                    if not member.linkname.startswith(pin.extract):
+                        raise DownloadError(f"archive {pin.id}: {pin.extract}{member.name} is a hard link to "
+                                            f"{member.linkname}, outside {pin.extract!r}; nothing was unpacked")
+                    member.linkname = member.linkname[len(pin.extract):]
                 # The "data" filter refuses absolute names, '..', links leaving the folder and device files.
                 tar.extract(member, into, filter="data")
                 count += member.isfile()

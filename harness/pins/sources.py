@@ -8,10 +8,12 @@ and field, not as a KeyError deep in a download. Nothing here touches the networ
 from __future__ import annotations
 
 import difflib
+import fcntl
 import json
 import os
 import re
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,9 +24,10 @@ from harness.pins.paths import inside, relative_path_problem
 from harness.core.values import MODES, valid_modes
 
 SOURCES_VERSION = 1
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_REVISION = re.compile(r"^[0-9a-f]{40}$")
-ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
+_REVISION = re.compile(r"^[0-9a-f]{40}\Z")
+# \Z, not $: "$" also matches before a final newline, so "abc\n" would pass as an id (and a file name).
+ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 SOURCE_KINDS = {"hub", "pypi"}
 
 # Field order of each entry in sources.json; dump_sources writes them in this order so the file stays stable.
@@ -331,6 +334,32 @@ def write_sources(raw: dict, path: Path | str | None = None) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def sources_locked(path: Path | str | None = None):
+    """Hold sources.json for a read-modify-write: two `harness pin-template` runs at once would otherwise both
+    read the old file and the second write would drop the first one's entry. The lock is a file beside
+    sources.json, removed before it is released; a waiter that then holds a lock on the removed file tries again."""
+    path = Path(path) if path is not None else constants.SOURCES_PATH
+    lock = path.parent / f".{path.name}.lock"
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise SourcesError(f"cannot lock {path} for writing ({lock}: {exc.strerror})") from None
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        yield path
+    finally:
+        lock.unlink(missing_ok=True)
+        os.close(fd)
 
 
 def _umask() -> int:

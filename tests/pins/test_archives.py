@@ -3,6 +3,7 @@
 import hashlib
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -101,3 +102,46 @@ def test_archive_pins_that_would_write_elsewhere_are_refused(tmp_path, field, va
 def test_the_llama_cpp_sdist_is_pinned():
     pin = load_sources().archive("llama-cpp-python-0.3.36")
     assert (pin.package, pin.version, pin.filename) == ("llama-cpp-python", "0.3.36", "llama_cpp_python-0.3.36.tar.gz")
+
+
+def _tar_with_link(path: Path, target: str) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        info = tarfile.TarInfo(PREFIX + "templates/a.jinja")
+        info.size = 7
+        tar.addfile(info, io.BytesIO(b"{{ a }}"))
+        link = tarfile.TarInfo(PREFIX + "templates/b.jinja")
+        link.type, link.linkname = tarfile.LNKTYPE, target
+        tar.addfile(link)
+    return path
+
+
+def test_a_hard_link_inside_the_folder_is_unpacked(tmp_path):
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    sources = _sources(tmp_path, _tar_with_link(folder / "pkg-1.0.tar.gz", PREFIX + "templates/a.jinja"))
+    tree = archive_tree("pkg-1.0", sources=sources, cache_dir=tmp_path / "cache", find_links=folder)
+    assert (tree / "templates" / "b.jinja").read_bytes() == b"{{ a }}"
+
+
+def test_a_hard_link_to_a_file_outside_the_folder_is_refused(tmp_path):
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    sources = _sources(tmp_path, _tar_with_link(folder / "pkg-1.0.tar.gz", "pkg-1.0/setup.py"))
+    with pytest.raises(DownloadError, match="is a hard link to pkg-1.0/setup.py, outside"):
+        archive_tree("pkg-1.0", sources=sources, cache_dir=tmp_path / "cache", find_links=folder)
+    assert not (tmp_path / "cache" / "archives" / "pkg-1.0").exists()
+
+
+@pytest.mark.parametrize("how", ["a-file-in-the-way", "read-only"])
+def test_a_cache_that_cannot_be_written_is_a_clear_error(tmp_path, downloads, how):
+    sources = _sources(tmp_path, downloads / "pkg-1.0.tar.gz")
+    cache = tmp_path / "cache"
+    if how == "a-file-in-the-way":
+        cache.write_text("not a folder")
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root writes into a read-only folder; the file-in-the-way case covers the same path")
+        (cache / "archives").mkdir(parents=True)
+        (cache / "archives").chmod(0o555)
+    with pytest.raises(DownloadError, match="cannot write into the cache at .*HARNESS_CACHE"):
+        archive_tree("pkg-1.0", sources=sources, cache_dir=cache, find_links=downloads)

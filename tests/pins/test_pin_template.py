@@ -73,3 +73,147 @@ def test_a_file_that_is_not_utf8_text_is_refused(tree, tmp_path):
     src.write_bytes(b"{{ '\xff' }}")
     done = harness(tree, "pin-template", src, "--id", "bad")
     assert done.returncode == 2 and "must be UTF-8" in done.stderr
+
+
+# --- hostile and odd sources: refused before anything is written -----------------------------------------------
+
+def _gguf(path: Path, kvs: list) -> Path:
+    """A GGUF v3 header written by hand, so a test can put in it what no writer library would."""
+    def string(b: bytes) -> bytes:
+        return len(b).to_bytes(8, "little") + b
+    body = b"GGUF" + (3).to_bytes(4, "little") + (0).to_bytes(8, "little") + len(kvs).to_bytes(8, "little")
+    for key, vtype, payload in kvs:
+        body += string(key.encode()) + vtype.to_bytes(4, "little") + payload
+    path.write_bytes(body)
+    return path
+
+
+def _str(b: bytes) -> bytes:
+    return len(b).to_bytes(8, "little") + b
+
+
+def _unchanged(tree: Path):
+    return (tree / "sources.json").read_bytes(), sorted(p.name for p in (tree / "templates").iterdir())
+
+
+def test_a_gguf_whose_template_is_not_utf8_writes_nothing(tree, tmp_path):
+    src = _gguf(tmp_path / "bad.gguf", [("tokenizer.chat_template", 8, _str(b"{{ '\xff' }}"))])
+    before = _unchanged(tree)
+    done = harness(tree, "pin-template", src, "--id", "bad-gguf")
+    assert done.returncode == 2 and "must be UTF-8" in done.stderr, done.stderr
+    assert _unchanged(tree) == before
+    assert harness(tree, "verify").returncode == 0
+
+
+@pytest.mark.parametrize("kvs, message", [
+    ([("tokenizer.chat_template", 8, (1 << 62).to_bytes(8, "little"))], "goes past the end of the file"),
+    ([("tokenizer.ggml.tokens", 9, (8).to_bytes(4, "little") + (1 << 60).to_bytes(8, "little"))],
+     "an array of 1152921504606846976 items"),
+    ([("x", 9, ((9).to_bytes(4, "little") + (1).to_bytes(8, "little")) * 5000)], "nests arrays"),
+    ([("tokenizer.chat_template", 4, (7).to_bytes(4, "little"))], "tokenizer.chat_template is not a string"),
+    ([("tokenizer.chat_template", 8, _str(b"{{ x }}")),
+      ("tokenizer.ggml.tokens", 9, (4).to_bytes(4, "little") + (1).to_bytes(8, "little") + (5).to_bytes(4, "little"))],
+     "tokens is not a list of strings"),
+    ([("tokenizer.chat_template", 8, _str(b"{{ x }}")),
+      ("tokenizer.ggml.tokens", 9, (8).to_bytes(4, "little") + (1).to_bytes(8, "little") + _str(b"<s>")),
+      ("tokenizer.ggml.bos_token_id", 6, b"\x00\x00\x80\x3f")], "bos_token_id is not an integer"),
+    ([("tokenizer.chat_template", 8, _str(b"{{ x }}")),
+      ("tokenizer.ggml.tokens", 9, (8).to_bytes(4, "little") + (1).to_bytes(8, "little") + _str(b"\xff")),
+      ("tokenizer.ggml.eos_token_id", 4, (0).to_bytes(4, "little"))], "not UTF-8 text"),
+    ([("k", 8, b"")], "ends early"),
+], ids=["string-2^62", "array-2^60", "arrays-5000-deep", "template-int", "tokens-ints", "bos-float",
+        "token-not-utf8", "truncated"])
+def test_a_hostile_gguf_header_is_one_clear_error(tree, tmp_path, kvs, message):
+    from harness.core.errors import SourcesError
+    from harness.pins.pin_template import read_template_source
+    src = _gguf(tmp_path / "hostile.gguf", kvs)
+    with pytest.raises(SourcesError, match=message):
+        read_template_source(src)
+
+
+def test_a_gguf_key_longer_than_the_spec_allows_is_refused(tmp_path):
+    from harness.core.errors import SourcesError
+    from harness.pins.pin_template import read_template_source
+    path = tmp_path / "key.gguf"
+    path.write_bytes(b"GGUF" + (3).to_bytes(4, "little") + (0).to_bytes(8, "little") + (1).to_bytes(8, "little")
+                     + (1 << 62).to_bytes(8, "little"))
+    with pytest.raises(SourcesError, match="has a key of"):
+        read_template_source(path)
+
+
+@pytest.mark.parametrize("config, message", [
+    ('{"chat_template": ' + "[" * 100000 + "]" * 100000 + "}", "nested too deep"),
+    ('{"chat_template": "\\ud800"}', "not valid text"),
+    ('{"chat_template": [{"name": ["x"], "template": "t"}, {"name": "default", "template": 5}]}',
+     "no template variant 'default'"),
+    ('["chat_template"]', "has no 'chat_template' field"),
+    ('{"chat_template": 7}', "neither a string nor a list"),
+    (json.dumps({"chat_template": "{{ x }}", "bos_token": "b" * 10_000_000}), "bos_token is 10000000 characters"),
+    (json.dumps({"chat_template": "{{ x }}", "eos_token": {"content": "\ud800"}}), "eos_token is not valid text"),
+], ids=["deep", "surrogate", "odd-variants", "a-list", "an-int", "huge-bos", "surrogate-eos"])
+def test_a_hostile_tokenizer_config_is_one_clear_error(tree, tmp_path, config, message):
+    src = tmp_path / "tokenizer_config.json"
+    src.write_text(config, encoding="utf-8", errors="surrogatepass")
+    before = _unchanged(tree)
+    done = harness(tree, "pin-template", src, "--id", "hostile")
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert _unchanged(tree) == before
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--id", "abc\n"], "must be letters"),
+    (["--id", "big"], "more than 1048576 is refused"),
+    (["--id", "ok", "--eos-token", "e" * 300], "eos_token is 300 characters"),
+], ids=["id-with-newline", "template-2MB", "long-eos-flag"])
+def test_caps_and_the_id_check_hold(tree, tmp_path, args, message):
+    src = tmp_path / "mine.jinja"
+    src.write_bytes(QWEN.read_bytes() + (b"{# pad #}" * 240_000 if args[1] == "big" else b""))
+    before = _unchanged(tree)
+    done = harness(tree, "pin-template", src, *args)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert _unchanged(tree) == before
+
+
+def test_an_id_ending_in_a_newline_is_refused_in_sources_json(tree):
+    from harness.core.errors import SourcesError
+    raw = json.loads((tree / "sources.json").read_text(encoding="utf-8"))
+    raw["templates"][0]["id"] += "\n"
+    (tree / "sources.json").write_text(json.dumps(raw), encoding="utf-8")
+    with pytest.raises(SourcesError, match="field 'id' is malformed"):
+        load_sources(tree / "sources.json")
+
+
+PIN_ONE = """
+import sys
+from pathlib import Path
+from harness.pins.pin_template import pin_template
+pin_template(sys.argv[1], Path(sys.argv[2]))
+"""
+
+
+def test_pins_made_at_once_all_land(tree, tmp_path):
+    # Without the lock on sources.json's read-modify-write, most of these overwrote each other's entry.
+    src = tmp_path / "mine.jinja"
+    shutil.copy(QWEN, src)
+    env = dict(os.environ, HARNESS_ROOT=str(tree))
+    ids = [f"at-once-{i}" for i in range(8)]
+    procs = [subprocess.Popen([sys.executable, "-c", PIN_ONE, tid, str(src)], env=env, stderr=subprocess.PIPE,
+                              text=True) for tid in ids]
+    for p in procs:
+        assert p.wait() == 0, p.stderr.read()
+        p.stderr.close()
+    pinned = load_sources(tree / "sources.json").templates
+    assert all(tid in pinned for tid in ids)
+    assert not list(tree.glob(".sources.json*"))
+    assert harness(tree, "verify").returncode == 0
+
+
+def test_a_gguf_template_too_large_to_hold_is_refused_before_it_is_read(tmp_path):
+    from harness.core.errors import SourcesError
+    from harness.pins.pin_template import read_template_source
+    n = (16 << 20) + 1
+    path = _gguf(tmp_path / "big.gguf", [("tokenizer.chat_template", 8, n.to_bytes(8, "little"))])
+    with open(path, "ab") as f:
+        f.truncate(path.stat().st_size + n)        # sparse: the bytes are there, nothing is written
+    with pytest.raises(SourcesError, match="more than 16777216 is refused"):
+        read_template_source(path)
