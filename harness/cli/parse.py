@@ -76,9 +76,10 @@ _FAMILY_FROM = {
 def _family(args, found) -> tuple:
     """(family, generation prompt, family_from). A template with no family to read with is an input error,
     unless it has no tool format at all: then the reply is text."""
-    if args.family:
-        return args.family, found.generation_prompt, "--family"
     name, prompt, source = found.reading_family()
+    if args.family:
+        # A wall's own render fails: its list-methods render still says what the template opened for the reply.
+        return args.family, found.generation_prompt or prompt, "--family"
     if name is None and found.status == "wall":
         raise HarnessError(f"{args.template}: no family to read the reply with ({found.reason}); "
                            "pass --family NAME (`harness list families`)")

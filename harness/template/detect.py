@@ -94,8 +94,8 @@ class Detection:
         """The declared family applies only where detection found none; a detected family always wins."""
         if declaration and not self.family:
             self.family, self.declared = declaration["family"], declaration
-            self.reason = (f"declared {declaration['family']} by its pin in sources.json (not detected: "
-                           f"{self.reason})")
+            self.reason = (f"the family {declaration['family']} comes from the template's pin in sources.json, "
+                           f"not from detection ({self.reason})")
         return self
 
 
