@@ -36,7 +36,8 @@ def log(message: str) -> None:
 
 
 def detect_ref(ref, **kwargs):
-    """The family of a resolved template (harness.pins.sources.ResolvedTemplate), with its special tokens."""
-    from harness.template.detect import detect
+    """The family of a resolved template (harness.pins.sources.ResolvedTemplate), with its special tokens; a
+    pin's declared family where detection finds none."""
+    from harness.template.detect import detect_declared
 
-    return detect(ref.text, ref.bos_token or "", ref.eos_token or "", **kwargs)
+    return detect_declared(ref.text, ref.bos_token or "", ref.eos_token or "", **kwargs)

@@ -16,7 +16,8 @@ def cmd_conformance(args) -> int:
         emit_json(report["summary"])
     else:
         s = report["summary"]
-        print(f"{s['templates']} templates: {s['detected']} detected, {s['walls']} walls, {s['no_tools']} without tools; "
+        print(f"{s['templates']} templates: {s['detected']} detected, {s['declared']} declared, {s['walls']} walls, "
+              f"{s['no_tools']} without tools; round trip forks: {s['round_trip_failures']}; "
               f"{s['families']} families; matrix violations: {s['matrix_violations']}")
         print(f"wrote {md} and {js}")
     return 1 if report["matrix"]["violations"] else 0

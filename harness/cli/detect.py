@@ -18,6 +18,9 @@ def cmd_detect(args) -> int:
             print(f"rendered call:\n{found.rendered_call}")
         for finding in found.findings:
             print(f"finding {finding['name']}: {finding['detail']}")
+        if found.declared:
+            print(f"declared by its pin: model card {found.declared['model_card']}; parsers: " +
+                  ", ".join(f"{peer} {name}" for peer, name in found.declared["parsers"].items()))
     # A template without tools is an answer (chat without tools), not a failure; a wall is.
     return EXIT_FINDING if found.status == "wall" else EXIT_OK
 
@@ -26,8 +29,11 @@ def register(sub) -> None:
     p = sub.add_parser("detect", help="detect a template's tool-call family from the template itself",
                        description="Render a probe conversation with and without a tool call and report which "
                                    "family's parser reads the rendered call back.")
-    p.add_argument("template", metavar="PATH_OR_ID", help="a pinned template id or any .jinja file")
+    p.add_argument("template", metavar="PATH_OR_ID",
+                   help="a pinned template id, any .jinja file, or a GGUF that embeds a template")
     p.add_argument("--json", action="store_true",
-                   help='print {"family", "status", "reason", "rendered_call", "findings"}')
-    p.epilog = "exit status: 0 detected or no tools (the template has no tool format), 1 wall, 2 error"
+                   help='print {"family", "status", "reason", "rendered_call", "findings"}, and "declared" '
+                        '(the family and its evidence) when the status is declared')
+    p.epilog = ("exit status: 0 detected, declared (by the template's pin) or no tools (the template has no tool "
+                "format), 1 wall, 2 error")
     p.set_defaults(func=cmd_detect)

@@ -31,10 +31,9 @@ def template_kwarg(text: str) -> tuple:
 
 
 def _boolean(text: str) -> bool:
-    if text.lower() in ("true", "1", "yes", "on"):
-        return True
-    if text.lower() in ("false", "0", "no", "off"):
-        return False
+    # Exactly the two JSON words the template sees: `no` or `0` would be a guess at what the user meant.
+    if text in ("true", "false"):
+        return text == "true"
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
@@ -74,6 +73,48 @@ def _type_calls(out: dict, tools: dict) -> tuple:
     return findings, branches
 
 
+# How the family was chosen, as `family_from` says it (human and --json).
+_FAMILY_FROM = {
+    "--family": "given with --family",
+    "detected": "detected from the template",
+    "declared": "declared by the template's pin in sources.json; the template never renders a call",
+    "list-methods-refused": "the family of the call the template renders once list methods are allowed "
+                            "(detect's `list-methods-refused` finding); Hugging Face's sandbox refuses it",
+}
+
+
+def _family(args, found) -> tuple:
+    """(family, generation prompt, family_from). A template with no family to read with is an input error,
+    unless it has no tool format at all: then the reply is text."""
+    name, prompt, source = found.reading_family()
+    if args.family:
+        # A wall's own render fails: its list-methods render still says what the template opened for the reply.
+        return args.family, found.generation_prompt or prompt, "--family"
+    if name is None and found.status == "wall":
+        raise HarnessError(f"{args.template}: no family to read the reply with ({found.reason}); "
+                           "pass --family NAME (`harness list families`)")
+    return name, prompt, source
+
+
+def _print_human(out: dict) -> None:
+    source = _FAMILY_FROM.get(out["family_from"])
+    print(f"family: {out['family'] or 'none'}" + (f" — {source}" if source else ""))
+    for call in out["calls"]:
+        print(f"call: {call['name']} {json.dumps(call['arguments'], ensure_ascii=False)}")
+    if out["deviation"]:
+        print(f"deviation: {out['deviation']}" + (f" ({out['detail']})" if out["detail"] else ""))
+    elif out["detail"]:
+        print(f"note: {out['detail']}")
+    for finding in out.get("findings", []):
+        print(f"finding: {finding['name']} in call {finding['call']} ({finding['detail']})")
+    for branch in out.get("branches", []):
+        print(f"typed by {branch['keyword']} branch {branch['branch']} ({branch['type']}): "
+              f"{branch['path']} in call {branch['call']}")
+    if out["reasoning"]:
+        print(f"reasoning: {out['reasoning']}")
+    print(f"content: {out['content']}")
+
+
 def cmd_parse(args) -> int:
     if args.family:
         registry.get(args.family)  # an unknown name fails before the template is rendered
@@ -85,31 +126,20 @@ def cmd_parse(args) -> int:
     # The generation prompt tells the parser what the template opened (a <think> block, Functionary's >>>):
     # it must be the one the reply was generated after, so the template gets the same variables.
     found = detect_ref(ref, **kwargs)
-    name = args.family or found.family
+    name, prompt, source = _family(args, found)
     reply = sys.stdin.read()
     if name is None:
         out = {"family": None, "calls": [], "content": reply, "reasoning": None, "deviation": None,
-               "detail": f"no family: {found.reason}; pass --family to choose one"}
+               "detail": f"no family: {found.reason}; the reply is read as text (pass --family to choose one)"}
     else:
-        out = registry.parse(name, reply, found.generation_prompt or "").to_json()
+        out = registry.parse(name, reply, prompt or "").to_json()
+    out["family_from"] = source
     if tools is not None:
         out["findings"], out["branches"] = _type_calls(out, tools)
     if args.json:
         emit_json(out)
     else:
-        print(f"family: {out['family'] or 'none'}")
-        for call in out["calls"]:
-            print(f"call: {call['name']} {call['arguments']}")
-        if out["deviation"]:
-            print(f"deviation: {out['deviation']} ({out['detail']})")
-        for finding in out.get("findings", []):
-            print(f"finding: {finding['name']} in call {finding['call']} ({finding['detail']})")
-        for branch in out.get("branches", []):
-            print(f"typed by {branch['keyword']} branch {branch['branch']} ({branch['type']}): "
-                  f"{branch['path']} in call {branch['call']}")
-        if out["reasoning"]:
-            print(f"reasoning: {out['reasoning']}")
-        print(f"content: {out['content']}")
+        _print_human(out)
     return EXIT_FINDING if out["deviation"] or out.get("findings") else EXIT_OK
 
 
@@ -119,7 +149,8 @@ def register(sub) -> None:
     p.add_argument("--template", required=True, metavar="PATH_OR_ID", help="the template the reply follows")
     # No `choices`: listing them would load every family file to build the parser, so one bad file would break
     # every command, --help included. registry.get names the known families when the name is wrong.
-    p.add_argument("--family", help="the family to parse with (default: detected; `harness list families`)")
+    p.add_argument("--family", help="the family to parse with (default: detected, else declared by the template's "
+                                    "pin, else the family a list-methods wall renders; `harness list families`)")
     p.add_argument("--template-kwarg", action="append", type=template_kwarg, metavar="KEY=VALUE",
                    help="a template variable the reply was generated with (VALUE read as JSON when it is JSON); "
                         "repeatable")
@@ -129,8 +160,9 @@ def register(sub) -> None:
                    help='a JSON list of OpenAI-style tool definitions: arguments are typed by their schemas, and '
                         'what a schema refuses is listed under "findings"')
     p.add_argument("--json", action="store_true",
-                   help='print {"family", "calls", "content", "reasoning", "deviation", "detail"} '
-                        '(and "findings" and "branches" with --tools)')
+                   help='print {"family", "calls", "content", "reasoning", "deviation", "detail", "family_from"} '
+                        '(and "findings" and "branches" with --tools); family_from: --family, detected, declared, '
+                        'list-methods-refused, or null')
     p.epilog = ("exit status: 0 the reply parses without a deviation (a call, or text), 1 a deviation or (with "
-                "--tools) an argument finding, 2 error")
+                "--tools) an argument finding, 2 error (a wall with no family to read with, without --family)")
     p.set_defaults(func=cmd_parse)

@@ -58,8 +58,8 @@ class OpenModel:
 
 def open_model(model_id: str, sources=None, threads: int | None = None, template: str | None = None) -> OpenModel:
     """Load a verified model file and decide how it is driven: its embedded template, its special tokens
-    and the family detected from that template (mode native, setting auto). `template` (a pinned id or a .jinja
-    path) replaces whatever template the model has: the run's id then names it (see _override)."""
+    and the family detected from that template, or declared by its pin (mode native, setting auto). `template` (a
+    pinned id or a .jinja path) replaces whatever template the model has: the run's id then names it (see _override)."""
     sources = sources or load_sources()
     pin = sources.model(model_id)
     backend = _load(model_path(model_id, sources), threads)
@@ -96,11 +96,11 @@ def open_endpoint(backend, served_model: str, template: str, parallel: int = 1) 
 def template_chat(template: str, backend=None) -> tuple:
     """(Chat, ResolvedTemplate, Detection) for a model known only by its template (a pinned id or a .jinja
     path): no weights in this process (`backend` is a server, or None); its special tokens are the pin's, its
-    family is detected."""
+    family is detected (or declared by its pin)."""
     ref = resolve_template(template)
     kwargs = template_kwargs_for(ref.text)
     bos, eos = ref.bos_token or "", ref.eos_token or ""
-    found = detection.detect(ref.text, bos, eos, **kwargs)
+    found = detection.detect_declared(ref.text, bos, eos, **kwargs)
     return Chat(backend, ref.text, bos, eos, found.family, kwargs), ref, found
 
 
@@ -133,7 +133,7 @@ def _driven(backend, model_id, sha256, filename, fallback, pinned_template, sour
         template, source = LLAMA_CPP_CHATML, "llama.cpp-default-chatml"
     bos, eos = backend.special_tokens()
     kwargs = template_kwargs_for(template)
-    found = detection.detect(template, bos, eos, **kwargs)
+    found = detection.detect_declared(template, bos, eos, **kwargs)
     chat = Chat(backend, template, bos, eos, found.family, kwargs)
     return OpenModel(model_id, sha256, filename, chat, source, pinned_template, found)
 

@@ -123,3 +123,23 @@ def read_gguf_metadata(path: Path | str) -> dict:
 
     return {"chat_template": template, "bos_token": token("tokenizer.ggml.bos_token_id"),
             "eos_token": token("tokenizer.ggml.eos_token_id")}
+
+
+def is_gguf(path: Path | str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
+def embedded_template(path: Path | str) -> tuple:
+    """(template text, bos token, eos token) of a GGUF, read from its header as `pin-template` reads it."""
+    meta = read_gguf_metadata(path)
+    if meta["chat_template"] is None:
+        raise HarnessError(f"{path}: the GGUF carries no tokenizer.chat_template")
+    try:
+        text = meta["chat_template"].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HarnessError(f"{path}: the GGUF's chat template is not UTF-8: {exc}") from None
+    return text, meta["bos_token"], meta["eos_token"]

@@ -20,8 +20,10 @@ from pathlib import Path
 from harness.core import constants
 from harness.core.errors import DriftError, SourcesError
 from harness.pins.digest import file_drift
+from harness.pins.gguf_header import embedded_template, is_gguf
 from harness.pins.paths import inside, relative_path_problem
 from harness.core.values import MODES, valid_modes
+from harness.families.base import peers_problem
 
 SOURCES_VERSION = 1
 _SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
@@ -32,7 +34,9 @@ SOURCE_KINDS = {"hub", "pypi"}
 
 # Field order of each entry in sources.json; dump_sources writes them in this order so the file stays stable.
 TEMPLATE_FIELDS = ("id", "file", "repo", "repo_basis", "variant", "revision", "sha256", "size", "origin", "hub",
-                   "model", "license", "bos_token", "eos_token", "note")
+                   "model", "license", "bos_token", "eos_token", "declared_family", "note")
+# Written only when an entry has them: every other field is written, null or not.
+_OPTIONAL_FIELDS = ("declared_family", "note")
 MODEL_FIELDS = ("id", "default", "repo", "filename", "revision", "size", "sha256", "license", "template",
                 "stand_in_template", "family", "modes",
                 "sources", "note")
@@ -57,6 +61,8 @@ class TemplatePin:
     eos_token: str | None
     note: str | None
     root: Path = field(compare=False, repr=False)
+    # For a template detection cannot decide (it never renders a call): {"family", "model_card", "parsers"}.
+    declared_family: dict | None = None
 
     @property
     def path(self) -> Path:
@@ -195,6 +201,9 @@ def _parse_template(raw, index: int, root: Path) -> TemplatePin:
     size = e.get("size", int)
     if size < 0:
         raise SourcesError(f"{e.where}: field 'size' must not be negative")
+    declared = e.get("declared_family", dict, required=False, nullable=True)
+    if declared is not None:
+        _check_declared(e.where, declared)
     return TemplatePin(
         id=tid, file=e.relative_path("file"), repo=e.get("repo", str, nullable=True),
         repo_basis=e.get("repo_basis", str, nullable=True), variant=e.get("variant", str),
@@ -202,7 +211,19 @@ def _parse_template(raw, index: int, root: Path) -> TemplatePin:
         sha256=e.get("sha256", str, pattern=_SHA256), size=size, origin=e.get("origin", str), hub=hub,
         model=e.get("model", str, nullable=True), license=e.get("license", str, nullable=True),
         bos_token=e.get("bos_token", str, nullable=True), eos_token=e.get("eos_token", str, nullable=True),
-        note=e.get("note", str, required=False, nullable=True), root=root)
+        note=e.get("note", str, required=False, nullable=True), root=root, declared_family=declared)
+
+
+def _check_declared(where: str, declared: dict) -> None:
+    """A declaration carries its evidence: the model card and the name each peer's parser has for the format."""
+    # The family name is checked against harness/families where it is used, like a model's `family`.
+    parsers = declared.get("parsers")
+    if (set(declared) != {"family", "model_card", "parsers"} or not isinstance(declared["family"], str)
+            or not ID_PATTERN.fullmatch(declared["family"]) or not isinstance(declared["model_card"], str)
+            or not declared["model_card"].startswith("https://") or not parsers or peers_problem(parsers)):
+        raise SourcesError(f"{where}: field 'declared_family' must be {{\"family\": NAME, \"model_card\": "
+                           f"\"https://...\", \"parsers\": {{PEER: PARSER NAME, ...}}}} (peers: vllm, sglang, "
+                           f"llama.cpp, transformers), got {declared!r}")
 
 
 def _parse_source(where: str, raw) -> dict:
@@ -308,7 +329,7 @@ def load_sources(path: Path | str | None = None) -> Sources:
 def dump_sources(raw: dict) -> str:
     """The canonical text of sources.json: fields in a fixed order, templates sorted by id, models as listed."""
     def ordered(entry, fields):
-        return {k: entry.get(k) for k in fields if k in entry or k != "note"}
+        return {k: entry.get(k) for k in fields if k in entry or k not in _OPTIONAL_FIELDS}
     doc = {
         "version": raw["version"],
         "templates": [ordered(t, TEMPLATE_FIELDS) for t in sorted(raw["templates"], key=lambda t: t["id"])],
@@ -394,13 +415,16 @@ def model_path(model_id: str, sources: Sources | None = None, cache_dir: Path | 
 
 
 def resolve_template(path_or_id: str | Path, sources: Sources | None = None) -> ResolvedTemplate:
-    """A template by pinned id, or by path to any .jinja file (pinned or not). A pinned file is verified, so
-    a renderer never silently works from a template that has drifted from its pin."""
+    """A template by pinned id, or by path to any .jinja file (pinned or not) or to a GGUF that embeds one. A
+    pinned file is verified, so a renderer never silently works from a template that has drifted from its pin."""
     candidate = Path(path_or_id)
     looks_like_path = candidate.suffix == ".jinja" or os.sep in str(path_or_id) or candidate.is_file()
     if looks_like_path:
         if not candidate.is_file():
             raise SourcesError(f"template file {candidate} does not exist")
+        if is_gguf(candidate):
+            text, bos, eos = embedded_template(candidate)
+            return ResolvedTemplate(candidate.stem, candidate, text, bos, eos, entry=None)
         try:
             sources = sources or load_sources()
         except SourcesError:

@@ -27,14 +27,21 @@ def markdown(report: dict) -> str:
         "rendered with a probe conversation, its tool-call family detected from the rendered call, and every "
         "family's strict parser run over every family's outputs.",
         "",
-        f"- templates: {s['templates']} — detected {s['detected']}, walls {s['walls']}, without tools {s['no_tools']}",
+        f"- templates: {s['templates']} — detected {s['detected']}, declared {s['declared']}, walls {s['walls']}, "
+        f"without tools {s['no_tools']}",
         f"- families: {s['families']}; rejection-matrix cases: {s['matrix_cases']}; "
         f"violations (a parser accepting another family's text, or rejecting its own): {s['matrix_violations']}",
         f"- full tool conversation fails to render: {s['full_conversation_failures']} template(s)",
+        f"- round trip (the parsed call rendered back as the assistant's message) gives other text: "
+        f"{s['round_trip_failures']} template(s)",
         "",
         "How to read it: **detected** means the family's parser reads the template's rendered call back as the "
         "probe call `get_weather(location=\"Paris\", days=3)`. **wall** means the template renders a call that no "
-        "family reads (the reason says why). **no tools** means tools or tool calls never reach the rendered text.",
+        "family reads (the reason says why). **no tools** means tools or tool calls never reach the rendered text. "
+        "**declared** means the template never renders a call and its pin in sources.json declares the family, with "
+        "its evidence (model card, peer parsers); detection did not find it. **round trip**: the call the family's "
+        "parser reads out of the rendered call, rendered back through the template as the assistant's message "
+        "(typed calls, content, reasoning), gives the same text; — where no parser read a rendered call.",
         "",
         "## Templates",
         "",
@@ -43,7 +50,8 @@ def markdown(report: dict) -> str:
     for t in report["templates"]:
         reason = t["wall"] or ("" if t["status"] == "detected" else t["reason"])
         rows.append([t["id"], t["sha256"][:12], t["family"] or "—", t["status"],
-                     "yes" if t["round_trips"] else "no", "yes" if t["full_conversation_renders"] else "no",
+                     {True: "yes", False: "no", None: "—"}[t["round_trips"]],
+                     "yes" if t["full_conversation_renders"] else "no",
                      _cell(reason, 160)])
     out.append(_table(rows, ["template", "sha256", "family", "status", "round trip", "full conversation", "reason"]))
     out += ["", "## Rendered calls", "", "What each template renders for the probe call, cut at the end-of-turn token.", ""]
@@ -62,6 +70,14 @@ def markdown(report: dict) -> str:
                  f"`{_cell(f['rendered_call'], 120)}`" if f.get("rendered_call") else ""]
                 for t in found for f in t["findings"]]
         out.append(_table(rows, ["template", "finding", "family", "detail", "rendered call"]))
+    declared = [t for t in report["templates"] if t["declared"]]
+    if declared:
+        out += ["", "## Declared families", "",
+                "Templates that never render a call, whose pin declares the family with its evidence.", ""]
+        out.append(_table([[t["id"], t["declared"]["family"], t["declared"]["model_card"],
+                            _cell("; ".join(f"{k}: {v}" for k, v in t["declared"]["parsers"].items()), 160)]
+                           for t in declared], ["template", "family", "model card", "peer parsers"]))
+    out += _round_trip_section(report["templates"])
     failures = [t for t in report["templates"] if not t["full_conversation_renders"]]
     if failures:
         out += ["", "## Full tool conversation failures", "",
@@ -75,6 +91,21 @@ def markdown(report: dict) -> str:
     out += ["", "## Deviation names", "", "A rejected text is labelled with one of: " +
             ", ".join(f"`{d}`" for d in deviations.ALL) + ".", ""]
     return "\n".join(out)
+
+
+def _round_trip_section(templates) -> list:
+    forks = [t for t in templates if t["round_trips"] is False]
+    if not forks:
+        return []
+    out = ["", "## Round trip forks", "",
+           "Templates whose parsed call, rendered back as the assistant's message, is not the rendered call: where "
+           "the two texts fork (character offset) and each from a little before it.", ""]
+    rows = [[t["id"], t["family"], t["round_trip"]["error"] or t["round_trip"]["fork"]["offset"],
+             f"`{_cell(t['round_trip']['fork']['rendered'], 80)}`" if t["round_trip"]["fork"] else "",
+             f"`{_cell(t['round_trip']['fork']['round_trip'], 80)}`" if t["round_trip"]["fork"] else ""]
+            for t in forks]
+    out.append(_table(rows, ["template", "family", "fork at", "rendered", "rendered back"]))
+    return out
 
 
 def _matrix_section(m) -> list:

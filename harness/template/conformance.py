@@ -8,10 +8,11 @@ from harness import __version__
 from harness.core.hashing import sha256_text
 from harness.template import matrix
 from harness import families as registry
-from harness.template.detect import detect, with_string_arguments
+from harness.template.detect import detect_declared, with_string_arguments
 from harness.core.errors import TemplateError
 from harness.template.probe import HF_TOOLS, full_conversation, probe_tools, tool_variables
 from harness.template.render import render
+from harness.template.round_trip import round_trip
 from harness.template.walls import wall_for
 
 
@@ -30,9 +31,10 @@ def full_conversation_renders(template: str, bos: str, eos: str, arguments_style
 def check_template(ref) -> dict:
     """ref: a resolved template (id, text, bos_token, eos_token, sha256)."""
     text = ref.text
-    found = detect(text, ref.bos_token or "", ref.eos_token or "")
+    found = detect_declared(text, ref.bos_token or "", ref.eos_token or "")
     renders, render_error = full_conversation_renders(text, ref.bos_token or "", ref.eos_token or "",
                                                       found.arguments_style, found.carrier)
+    trip = round_trip(text, found, ref.bos_token or "", ref.eos_token or "")
     wall = wall_for(ref.id)
     status = "wall" if wall and not found.family else found.status
     return {
@@ -45,9 +47,12 @@ def check_template(ref) -> dict:
         "arguments_style": found.arguments_style,
         "tool_variables": found.carrier,
         "findings": found.findings,
+        "declared": found.declared,
         "rendered_call": found.rendered_call,
         "prompt_tail": (found.prompt or "")[-80:] if found.prompt else None,
-        "round_trips": bool(found.family),
+        # None where no family read a rendered call (declared, wall, no tools).
+        "round_trips": None if trip is None else trip["same"],
+        "round_trip": trip,
         "full_conversation_renders": renders,
         "full_conversation_error": render_error,
         "_prompt": found.prompt or "",
@@ -63,7 +68,8 @@ def run(refs) -> dict:
         "harness_version": __version__,
         "families": [
             {"name": f.name, "label": f.label, "detail": f.detail, "markers": list(f.markers),
-             "start_only": f.start_only, "templates": sorted(r["id"] for r in rows if r["family"] == f.name)}
+             "start_only": f.start_only, "templates": sorted(r["id"] + (" (declared)" if r["status"] == "declared" else "")
+                                                         for r in rows if r["family"] == f.name)}
             for f in families.values()
         ],
         "templates": rows,
@@ -71,9 +77,11 @@ def run(refs) -> dict:
         "summary": {
             "templates": len(rows),
             "detected": sum(r["status"] == "detected" for r in rows),
+            "declared": sum(r["status"] == "declared" for r in rows),
             "walls": sum(r["status"] == "wall" for r in rows),
             "no_tools": sum(r["status"] == "no tools" for r in rows),
             "full_conversation_failures": sum(not r["full_conversation_renders"] for r in rows),
+            "round_trip_failures": sum(r["round_trips"] is False for r in rows),
             "families": len(families),
             "matrix_cases": len(result["cells"]),
             "matrix_violations": len(result["violations"]),

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from harness import families as registry
 from harness.template import render as rendering
 from harness.template import sandbox_variant
-from harness.core.errors import TemplateError
+from harness.core.errors import SourcesError, TemplateError
+from harness.core.hashing import sha256_text
+from harness.pins.sources import load_sources
 from harness.template.probe import HF_TOOLS, LLAMA_CPP_FUNCTIONS, PROBE_CALL, PROBE_TOOL, probe_messages, tool_variables
 
 # Tokens that end an assistant turn across the pinned templates. The template's own eos_token is tried too.
@@ -54,18 +56,47 @@ class Detection:
     error: str | None = None
     # Named facts beside the verdict: {"name", "detail"} and, for a second render, its "family".
     findings: list = field(default_factory=list)
+    # A family a pin declares for a template detection cannot decide ({"family", "model_card", "parsers"}):
+    # then `family` is the declared one and the status says `declared`, never `detected`.
+    declared: dict | None = None
     _failure: Exception | None = field(default=None, repr=False, compare=False)
+    # The detection of a wall rendered in the sandbox variant that allows list methods.
+    _variant: "Detection | None" = field(default=None, repr=False, compare=False)
 
     @property
     def status(self) -> str:
-        """detected; wall (the probe fails to render, or renders a call no family reads); no tools."""
+        """detected; declared (by a pin, with its evidence); wall (the probe fails to render, or renders a call
+        no family reads); no tools."""
+        if self.declared:
+            return "declared"
         if self.family:
             return "detected"
         return "wall" if self.error or self.rendered_call else "no tools"
 
     def to_json(self) -> dict:
-        return {"family": self.family, "status": self.status, "reason": self.reason,
-                "rendered_call": self.rendered_call, "findings": self.findings}
+        out = {"family": self.family, "status": self.status, "reason": self.reason,
+               "rendered_call": self.rendered_call, "findings": self.findings}
+        if self.declared:
+            out["declared"] = self.declared
+        return out
+
+    def reading_family(self) -> tuple:
+        """(family, generation prompt, what chose it) to read a reply with: the detected or declared family,
+        else the family a wall renders once list methods are allowed (`list-methods-refused`), else None."""
+        if self.family:
+            return self.family, self.generation_prompt, self.status
+        variant = self._variant
+        if variant is not None and variant.family:
+            return variant.family, variant.generation_prompt, "list-methods-refused"
+        return None, None, None
+
+    def with_declaration(self, declaration: dict | None) -> "Detection":
+        """The declared family applies only where detection found none; a detected family always wins."""
+        if declaration and not self.family:
+            self.family, self.declared = declaration["family"], declaration
+            self.reason = (f"the family {declaration['family']} comes from the template's pin in sources.json, "
+                           f"not from detection ({self.reason})")
+        return self
 
 
 def common_prefix_length(a: str, b: str) -> int:
@@ -211,7 +242,29 @@ def detect(template: str, bos_token="", eos_token="", candidates=None, **kwargs)
         found.findings.append({"name": "list-methods-refused", "family": other.family,
                                "rendered_call": other.rendered_call,
                                "detail": f"Rendered in an {sandbox_variant.NAME}, {other.reason}."})
+        found._variant = other
     return found
+
+
+def declaration_for(template: str, sources=None) -> dict | None:
+    """The family a pin in sources.json declares for these exact template bytes (a GGUF carrying a pinned
+    template gets its declaration too), or None; outside a checkout there are no pins, so none."""
+    try:
+        sources = sources or load_sources()
+    except SourcesError:
+        return None
+    digest = sha256_text(template)
+    for pin in sources.templates.values():
+        if pin.declared_family and pin.sha256 == digest:
+            registry.get(pin.declared_family["family"])  # a declared name the registry lacks fails loudly
+            return dict(pin.declared_family)
+    return None
+
+
+def detect_declared(template: str, bos_token="", eos_token="", sources=None, **kwargs) -> Detection:
+    """detect(), then the pinned declaration where detection finds no family: what parse and live runs use."""
+    found = detect(template, bos_token, eos_token, **kwargs)
+    return found.with_declaration(declaration_for(template, sources))
 
 
 def resolve(setting: str, template: str, bos_token="", eos_token="", **kwargs):

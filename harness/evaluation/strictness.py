@@ -1,0 +1,100 @@
+"""The strictness ledger (docs/strictness.md): every case in the committed runtime-conformance records where a
+peer runtime read a call from a reply the strict parser rejects (label `runtime-forgave:<deviation>`), with the
+deviation and why the harness rejects that text. tools/strictness_ledger.py writes it; a test fails when the
+records hold a disagreement the ledger does not list."""
+
+from __future__ import annotations
+
+import json
+
+from harness.evaluation.runtime_agreement import label_family
+
+FORGAVE = "runtime-forgave"
+
+# Why the strict parser rejects each kind of text a peer was seen to read. A deviation that shows up in the
+# records without an entry here stops the ledger from being written: someone must say why we are stricter.
+REASONS = {
+    "unclosed-call": (
+        "The reply ended inside a call, before the family's closing marker: the model stopped (end of turn, token "
+        "limit) mid-call, so its arguments may be cut short. A call that is not seen whole is not run; the peer "
+        "closes it for the model and returns it."),
+    "invalid-name": (
+        "Where the family's opener is followed by a function name, the text is not a name: prose that mentions "
+        "the marker, or another family's JSON after this family's opener. No tool was named, so none is called."),
+    "invalid-json": (
+        "The payload after the family's opener is not JSON (here prose that mentions the marker): there are no "
+        "arguments to read, and no tool was named."),
+    "malformed-call": (
+        "The family's markup is broken: a literal is missing or wrong (another family's call shape inside this "
+        "family's markers, a section in the wrong place, a value the format has no spelling for). Which part is "
+        "the name and which the arguments would be a guess."),
+    "trailing-text": (
+        "Text after the calls where the family allows none: the template renders a call turn with nothing after "
+        "the call, so the reply is not in the shape the model was trained on, and whether the call or the text "
+        "is the answer would be a guess."),
+    "text": (
+        "The strict parser reads no call at all (plain text); the peer returned one."),
+}
+
+
+def _deviation(label: str) -> str:
+    return label.split(":", 1)[1]
+
+
+def ledger_rows(records: list) -> list:
+    """One row per (runtime, deviation, family, case): templates, requests, how many the runtime also rewrote
+    (its grammar made the model write other tokens than the script), one reply and what the runtime returned."""
+    rows: dict = {}
+    for r in records:
+        for label in r.labels:
+            if label_family(label) != FORGAVE:
+                continue
+            key = (r.runtime, _deviation(label), r.family or "", r.case["name"])
+            row = rows.setdefault(key, {"runtime": r.runtime, "deviation": key[1], "family": key[2],
+                                        "case": key[3], "templates": set(), "requests": 0, "rewritten": 0,
+                                        "reply": r.reply, "returned": (r.plain or {}).get("tool_calls")})
+            row["templates"].add(r.template["id"])
+            row["requests"] += 1
+            row["rewritten"] += "reply-rewritten" in r.labels
+    return [rows[k] for k in sorted(rows)]
+
+
+def _cell(text: str, limit: int = 110) -> str:
+    text = text if len(text) <= limit else text[:limit] + "…"
+    return "`" + json.dumps(text, ensure_ascii=False).replace("|", "\\|").replace("`", "'") + "`"
+
+
+def _returned(calls) -> str:
+    """Each call as `name arguments`, the arguments as the runtime sent them (a JSON string, usually)."""
+    def arguments(value):
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return _cell("; ".join(f"{c.get('name')} {arguments(c.get('arguments'))}" for c in calls or []), 90)
+
+
+def ledger_markdown(records: list) -> str:
+    rows = ledger_rows(records)
+    missing = sorted({row["deviation"] for row in rows} - set(REASONS))
+    if missing:
+        raise ValueError(f"runtime-forgave deviations without a reason in harness/evaluation/strictness.py "
+                         f"REASONS: {', '.join(missing)}")
+    lines = ["# Strictness ledger", "",
+             "Where a peer runtime reads a call from a reply the strict parser rejects. Generated from the committed "
+             "runtime-conformance records (`results/runtime-conformance/*.jsonl`, label `runtime-forgave:<deviation>`) "
+             "by `python tools/strictness_ledger.py`; `tests/evaluation/test_strictness_ledger.py` fails when the "
+             "records hold a disagreement this file does not list. The replies are scripted (see "
+             "docs/scripted-models.md), so each row is an exact text, not a sample.", "",
+             "## Why the harness rejects them", ""]
+    seen = {row["deviation"] for row in rows}
+    lines += [f"- `{name}`: {REASONS[name]}" for name in sorted(seen)]
+    lines += ["", "## Disagreements", "",
+              "*rewritten*: of those requests, how many the runtime also made write other tokens than the script "
+              "(its lazy grammar, triggered by a marker, forced a call the model did not write).", "",
+              "| runtime | deviation | family | case | templates | requests | rewritten | reply (one) | the runtime "
+              "returned |", "|---|---|---|---|---|---:|---:|---|---|"]
+    for row in rows:
+        lines.append(f"| {row['runtime']} | `{row['deviation']}` | {row['family']} | {row['case']} | "
+                     f"{', '.join(sorted(row['templates']))} | {row['requests']} | {row['rewritten']} | "
+                     f"{_cell(row['reply'])} | {_returned(row['returned'])} |")
+    if not rows:
+        lines.append("| — | — | — | — | — | 0 | 0 | — | — |")
+    return "\n".join(lines) + "\n"

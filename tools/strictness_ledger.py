@@ -1,0 +1,45 @@
+#!/usr/bin/env python
+"""Maintainer tool: write docs/strictness.md from the committed runtime-conformance records.
+
+    python tools/strictness_ledger.py          # rewrite docs/strictness.md
+    python tools/strictness_ledger.py --check  # exit 1 when it is out of date
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness.evaluation.results import ResultsDir  # noqa: E402
+from harness.evaluation.runtime_conformance import read_records  # noqa: E402
+from harness.evaluation.strictness import ledger_markdown  # noqa: E402
+
+LEDGER = ROOT / "docs" / "strictness.md"
+
+
+def generated(results: ResultsDir) -> str:
+    records = []
+    for path in results.runtime_conformance_files():
+        found, warnings = read_records(path)
+        if warnings:
+            raise SystemExit(f"{path}: {'; '.join(map(str, warnings))}")
+        records += found
+    return ledger_markdown(records)
+
+
+def main(argv: list) -> int:
+    text = generated(ResultsDir.at(ROOT / "results"))
+    if "--check" in argv:
+        same = LEDGER.is_file() and LEDGER.read_text(encoding="utf-8") == text
+        print(f"{LEDGER}: {'up to date' if same else 'out of date; run python tools/strictness_ledger.py'}")
+        return 0 if same else 1
+    LEDGER.write_text(text, encoding="utf-8")
+    print(f"wrote {LEDGER}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
