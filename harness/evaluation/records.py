@@ -192,6 +192,9 @@ class ModelRecord:
     eos_token: str | None = None
     template_kwargs: dict = field(default_factory=dict)
     recorded: str | None = None
+    # A served model: {"name": the runtime, "endpoints": [URL], "served_model"}; absent for a model run in
+    # this process (llama-cpp-python in process).
+    runtime: dict | None = None
     schema: int = SCHEMA_VERSION     # as read; to_json writes this harness's schema
 
     @classmethod
@@ -207,12 +210,16 @@ class ModelRecord:
                    eos_token=_check(raw, "eos_token", (str, _NONE), optional=True),
                    template_kwargs=_check(raw, "template_kwargs", (dict, _NONE), optional=True) or {},
                    recorded=_check(raw, "recorded", (str, _NONE), optional=True),
+                   runtime=_check(raw, "runtime", (dict, _NONE), optional=True),
                    schema=_check(raw, "schema", (int,), optional=True) or 0)
 
     def to_json(self) -> dict:
-        return {"schema": SCHEMA_VERSION, "kind": MODEL, "model": self.model.to_json(), "template": self.template,
-                "bos_token": self.bos_token, "eos_token": self.eos_token, "family": self.family,
-                "detection": self.detection, "template_kwargs": self.template_kwargs, "recorded": self.recorded}
+        out = {"schema": SCHEMA_VERSION, "kind": MODEL, "model": self.model.to_json(), "template": self.template,
+               "bos_token": self.bos_token, "eos_token": self.eos_token, "family": self.family,
+               "detection": self.detection, "template_kwargs": self.template_kwargs, "recorded": self.recorded}
+        if self.runtime is not None:
+            out["runtime"] = self.runtime
+        return out
 
 
 @dataclass
