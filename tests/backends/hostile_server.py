@@ -56,12 +56,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.sent += len(data)
 
 
-def raw_json(payload, status: int = 200, length: int | None = None):
-    """An answer of these exact bytes (a str is encoded), with a Content-Length (another one if given)."""
+def raw_json(payload, status: int = 200, length: int | None = None, plain: bool = True):
+    """An answer of these exact bytes (a str is encoded), with a Content-Length (another one if given); a plain
+    server answers 404 to llama-server's own /completion."""
     data = payload.encode() if isinstance(payload, str) else payload
 
     def answer(h):
-        if h.path.endswith("/completion"):          # not llama-server: the backend falls back to /v1/completions
+        if plain and h.path.endswith("/completion"):          # not llama-server: the backend falls back to /v1/completions
             return _not_found(h)
         h.send_response(status)
         h.send_header("Content-Type", "application/json")

@@ -175,3 +175,74 @@ def test_a_lone_surrogate_and_nan_reach_the_record_as_valid_json(tmp_path):
     assert not read.warnings
     reply = read.records[0].turns[0]["steps"][0]["reply"]
     assert reply == "a\ufffdb" and reply.encode("utf-8")     # what reports write can be written
+
+
+def sse(events, forever=False):
+    """A server-sent event stream of these events (then [DONE]), or repeating the first one forever."""
+    def answer(h):
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.end_headers()
+        while True:
+            for event in events:
+                h.send(b"data: " + json.dumps(event).encode() + b"\n\n")
+            if not forever:
+                h.send(b"data: [DONE]\n\n")
+                return
+    return answer
+
+
+def test_an_endless_event_stream_ends_at_the_deadline():
+    from harness.backends.chat_answers import chat_stream
+
+    event = {"choices": [{"delta": {"content": "x"}}]}
+    with HostileServer(sse([event], forever=True)) as server:
+        out = []
+        worker = threading.Thread(target=lambda: out.append(chat_stream(server.url + "/v1/chat/completions", {}, 1.0)),
+                                  daemon=True)
+        worker.start()
+        worker.join(HANG_GUARD)
+    assert out and "deadline of the whole request" in out[0]["error"]
+
+
+def test_wrong_typed_stream_deltas_are_named_not_a_crash():
+    from harness.backends.chat_answers import chat_stream
+
+    events = [{"choices": [{"delta": {"tool_calls": "call"}}]},
+              {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": 42, "arguments": "{"}}]}}]},
+              {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "}"}}]},
+                            "finish_reason": "tool_calls"}]},
+              {"choices": "none"}]
+    with HostileServer(sse(events)) as server:
+        out = chat_stream(server.url + "/v1/chat/completions", {}, HANG_GUARD)
+    assert out["tool_calls"] == [{"name": "", "arguments": "{}"}] and out["finish_reason"] == "tool_calls"
+    assert out["problems"] == ['chunk 1: delta.tool_calls is str "call", not a list',
+                               "chunk 2: tool call 0's function.name is int 42, not a string",
+                               'chunk 4: choices is str "none", not a list']
+
+
+def test_a_non_streamed_answer_without_choices_is_an_error_not_a_crash():
+    from harness.backends.chat_answers import chat_answer
+
+    with HostileServer(raw_json('{"choices": ["x"]}')) as server:
+        out = chat_answer(server.url + "/v1/chat/completions", {}, HANG_GUARD)
+    assert "the answer has no choices" in out["error"]
+
+
+NATIVE = {
+    "token ids as text": ({"tokens": ["a"]}, {"content": "x"}, "tokens holds something other than token ids"),
+    "tokens evaluated a string": ({"tokens": [1], "tokens_evaluated": "5"}, {"content": "x"},
+                                  'tokens_evaluated is str "5", not int'),
+    "detokenized content a list": ({"tokens": [1]}, {"content": ["x"]}, "content is list"),
+}
+
+
+@pytest.mark.parametrize("completion_answer,detokenized,expected", NATIVE.values(), ids=NATIVE.keys())
+def test_a_wrong_typed_llama_server_completion_is_that_request_s_error(completion_answer, detokenized, expected):
+    def answer(h):
+        body = completion_answer if h.path == "/completion" else detokenized if h.path == "/detokenize" else None
+        return raw_json(json.dumps(body), status=200 if body is not None else 404, plain=False)(h)
+
+    with HostileServer(answer) as server:
+        said = failure(complete(server))
+    assert said.startswith("GenerationError") and expected in said, said
