@@ -79,3 +79,16 @@ def test_served_samples_are_kept_by_runtime_beside_the_in_process_ones(tmp_path)
     assert model["runtime"] == {"name": "llama-server-b1", "endpoints": [server.url], "served_model": PINNED}
     sample = next(r for r in lines if r["kind"] == "sample")
     assert sample["model"] == {"id": f"{PINNED}--llama-server-b1", "sha256": "served"}
+
+
+@pytest.mark.parametrize("command", [
+    ["runtime-check", "--served-model", "m", "--template", TEMPLATE, "--runtime", "r"],
+    ["runtime-conformance", "--served-model", "m", "--manifest", "MANIFEST", "--runtime", "r"]])
+def test_the_other_endpoint_commands_also_stop_at_a_dead_endpoint(tmp_path, command):
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text("{}")
+    args = [a if a != "MANIFEST" else str(manifest) for a in command]
+    done = subprocess.run([sys.executable, "-m", "harness", *args, "--endpoint", _dead_url(), "--results-dir",
+                           str(tmp_path / "results")], capture_output=True, text=True)
+    assert done.returncode == 2 and "the server does not answer" in done.stderr, done.stderr
+    assert not (tmp_path / "results").exists()
