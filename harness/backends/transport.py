@@ -56,6 +56,8 @@ class Exchange:
         headers = {"Content-Type": "application/json", "Accept": "application/json"} if data is not None else {}
         try:
             self.conn.request("POST" if data is not None else "GET", path, body=data, headers=headers)
+            if self.expired:        # the timer fired while connecting, before there was a socket to shut
+                raise TimeoutError()
             self.response = self.conn.getresponse()
         except (OSError, http.client.HTTPException) as exc:
             self.close()

@@ -92,3 +92,22 @@ def test_the_other_endpoint_commands_also_stop_at_a_dead_endpoint(tmp_path, comm
                            str(tmp_path / "results")], capture_output=True, text=True)
     assert done.returncode == 2 and "the server does not answer" in done.stderr, done.stderr
     assert not (tmp_path / "results").exists()
+
+
+SMOL = "smollm2-135m-instruct-q4_1"
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("kind", ["llama-cpp-python", pytest.param("llama-server", marks=pytest.mark.needs_server)])
+def test_a_local_server_s_samples_name_their_runtime(tmp_path, kind):
+    from cached_models import cached_model
+    from harness.backends.servers import LocalServer
+
+    # Served under the pinned id, as the issue saw it merge with the in-process samples of that id.
+    with LocalServer(kind, cached_model(SMOL), alias=SMOL, log_path=tmp_path / "server.log") as server:
+        done = subprocess.run([sys.executable, "-m", "harness", "run", "--endpoint", server.base_url,
+                               "--served-model", server.model, "--template", f"gguf-{SMOL}", "--scenario", "greeting",
+                               "--samples", "1", "--results-dir", str(tmp_path / "results")],
+                              capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in (tmp_path / "results" / "transcripts").iterdir()] == [f"{SMOL}--{kind}.jsonl"]
