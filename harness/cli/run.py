@@ -37,9 +37,9 @@ def register(subparsers) -> None:
                         help="with --endpoint: the runtime serving it, e.g. llama-server-b6000; served samples are "
                              "kept as <served model>--<runtime>, beside the in-process ones (default: llama-server "
                              "or llama-cpp-python where the server says which it is, else 'served')")
-    parser.add_argument("--retries", type=int_argument(0, 20), default=3, metavar="N",
+    parser.add_argument("--retries", type=int_argument(0, 20), metavar="N",
                         help="with --endpoint: retries of a failed request, with exponential backoff (default 3)")
-    parser.add_argument("--timeout", type=seconds_argument(), default=180.0, metavar="SECONDS",
+    parser.add_argument("--timeout", type=seconds_argument(), metavar="SECONDS",
                         help="with --endpoint: deadline of one request, retries included (default 180)")
     parser.add_argument("--scenario", action="append", metavar="NAME",
                         help="scenario name from scenarios/*.yaml (repeatable; default: all)")
@@ -106,6 +106,9 @@ def run(args) -> int:
     return 1 if failures or any(s["failed"] for s in summaries) else 0
 
 
+TIMEOUT, RETRIES = 180.0, 3      # with --endpoint, as runtime-check's defaults
+
+
 def _default_modes(model_id, opened, sources):
     from harness.live.runner import model_modes_for
 
@@ -132,13 +135,18 @@ def _opened_models(args, sources, modes) -> list:
         if args.runtime is not None and not ID_PATTERN.fullmatch(args.runtime):
             raise HarnessError(f"--runtime {args.runtime!r}: a name of letters, digits, '.', '_' or '-'")
         endpoints = [Endpoint(url, args.served_model) for url in args.endpoint]
-        check_endpoints(endpoints, args.timeout)
-        runtime = args.runtime or identify_runtime(endpoints[0], min(args.timeout, 30.0))
-        backend = cls(endpoints, in_flight=args.in_flight, retries=args.retries, timeout=args.timeout)
+        timeout = TIMEOUT if args.timeout is None else args.timeout
+        check_endpoints(endpoints, timeout)
+        runtime = args.runtime or identify_runtime(endpoints[0], min(timeout, 30.0))
+        backend = cls(endpoints, in_flight=args.in_flight, retries=RETRIES if args.retries is None else args.retries,
+                      timeout=timeout)
         return [open_endpoint(backend, args.served_model, args.template, runtime,
                               parallel=args.in_flight * len(args.endpoint))]
     if args.endpoint:
         raise HarnessError("--endpoint names a server: the embedded backend runs a GGUF in this process")
+    given = [f"--{k}" for k in ("runtime", "retries", "timeout") if getattr(args, k) is not None]
+    if given:
+        raise HarnessError(f"{', '.join(given)}: only with --endpoint (a model run in this process has no requests)")
     files = [m for m in args.model or () if m.endswith(".gguf")]
     return [open_gguf(Path(f), args.template, args.threads) for f in files]
 

@@ -111,3 +111,9 @@ def test_a_local_server_s_samples_name_their_runtime(tmp_path, kind):
                               capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert [p.name for p in (tmp_path / "results" / "transcripts").iterdir()] == [f"{SMOL}--{kind}.jsonl"]
+
+
+def test_request_flags_without_an_endpoint_are_refused_not_ignored(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "harness", "run", "--model", SMOL, "--timeout", "5", "--runtime", "x",
+                           "--results-dir", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 2 and "--runtime, --timeout: only with --endpoint" in done.stderr, done.stderr
