@@ -189,7 +189,8 @@ def describe(value) -> str:
 
 
 def shown(value, width: int = 200) -> str:
+    # ASCII: a lone surrogate a server sent must not make the message itself unprintable.
     try:
-        return json.dumps(value, ensure_ascii=False)[:width]
+        return json.dumps(value)[:width]
     except (ValueError, RecursionError):
         return f"{type(value).__name__} (not printable)"
