@@ -120,13 +120,17 @@ class Exchange:
 
     def lines(self):
         """The body line by line (server-sent events), under the same deadline and cap."""
-        pending = b""
+        pending = []        # the pieces of a line not yet ended: joined once, not re-split per chunk
         for chunk in self.chunks():
-            pending += chunk
-            *complete, pending = pending.split(b"\n")
-            yield from complete
-        if pending:
-            yield pending
+            *complete, rest = chunk.split(b"\n")
+            if complete:
+                yield b"".join(pending) + complete[0]
+                yield from complete[1:]
+                pending = []
+            pending.append(rest)
+        tail = b"".join(pending)
+        if tail:
+            yield tail
 
     def check_status(self) -> None:
         """ServerReplyError for anything but a 2xx: the server's words for an error, the target for a redirect."""

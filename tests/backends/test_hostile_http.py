@@ -246,3 +246,13 @@ def test_a_wrong_typed_llama_server_completion_is_that_request_s_error(completio
     with HostileServer(answer) as server:
         said = failure(complete(server))
     assert said.startswith("GenerationError") and expected in said, said
+
+
+def test_a_stream_that_never_ends_its_line_stops_at_the_cap():
+    from harness.backends.chat_answers import chat_stream
+    from harness.backends.transport import MAX_BODY
+
+    with HostileServer(endless_chunks(chunk=b"x" * 65536)) as server:
+        out = chat_stream(server.url + "/v1/chat/completions", {}, HANG_GUARD)
+    assert f"over the {MAX_BODY}-byte cap" in out["error"]
+    assert server.sent < 2 * MAX_BODY
