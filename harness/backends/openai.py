@@ -137,7 +137,7 @@ class OpenAIBackend(Backend):
         where = endpoint.root("/completion")
         if not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
             raise ServerReplyError(f"{where}: tokens holds something other than token ids: "
-                                   f"{json.dumps(tokens)[:200]}", retry=False)
+                                   f"{shown(tokens)}", retry=False)
         sampled = len(tokens)
         stop = answer.get("stop_type")
         if stop == "eos" and tokens:
