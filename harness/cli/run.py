@@ -5,7 +5,7 @@ import time
 from pathlib import Path
 
 from harness.backends import BACKENDS, backend_class
-from harness.cli.common import add_results_dir, check_endpoints, emit_json
+from harness.cli.common import PROBE_SECONDS, add_results_dir, check_endpoints, emit_json
 from harness.core import constants
 from harness.core.errors import HarnessError
 from harness.core.values import MAX_SAMPLES, MAX_SEED, MAX_THREADS, int_argument, seconds_argument
@@ -137,7 +137,7 @@ def _opened_models(args, sources, modes) -> list:
         endpoints = [Endpoint(url, args.served_model) for url in args.endpoint]
         timeout = TIMEOUT if args.timeout is None else args.timeout
         check_endpoints(endpoints, timeout)
-        runtime = args.runtime or identify_runtime(endpoints[0], min(timeout, 30.0))
+        runtime = args.runtime or identify_runtime(endpoints[0], min(timeout, PROBE_SECONDS))
         backend = cls(endpoints, in_flight=args.in_flight, retries=RETRIES if args.retries is None else args.retries,
                       timeout=timeout)
         return [open_endpoint(backend, args.served_model, args.template, runtime,
