@@ -35,6 +35,9 @@ def detect_ref(ref, **kwargs):
     return detect(ref.text, ref.bos_token or "", ref.eos_token or "", **kwargs)
 
 
+PROBE_SECONDS = 30.0     # a server that cannot say it is there within this will not serve a run
+
+
 def check_endpoints(endpoints, timeout: float) -> None:
     """Each server answers HTTP before any sample is asked of it: a dead or mistyped endpoint is a usage error
     now, not a run of failed samples."""
@@ -47,5 +50,3 @@ def check_endpoints(endpoints, timeout: float) -> None:
             raise HarnessError(f"--endpoint {endpoint.url}: the server does not answer ({why}); start it or fix "
                                "the URL")
 
-
-PROBE_SECONDS = 30.0
