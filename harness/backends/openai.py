@@ -10,24 +10,24 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 
 from harness.core.replies import Generation, Timings
 from harness.backends.base import Backend
+from harness.backends.chat_answers import read_message
+from harness.backends.transport import check_url, describe, request_json, shown
 from harness.core.errors import GenerationError, ServerReplyError
-
-RETRY_STATUSES = {408, 429, 500, 502, 503, 504}
 
 
 @dataclass(frozen=True)
 class Endpoint:
     url: str            # the server's base URL, e.g. http://127.0.0.1:8080 (with or without /v1)
     served_model: str   # the "model" field the server expects
+
+    def __post_init__(self):
+        check_url(self.url)
 
     def route(self, path: str) -> str:
         base = self.url.rstrip("/")
@@ -46,10 +46,16 @@ class RuntimeReply:
     finish_reason: str | None
     prompt_tokens: int | None
     raw: dict = field(repr=False, default_factory=dict)
+    # Where the answer breaks the API's shape (tool_calls not a list, a name not a string, arguments an object
+    # instead of a JSON string, ...): each a path and what was there. The fields above keep what was sent.
+    problems: list = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"content": self.content, "tool_calls": self.tool_calls, "reasoning": self.reasoning,
-                "finish_reason": self.finish_reason, "prompt_tokens": self.prompt_tokens}
+        out = {"content": self.content, "tool_calls": self.tool_calls, "reasoning": self.reasoning,
+               "finish_reason": self.finish_reason, "prompt_tokens": self.prompt_tokens}
+        if self.problems:
+            out["problems"] = self.problems
+        return out
 
 
 class OpenAIBackend(Backend):
@@ -86,9 +92,11 @@ class OpenAIBackend(Backend):
         if generation is None:
             answer, endpoint = self._post("/completions", {"prompt": prompt, "seed": seed, **_sampling(sampling)})
             choice = _first_choice(answer, endpoint)
-            usage = answer.get("usage") or {}
-            generation = (choice.get("text") or "", usage.get("prompt_tokens") or 0,
-                          usage.get("completion_tokens") or 0, _finish(choice.get("finish_reason")))
+            where = endpoint.route("/completions")
+            usage = _usage(answer, where)
+            text = _typed(choice, "text", str, where, "choices[0]") or ""
+            generation = (text, _count(usage, "prompt_tokens", where), _count(usage, "completion_tokens", where),
+                          _finish(choice.get("finish_reason")))
         text, prompt_tokens, completion, finish = generation
         seconds = time.monotonic() - started
         return Generation(text=text, tokens=[], prompt_tokens=prompt_tokens, completion_tokens=completion,
@@ -101,7 +109,7 @@ class OpenAIBackend(Backend):
             endpoint = self.endpoints[0]
             try:
                 tokens = self._post_to(endpoint, endpoint.root("/tokenize"), {"content": "", "add_special": True})
-                self._bos = bool(tokens.get("tokens"))
+                self._bos = isinstance(tokens.get("tokens"), list) and bool(tokens["tokens"])
             except GenerationError:
                 self._bos = False
         return self._bos
@@ -126,14 +134,20 @@ class OpenAIBackend(Backend):
             self._native = False
             return None
         self._native = True
+        where = endpoint.root("/completion")
+        if not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+            raise ServerReplyError(f"{where}: tokens holds something other than token ids: "
+                                   f"{shown(tokens)}", retry=False)
+        sampled = len(tokens)
         stop = answer.get("stop_type")
         if stop == "eos" and tokens:
             tokens = tokens[:-1]            # the end-of-generation token ends the reply; it is not part of it
         text = ""
         if tokens:
-            text = self._post_to(endpoint, endpoint.root("/detokenize"), {"tokens": tokens}).get("content", "")
+            url = endpoint.root("/detokenize")
+            text = _typed(self._post_to(endpoint, url, {"tokens": tokens}), "content", str, url, "") or ""
         finish = {"eos": "stop", "limit": "length", "word": "stop_string"}.get(stop, "stop")
-        return text, answer.get("tokens_evaluated") or 0, len(answer.get("tokens") or []), finish
+        return text, _count(answer, "tokens_evaluated", where, ""), sampled, finish
 
     def chat(self, messages: list, tools: list | None, sampling: dict, seed: int,
              template_kwargs: dict | None = None) -> RuntimeReply:
@@ -145,12 +159,18 @@ class OpenAIBackend(Backend):
             body["chat_template_kwargs"] = template_kwargs      # llama-server and vLLM read it; others ignore it
         answer, endpoint = self._post("/chat/completions", body)
         choice = _first_choice(answer, endpoint)
-        message = choice.get("message") or {}
-        calls = [{"name": (c.get("function") or {}).get("name"), "arguments": (c.get("function") or {}).get("arguments")}
-                 for c in message.get("tool_calls") or []]
-        return RuntimeReply(content=message.get("content"), tool_calls=calls,
-                            reasoning=message.get("reasoning_content"), finish_reason=choice.get("finish_reason"),
-                            prompt_tokens=(answer.get("usage") or {}).get("prompt_tokens"), raw=answer)
+        content, reasoning, calls, problems = read_message(choice.get("message"), "choices[0].message")
+        usage = answer.get("usage")
+        prompt_tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        if usage is not None and not isinstance(usage, dict):
+            problems.append(f"usage is {describe(usage)}, not an object")
+        elif prompt_tokens is not None and (not isinstance(prompt_tokens, int) or isinstance(prompt_tokens, bool)):
+            problems.append(f"usage.prompt_tokens is {describe(prompt_tokens)}, not an integer")
+            prompt_tokens = None
+        finish = choice.get("finish_reason")
+        return RuntimeReply(content=content, tool_calls=calls, reasoning=reasoning,
+                            finish_reason=finish if isinstance(finish, str) else None,
+                            prompt_tokens=prompt_tokens, raw=answer, problems=problems)
 
     def applied_template(self, messages: list, tools: list | None, template_kwargs: dict | None) -> str | None:
         """The prompt the runtime renders for these messages, where it says (llama-server's /apply-template);
@@ -187,7 +207,7 @@ class OpenAIBackend(Backend):
             url = endpoint.root(path) if root else endpoint.route(path)
             try:
                 with self._slots[endpoint]:
-                    return post_json(url, {"model": endpoint.served_model, **body}, left), endpoint
+                    return request_json(url, {"model": endpoint.served_model, **body}, left), endpoint
             except ServerReplyError as exc:
                 if not exc.retry:
                     raise
@@ -200,28 +220,7 @@ class OpenAIBackend(Backend):
 
     def _post_to(self, endpoint: Endpoint, url: str, body: dict) -> dict:
         with self._slots[endpoint]:
-            return post_json(url, body, self.timeout)
-
-
-def post_json(url: str, body: dict, timeout: float) -> dict:
-    data = json.dumps(body).encode("utf-8")
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            payload = response.read()
-    except urllib.error.HTTPError as exc:
-        said = exc.read()[:500].decode("utf-8", "replace")
-        raise ServerReplyError(f"{url}: HTTP {exc.code}: {said}", retry=exc.code in RETRY_STATUSES, status=exc.code) from None
-    except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ServerReplyError(f"{url}: {reason}", retry=True) from None
-    try:
-        answer = json.loads(payload)
-    except ValueError:
-        raise ServerReplyError(f"{url}: the answer is not JSON: {payload[:200]!r}", retry=False) from None
-    if not isinstance(answer, dict):
-        raise ServerReplyError(f"{url}: the answer is not a JSON object", retry=False)
-    return answer
+            return request_json(url, body, self.timeout)
 
 
 def wire_messages(messages: list) -> list:
@@ -245,8 +244,33 @@ def _json_text(arguments) -> str:
 def _first_choice(answer: dict, endpoint: Endpoint) -> dict:
     choices = answer.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise GenerationError(f"{endpoint.url}: the answer has no choices: {json.dumps(answer)[:200]}")
+        raise ServerReplyError(f"{endpoint.url}: the answer has no choices: {shown(answer)}", retry=False)
     return choices[0]
+
+
+def _typed(obj: dict, key: str, kind: type, url: str, where: str):
+    """obj[key] when it is of `kind` or null/absent (None); a wrong type is this request's error."""
+    value = obj.get(key)
+    if value is None or (isinstance(value, kind) and not isinstance(value, bool)):
+        return value
+    path = f"{where}.{key}" if where else key
+    raise ServerReplyError(f"{url}: {path} is {describe(value)}, not {kind.__name__}", retry=False)
+
+
+def _usage(answer: dict, url: str) -> dict:
+    usage = answer.get("usage")
+    if usage is None:
+        return {}
+    if not isinstance(usage, dict):
+        raise ServerReplyError(f"{url}: usage is {describe(usage)}, not an object", retry=False)
+    return usage
+
+
+def _count(obj: dict, key: str, url: str, where: str = "usage") -> int:
+    value = _typed(obj, key, int, url, where)
+    if value is not None and value < 0:
+        raise ServerReplyError(f"{url}: {key} is {value}, a negative count", retry=False)
+    return value or 0
 
 
 def _sampling(sampling: dict) -> dict:
@@ -261,56 +285,24 @@ def _finish(reason) -> str:
     return "length" if reason == "length" else "stop"
 
 
-def chat_answer(url: str, body: dict, timeout: float) -> dict:
-    """One /v1/chat/completions answer as the runtime returned it: content, reasoning_content, tool_calls (name
-    and the arguments string), finish_reason, completion tokens; an HTTP or connection failure as `error`."""
-    try:
-        answer = post_json(url, {**body, "stream": False}, timeout)
-    except ServerReplyError as exc:
-        return {"error": str(exc), "status": exc.status}
-    choices = answer.get("choices") or [{}]
-    message = choices[0].get("message") or {}
-    return {"status": 200, "content": message.get("content"), "reasoning": message.get("reasoning_content"),
-            "tool_calls": [{"name": (c.get("function") or {}).get("name"),
-                            "arguments": (c.get("function") or {}).get("arguments")}
-                           for c in message.get("tool_calls") or []],
-            "finish_reason": choices[0].get("finish_reason"),
-            "completion_tokens": (answer.get("usage") or {}).get("completion_tokens")}
+def identify_runtime(endpoint: Endpoint, timeout: float) -> str:
+    """Which server answers at an endpoint, where it says so: llama-server's /props (its build and slots),
+    llama-cpp-python's OpenAPI title; "served" for any other."""
+    for path, known in (("/props", _is_llama_server), ("/openapi.json", _is_llama_cpp_python)):
+        try:
+            name = known(request_json(endpoint.root(path), None, timeout, max_body=1 << 20))
+        except ServerReplyError:
+            continue
+        if name:
+            return name
+    return "served"
 
 
-def chat_stream(url: str, body: dict, timeout: float) -> dict:
-    """The same request streamed: server-sent deltas accumulated as a client does (content and reasoning
-    concatenated, tool calls by index with their argument fragments joined), with the number of chunks."""
-    data = json.dumps({**body, "stream": True}).encode("utf-8")
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    content, reasoning, calls, finish, chunks = [], [], {}, None, 0
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            for raw in response:
-                line = raw.decode("utf-8", "replace").strip()
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    break
-                event = json.loads(payload)
-                if "error" in event:
-                    return {"error": f"{url}: error event in the stream: {json.dumps(event['error'])[:300]}"}
-                chunks += 1
-                for choice in event.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    content.append(delta.get("content") or "")
-                    reasoning.append(delta.get("reasoning_content") or "")
-                    for call in delta.get("tool_calls") or []:
-                        slot = calls.setdefault(call.get("index", len(calls)), {"name": "", "arguments": ""})
-                        function = call.get("function") or {}
-                        slot["name"] += function.get("name") or ""
-                        slot["arguments"] += function.get("arguments") or ""
-                    finish = choice.get("finish_reason") or finish
-    except urllib.error.HTTPError as exc:
-        said = exc.read()[:500].decode("utf-8", "replace")
-        return {"error": f"{url}: HTTP {exc.code}: {said}", "status": exc.code}
-    except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError, ValueError) as exc:
-        return {"error": f"{url}: {getattr(exc, 'reason', exc)}"}
-    return {"status": 200, "content": "".join(content) or None, "reasoning": "".join(reasoning) or None,
-            "tool_calls": [calls[i] for i in sorted(calls)], "finish_reason": finish, "chunks": chunks}
+def _is_llama_server(props: dict) -> str | None:
+    return "llama-server" if "build_info" in props and "total_slots" in props else None
+
+
+def _is_llama_cpp_python(api: dict) -> str | None:
+    info = api.get("info")
+    title = info.get("title") if isinstance(info, dict) else None
+    return "llama-cpp-python" if isinstance(title, str) and "llama.cpp Python" in title else None

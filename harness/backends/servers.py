@@ -19,6 +19,8 @@ clears the flag in llama.cpp's default model parameters and then runs llama_cpp.
 from __future__ import annotations
 
 import atexit
+import ctypes
+import errno
 import importlib.util
 import os
 import signal
@@ -60,6 +62,38 @@ def llama_server_binary(cache_dir: Path | None = None) -> Path:
     if not (path.is_file() and os.access(path, os.X_OK)):
         raise ServerStartError(f"llama-server is not built ({path} is missing); run: {build_command()}")
     return path
+
+
+PR_SET_PDEATHSIG = 1     # linux/prctl.h
+
+
+def _die_with_parent(parent: int):
+    """preexec_fn for a server: the kernel sends it SIGKILL when the process that started it dies, however it
+    dies (a SIGKILL leaves no atexit), so no server outlives its run answering on its port. Linux only; the
+    signal is tied to the thread that forks, which for LocalServer is the main thread."""
+    def preexec():
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            return
+        if os.getppid() != parent:      # the parent died before prctl took effect
+            os._exit(1)
+    return preexec
+
+
+def port_taken(port: int) -> bool:
+    """Whether something listens on 127.0.0.1:port. Bound as the servers bind (SO_REUSEADDR), so a port whose
+    last server's connections linger in TIME_WAIT counts as free, one with a listener as taken."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return True
+            raise ServerStartError(f"cannot bind 127.0.0.1:{port}: {exc}") from None
+    return False
 
 
 def free_port() -> int:
@@ -148,6 +182,10 @@ class LocalServer:
         while True:
             if self.port is None:
                 self.port = free_port()
+            elif self._fixed_port and port_taken(self.port):
+                # Another process would answer the health check in our server's place.
+                raise ServerStartError(f"port {self.port} is taken: another process listens on 127.0.0.1:"
+                                       f"{self.port}; stop it or pick another port")
             self._spawn()
             try:
                 self._wait_ready()
@@ -166,7 +204,7 @@ class LocalServer:
             log.flush()
             self._log_start = log.tell()
             self._proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
-                                          stderr=subprocess.STDOUT)
+                                          stderr=subprocess.STDOUT, preexec_fn=_die_with_parent(os.getpid()))
         _RUNNING.add(self)
 
     def _wait_ready(self) -> None:
@@ -177,11 +215,12 @@ class LocalServer:
             code = self._proc.poll()
             if code is not None:
                 _RUNNING.discard(self)
+                taken = f"port {self.port} is taken (address in use); " if self._lost_port_race() else ""
                 raise ServerStartError(f"{self.kind} exited with {_describe_exit(code)} before it was ready "
-                                  f"(model {self.model_path}); {self._tail()}")
+                                       f"(model {self.model_path}); {taken}{self._tail()}")
             try:
                 with urllib.request.urlopen(url, timeout=5) as response:
-                    if response.status == 200:
+                    if response.status == 200 and self._proc.poll() is None and not self._lost_port_race():
                         return
                     last = f"HTTP {response.status}"
             except urllib.error.HTTPError as exc:

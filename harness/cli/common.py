@@ -41,3 +41,20 @@ def detect_ref(ref, **kwargs):
     from harness.template.detect import detect_declared
 
     return detect_declared(ref.text, ref.bos_token or "", ref.eos_token or "", **kwargs)
+
+
+PROBE_SECONDS = 30.0     # a server that cannot say it is there within this will not serve a run
+
+
+def check_endpoints(endpoints, timeout: float) -> None:
+    """Each server answers HTTP before any sample is asked of it: a dead or mistyped endpoint is a usage error
+    now, not a run of failed samples."""
+    from harness.backends.transport import probe
+    from harness.core.errors import HarnessError
+
+    for endpoint in endpoints:
+        why = probe(endpoint.route("/models"), min(timeout, PROBE_SECONDS))
+        if why:
+            raise HarnessError(f"--endpoint {endpoint.url}: the server does not answer ({why}); start it or fix "
+                               "the URL")
+

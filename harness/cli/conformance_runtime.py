@@ -62,9 +62,14 @@ def run(args) -> int:
 
 
 def _endpoint(args, runtime: str) -> int:
+    from harness.backends.openai import Endpoint
+    from harness.cli.common import check_endpoints
     from harness.evaluation.runtime_conformance import read_records
+    from harness.live.runtime_conformance import TIMEOUT
     from harness.live.runtime_endpoint import run_manifest
 
+    # Each request's failure is recorded as the runtime's answer: a dead or mistyped URL must not be.
+    check_endpoints([Endpoint(args.endpoint, args.served_model)], TIMEOUT)
     path = args.results_dir.runtime_conformance_records(runtime)
     existing, problems = read_records(path)
     for problem in problems:

@@ -5,12 +5,12 @@ import time
 from pathlib import Path
 
 from harness.backends import BACKENDS, backend_class
-from harness.cli.common import add_results_dir, emit_json, report_hint
+from harness.cli.common import PROBE_SECONDS, add_results_dir, check_endpoints, emit_json, report_hint
 from harness.cli.run_compare import comparison, nothing_ran_notice
 from harness.cli.runtime import STRICT_PATH
 from harness.core import constants
 from harness.core.errors import HarnessError
-from harness.core.values import MAX_SAMPLES, MAX_SEED, MAX_THREADS, int_argument
+from harness.core.values import MAX_SAMPLES, MAX_SEED, MAX_THREADS, int_argument, seconds_argument
 from harness.evaluation.scenarios import load_scenarios
 from harness.pins.sources import load_sources
 
@@ -38,6 +38,14 @@ def register(subparsers) -> None:
     parser.add_argument("--served-model", metavar="NAME", help="the model name the server expects")
     parser.add_argument("--in-flight", type=int_argument(1, 256), default=1, metavar="N",
                         help="with --endpoint: requests open at once per endpoint (samples run side by side)")
+    parser.add_argument("--runtime", metavar="NAME",
+                        help="with --endpoint: the runtime serving it, e.g. llama-server-b6000; served samples are "
+                             "kept as <served model>--<runtime>, beside the in-process ones (default: llama-server "
+                             "or llama-cpp-python where the server says which it is, else 'served')")
+    parser.add_argument("--retries", type=int_argument(0, 20), metavar="N",
+                        help="with --endpoint: retries of a failed request, with exponential backoff (default 3)")
+    parser.add_argument("--timeout", type=seconds_argument(), metavar="SECONDS",
+                        help="with --endpoint: deadline of one request, retries included (default 180)")
     parser.add_argument("--scenario", action="append", metavar="NAME",
                         help="scenario name from scenarios/*.yaml (repeatable; default: all)")
     parser.add_argument("--samples", type=int_argument(1, MAX_SAMPLES), metavar="N",
@@ -96,6 +104,8 @@ def run(args) -> int:
     else:
         for s in summaries:
             stopped = f", {s['errors']} stopped by errors" if s["errors"] else ""
+            if s["failed"]:
+                stopped += f" ({s['failed']} could not generate: not done, run again to retry them)"
             print(f"{s['model']}: ran {s['ran']}, already recorded {s['skipped']}, {s['seconds']} s{stopped}"
                   f" -> {s['transcript']}")
         for line in nothing_ran_notice(summaries, args.results_dir) + comparison(summaries, args.results_dir,
@@ -103,7 +113,11 @@ def run(args) -> int:
             print(line)
         if summaries:
             print(report_hint(args.results_dir))
-    return 1 if failures else 0
+    # A sample that could not generate is recorded but not done: the run did not do what was asked.
+    return 1 if failures or any(s["failed"] for s in summaries) else 0
+
+
+TIMEOUT, RETRIES = 180.0, 3      # with --endpoint, as runtime-check's defaults
 
 
 def _default_modes(model_id, opened, sources):
@@ -124,14 +138,26 @@ def _opened_models(args, sources, modes) -> list:
         raise HarnessError(f"the {name} backend runs native mode only: grammar and fallback need the sampler in "
                            "this process (the embedded backend)")
     if name != "embedded":
-        from harness.backends.openai import Endpoint
+        from harness.backends.openai import Endpoint, identify_runtime
+        from harness.pins.sources import ID_PATTERN
 
         if not args.endpoint or not args.served_model or not args.template:
             raise HarnessError(f"--backend {name} needs --endpoint URL, --served-model NAME and --template PATH_OR_ID")
-        backend = cls([Endpoint(url, args.served_model) for url in args.endpoint], in_flight=args.in_flight)
-        return [open_endpoint(backend, args.served_model, args.template, parallel=args.in_flight * len(args.endpoint))]
+        if args.runtime is not None and not ID_PATTERN.fullmatch(args.runtime):
+            raise HarnessError(f"--runtime {args.runtime!r}: a name of letters, digits, '.', '_' or '-'")
+        endpoints = [Endpoint(url, args.served_model) for url in args.endpoint]
+        timeout = TIMEOUT if args.timeout is None else args.timeout
+        check_endpoints(endpoints, timeout)
+        runtime = args.runtime or identify_runtime(endpoints[0], min(timeout, PROBE_SECONDS))
+        backend = cls(endpoints, in_flight=args.in_flight, retries=RETRIES if args.retries is None else args.retries,
+                      timeout=timeout)
+        return [open_endpoint(backend, args.served_model, args.template, runtime,
+                              parallel=args.in_flight * len(args.endpoint))]
     if args.endpoint:
         raise HarnessError("--endpoint names a server: the embedded backend runs a GGUF in this process")
+    given = [f"--{k}" for k in ("runtime", "retries", "timeout") if getattr(args, k) is not None]
+    if given:
+        raise HarnessError(f"{', '.join(given)}: only with --endpoint (a model run in this process has no requests)")
     files = [m for m in args.model or () if m.endswith(".gguf")]
     opened = [open_gguf(Path(f), args.template, args.threads) for f in files]
     for model in opened:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
-from harness.cli.common import add_results_dir, emit_json, report_hint
+from harness.cli.common import add_results_dir, check_endpoints, emit_json, report_hint
 from harness.core.values import MAX_SAMPLES, MAX_SEED, int_argument, seconds_argument
 
 
@@ -22,9 +22,10 @@ def run(args) -> int:
 
     if not ID_PATTERN.match(args.runtime):
         raise HarnessError(f"--runtime {args.runtime!r}: a name of letters, digits, '.', '_' or '-' (it names a file)")
+    endpoints = [Endpoint(url, args.served_model) for url in args.endpoint]
     chat, ref, _ = template_chat(args.template)
-    backend = OpenAIBackend([Endpoint(url, args.served_model) for url in args.endpoint], in_flight=args.in_flight,
-                            retries=args.retries, timeout=args.timeout)
+    check_endpoints(endpoints, args.timeout)
+    backend = OpenAIBackend(endpoints, in_flight=args.in_flight, retries=args.retries, timeout=args.timeout)
     path = args.results_dir.runtime_records(args.runtime)
     existing, problems = read_records(path)
     for problem in problems:
@@ -35,19 +36,24 @@ def run(args) -> int:
         print(f"harness runtime-check: {record.scenario.name} seed {record.seed}: {record.label}",
               file=sys.stderr, flush=True)
 
-    records = run_checks(backend, chat, ref.id, args.runtime, scenarios, args.samples, args.seed, path,
-                         {r.key() for r in existing}, workers=args.in_flight * len(args.endpoint), progress=progress)
+    records, failures = run_checks(backend, chat, ref.id, args.runtime, scenarios, args.samples, args.seed, path,
+                                   {r.key() for r in existing}, workers=args.in_flight * len(args.endpoint),
+                                   progress=progress)
     agree = sum(r.label == "agree" for r in records)
+    for failure in failures:
+        print(f"harness runtime-check: failed, not recorded: {failure}", file=sys.stderr)
     if args.json:
         labels = Counter(r.label for r in records)
         emit_json({"runtime": args.runtime, "records": str(path), "checked": len(records),
-                   "already_recorded": len(existing), "labels": dict(sorted(labels.items())),
+                   "already_recorded": len(existing), "failed": failures, "labels": dict(sorted(labels.items())),
                    "pairs": [{"scenario": r.scenario.name, "seed": r.seed, "label": r.label, "detail": r.detail}
                              for r in records]})
-        return 0
-    print(f"{args.runtime}: {len(records)} pair(s) checked, {agree} agree, {len(existing)} already recorded -> {path}")
+        return 1 if failures else 0
+    failed = f", {len(failures)} failed (not recorded; run again to retry them)" if failures else ""
+    print(f"{args.runtime}: {len(records)} pair(s) checked, {agree} agree{failed}, {len(existing)} already recorded "
+          f"-> {path}")
     print(report_hint(args.results_dir))
-    return 0
+    return 1 if failures else 0
 
 
 # What the strict path asks a server for (harness.backends.openai.OpenAIBackend.complete); `run --endpoint`

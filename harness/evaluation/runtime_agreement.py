@@ -16,6 +16,9 @@ each pair gets one label:
   runtime-forgave:<deviation>  the strict parser rejected the reply with that named deviation; the runtime
                                returned a call anyway
   runtime-dropped-call         the strict parser read a call; the runtime returned none
+  runtime-malformed-reply      the runtime's answer breaks the API's shape: a call without a string name,
+                               arguments sent as an object instead of a JSON string, tool_calls or content of
+                               the wrong type (the detail names each field and what was there)
   runtime-invalid-arguments    the runtime returned a call whose arguments are not a JSON object, or are empty
                                where the strict parser read some
   calls-differ                 both read calls, not the same ones
@@ -31,8 +34,8 @@ import json
 from harness.evaluation.records import RUNTIME_CHECK
 from harness.evaluation.transcripts import read_transcript
 
-LABELS = ("agree", "prompts-differ", "runtime-forgave", "runtime-dropped-call", "runtime-invalid-arguments",
-          "calls-differ", "replies-differ", "template-refused")
+LABELS = ("agree", "prompts-differ", "runtime-forgave", "runtime-dropped-call", "runtime-malformed-reply",
+          "runtime-invalid-arguments", "calls-differ", "replies-differ", "template-refused")
 
 
 def classify(strict, strict_prompt_tokens: int | None, runtime, same_prompt: bool | None = None) -> tuple:
@@ -42,6 +45,9 @@ def classify(strict, strict_prompt_tokens: int | None, runtime, same_prompt: boo
         return "prompts-differ", "the runtime's rendered prompt (/apply-template) is not ours"
     if strict_prompt_tokens and runtime.prompt_tokens and strict_prompt_tokens != runtime.prompt_tokens:
         return "prompts-differ", f"strict prompt {strict_prompt_tokens} tokens, runtime's {runtime.prompt_tokens}"
+    problems = getattr(runtime, "problems", None)
+    if problems:
+        return "runtime-malformed-reply", "; ".join(problems)
     runtime_calls, invalid = [], []
     for call in runtime.tool_calls:
         arguments = arguments_object(call.get("arguments"))
@@ -87,12 +93,12 @@ def _crop(text: str, start: int, width: int) -> str:
 
 def arguments_object(text):
     """A call's arguments as a runtime returned them (a JSON string, or an object), as a dict; None when they are
-    not a JSON object."""
+    not a JSON object (or nest too deep to read)."""
     if isinstance(text, dict):
         return text
     try:
         value = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 

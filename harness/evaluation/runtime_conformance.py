@@ -121,7 +121,10 @@ def classify(record: dict, tools: list, marker: str | None) -> tuple:
     """(labels, details) for one record: prompt, generation, parse (non-streamed), then the stream."""
     labels, details = [], []
     plain, stream = record.get("plain") or {}, record.get("stream") or {}
-    errors = [f"{what}: {x['error']}" for what, x in (("non-streamed", plain), ("streamed", stream)) if x.get("error")]
+    answers = (("non-streamed", plain), ("streamed", stream))
+    errors = [f"{what}: {x['error']}" for what, x in answers if x.get("error")]
+    # Fields of the wrong type (harness.backends.chat_answers): the answer breaks the API's shape.
+    errors += [f"{what}: {problem}" for what, x in answers for problem in x.get("problems") or ()]
     key = record.get("key") or {}
     if key.get("error"):
         errors.insert(0, f"prompt: {key['error']}")

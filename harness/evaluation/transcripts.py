@@ -8,7 +8,9 @@ text and the detection."""
 
 import fcntl
 import json
+import math
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,6 +20,13 @@ from harness.evaluation.records import (
     MODEL, SAMPLE, SCHEMA_VERSION, ModelRecord, RecordError, SampleRecord, record_from_json,
 )
 from harness.evaluation.results import ResultsDir
+
+# The prefix the tool loop gives a sample stopped because generation failed (harness.live.tool_loop).
+GENERATION_FAILED = "generate:"
+# A JSON escape of a UTF-16 surrogate: the only way a lone one (valid JSON, not encodable as UTF-8) gets in.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
 
 class TranscriptError(HarnessError):
     """A transcript cannot be read or written."""
@@ -57,7 +66,10 @@ class Transcript:
         return {r.model.sha256: r for r in self.records if isinstance(r, ModelRecord)}
 
     def done(self) -> set:
-        return {r.key() for r in self.records if isinstance(r, SampleRecord)}
+        """Keys a resumed run skips. A sample whose generation failed (a server down or timing out, a prompt the
+        runtime refused) is recorded as evidence but not done: nothing was generated, so a later run asks again."""
+        return {r.key() for r in self.records if isinstance(r, SampleRecord)
+                and not (r.error or "").startswith(GENERATION_FAILED)}
 
 
 def read_transcript(path: Path, kinds=(SAMPLE, MODEL)) -> Transcript:
@@ -80,7 +92,9 @@ def read_transcript(path: Path, kinds=(SAMPLE, MODEL)) -> Transcript:
         last = number == len(lines)
         try:
             record = json.loads(raw.decode("utf-8"))
-        except ValueError as exc:
+            if _SURROGATE_ESCAPE.search(raw):
+                record = _without_lone_surrogates(record)
+        except (ValueError, RecursionError) as exc:
             if last and torn_tail:
                 out.warnings.append(f"{path}:{number}: torn last line ({len(raw)} bytes, a run was killed "
                                     "while writing it) ignored")
@@ -104,6 +118,44 @@ def read_transcript(path: Path, kinds=(SAMPLE, MODEL)) -> Transcript:
         out.records.append(typed)
         out.lines[id(typed)] = number
     return out
+
+
+def _without_lone_surrogates(value):
+    """A lone surrogate a server sent (written escaped, as sent) read back as U+FFFD: Python holds it in a str,
+    but no report, terminal or file can encode it as UTF-8."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(k): _without_lone_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _finite(value):
+    """NaN and the infinities as null: JSON has no word for them, and a bare NaN makes the line unreadable to
+    every strict reader."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return value
+
+
+def encode_line(obj) -> bytes:
+    """One record as one line of valid JSON in UTF-8: non-finite numbers as null, and, where a string holds a lone
+    surrogate, the whole line ASCII-escaped (the surrogate kept as the \\uXXXX escape it arrived as)."""
+    try:
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        obj = _finite(obj)
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(obj, ensure_ascii=True, separators=(",", ":"), allow_nan=False) + "\n").encode("ascii")
 
 
 def read_all(results_dir=None) -> list:
@@ -169,8 +221,8 @@ class TranscriptWriter:
         """Write one typed record (harness.evaluation.records) as one line."""
         if self._file is None:
             raise TranscriptError(f"{self.path}: writer is not open")
-        line = json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n"
+        line = encode_line(record.to_json())
         self._file.seek(0, os.SEEK_END)
-        self._file.write(line.encode("utf-8"))
+        self._file.write(line)
         self._file.flush()
         os.fsync(self._file.fileno())

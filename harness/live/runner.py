@@ -23,7 +23,7 @@ from harness.live.tool_loop import Chat, first_prompt, run_sample, step_seed
 from harness.template.kwargs import template_kwargs_for
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.records import ModelRecord, ModelRef, SampleRecord, ScenarioRef
-from harness.evaluation.transcripts import TranscriptWriter, now, read_transcript
+from harness.evaluation.transcripts import GENERATION_FAILED, TranscriptWriter, now, read_transcript
 
 MODE = "native"  # the mode of a run that names none (harness.live.modes); the mode is part of every record and key
 # llama.cpp's template for a GGUF that embeds none (common/chat.cpp, CHATML_TEMPLATE_SRC), used only when
@@ -54,6 +54,7 @@ class OpenModel:
     detection: object
     parallel: int = 1        # samples run side by side (a served model's requests in flight)
     pin: str | None = None   # the sources.json model id, where it differs from `id` (run with --template)
+    runtime: dict | None = None   # a served model: {"name", "endpoints", "served_model"}; None in process
 
 
 def open_model(model_id: str, sources=None, threads: int | None = None, template: str | None = None) -> OpenModel:
@@ -84,13 +85,21 @@ def open_gguf(path, template: str | None = None, threads: int | None = None) -> 
     return _driven(backend, model_id, sha256, path.name, None, None, load_sources(), override=template)
 
 
-def open_endpoint(backend, served_model: str, template: str, parallel: int = 1) -> OpenModel:
+def open_endpoint(backend, served_model: str, template: str, runtime: str, parallel: int = 1) -> OpenModel:
     """A model behind an OpenAI-compatible server, driven on the strict path: our render of `template`, the
-    server's raw completion, our parser. The weights are the server's: no file hash, "served" instead."""
+    server's raw completion, our parser. The weights are the server's: no file hash, "served" instead. Its id
+    names the runtime too ("<served model>--<runtime>"): a server's alias is often a pinned model's id (LocalServer
+    uses the file's stem), and its samples must stand beside the in-process ones, not among them."""
     chat, ref, found = template_chat(template, backend)
     source = f"sources.json:{ref.id}" if ref.entry else str(ref.path)
-    return OpenModel(served_id(served_model), "served", ", ".join(backend.describe()["endpoints"]), chat, source,
-                     ref.id if ref.entry else None, found, parallel=parallel)
+    endpoints = backend.describe()["endpoints"]
+    return OpenModel(served_run_id(served_model, runtime), "served", ", ".join(endpoints), chat, source,
+                     ref.id if ref.entry else None, found, parallel=parallel,
+                     runtime={"name": runtime, "endpoints": endpoints, "served_model": served_model})
+
+
+def served_run_id(served_model: str, runtime: str) -> str:
+    return f"{served_id(served_model)}--{served_id(runtime)}"
 
 
 def template_chat(template: str, backend=None) -> tuple:
@@ -155,7 +164,8 @@ def model_record(model: OpenModel) -> ModelRecord:
         template={"source": model.template_source, "pinned_id": model.template_id,
                   "sha256": sha256_text(model.chat.template), "text": model.chat.template},
         bos_token=model.chat.bos_token, eos_token=model.chat.eos_token, family=model.chat.family,
-        detection=model.detection.to_json(), template_kwargs=model.chat.template_kwargs, recorded=now())
+        detection=model.detection.to_json(), template_kwargs=model.chat.template_kwargs, recorded=now(),
+        runtime=model.runtime)
 
 
 def sample_seed(base_seed: int, index: int) -> int:
@@ -232,8 +242,10 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
     work = pending(model_id, sha256, scenarios, samples, base_seed, existing.done(), modes, model_modes)
     total = sum(len(todo) for _, _, todo in work)
     skipped = planned_count(scenarios, samples, model_modes, modes) - total
+    # errors: samples stopped by an error (a template that raised is a finding about the model); failed: those
+    # stopped because generation failed, which a later run asks again.
     summary = {"model": model_id, "transcript": str(path), "ran": 0, "skipped": skipped, "seconds": 0.0,
-               "errors": 0, "family": None}
+               "errors": 0, "failed": 0, "family": None}
     if progress is not None:
         progress.update(skipped)
     if total == 0:
@@ -272,6 +284,7 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
                     writer.append(record)
                     summary["ran"] += 1
                     summary["errors"] += bool(result["error"])
+                    summary["failed"] += (result["error"] or "").startswith(GENERATION_FAILED)
                     if progress is not None:
                         progress.update(1)
 

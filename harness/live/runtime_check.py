@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from harness import families
 from harness.core.hashing import sha256_text
-from harness.core.errors import TemplateError
+from harness.core.errors import GenerationError, TemplateError
 from harness.evaluation.records import RuntimeCheckRecord, ScenarioRef
 from harness.evaluation.runtime_agreement import classify
 from harness.evaluation.transcripts import TranscriptWriter, now
@@ -47,17 +47,25 @@ def check_one(backend, chat, scenario, seed: int, template_id: str, runtime: str
 
 
 def run_checks(backend, chat, template_id: str, runtime: str, scenarios, samples: int, base_seed: int, path,
-               done: set, workers: int = 1, progress=None) -> list:
-    """Check every (scenario, seed) not in `done`, `workers` at a time; each record is written as it lands."""
+               done: set, workers: int = 1, progress=None) -> tuple:
+    """Check every (scenario, seed) not in `done`, `workers` at a time; each record is written as it lands.
+    Returns (records, failures): a pair whose request failed (the server was down, timed out, or answered
+    something that is not a completion) is not recorded, so a later run asks it again; its failure is
+    returned as "scenario seed N: error"."""
     template_sha = sha256_text(chat.template)
     served = backend.describe()["served_model"]
     todo = [(s, base_seed + i) for s in scenarios for i in range(samples or s.samples)
             if (runtime, served, template_sha, s.hash, base_seed + i) not in done]
-    lock, records = threading.Lock(), []
+    lock, records, failures = threading.Lock(), [], []
 
     def one(item):
         scenario, seed = item
-        record = check_one(backend, chat, scenario, seed, template_id, runtime)
+        try:
+            record = check_one(backend, chat, scenario, seed, template_id, runtime)
+        except GenerationError as exc:
+            with lock:
+                failures.append(f"{scenario.name} seed {seed}: {exc}")
+            return
         with lock:
             writer.append(record)
             records.append(record)
@@ -66,5 +74,5 @@ def run_checks(backend, chat, template_id: str, runtime: str, scenarios, samples
 
     with TranscriptWriter(path) as writer, ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         for future in [pool.submit(one, item) for item in todo]:
-            future.result()          # the first failure stops the run; what landed stays on disk
-    return records
+            future.result()
+    return records, failures

@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.backends.openai import chat_answer, chat_stream, wire_messages
+from harness.backends.chat_answers import chat_answer, chat_stream
+from harness.backends.openai import wire_messages
 from harness.backends.scripted.keying import PromptKey, render_key, runtime_key
 from harness.backends.scripted.plan import build_models, pack, profile_for, reply_ids
 from harness.backends.scripted.vocab import CONTEXT_LENGTH, vocab_for

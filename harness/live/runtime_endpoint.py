@@ -10,7 +10,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from harness.backends.openai import chat_answer, chat_stream
+from harness.backends.chat_answers import chat_answer, chat_stream
 from harness.core.errors import HarnessError
 from harness.evaluation.runtime_conformance import KIND, classify
 from harness.evaluation.records import RuntimeConformanceRecord

@@ -19,6 +19,7 @@ from harness.core.hashing import sha256_text
 from harness.families.arguments import type_arguments
 from harness.core.errors import GenerationError, GrammarRuntimeError, TemplateError
 from harness.core.values import MAX_SEED
+from harness.evaluation.transcripts import GENERATION_FAILED
 from harness.families.base import ParseResult
 from harness.families.reasoning import prompt_opens
 from harness.live.modes import grammar_plan, native_failed, plain_messages
@@ -231,11 +232,11 @@ def run_sample(chat: Chat, scenario, seed: int, first=None, mode: str = "native"
                     # result in hand and go on with the next user turn.
                     text = _synthesized(results)
                     steps.append({**_step_record("", seed_here, None, None, False), "reply": text,
-                                  "synthesized": True, "generation_error": f"generate: {exc}"})
+                                  "synthesized": True, "generation_error": f"{GENERATION_FAILED} {exc}"})
                     messages.append(_assistant(text, None))
                     break
-                steps.append({**_step_record("", seed_here, None, None, False), "error": f"generate: {exc}"})
-                return {"turns": turns, "error": f"generate: {exc}", "executions": tools.executions}
+                steps.append({**_step_record("", seed_here, None, None, False), "error": f"{GENERATION_FAILED} {exc}"})
+                return {"turns": turns, "error": f"{GENERATION_FAILED} {exc}", "executions": tools.executions}
             step = _record(done, seed_here, shared)
             if fallback_from is not None:
                 step["fallback_from"] = fallback_from

@@ -73,3 +73,16 @@ def test_a_named_function_the_reply_does_not_call_must_not_come_back():
     assert other[0] == ["calls-differ"] and "named get_time" in other[1][0]
     held = judge(expect(CALL), answer(None, [("get_time", "{}")]), TOOLS, "named-other", None, "get_time")
     assert held == ([], [])
+
+
+def test_an_answer_that_breaks_the_api_shape_is_a_runtime_error_naming_the_field():
+    from harness.evaluation.runtime_conformance import classify
+
+    record = {"plain": {"status": 200, "content": None, "tool_calls": [{"name": "f", "arguments": {"a": 1}}],
+                        "problems": ["choices[0].message.tool_calls[0].function.arguments is dict {\"a\": 1}, not "
+                                     "the JSON string the API specifies"]},
+              "stream": {}, "reply_tokens": 5, "variant": "auto", "request": {},
+              "expect": {"calls": [{"name": "f", "arguments": {"a": 1}}], "deviation": None, "content": "",
+                         "reasoning": None, "detail": None}}
+    labels, details = classify(record, [], None)
+    assert "runtime-error" in labels and any("not the JSON string the API specifies" in d for d in details)

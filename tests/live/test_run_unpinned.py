@@ -36,16 +36,19 @@ def test_a_served_model_runs_the_scenarios_on_the_strict_path(tmp_path, smol):
                        "--scenario", "greeting", "--scenario", "get-time", "--samples", "2", "--in-flight", "1",
                        "--results-dir", tmp_path)
     assert done.returncode == 0, done.stderr
-    written = records(tmp_path / "transcripts" / f"{SMOL}.jsonl")
+    # Kept by runtime, beside (not among) the in-process samples of the pinned model the server was named after.
+    served = f"{SMOL}--llama-cpp-python"
+    written = records(tmp_path / "transcripts" / f"{served}.jsonl")
     model = [r for r in written if r["kind"] == "model"]
     samples = [r for r in written if r["kind"] == "sample"]
     assert model[0]["model"]["sha256"] == "served" and server.base_url in model[0]["model"]["file"]
     assert model[0]["template"]["source"] == f"sources.json:gguf-{SMOL}"
+    assert model[0]["runtime"] == {"name": "llama-cpp-python", "endpoints": [server.base_url], "served_model": SMOL}
     assert sorted((s["scenario"]["name"], s["sample"]) for s in samples) == [
         ("get-time", 0), ("get-time", 1), ("greeting", 0), ("greeting", 1)]
     assert all(s["turns"][0]["steps"][0]["reply"] for s in samples) and not any(s["error"] for s in samples)
     report = harness("report", "--results-dir", tmp_path, "--no-plot")
-    assert report.returncode == 0 and (tmp_path / f"{SMOL}.md").is_file(), report.stderr
+    assert report.returncode == 0 and (tmp_path / f"{served}.md").is_file(), report.stderr
 
 
 def test_a_served_model_refuses_modes_that_need_the_sampler_here(tmp_path):

@@ -12,7 +12,7 @@ import requirements
 
 requirements.binding()
 
-from harness.backends.openai import chat_answer  # noqa: E402
+from harness.backends.chat_answers import chat_answer  # noqa: E402
 from harness.backends.servers import LocalServer  # noqa: E402
 from harness.evaluation.runtime_conformance import LABELS, label_family, read_records, replay_command  # noqa: E402
 from harness.evaluation.runtime_corpus import build_corpus  # noqa: E402

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.backends.openai import post_json
+from harness.backends.transport import request_json
 from harness.core.errors import ServerReplyError
 
 APPLY_TEMPLATE = "llama-server /apply-template + /tokenize"
@@ -32,24 +32,27 @@ class PromptKey:
 
 def llama_server_key(base_url: str, body: dict, timeout: float = 120.0) -> PromptKey:
     try:
-        prompt = post_json(f"{base_url}/apply-template", body, timeout).get("prompt")
+        prompt = request_json(f"{base_url}/apply-template", body, timeout).get("prompt")
         if not isinstance(prompt, str):
             return PromptKey(None, APPLY_TEMPLATE, error="/apply-template answered without a prompt")
-        tokens = post_json(f"{base_url}/tokenize", {"content": prompt, "add_special": True, "parse_special": True},
+        tokens = request_json(f"{base_url}/tokenize", {"content": prompt, "add_special": True, "parse_special": True},
                            timeout).get("tokens")
     except ServerReplyError as exc:
         return PromptKey(None, APPLY_TEMPLATE, error=str(exc))
-    return PromptKey(len(tokens or []), APPLY_TEMPLATE, prompt)
+    if not isinstance(tokens, list):
+        return PromptKey(None, APPLY_TEMPLATE, prompt, error="/tokenize answered without a list of tokens")
+    return PromptKey(len(tokens), APPLY_TEMPLATE, prompt)
 
 
 def usage_key(base_url: str, model: str, body: dict, timeout: float = 120.0) -> PromptKey:
     request = {**body, "model": model, "max_tokens": 1, "temperature": 0.0, "stream": False}
     try:
-        answer = post_json(f"{base_url}/v1/chat/completions", request, timeout)
+        answer = request_json(f"{base_url}/v1/chat/completions", request, timeout)
     except ServerReplyError as exc:
         return PromptKey(None, USAGE, error=str(exc))
-    tokens = (answer.get("usage") or {}).get("prompt_tokens")
-    if not isinstance(tokens, int):
+    usage = answer.get("usage")
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    if not isinstance(tokens, int) or isinstance(tokens, bool):
         return PromptKey(None, USAGE, error="the answer carries no usage.prompt_tokens")
     return PromptKey(tokens, USAGE)
 

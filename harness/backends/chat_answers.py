@@ -1,0 +1,142 @@
+"""What a runtime answers on /v1/chat/completions, read as an app reads it, non-streamed and streamed. A field
+of the wrong type (tool_calls not a list, a name not a string, arguments an object instead of a JSON string) is
+named in `problems` rather than ending the request: what a runtime gets wrong is what is being measured."""
+
+from __future__ import annotations
+
+from harness.backends.transport import Exchange, describe, loads, request_json, shown
+from harness.core.errors import ServerReplyError
+
+
+def read_message(message, where: str) -> tuple:
+    """(content, reasoning, calls, problems) of a chat answer's message, as an app would read it: calls as
+    {"name", "arguments"} with what the server sent in each, and every field of the wrong type named in
+    `problems` instead of ending the request (what a runtime gets wrong is what is being measured)."""
+    problems = []
+    if not isinstance(message, dict):
+        return None, None, [], [f"{where} is {describe(message)}, not an object"]
+    texts = []
+    for key in ("content", "reasoning_content"):
+        value = message.get(key)
+        if value is not None and not isinstance(value, str):
+            problems.append(f"{where}.{key} is {describe(value)}, not a string")
+            value = None
+        texts.append(value)
+    raw_calls = message.get("tool_calls")
+    if raw_calls is not None and not isinstance(raw_calls, list):
+        problems.append(f"{where}.tool_calls is {describe(raw_calls)}, not a list")
+        raw_calls = None
+    calls = []
+    for i, call in enumerate(raw_calls or []):
+        here = f"{where}.tool_calls[{i}]"
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            shown = here if not isinstance(call, dict) else f"{here}.function"
+            problems.append(f"{shown} is {describe(call if not isinstance(call, dict) else function)}, not an object")
+            calls.append({"name": None, "arguments": None})
+            continue
+        name, arguments = function.get("name"), function.get("arguments")
+        if not isinstance(name, str):
+            problems.append(f"{here}.function.name is {'missing' if name is None else describe(name)}, not a string")
+        if not isinstance(arguments, str):
+            problems.append(f"{here}.function.arguments is {'missing' if arguments is None else describe(arguments)}, "
+                            "not the JSON string the API specifies")
+        calls.append({"name": name, "arguments": arguments})
+    return texts[0], texts[1], calls, problems
+
+
+def chat_answer(url: str, body: dict, timeout: float) -> dict:
+    """One /v1/chat/completions answer as the runtime returned it: content, reasoning_content, tool_calls (name
+    and the arguments string), finish_reason, completion tokens; an HTTP or connection failure, or an answer
+    that is not a chat completion, as `error`; fields of the wrong type in `problems`."""
+    try:
+        answer = request_json(url, {**body, "stream": False}, timeout)
+    except ServerReplyError as exc:
+        return {"error": str(exc), "status": exc.status}
+    choices = answer.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return {"error": f"{url}: the answer has no choices: {shown(answer)}", "status": 200}
+    content, reasoning, calls, problems = read_message(choices[0].get("message"), "choices[0].message")
+    usage = answer.get("usage")
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    out = {"status": 200, "content": content, "reasoning": reasoning, "tool_calls": calls,
+           "finish_reason": choices[0].get("finish_reason"),
+           "completion_tokens": tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None}
+    if problems:
+        out["problems"] = problems
+    return out
+
+
+def chat_stream(url: str, body: dict, timeout: float) -> dict:
+    """The same request streamed: server-sent deltas accumulated as a client does (content and reasoning
+    concatenated, tool calls by index with their argument fragments joined), with the number of chunks. The
+    whole stream shares one deadline and one byte cap."""
+    content, reasoning, calls, finish, chunks, problems = [], [], {}, None, 0, []
+    try:
+        with Exchange(url, {**body, "stream": True}, timeout) as exchange:
+            exchange.check_status()
+            for raw in exchange.lines():
+                line = raw.decode("utf-8", "replace").strip()
+                if not line.startswith("data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == "[DONE]":
+                    break
+                event = loads(payload.encode("utf-8"), url)
+                if isinstance(event, dict) and "error" in event:
+                    return {"error": f"{url}: error event in the stream: {shown(event['error'], 300)}"}
+                chunks += 1
+                finish = _delta(event, chunks, content, reasoning, calls, problems) or finish
+    except ServerReplyError as exc:
+        return {"error": str(exc), "status": exc.status}
+    out = {"status": 200, "content": "".join(content) or None, "reasoning": "".join(reasoning) or None,
+           "tool_calls": [calls[i] for i in sorted(calls)], "finish_reason": finish, "chunks": chunks}
+    if problems:
+        out["problems"] = problems
+    return out
+
+
+def _delta(event, number: int, content: list, reasoning: list, calls: dict, problems: list):
+    """One streamed event folded into the accumulators; its finish_reason, if it has one."""
+    where = f"chunk {number}"
+    choices = event.get("choices") if isinstance(event, dict) else None
+    if not isinstance(choices, list):
+        problems.append(f"{where}: choices is {describe(choices)}, not a list")
+        return None
+    finish = None
+    for choice in choices:
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if not isinstance(delta, dict):
+            problems.append(f"{where}: a choice without a delta object: {shown(choice, 60)}")
+            continue
+        for key, into in (("content", content), ("reasoning_content", reasoning)):
+            value = delta.get(key)
+            if value is not None and not isinstance(value, str):
+                problems.append(f"{where}: delta.{key} is {describe(value)}, not a string")
+            elif value:
+                into.append(value)
+        deltas = delta.get("tool_calls")
+        if deltas is not None and not isinstance(deltas, list):
+            problems.append(f"{where}: delta.tool_calls is {describe(deltas)}, not a list")
+            deltas = None
+        for call in deltas or []:
+            function = call.get("function") if isinstance(call, dict) else None
+            index = call.get("index", len(calls)) if isinstance(call, dict) else len(calls)
+            if not isinstance(index, int) or isinstance(index, bool):
+                problems.append(f"{where}: a tool call's index is {describe(index)}, not an integer")
+                index = len(calls)
+            slot = calls.setdefault(index, {"name": "", "arguments": ""})
+            if function is None:
+                continue
+            if not isinstance(function, dict):
+                problems.append(f"{where}: tool call {index}'s function is {describe(function)}, not an object")
+                continue
+            for key in ("name", "arguments"):
+                value = function.get(key)
+                if value is not None and not isinstance(value, str):
+                    problems.append(f"{where}: tool call {index}'s function.{key} is {describe(value)}, not a string")
+                elif value:
+                    slot[key] += value
+        reason = choice.get("finish_reason")
+        finish = reason if isinstance(reason, str) else finish
+    return finish
