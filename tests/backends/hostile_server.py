@@ -8,13 +8,12 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-class HostileServer(ThreadingHTTPServer):
+class ThreadedServer(ThreadingHTTPServer):
+    """A server on a free 127.0.0.1 port, serving from a thread inside a with block."""
     daemon_threads = True
 
-    def __init__(self, answer):
-        """answer(handler) writes the whole response; handler.server.sent counts body bytes written."""
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.answer, self.sent, self.paths = answer, 0, []
+    def __init__(self, handler):
+        super().__init__(("127.0.0.1", 0), handler)
         self.lock = threading.Lock()
 
     @property
@@ -28,6 +27,13 @@ class HostileServer(ThreadingHTTPServer):
     def __exit__(self, *exc):
         self.shutdown()
         self.server_close()
+
+
+class HostileServer(ThreadedServer):
+    def __init__(self, answer):
+        """answer(handler) writes the whole response; handler.server.sent counts body bytes written."""
+        super().__init__(_Handler)
+        self.answer, self.sent, self.paths = answer, 0, []
 
 
 class _Handler(BaseHTTPRequestHandler):

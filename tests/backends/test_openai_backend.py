@@ -7,37 +7,25 @@ import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from harness.backends.openai import Endpoint, OpenAIBackend
 from harness.core.errors import GenerationError
 
+from hostile_server import ThreadedServer
+
 SAMPLING = {"max_tokens": 8, "temperature": 0.0}
 
 
-class Scripted(ThreadingHTTPServer):
+class Scripted(ThreadedServer):
     """Answers /v1/completions; `statuses` is consumed one per request (200 once it is empty)."""
-    daemon_threads = True
 
     def __init__(self, statuses=(), delay=0.0):
-        super().__init__(("127.0.0.1", 0), Handler)
+        super().__init__(Handler)
         self.statuses, self.delay = list(statuses), delay
         self.requests, self.open, self.most_open = [], 0, 0
-        self.lock = threading.Lock()
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-    def __enter__(self):
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self.shutdown()
-        self.server_close()
 
 
 class Handler(BaseHTTPRequestHandler):
