@@ -20,7 +20,8 @@ PEERS="vllm==0.33.0 sglang==0.5.23"
 PARSER_DEPS="torch==2.14.1 transformers==5.19.0 tokenizers==0.23.2 huggingface_hub partial-json-parser
 regex pydantic openai==2.25.0 msgspec pillow cachetools psutil sentencepiece==0.2.1 numpy orjson pybase64
 fastapi uvicorn pyyaml jinja2 cbor2 blake3 py-cpuinfo cloudpickle pyzmq prometheus_client tiktoken
-mistral_common>=1.11.6 openai-harmony==0.0.4 ijson setproctitle einops requests aiohttp packaging"
+mistral_common>=1.11.6 openai-harmony==0.0.4 ijson setproctitle einops requests aiohttp packaging uvloop IPython
+xgrammar==0.2.7 gguf>=0.19"
 start=$(date +%s)
 if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
