@@ -22,6 +22,7 @@ from harness.families.reasoning import DEFAULT_PAIRS
 # Special-token spellings: <|…|>, DeepSeek's <｜…｜>, Mistral's [UPPER_CASE]. A vocabulary of another family spells
 # them as text, and a peer parser that looks its markers up as tokens would fail on our vocabulary, not on its own.
 _SPECIAL = re.compile(r"<\|[^|<>\s]+\|>|<｜[^｜\s]+｜>|\[/?[A-Z_]{3,}\]")
+_TAG = re.compile(r"</?[A-Za-z_][\w:.-]*>")
 _JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"),
                (dict, "object"))
 
@@ -95,6 +96,11 @@ def build_cases(templates, only_families=None) -> tuple:
         found = {m.strip() for m in family.markers if m.strip()}
         for c in mine:
             found.update(_SPECIAL.findall(c.reply))
+        # The family's own tags (<tool_call>, <arg_key>, <tool_sep:opensource>): from the canonical calls whose
+        # arguments hold no tag-like text, so a value such as "<b>" is not taken for a token.
+        for c in mine:
+            if c.source == "canonical" and c.name != "quoted unicode":
+                found.update(_TAG.findall(c.reply))
         for c in mine:
             c.added = tuple(sorted(found))
     unmapped = sorted((n, "no vllm or sglang parser named in its peers:") for n, f in registry.families().items()

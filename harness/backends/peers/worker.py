@@ -177,8 +177,14 @@ class VllmDriver:
         from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
         from vllm.tool_parsers import ToolParserManager
 
+        from vllm.tokenizers.hf import get_cached_tokenizer
+
         self.cls = ToolParserManager.get_tool_parser(request["parser"])
-        self.tok = tok
+        # The server hands parsers its cached tokenizer (get_vocab() once, not per request): so do we.
+        key = ("vllm", request["tokenizer"], tuple(request.get("added_tokens") or ()))
+        if key not in _TOKENIZERS:
+            _TOKENIZERS[key] = get_cached_tokenizer(tok)
+        self.tok = _TOKENIZERS[key]
         self.request = ChatCompletionRequest(model="peer", messages=[{"role": "user", "content": "."}],
                                              tools=request["tools"] or None)
         self.tools = self.request.tools
