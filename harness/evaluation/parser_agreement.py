@@ -34,8 +34,9 @@ _RENAMED = {"runtime-dropped-call": "dropped-call", "runtime-forgave": "forgave"
 
 
 def fed_text(reply: str, expect: dict, pairs) -> str:
-    """What the peer's tool parser is given: the reply after its reasoning block, where the strict parse read one."""
-    if not expect.get("reasoning"):
+    """What the peer's tool parser is given: the reply after its reasoning block, where the strict parse read one
+    (even an empty one)."""
+    if expect.get("reasoning") is None:     # "" too is a block read (a prompt-opened one closed at once)
         return reply
     for _, close in pairs:
         at = reply.find(close)

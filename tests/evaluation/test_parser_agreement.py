@@ -62,6 +62,8 @@ def test_reasoning_is_cut_before_the_tool_parser_as_a_server_does():
     parsed = families.parse("hermes", reply, "<|im_start|>assistant\n").to_json()
     assert fed_text(reply, parsed, DEFAULT_PAIRS) == "\n\n" + CALL
     assert fed_text(CALL, expect(CALL), DEFAULT_PAIRS) == CALL
+    # A prompt that opened the block, closed at once: empty reasoning is still a block the server strips.
+    assert fed_text("</think>Sunny.", {"reasoning": "", "content": "Sunny."}, DEFAULT_PAIRS) == "Sunny."
 
 
 def test_the_markdown_has_the_matrix_and_a_replay_per_disagreement():
