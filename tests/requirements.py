@@ -31,7 +31,14 @@ def missing_browser() -> str | None:
     return None if shutil.which("chromium") else f"chromium is not installed: {INSTALL_CHROMIUM}"
 
 
-MISSING = {"needs_binding": missing_binding, "needs_server": missing_server, "browser": missing_browser}
+def missing_peers() -> str | None:
+    from harness.backends.peers import SETUP_COMMAND, peers_python
+
+    return None if peers_python() else f"the peers environment (vLLM, SGLang) is not built: {SETUP_COMMAND}"
+
+
+MISSING = {"needs_binding": missing_binding, "needs_server": missing_server, "browser": missing_browser,
+           "needs_peers": missing_peers}
 
 
 def binding():

@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "harness.cli.runtime",
     "harness.cli.conformance_runtime",
     "harness.cli.scripted",
+    "harness.cli.parser_agreement",
 ]
 
 

@@ -289,11 +289,7 @@ class Vocab:
 
             self._tmp = tempfile.TemporaryDirectory(prefix="scripted-vocab-")
             path = Path(self._tmp.name) / f"{self.profile.name}-vocab.gguf"
-            w = _Writer(str(path), arch="gpt2")
-            _write_kv(w, self, n_embd=16)
-            w.write_header_to_file()
-            w.write_kv_data_to_file()
-            w.close()
+            write_vocab_gguf(self, path)
             self._tokenizer = backend_class("embedded").prompt_tokenizer(path)
         return self._tokenizer(prompt)
 
@@ -328,6 +324,15 @@ class _Writer(GGUFWriter):
         if dtype is None:
             return super()._pack_val(val, vtype, add_vtype, sub_type)
         return head + np.asarray(val, dtype=dtype).tobytes()
+
+
+def write_vocab_gguf(vocab: Vocab, path: Path) -> None:
+    """A vocabulary-only GGUF of the profile (no tensors): enough for a tokenizer, llama.cpp's or transformers'."""
+    w = _Writer(str(path), arch="gpt2")
+    _write_kv(w, vocab, n_embd=16)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.close()
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,0 +1,73 @@
+"""Replies per second through vLLM's and SGLang's tool parsers and through ours, on the same corpus.
+
+The corpus is `harness parser-agreement`'s (each mapped family's canonical outputs, near misses and its
+templates' runtime-conformance replies). Peer parsers are timed inside the peers worker (one-shot entry point,
+a fresh parser per reply as a server makes one per request; no protocol cost counted); ours through
+harness.families.parse with the reply's prompt. Prints one line per family and project, and the totals.
+
+    python benchmarks/parser_agreement_bench.py [--repeat 3] [--family NAME ...]
+
+Needs the peers environment: bash scripts/setup_peers.sh
+"""
+
+import argparse
+import time
+from collections import defaultdict
+
+from harness import families
+from harness.backends.peers import PROJECTS, SETUP_COMMAND, Peers, peers_python, vocab_file
+from harness.live.parser_agreement import build_cases, peered
+from harness.pins.sources import load_sources, resolve_template
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--family", action="append")
+    args = ap.parse_args()
+    python = peers_python()
+    if python is None:
+        print(f"the peers environment is not built: {SETUP_COMMAND}")
+        return 2
+    sources = load_sources()
+    cases, _ = build_cases([resolve_template(t, sources) for t in sources.templates], set(args.family or ()) or None)
+    by_family = defaultdict(list)
+    for case in cases:
+        by_family[case.family].append(case)
+    totals = defaultdict(lambda: [0.0, 0])
+    print(f"{'family':<16} {'project':<8} {'parser':<14} {'replies':>7} {'replies/s':>11} {'ours/s':>11} {'ratio':>7}")
+    with Peers(python) as peers:
+        for family, group in sorted(by_family.items()):
+            for case in group:  # warm-up, as the worker does for the peers
+                families.parse(family, case.reply)
+            start = time.perf_counter()
+            for _ in range(args.repeat):
+                for case in group:
+                    families.parse(family, case.reply)
+            ours = time.perf_counter() - start
+            n = len(group) * args.repeat
+            totals["ours"][0] += ours
+            totals["ours"][1] += n
+            for project in PROJECTS:
+                parser = peered()[family].get(project)
+                if parser is None:
+                    continue
+                first = group[0]
+                got = peers.ask({"op": "bench", "project": project, "parser": parser,
+                                 "tokenizer": str(vocab_file(first.profile)), "added_tokens": list(first.added),
+                                 "replies": [c.reply for c in group], "tools": first.tools, "repeat": args.repeat})
+                if "error" in got:
+                    print(f"{family:<16} {project:<8} {parser:<14} error: {got['error']}")
+                    continue
+                totals[project][0] += got["seconds"]
+                totals[project][1] += got["parsed"]
+                rate, our_rate = got["parsed"] / got["seconds"], n / ours
+                print(f"{family:<16} {project:<8} {parser:<14} {len(group):>7} {rate:>11.0f} {our_rate:>11.0f} "
+                      f"{our_rate / rate:>6.1f}x" + (f"  ({got['errors']} raised)" if got["errors"] else ""))
+    for name, (seconds, n) in totals.items():
+        print(f"total {name}: {n} replies in {seconds:.2f} s = {n / seconds:.0f} replies/s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,266 @@
+"""The peers worker: vLLM's and SGLang's own tool parsers, driven through their public entry points.
+
+Runs under the peers environment's python (scripts/setup_peers.sh builds it; harness.backends.peers spawns this
+file by path), so it imports nothing from harness. One JSON request per line on stdin, one JSON answer per line
+on stdout, in order:
+
+  {"op": "hello"}  ->  {"python", "projects": {project: {"version"} or {"error"}}}
+  {"op": "parse", "project", "parser", "tokenizer": GGUF path, "added_tokens", "reply", "tools", "splits", "seed"}
+      -> {"tokens": n, "round_trip": bool, "one_shot": ANSWER, "whole": ANSWER, "by_token": ANSWER,
+          "random": [ANSWER, ...], "random_sizes": [[1-4 tokens per chunk], ...]}
+  {"op": "bench", "project", "parser", "tokenizer", "added_tokens", "replies", "tools", "repeat"}
+      -> {"seconds", "parsed", "errors"}: one-shot reads only, timed inside this process (no protocol cost)
+  ANSWER = {"content", "calls": [{"name", "arguments"}]} as the parser returned them (arguments as its string),
+           or {"error": "Type: message"} where the parser raised.
+
+A request that fails as a whole answers {"error"}. Streams are fed as the servers feed them: the reply's token
+ids from the family's vocabulary (a real transformers tokenizer read from the vocabulary GGUF), text decoded
+incrementally (a chunk that ends inside a UTF-8 character waits for the next), then the project's end-of-stream
+steps of each project's server (vLLM: get_remaining_unstreamed_args; SGLang: parse_stream_end, then its serving
+layer's check for the last call's unstreamed arguments).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+import json
+import os
+import random
+import sys
+
+PROJECT_MODULES = {"vllm": "vllm.tool_parsers", "sglang": "sglang.srt.function_call.function_call_parser"}
+_TOKENIZERS: dict = {}
+
+
+def main() -> None:
+    # vLLM's logger writes to stdout: the protocol keeps the real stdout, and everything else goes to stderr.
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = {}
+        try:
+            request = json.loads(line)
+            answer = handle(request)
+        except Exception as exc:  # one bad request is answered, not fatal
+            answer = {"error": _error(exc)}
+        answer["id"] = request.get("id") if isinstance(request, dict) else None
+        out.write(json.dumps(answer, ensure_ascii=False) + "\n")
+        out.flush()
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
+def handle(request: dict) -> dict:
+    op = request.get("op")
+    if op == "hello":
+        return {"python": sys.version.split()[0], "projects": {p: _project(p) for p in PROJECT_MODULES}}
+    if op == "parse":
+        return parse(request)
+    if op == "bench":
+        return bench(request)
+    raise ValueError(f"unknown op {op!r}")
+
+
+def _project(name: str) -> dict:
+    try:
+        importlib.import_module(PROJECT_MODULES[name])
+        return {"version": importlib.import_module(name).__version__}
+    except Exception as exc:  # reported: which module does not import, and why
+        return {"error": _error(exc)}
+
+
+def tokenizer(path: str, added: tuple = ()):
+    """The vocabulary GGUF read by transformers, with the family's special tokens it lacks added (a parser looks
+    its markers up in the vocabulary; llama.cpp's generic vocabularies do not hold every family's)."""
+    if path not in _TOKENIZERS:
+        from transformers import AutoTokenizer
+
+        _TOKENIZERS[path] = AutoTokenizer.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path))
+    key = (path, added)
+    if key not in _TOKENIZERS:
+        # Reading a GGUF vocabulary takes seconds; a copy with a family's tokens added, milliseconds.
+        tok = copy.deepcopy(_TOKENIZERS[path])
+        vocab = tok.get_vocab()
+        tok.add_tokens([t for t in added if t not in vocab], special_tokens=True)
+        _TOKENIZERS[key] = tok
+    return _TOKENIZERS[key]
+
+
+def prefix_texts(tok, ids: list) -> list:
+    """texts[k]: what a server has shown after k tokens. A prefix that ends inside a character decodes to U+FFFD
+    there; the server holds it back until the character is whole."""
+    texts = [""]
+    for k in range(1, len(ids) + 1):
+        text = tok.decode(ids[:k], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        texts.append(text if not text.endswith("\ufffd") and text.startswith(texts[-1]) else texts[-1])
+    return texts
+
+
+def random_sizes(n: int, rng: random.Random) -> list:
+    sizes, left = [], n
+    while left > 0:
+        sizes.append(min(left, rng.randint(1, 4)))
+        left -= sizes[-1]
+    return sizes
+
+
+def parse(request: dict) -> dict:
+    tok = tokenizer(request["tokenizer"], tuple(request.get("added_tokens") or ()))
+    reply = request["reply"]
+    ids = tok.encode(reply, add_special_tokens=False)
+    texts = prefix_texts(tok, ids)
+    if texts[-1] != reply:
+        # The vocabulary cannot spell the reply exactly (a SentencePiece space prefix): stream what it decodes to.
+        texts[-1] = reply
+    driver = {"vllm": VllmDriver, "sglang": SglangDriver}[request["project"]](request, tok)
+    rng = random.Random(request.get("seed", 0))
+    plans = [random_sizes(len(ids), rng) for _ in range(int(request.get("splits", 20)))]
+    return {"tokens": len(ids), "round_trip": texts[-1] == tok.decode(ids, skip_special_tokens=False,
+                                                                       clean_up_tokenization_spaces=False),
+            "one_shot": _guarded(driver.one_shot, reply),
+            "whole": _guarded(driver.stream, ids, texts, [len(ids)] if ids else []),
+            "by_token": _guarded(driver.stream, ids, texts, [1] * len(ids)),
+            "random": [_guarded(driver.stream, ids, texts, sizes) for sizes in plans],
+            "random_sizes": plans}
+
+
+def bench(request: dict) -> dict:
+    import time
+
+    tok = tokenizer(request["tokenizer"], tuple(request.get("added_tokens") or ()))
+    driver = {"vllm": VllmDriver, "sglang": SglangDriver}[request["project"]](request, tok)
+    for reply in request["replies"]:  # warm-up: lazy imports and compiled patterns are not the parser's pace
+        _guarded(driver.one_shot, reply)
+    errors, parsed = 0, 0
+    start = time.perf_counter()
+    for _ in range(int(request.get("repeat", 1))):
+        for reply in request["replies"]:
+            errors += "error" in _guarded(driver.one_shot, reply)
+            parsed += 1
+    return {"seconds": time.perf_counter() - start, "parsed": parsed, "errors": errors}
+
+
+def _guarded(fn, *args) -> dict:
+    try:
+        return fn(*args)
+    except Exception as exc:  # a parser that raises is a finding (crashed), not the end of the run
+        return {"error": _error(exc)}
+
+
+class _Calls:
+    """Streamed tool-call deltas accumulated by index, as a client accumulates them."""
+
+    def __init__(self):
+        self.calls: dict = {}
+
+    def add(self, index: int, name, arguments) -> None:
+        call = self.calls.setdefault(index, {"name": None, "arguments": ""})
+        if name:
+            call["name"] = name
+        if arguments:
+            call["arguments"] += arguments
+
+    def last_index(self):
+        return max(self.calls) if self.calls else None
+
+    def answer(self, content: str) -> dict:
+        return {"content": content, "calls": [self.calls[i] for i in sorted(self.calls)]}
+
+
+class VllmDriver:
+    def __init__(self, request: dict, tok):
+        from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+        from vllm.tool_parsers import ToolParserManager
+
+        from vllm.tokenizers.hf import get_cached_tokenizer
+
+        self.cls = ToolParserManager.get_tool_parser(request["parser"])
+        # The server hands parsers its cached tokenizer (get_vocab() once, not per request): so do we.
+        key = ("vllm", request["tokenizer"], tuple(request.get("added_tokens") or ()))
+        if key not in _TOKENIZERS:
+            _TOKENIZERS[key] = get_cached_tokenizer(tok)
+        self.tok = _TOKENIZERS[key]
+        self.request = ChatCompletionRequest(model="peer", messages=[{"role": "user", "content": "."}],
+                                             tools=request["tools"] or None)
+        self.tools = self.request.tools
+
+    def parser(self):
+        if "tools" in inspect.signature(self.cls.__init__).parameters:
+            return self.cls(self.tok, tools=self.tools)
+        return self.cls(self.tok)
+
+    def one_shot(self, reply: str) -> dict:
+        parser = self.parser()
+        request = parser.adjust_request(self.request.model_copy(deep=True))
+        info = parser.extract_tool_calls(reply, request)
+        calls = [{"name": c.function.name, "arguments": c.function.arguments} for c in info.tool_calls or []]
+        return {"content": info.content or "", "calls": calls if info.tools_called or calls else []}
+
+    def stream(self, ids: list, texts: list, sizes: list) -> dict:
+        parser = self.parser()
+        request = parser.adjust_request(self.request.model_copy(deep=True))
+        calls, content, at = _Calls(), "", 0
+        for size in sizes:
+            end = at + size
+            delta = parser.extract_tool_calls_streaming(texts[at], texts[end], texts[end][len(texts[at]):],
+                                                        ids[:at], ids[:end], ids[at:end], request)
+            at = end
+            if delta is None:
+                continue
+            content += delta.content or ""
+            for call in delta.tool_calls or []:
+                function = call.function
+                calls.add(call.index, function.name if function else None, function.arguments if function else None)
+        # The server's last step: arguments the parser read but had not streamed yet go out with the finish.
+        last = calls.last_index()
+        if last is not None and hasattr(parser, "get_remaining_unstreamed_args"):
+            calls.add(last, None, parser.get_remaining_unstreamed_args())
+        return calls.answer(content)
+
+
+class SglangDriver:
+    def __init__(self, request: dict, tok):
+        from sglang.srt.entrypoints.openai.protocol import Tool
+        from sglang.srt.function_call.function_call_parser import FunctionCallParser
+
+        self.make = lambda: FunctionCallParser([Tool(**t) for t in request["tools"]], request["parser"], tokenizer=tok)
+
+    def one_shot(self, reply: str) -> dict:
+        content, items = self.make().parse_non_stream(reply)
+        return {"content": content or "", "calls": [{"name": c.name, "arguments": c.parameters} for c in items]}
+
+    def stream(self, ids: list, texts: list, sizes: list) -> dict:
+        parser = self.make()
+        calls, content, at = _Calls(), "", 0
+        for size in sizes:
+            end = at + size
+            normal, items = parser.parse_stream_chunk(texts[end][len(texts[at]):])
+            at = end
+            content += normal or ""
+            for item in items:
+                calls.add(item.tool_index, item.name, item.parameters)
+        normal, items = parser.parse_stream_end()
+        content += normal or ""
+        for item in items:
+            calls.add(item.tool_index, item.name, item.parameters)
+        # The server's last step (serving_chat._check_for_unstreamed_tool_args): the last call's arguments the
+        # detector read but had not streamed go out at the finish.
+        detector = parser.detector
+        read, sent = getattr(detector, "prev_tool_call_arr", None), getattr(detector, "streamed_args_for_tool", None)
+        if read and sent and len(read) - 1 < len(sent):
+            expected = read[-1].get("arguments", {})
+            expected = expected if isinstance(expected, str) else json.dumps(expected, ensure_ascii=False)
+            if expected.startswith(sent[len(read) - 1]):
+                calls.add(len(read) - 1, None, expected[len(sent[len(read) - 1]):])
+        return calls.answer(content)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""Parser agreement: other projects' tool parsers (vLLM, SGLang) on the strict parser's corpus, one-shot and
+streamed.
+
+Each case is a reply whose strict parse is known (a family's canonical outputs and near misses, and every
+template's runtime-conformance corpus). A peer parser reads it once whole (its non-streaming entry point) and
+as streams: the whole reply in one chunk, token by token, and in seeded random chunks of 1-4 tokens. Labels, as
+in runtime conformance (harness.evaluation.runtime_conformance.judge reads the one-shot answer), several can
+hold at once, `agree` only alone:
+
+  agree                   the peer returned what the strict parser reads, and every stream equals its one-shot
+  forgave:<deviation>     the strict parser rejects the reply with that named deviation; the peer returned a call
+  dropped-call            the strict parser reads a call; the peer returned none and not the call's text
+  call-left-in-content    the strict parser reads a call; the peer returned none, the call's text as content
+  arguments-changed       same calls, arguments not the same (emptied, not a JSON object, other types)
+  calls-differ            both read calls, other names or another number
+  content-differs         no call either side, other content
+  stream-differs k/n      k of the n streams accumulate to something else than the peer's own one-shot answer
+  crashed                 the peer raised (one-shot, or k/n streams: the details say which)
+
+Reasoning is cut first, as the servers' reasoning parsers do before the tool parser runs: a reply whose strict
+parse holds reasoning is fed from after the reasoning's closing tag.
+"""
+
+from __future__ import annotations
+
+import json
+
+from harness.evaluation.runtime_agreement import arguments_object
+from harness.evaluation.runtime_conformance import judge
+
+LABELS = ("agree", "forgave", "dropped-call", "call-left-in-content", "arguments-changed", "calls-differ",
+          "content-differs", "stream-differs", "crashed")
+_RENAMED = {"runtime-dropped-call": "dropped-call", "runtime-forgave": "forgave"}
+
+
+def fed_text(reply: str, expect: dict, pairs) -> str:
+    """What the peer's tool parser is given: the reply after its reasoning block, where the strict parse read one
+    (even an empty one)."""
+    if expect.get("reasoning") is None:     # "" too is a block read (a prompt-opened one closed at once)
+        return reply
+    for _, close in pairs:
+        at = reply.find(close)
+        if at >= 0:
+            return reply[at + len(close):]
+    return reply
+
+
+def _shape(answer: dict) -> tuple:
+    return ((answer.get("content") or "").strip(),
+            [(c.get("name"), arguments_object(c.get("arguments")), None if arguments_object(c.get("arguments"))
+              is not None else c.get("arguments")) for c in answer.get("calls") or []])
+
+
+def _label(name: str) -> str:
+    head, _, tail = name.partition(":")
+    head = _RENAMED.get(head, head)
+    return f"{head}:{tail}" if tail else head
+
+
+def classify(expect: dict, answers: dict, tools: list, marker: str | None) -> tuple:
+    """(labels, details) of one case: `answers` is the worker's answer to a parse request."""
+    if answers.get("error"):
+        return ["crashed"], [f"request: {answers['error']}"]
+    labels, details = [], []
+    one = answers["one_shot"]
+    if one.get("error"):
+        labels.append("crashed")
+        details.append(f"one-shot: {one['error']}")
+    else:
+        theirs = {"tool_calls": one["calls"], "content": one["content"], "reasoning": expect.get("reasoning")}
+        judged, why = judge(expect, theirs, tools, "auto", marker)
+        labels += [_label(x) for x in judged]
+        details += why
+    streams = [("whole", answers["whole"]), ("token by token", answers["by_token"])]
+    streams += [(f"random split {i + 1} {answers['random_sizes'][i]}", a) for i, a in enumerate(answers["random"])]
+    crashed = [(what, a) for what, a in streams if a.get("error")]
+    if crashed:
+        labels.append("crashed") if "crashed" not in labels else None
+        details.append(f"{len(crashed)}/{len(streams)} streams raised; {crashed[0][0]}: {crashed[0][1]['error']}")
+    if not one.get("error"):
+        differ = [(what, a) for what, a in streams if not a.get("error") and _shape(a) != _shape(one)]
+        if differ:
+            labels.append(f"stream-differs {len(differ)}/{len(streams)}")
+            details.append(f"{differ[0][0]}: {_summary(differ[0][1])}; one-shot {_summary(one)}")
+    return (labels or ["agree"]), details
+
+
+def _summary(answer: dict) -> str:
+    calls = [(c.get("name"), c.get("arguments")) for c in answer.get("calls") or []]
+    return json.dumps({"content": (answer.get("content") or "").strip()[:60], "calls": calls},
+                      ensure_ascii=False)[:200]
+
+
+def label_head(label: str) -> str:
+    return label.split(":", 1)[0].split(" ", 1)[0]
+
+
+def matrix(records: list) -> list:
+    """Rows per (family, project): cases, how many carry each label, streams that differ of those fed."""
+    rows: dict = {}
+    for r in records:
+        row = rows.setdefault((r["family"], r["project"]), {
+            "family": r["family"], "project": r["project"], "parser": r["parser"], "cases": 0,
+            **{k: 0 for k in LABELS}, "streams": 0, "streams_differ": 0, "forgiven": {}})
+        row["cases"] += 1
+        for label in r["labels"]:
+            row[label_head(label)] += 1
+            if label.startswith("forgave:"):
+                name = label.split(":", 1)[1]
+                row["forgiven"][name] = row["forgiven"].get(name, 0) + 1
+            if label.startswith("stream-differs "):
+                row["streams_differ"] += int(label.split()[1].split("/")[0])
+        row["streams"] += r["streams"]
+    return [rows[k] for k in sorted(rows)]
+
+
+def _cell(text: str, limit: int = 200) -> str:
+    text = text if len(text) <= limit else text[:limit] + "…"
+    return json.dumps(text, ensure_ascii=False).replace("|", "\\|").replace("`", "'")
+
+
+def replay_command(r: dict) -> str:
+    return (f"harness parser-agreement --project {r['project']} --family {r['family']} --source {r['source']} "
+            f"--case {json.dumps(r['case'], ensure_ascii=False)} --json")
+
+
+def agreement_markdown(records: list, environment: dict, unmapped: list) -> str:
+    """results/parser-agreement.md: the family × project matrix, then every disagreement with its reply and the
+    command that replays it. environment: the peers' versions and the split plan; unmapped: (family, why)."""
+    lines = ["# Parser agreement", "",
+             "vLLM's and SGLang's own tool parsers, in process in the peers environment (`bash "
+             "scripts/setup_peers.sh`), on the strict parser's corpus: every family's canonical outputs and near "
+             "misses, and every template's runtime-conformance corpus. Each reply is read one-shot and streamed "
+             f"(whole, token by token, and {environment['splits']} seeded random splits of 1-4 tokens, seed "
+             f"{environment['seed']}) through the family's vocabulary. Labels are defined in "
+             "harness/evaluation/parser_agreement.py; made by `harness parser-agreement`.", "",
+             "Peers: " + ", ".join(f"{k} {v}" for k, v in sorted(environment["projects"].items())) + ".", "",
+             "| family | project | parser | cases | " + " | ".join(LABELS) + " | streams differing | forgiven |",
+             "|---|---|---|---:|" + "---:|" * len(LABELS) + "---:|---|"]
+    for row in matrix(records):
+        forgiven = ", ".join(f"`{k}` ×{v}" for k, v in sorted(row["forgiven"].items())) or "–"
+        share = f"{row['streams_differ']}/{row['streams']}"
+        lines.append(f"| {row['family']} | {row['project']} | `{row['parser']}` | {row['cases']} | "
+                     + " | ".join(str(row[k]) for k in LABELS) + f" | {share} | {forgiven} |")
+    if unmapped:
+        lines += ["", "## Not compared", ""] + [f"- {f}: {why}" for f, why in unmapped]
+    lines += ["", "## Disagreements", ""]
+    order = lambda r: (r["family"], r["project"], r["source"], r["case"])  # noqa: E731
+    for r in sorted(records, key=order):
+        if r["labels"] == ["agree"]:
+            continue
+        lines.append(f"- **{r['project']}** `{r['parser']}` / {r['family']} / {r['source']} / {r['case']}: "
+                     f"`{'`, `'.join(r['labels'])}` — {'; '.join(r['details'])}")
+        lines.append(f"  reply {_cell(r['reply'])}; replay: `{replay_command(r)}`")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,122 @@
+"""The parser-agreement suite: which replies each peer parser is given, through which vocabulary, and the records.
+
+A family is compared with a project where its `peers:` names that project's parser (the family's YAML or
+module). Its cases: the canonical outputs and near misses the rejection matrix uses (read without a prompt,
+fed through the vocabulary of a template of the family), then each pinned template's runtime-conformance corpus
+(its own prompt and tools, its scripted-model vocabulary).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from harness import families as registry
+from harness.backends.peers import PROJECTS
+from harness.backends.scripted.plan import DEFAULT_PROFILE, profile_for
+from harness.evaluation.parser_agreement import classify, fed_text
+from harness.evaluation.runtime_corpus import TOOLS, build_corpus
+from harness.families.canonical import canonical_outputs
+from harness.families.reasoning import DEFAULT_PAIRS
+
+# Special-token spellings: <|…|>, DeepSeek's <｜…｜>, Mistral's [UPPER_CASE]. A vocabulary of another family spells
+# them as text, and a peer parser that looks its markers up as tokens would fail on our vocabulary, not on its own.
+_SPECIAL = re.compile(r"<\|[^|<>\s]+\|>|<｜[^｜\s]+｜>|\[/?[A-Z_]{3,}\]")
+_TAG = re.compile(r"</?[A-Za-z_][\w:.-]*>")
+_JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"),
+               (dict, "object"))
+
+
+@dataclass
+class Case:
+    family: str
+    source: str          # "canonical", "near-miss", or the template id whose corpus holds it
+    name: str
+    reply: str
+    expect: dict         # the strict parse
+    tools: list
+    profile: str         # the scripted-model vocabulary it is tokenized with
+    added: tuple = ()    # the family's special tokens, added to that vocabulary where it lacks them
+
+
+def _tool_for(call) -> dict:
+    props = {k: {"type": next(t for cls, t in _JSON_TYPES if isinstance(v, cls))} for k, v in call.arguments.items()
+             if v is not None}
+    return {"type": "function", "function": {"name": call.name, "description": call.name,
+                                             "parameters": {"type": "object", "properties": props}}}
+
+
+def _family_tools(family) -> list:
+    """The corpus tools, plus one per canonical call name they lack (typed from its arguments): a peer that drops a
+    call to a function it was not given (SGLang does) must be given every function the replies call."""
+    tools = list(TOOLS)
+    names = {t["function"]["name"] for t in tools}
+    for _, calls, _ in canonical_outputs(family):
+        for call in calls:
+            if call.name not in names:
+                names.add(call.name)
+                tools.append(_tool_for(call))
+    return tools
+
+
+def peered() -> dict:
+    """{family name: {project: parser name}} for every family mapped to at least one project compared here."""
+    out = {}
+    for name, family in registry.families().items():
+        mapped = {p: family.peers[p] for p in PROJECTS if p in family.peers}
+        if mapped:
+            out[name] = mapped
+    return out
+
+
+def build_cases(templates, only_families=None) -> tuple:
+    """(cases, unmapped) for the mapped families; templates: (ResolvedTemplate) to build corpora from."""
+    mapped = peered()
+    wanted = [f for f in mapped if not only_families or f in only_families]
+    corpora = [(ref, build_corpus(ref)) for ref in templates]
+    corpora = [(ref, c) for ref, c in corpora if c.family in wanted]
+    out = []
+    for name in wanted:
+        family = registry.get(name)
+        own = [ref for ref, c in corpora if c.family == name]
+        profile = profile_for(own[0].text) if own else DEFAULT_PROFILE
+        tools = _family_tools(family)
+        for label, _, text in canonical_outputs(family):
+            out.append(Case(name, "canonical", label, text, registry.parse(name, text, "").to_json(), tools, profile))
+        for miss in family.near_misses:
+            out.append(Case(name, "near-miss", miss.deviation, miss.text, registry.parse(name, miss.text, "").to_json(),
+                            tools, profile))
+        for ref, corpus in corpora:
+            if corpus.family == name:
+                out += [Case(name, ref.id, c.name, c.reply, c.expect, c.tools, profile_for(ref.text))
+                        for c in corpus.cases]
+    for name in wanted:
+        family = registry.get(name)
+        mine = [c for c in out if c.family == name]
+        found = {m.strip() for m in family.markers if m.strip()}
+        for c in mine:
+            found.update(_SPECIAL.findall(c.reply))
+        # The family's own tags (<tool_call>, <arg_key>, <tool_sep:opensource>): from the canonical calls whose
+        # arguments hold no tag-like text, so a value such as "<b>" is not taken for a token.
+        for c in mine:
+            if c.source == "canonical" and c.name != "quoted unicode":
+                found.update(_TAG.findall(c.reply))
+        for c in mine:
+            c.added = tuple(sorted(found))
+    unmapped = sorted((n, "no vllm or sglang parser named in its peers:") for n, f in registry.families().items()
+                      if n not in mapped and f.detectable)
+    return out, unmapped
+
+
+def run_case(peers, case: Case, project: str, parser: str, splits: int, seed: int) -> dict:
+    family = registry.get(case.family)
+    pairs = getattr(family.parser, "reasoning", None) or DEFAULT_PAIRS
+    fed = fed_text(case.reply, case.expect, pairs)
+    answers = peers.parse(project, parser, case.profile, fed, case.tools, splits, seed, case.added)
+    marker = family.markers[0] if family.markers else None
+    labels, details = classify(case.expect, answers, case.tools, marker)
+    streams = 0 if answers.get("error") else 2 + len(answers.get("random") or [])
+    return {"family": case.family, "project": project, "parser": parser, "source": case.source, "case": case.name,
+            "reply": case.reply, "fed": fed, "profile": case.profile, "expect": case.expect,
+            "tokens": answers.get("tokens"), "one_shot": answers.get("one_shot"), "labels": labels,
+            "details": details, "streams": streams}

@@ -1,0 +1,82 @@
+"""Parser-agreement labels on peer answers: where a peer parser agrees with the strict reading, forgives, loses
+data, or streams something else than it reads whole."""
+
+import pytest
+
+from harness import families
+from harness.evaluation.parser_agreement import agreement_markdown, classify, fed_text, matrix
+from harness.evaluation.runtime_corpus import TOOLS
+from harness.families.reasoning import DEFAULT_PAIRS
+
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"location": "Paris", "days": 3}}\n</tool_call>'
+GOOD = {"content": "", "calls": [{"name": "get_weather", "arguments": '{"location": "Paris", "days": 3}'}]}
+
+
+def expect(reply):
+    return families.parse("hermes", reply, "<|im_start|>assistant\n").to_json()
+
+
+def answers(one, streams=None, n=3):
+    streams = streams if streams is not None else [one] * (n + 2)
+    return {"tokens": 9, "one_shot": one, "whole": streams[0], "by_token": streams[1], "random": streams[2:],
+            "random_sizes": [[1, 4, 4]] * (len(streams) - 2)}
+
+
+@pytest.mark.parametrize("reply, one, labels", [
+    (CALL, GOOD, ["agree"]),
+    (CALL, {"content": "", "calls": [{"name": "get_weather", "arguments": '{"location": "Paris", "days": "3"}'}]},
+     ["arguments-changed"]),
+    (CALL, {"content": "", "calls": []}, ["dropped-call"]),
+    (CALL, {"content": CALL, "calls": []}, ["call-left-in-content"]),
+    ('{"name": "get_weather", "arguments": {}}', {"content": "", "calls": [{"name": "get_weather",
+                                                                             "arguments": "{}"}]},
+     ["forgave:bare-json"]),
+    (CALL + CALL.replace("get_weather", "get_time"), GOOD, ["calls-differ"]),
+    ("Plain {text}.", {"content": "Plain", "calls": []}, ["content-differs"]),
+])
+def test_one_shot_labels_follow_runtime_conformance(reply, one, labels):
+    assert classify(expect(reply), answers(one), TOOLS, "<tool_call>")[0] == labels
+
+
+def test_streams_that_differ_from_the_one_shot_are_counted():
+    lost = {"content": "", "calls": []}
+    labels, details = classify(expect(CALL), answers(GOOD, [GOOD, lost, GOOD, lost, GOOD]), TOOLS, "<tool_call>")
+    assert labels == ["stream-differs 2/5"]
+    assert details[0].startswith("token by token:")
+    # The stream is held to the peer's own one-shot answer: the same loss streamed and not differs in no stream.
+    labels, _ = classify(expect(CALL), answers(lost), TOOLS, "<tool_call>")
+    assert labels == ["dropped-call"]
+
+
+def test_a_parser_that_raises_is_crashed_and_says_where():
+    boom = {"error": "IndexError: list index out of range"}
+    labels, details = classify(expect(CALL), answers(boom, [GOOD] * 5), TOOLS, "<tool_call>")
+    assert labels == ["crashed"] and details == ["one-shot: IndexError: list index out of range"]
+    labels, details = classify(expect(CALL), answers(GOOD, [GOOD, boom, GOOD, GOOD, GOOD]), TOOLS, "<tool_call>")
+    assert labels == ["crashed"] and details[0].startswith("1/5 streams raised; token by token: IndexError")
+    assert classify(expect(CALL), {"error": "KeyError: 'nope'"}, TOOLS, None)[0] == ["crashed"]
+
+
+def test_reasoning_is_cut_before_the_tool_parser_as_a_server_does():
+    reply = "<think>\nweather, so get_weather\n</think>\n\n" + CALL
+    parsed = families.parse("hermes", reply, "<|im_start|>assistant\n").to_json()
+    assert fed_text(reply, parsed, DEFAULT_PAIRS) == "\n\n" + CALL
+    assert fed_text(CALL, expect(CALL), DEFAULT_PAIRS) == CALL
+    # A prompt that opened the block, closed at once: empty reasoning is still a block the server strips.
+    assert fed_text("</think>Sunny.", {"reasoning": "", "content": "Sunny."}, DEFAULT_PAIRS) == "Sunny."
+
+
+def test_the_markdown_has_the_matrix_and_a_replay_per_disagreement():
+    def record(project, labels, streams=22):
+        return {"family": "hermes", "project": project, "parser": "hermes", "source": "canonical",
+                "case": "one call", "reply": CALL, "labels": labels, "details": ["why"], "streams": streams}
+    records = [record("vllm", ["agree"]), record("sglang", ["forgave:bare-json", "stream-differs 3/22"])]
+    rows = {r["project"]: r for r in matrix(records)}
+    assert rows["sglang"]["forgave"] == 1 and rows["sglang"]["streams_differ"] == 3
+    assert rows["sglang"]["forgiven"] == {"bare-json": 1} and rows["vllm"]["agree"] == 1
+    text = agreement_markdown(records, {"projects": {"vllm": "0.33.0", "sglang": "0.5.23"}, "splits": 20,
+                                        "seed": 0}, [("apriel", "no parser")])
+    assert "| hermes | sglang | `hermes` | 1 | 0 | 1 |" in text and "| 3/22 |" in text
+    assert ("replay: `harness parser-agreement --project sglang --family hermes --source canonical "
+            "--case \"one call\" --json`") in text
+    assert "- apriel: no parser" in text and text.count("replay:") == 1
