@@ -50,14 +50,15 @@ def run(args) -> int:
     scored = score_transcripts([read_transcript(p) for p in _files(args.paths)], scenarios)
     entries = [sample_entry(record, scenario, verdicts) for record, scenario, verdicts in scored.samples]
     entries += [sample_entry(record, None, None) for record in scored.stale]
+    entries += [sample_entry(record, None, None, "not_generated") for record in scored.not_generated]
     for warning in scored.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if args.json:
         emit_json(entries)
     else:
         for e in entries:
-            state = "stale" if e["verdicts"] is None else {True: "pass", False: "fail", None: "n/a"}[
-                e["verdicts"]["all_checks"]]
+            state = ("not generated" if e.get("not_generated") else "stale") if e["verdicts"] is None else {
+                True: "pass", False: "fail", None: "n/a"}[e["verdicts"]["all_checks"]]
             names = ", ".join(e["deviations"] + e["findings"])
             print(f"{e['model']}  {e['scenario']}  {e['mode']}  seed {e['seed']}  sample {e['sample']}: {state}"
                   + (f" ({names})" if names else ""))

@@ -8,12 +8,14 @@ from dataclasses import dataclass, field
 from harness import families as registry
 from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, score_sample
 from harness.evaluation.records import ModelRecord, SampleRecord
+from harness.evaluation.transcripts import GENERATION_FAILED
 
 
 @dataclass
 class Scored:
     samples: list = field(default_factory=list)   # (record, scenario, verdicts) of records of current scenarios
     stale: list = field(default_factory=list)     # records of a scenario that has since changed, or is gone
+    not_generated: list = field(default_factory=list)  # records of a sample whose generation failed: no verdict
     models: dict = field(default_factory=dict)    # model id -> latest model record
     model_files: dict = field(default_factory=dict)  # (model id, sha256) -> its latest model record
     warnings: list = field(default_factory=list)
@@ -39,6 +41,13 @@ def score_transcripts(transcripts, scenarios: dict) -> Scored:
             scenario = scenarios.get(record.scenario.name)
             if scenario is None or scenario.hash != record.scenario.hash:
                 out.stale.append(record)
+                continue
+            if (record.error or "").startswith(GENERATION_FAILED):
+                # Nothing was written (a server down, a deadline, a refused prompt): a verdict would score the
+                # runtime's absence as the model's failure. A later run asks the sample again.
+                out.not_generated.append(record)
+                out.warnings.append(f"{transcript.where(record)}: not generated, not scored ({record.error}); "
+                                    "run again to ask it")
                 continue
             unknown = _unknown_family(record)
             if unknown:
@@ -73,12 +82,13 @@ def _unknown_family(record: SampleRecord) -> str | None:
     return None
 
 
-def sample_entry(record: SampleRecord, scenario, verdicts: dict | None) -> dict:
-    """One sample's verdicts, machine-readable: None for a stale record (not scored)."""
+def sample_entry(record: SampleRecord, scenario, verdicts: dict | None, unscored: str = "stale") -> dict:
+    """One sample's verdicts, machine-readable: None for a record not scored, flagged by why (`unscored`: stale,
+    or not_generated)."""
     entry = {"model": record.model.id, "scenario": record.scenario.name, "mode": record.mode, "seed": record.seed,
              "sample": record.sample}
     if verdicts is None:
-        return {**entry, "stale": True, "verdicts": None, "deviations": [], "findings": []}
+        return {**entry, unscored: True, "verdicts": None, "deviations": [], "findings": []}
     checks = {name: verdicts[name] for name in (*VERDICTS, "call_readable")}
     if record.mode == "fallback":
         checks.update({f"first_{name}": verdicts[f"first_{name}"] for name in FIRST_REPLY})

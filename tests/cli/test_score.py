@@ -58,3 +58,18 @@ def test_a_stale_record_is_listed_without_verdicts_and_a_broken_one_fails(tmp_pa
 def test_a_missing_path_is_a_usage_error():
     done = harness("score", ROOT / "results" / "no-such.jsonl")
     assert done.returncode == 2 and "no such file or folder" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_sample_that_was_never_generated_is_not_scored(tmp_path):
+    # A dead server's sample: recorded as evidence, but no reply exists to judge, so no verdict and no table row.
+    line = next(line for line in TRANSCRIPT.read_text(encoding="utf-8").splitlines() if '"kind":"sample"' in line)
+    failed = json.loads(line)
+    failed["error"] = "generate: connection refused"
+    (tmp_path / "transcripts").mkdir()
+    (tmp_path / "transcripts" / "m.jsonl").write_text(json.dumps(failed) + "\n", encoding="utf-8")
+    done = harness("score", tmp_path / "transcripts", "--json")
+    assert done.returncode == 0, done.stderr
+    (entry,) = json.loads(done.stdout)
+    assert entry["not_generated"] is True and entry["verdicts"] is None
+    assert "not generated, not scored" in done.stderr
+    assert len(collect(tmp_path).samples) == 0
