@@ -16,7 +16,7 @@ from collections import defaultdict
 
 from harness import families
 from harness.backends.peers import PROJECTS, SETUP_COMMAND, Peers, peers_python, vocab_file
-from harness.live.parser_agreement import build_cases, peered
+from harness.live.parser_agreement import build_cases, parser_for
 from harness.pins.sources import load_sources, resolve_template
 
 
@@ -48,21 +48,25 @@ def main() -> int:
             n = len(group) * args.repeat
             totals["ours"][0] += ours
             totals["ours"][1] += n
-            for project in PROJECTS:
-                parser = peered()[family].get(project)
-                if parser is None:
-                    continue
-                first = group[0]
+            # A family's templates may be read by other parsers of a project than the family-wide one.
+            by_parser = defaultdict(list)
+            for case in group:
+                for project in PROJECTS:
+                    if parser_for(case, project):
+                        by_parser[(project, parser_for(case, project))].append(case)
+            for (project, parser), mine in sorted(by_parser.items()):
+                first = mine[0]
                 got = peers.ask({"op": "bench", "project": project, "parser": parser,
                                  "tokenizer": str(vocab_file(first.profile)), "added_tokens": list(first.added),
-                                 "replies": [c.reply for c in group], "tools": first.tools, "repeat": args.repeat})
+                                 "tokenizer_config": first.tokenizer_config,
+                                 "replies": [c.reply for c in mine], "tools": first.tools, "repeat": args.repeat})
                 if "error" in got:
                     print(f"{family:<16} {project:<8} {parser:<14} error: {got['error']}")
                     continue
                 totals[project][0] += got["seconds"]
                 totals[project][1] += got["parsed"]
                 rate, our_rate = got["parsed"] / got["seconds"], n / ours
-                print(f"{family:<16} {project:<8} {parser:<14} {len(group):>7} {rate:>11.0f} {our_rate:>11.0f} "
+                print(f"{family:<16} {project:<8} {parser:<14} {len(mine):>7} {rate:>11.0f} {our_rate:>11.0f} "
                       f"{our_rate / rate:>6.1f}x" + (f"  ({got['errors']} raised)" if got["errors"] else ""))
     for name, (seconds, n) in totals.items():
         print(f"total {name}: {n} replies in {seconds:.2f} s = {n / seconds:.0f} replies/s")

@@ -13,7 +13,7 @@ def run(args) -> int:
     from harness.backends.peers import PROJECTS, SETUP_COMMAND, Peers, peers_python
     from harness.core.errors import HarnessError
     from harness.evaluation.parser_agreement import agreement_markdown
-    from harness.live.parser_agreement import build_cases, peered, run_case
+    from harness.live.parser_agreement import build_cases, parser_for, run_case
     from harness.pins.sources import load_sources, resolve_template
 
     python = peers_python()
@@ -26,7 +26,6 @@ def run(args) -> int:
     templates = [resolve_template(t, sources) for t in ids]
     cases, unmapped = build_cases(templates, set(args.family or ()) or None)
     cases = [c for c in cases if (not args.source or c.source == args.source) and (not args.case or c.name in args.case)]
-    mapping = peered()
     projects = args.project or list(PROJECTS)
     records = []
     with Peers(python) as peers:
@@ -37,7 +36,7 @@ def run(args) -> int:
                                "; ".join(f"{p}: {why}" for p, why in broken.items()))
         for case in cases:
             for project in projects:
-                parser = mapping[case.family].get(project)
+                parser = parser_for(case, project)
                 if parser is None:
                     continue
                 record = run_case(peers, case, project, parser, args.splits, args.seed)

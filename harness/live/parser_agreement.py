@@ -9,7 +9,7 @@ fed through the vocabulary of a template of the family), then each pinned templa
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from harness import families as registry
 from harness.backends.peers import PROJECTS
@@ -37,6 +37,11 @@ class Case:
     tools: list
     profile: str         # the scripted-model vocabulary it is tokenized with
     added: tuple = ()    # the family's special tokens, added to that vocabulary where it lacks them
+    tokenizer_config: dict = field(default_factory=dict)  # the real model's tokenizer_config.json entries a peer reads (peers:)
+
+    @property
+    def template(self) -> str | None:
+        return None if self.source in ("canonical", "near-miss") else self.source
 
 
 def _tool_for(call) -> dict:
@@ -59,14 +64,14 @@ def _family_tools(family) -> list:
     return tools
 
 
-def peered() -> dict:
-    """{family name: {project: parser name}} for every family mapped to at least one project compared here."""
-    out = {}
-    for name, family in registry.families().items():
-        mapped = {p: family.peers[p] for p in PROJECTS if p in family.peers}
-        if mapped:
-            out[name] = mapped
-    return out
+def peered() -> list:
+    """The names of the families some template of which a project compared here reads."""
+    return [name for name, family in registry.families().items() if family.peer_projects() & set(PROJECTS)]
+
+
+def parser_for(case: Case, project: str) -> str | None:
+    """The parser `project` reads the case with: its template's, or the family-wide one (Family.peer)."""
+    return registry.get(case.family).peer(project, case.template)
 
 
 def build_cases(templates, only_families=None) -> tuple:
@@ -103,6 +108,7 @@ def build_cases(templates, only_families=None) -> tuple:
                 found.update(_TAG.findall(c.reply))
         for c in mine:
             c.added = tuple(sorted(found))
+            c.tokenizer_config = dict(family.peers.get("tokenizer_config") or {})
     unmapped = sorted((n, "no vllm or sglang parser named in its peers:") for n, f in registry.families().items()
                       if n not in mapped and f.detectable)
     return out, unmapped
@@ -112,7 +118,8 @@ def run_case(peers, case: Case, project: str, parser: str, splits: int, seed: in
     family = registry.get(case.family)
     pairs = getattr(family.parser, "reasoning", None) or DEFAULT_PAIRS
     fed = fed_text(case.reply, case.expect, pairs)
-    answers = peers.parse(project, parser, case.profile, fed, case.tools, splits, seed, case.added)
+    answers = peers.parse(project, parser, case.profile, fed, case.tools, splits, seed, case.added,
+                          case.tokenizer_config)
     marker = family.markers[0] if family.markers else None
     labels, details = classify(case.expect, answers, case.tools, marker)
     streams = 0 if answers.get("error") else 2 + len(answers.get("random") or [])
