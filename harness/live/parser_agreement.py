@@ -9,13 +9,15 @@ fed through the vocabulary of a template of the family), then each pinned templa
 from __future__ import annotations
 
 import re
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from harness import families as registry
-from harness.backends.peers import PROJECTS
+from harness.evaluation.records import ParserAgreementRecord
 from harness.backends.scripted.plan import DEFAULT_PROFILE, profile_for
-from harness.evaluation.parser_agreement import classify, fed_text
+from harness.evaluation.parser_agreement import PROJECTS, classify, fed_text, read_records, unmapped
 from harness.evaluation.runtime_corpus import TOOLS, build_corpus
+from harness.evaluation.transcripts import TranscriptWriter, encode_line
 from harness.families.canonical import canonical_outputs
 from harness.families.reasoning import DEFAULT_PAIRS
 
@@ -75,7 +77,8 @@ def parser_for(case: Case, project: str) -> str | None:
 
 
 def build_cases(templates, only_families=None) -> tuple:
-    """(cases, unmapped) for the mapped families; templates: (ResolvedTemplate) to build corpora from."""
+    """(cases, unmapped) for the mapped families; templates: (ResolvedTemplate) to build corpora from;
+    unmapped: (family, why) of the families no compared project reads."""
     mapped = peered()
     wanted = [f for f in mapped if not only_families or f in only_families]
     corpora = [(ref, build_corpus(ref)) for ref in templates]
@@ -109,12 +112,11 @@ def build_cases(templates, only_families=None) -> tuple:
         for c in mine:
             c.added = tuple(sorted(found))
             c.tokenizer_config = dict(family.peers.get("tokenizer_config") or {})
-    unmapped = sorted((n, "no vllm or sglang parser named in its peers:") for n, f in registry.families().items()
-                      if n not in mapped and f.detectable)
-    return out, unmapped
+    return out, unmapped()
 
 
-def run_case(peers, case: Case, project: str, parser: str, splits: int, seed: int) -> dict:
+def run_case(peers, case: Case, project: str, parser: str, version: str, splits: int,
+             seed: int) -> ParserAgreementRecord:
     family = registry.get(case.family)
     pairs = getattr(family.parser, "reasoning", None) or DEFAULT_PAIRS
     fed = fed_text(case.reply, case.expect, pairs)
@@ -123,7 +125,44 @@ def run_case(peers, case: Case, project: str, parser: str, splits: int, seed: in
     marker = family.markers[0] if family.markers else None
     labels, details = classify(case.expect, answers, case.tools, marker)
     streams = 0 if answers.get("error") else 2 + len(answers.get("random") or [])
-    return {"family": case.family, "project": project, "parser": parser, "source": case.source, "case": case.name,
-            "reply": case.reply, "fed": fed, "profile": case.profile, "expect": case.expect,
-            "tokens": answers.get("tokens"), "one_shot": answers.get("one_shot"), "labels": labels,
-            "details": details, "streams": streams}
+    return ParserAgreementRecord(project=project, version=version, parser=parser, family=case.family,
+                                 source=case.source, case=case.name, reply=case.reply, labels=labels,
+                                 details=details, streams=streams, splits=splits, seed=seed, fed=fed,
+                                 profile=case.profile, expect=case.expect, tokens=answers.get("tokens"),
+                                 one_shot=answers.get("one_shot"))
+
+
+def run_suite(peers, cases: list, projects: list, versions: dict, results, splits: int, seed: int,
+              log=lambda record: None) -> tuple:
+    """A whole run into results/parser-agreement/PROJECT.jsonl: each record appended as it lands, a case already
+    read by the same parser, version and split plan taken from the file instead (a killed run resumes). At the
+    end each file is rewritten with this corpus's records alone, in corpus order, so it holds what this corpus
+    and mapping make and nothing stale. Returns (records, how many were resumed)."""
+    done: dict = {}
+    for project in projects:
+        found, _ = read_records(results.parser_agreement_records(project))
+        done.update((r.done_key(), r) for r in found)
+    records, resumed = {p: [] for p in projects}, 0
+    with ExitStack() as stack:
+        writers = {p: stack.enter_context(TranscriptWriter(results.parser_agreement_records(p))) for p in projects}
+        for case in cases:
+            for project in projects:
+                parser = parser_for(case, project)
+                if parser is None:
+                    continue
+                key = (project, case.family, case.source, case.name, parser, versions[project], case.reply, splits,
+                       seed)
+                record = done.get(key)
+                if record is None:
+                    record = run_case(peers, case, project, parser, versions[project], splits, seed)
+                    writers[project].append(record)
+                    log(record)
+                else:
+                    resumed += 1
+                records[project].append(record)
+    for project, mine in records.items():
+        path = results.parser_agreement_records(project)
+        tmp = path.with_suffix(".jsonl.tmp")
+        tmp.write_bytes(b"".join(encode_line(r.to_json()) for r in mine))
+        tmp.replace(path)
+    return [r for mine in records.values() for r in mine], resumed

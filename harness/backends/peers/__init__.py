@@ -18,7 +18,6 @@ from harness.core import constants
 PEERS_VENV = constants.CACHE_DIR / "peers-venv"
 SETUP_COMMAND = "bash scripts/setup_peers.sh"
 WORKER = Path(__file__).with_name("worker.py")
-PROJECTS = ("vllm", "sglang")
 
 
 def peers_python(venv: Path = PEERS_VENV) -> Path | None:
