@@ -1,7 +1,7 @@
 """The parser-agreement suite: which replies each peer parser is given, through which vocabulary, and the records.
 
 A family is compared with a project where its `peers:` names that project's parser (the family's YAML or
-module). Its cases: the canonical outputs and near misses the rejection matrix uses (read without a prompt,
+module; a template's own where `peers.templates` gives one, Family.peer). Its cases: the canonical outputs and near misses the rejection matrix uses (read without a prompt,
 fed through the vocabulary of a template of the family), then each pinned template's runtime-conformance corpus
 (its own prompt and tools, its scripted-model vocabulary).
 """
