@@ -91,8 +91,12 @@ def build_cases(templates, only_families=None) -> tuple:
         tools = _family_tools(family)
         for label, _, text in canonical_outputs(family):
             out.append(Case(name, "canonical", label, text, registry.parse(name, text, "").to_json(), tools, profile))
+        seen: dict = {}
         for miss in family.near_misses:
-            out.append(Case(name, "near-miss", miss.deviation, miss.text, registry.parse(name, miss.text, "").to_json(),
+            # Named by deviation, numbered from the second of a name: a case's name is its key (records, --case).
+            seen[miss.deviation] = seen.get(miss.deviation, 0) + 1
+            label = miss.deviation + (f" #{seen[miss.deviation]}" if seen[miss.deviation] > 1 else "")
+            out.append(Case(name, "near-miss", label, miss.text, registry.parse(name, miss.text, "").to_json(),
                             tools, profile))
         for ref, corpus in corpora:
             if corpus.family == name:

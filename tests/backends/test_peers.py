@@ -119,3 +119,13 @@ def test_every_per_template_peer_entry_names_a_pinned_template_of_its_family():
     for name, family in families.families().items():
         for pattern in family.peers.get("templates") or {}:
             assert fnmatch.filter(by_family.get(name, []), pattern), (name, pattern)
+
+
+def test_every_case_has_a_name_of_its_own_within_its_family_and_source():
+    # Two near misses of one deviation once shared a name: the later record superseded the earlier in the report.
+    sources = load_sources()
+    cases, _ = build_cases([resolve_template(t, sources) for t in sources.templates])
+    keys = [(c.family, c.source, c.name) for c in cases]
+    assert len(keys) == len(set(keys))
+    atem = [c.name for c in cases if c.family == "atem" and c.source == "near-miss"]
+    assert "malformed-call" in atem and "malformed-call #2" in atem
