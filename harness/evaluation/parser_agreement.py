@@ -25,9 +25,14 @@ from __future__ import annotations
 
 import json
 
+from harness import families as registry
+from harness.evaluation.records import PARSER_AGREEMENT, ParserAgreementRecord
 from harness.evaluation.runtime_agreement import arguments_object
 from harness.evaluation.runtime_conformance import judge
+from harness.evaluation.transcripts import read_transcript
 
+# The projects whose parsers are compared (harness.backends.peers drives them); a family's `peers:` may name others.
+PROJECTS = ("vllm", "sglang")
 LABELS = ("agree", "forgave", "dropped-call", "call-left-in-content", "arguments-changed", "calls-differ",
           "content-differs", "stream-differs", "crashed")
 _RENAMED = {"runtime-dropped-call": "dropped-call", "runtime-forgave": "forgave"}
@@ -95,22 +100,40 @@ def label_head(label: str) -> str:
     return label.split(":", 1)[0].split(" ", 1)[0]
 
 
+def read_records(path) -> tuple:
+    found = read_transcript(path, kinds=(PARSER_AGREEMENT,))
+    return found.records, found.warnings
+
+
+def current(records: list) -> list:
+    """The records that stand: of several for one case (a rerun with another parser or corpus), the last."""
+    return list({r.case_key(): r for r in records}.values())
+
+
+def unmapped() -> list:
+    """(family, why) for every detectable family no compared project's parser reads."""
+    return sorted((name, "no vllm or sglang parser named in its peers:") for name, f in registry.families().items()
+                  if f.detectable and not f.peer_projects() & set(PROJECTS))
+
+
 def matrix(records: list) -> list:
-    """Rows per (family, project): cases, how many carry each label, streams that differ of those fed."""
+    """Rows per (family, project): cases, how many carry each label, streams that differ of those fed; parsers:
+    every parser of the project that read one of the family's cases (a template may have its own)."""
     rows: dict = {}
     for r in records:
-        row = rows.setdefault((r["family"], r["project"]), {
-            "family": r["family"], "project": r["project"], "parser": r["parser"], "cases": 0,
+        row = rows.setdefault((r.family, r.project), {
+            "family": r.family, "project": r.project, "parsers": {}, "cases": 0,
             **{k: 0 for k in LABELS}, "streams": 0, "streams_differ": 0, "forgiven": {}})
         row["cases"] += 1
-        for label in r["labels"]:
+        row["parsers"][r.parser] = row["parsers"].get(r.parser, 0) + 1
+        for label in r.labels:
             row[label_head(label)] += 1
             if label.startswith("forgave:"):
                 name = label.split(":", 1)[1]
                 row["forgiven"][name] = row["forgiven"].get(name, 0) + 1
             if label.startswith("stream-differs "):
                 row["streams_differ"] += int(label.split()[1].split("/")[0])
-        row["streams"] += r["streams"]
+        row["streams"] += r.streams
     return [rows[k] for k in sorted(rows)]
 
 
@@ -119,37 +142,56 @@ def _cell(text: str, limit: int = 200) -> str:
     return json.dumps(text, ensure_ascii=False).replace("|", "\\|").replace("`", "'")
 
 
-def replay_command(r: dict) -> str:
-    return (f"harness parser-agreement --project {r['project']} --family {r['family']} --source {r['source']} "
-            f"--case {json.dumps(r['case'], ensure_ascii=False)} --json")
+def replay_command(r: ParserAgreementRecord) -> str:
+    return (f"harness parser-agreement --project {r.project} --family {r.family} --source {r.source} "
+            f"--case {json.dumps(r.case, ensure_ascii=False)} --json")
 
 
-def agreement_markdown(records: list, environment: dict, unmapped: list) -> str:
-    """results/parser-agreement.md: the family × project matrix, then every disagreement with its reply and the
-    command that replays it. environment: the peers' versions and the split plan; unmapped: (family, why)."""
+def _plan(records: list) -> dict:
+    """The peers' versions and the split plans the records were made with (one of each in a whole run)."""
+    versions: dict = {}
+    for r in records:
+        versions.setdefault(r.project, set()).add(r.version)
+    return {"projects": {p: ", ".join(sorted(v)) for p, v in versions.items()},
+            "splits": ", ".join(sorted({str(r.splits) for r in records})) or "0",
+            "seed": ", ".join(sorted({str(r.seed) for r in records})) or "0"}
+
+
+def _parsers(row: dict) -> str:
+    if len(row["parsers"]) == 1:
+        return f"`{next(iter(row['parsers']))}`"
+    return ", ".join(f"`{p}` ×{n}" for p, n in sorted(row["parsers"].items()))
+
+
+def agreement_markdown(records: list, unmapped: list) -> str:
+    """results/parser-agreement.md from the records (ParserAgreementRecord, those that stand): the family ×
+    project matrix, then every disagreement with its reply and the command that replays it. unmapped: (family,
+    why)."""
+    records = current(records)
+    environment = _plan(records)
     lines = ["# Parser agreement", "",
              "vLLM's and SGLang's own tool parsers, in process in the peers environment (`bash "
              "scripts/setup_peers.sh`), on the strict parser's corpus: every family's canonical outputs and near "
              "misses, and every template's runtime-conformance corpus. Each reply is read one-shot and streamed "
              f"(whole, token by token, and {environment['splits']} seeded random splits of 1-4 tokens, seed "
              f"{environment['seed']}) through the family's vocabulary. Labels are defined in "
-             "harness/evaluation/parser_agreement.py; made by `harness parser-agreement`.", "",
+             "harness/evaluation/parser_agreement.py; made by `harness parser-agreement` (records in "
+             "parser-agreement/PROJECT.jsonl; `harness report` rebuilds this page from them).", "",
              "Peers: " + ", ".join(f"{k} {v}" for k, v in sorted(environment["projects"].items())) + ".", "",
              "| family | project | parser | cases | " + " | ".join(LABELS) + " | streams differing | forgiven |",
              "|---|---|---|---:|" + "---:|" * len(LABELS) + "---:|---|"]
     for row in matrix(records):
         forgiven = ", ".join(f"`{k}` ×{v}" for k, v in sorted(row["forgiven"].items())) or "–"
         share = f"{row['streams_differ']}/{row['streams']}"
-        lines.append(f"| {row['family']} | {row['project']} | `{row['parser']}` | {row['cases']} | "
+        lines.append(f"| {row['family']} | {row['project']} | {_parsers(row)} | {row['cases']} | "
                      + " | ".join(str(row[k]) for k in LABELS) + f" | {share} | {forgiven} |")
     if unmapped:
         lines += ["", "## Not compared", ""] + [f"- {f}: {why}" for f, why in unmapped]
     lines += ["", "## Disagreements", ""]
-    order = lambda r: (r["family"], r["project"], r["source"], r["case"])  # noqa: E731
-    for r in sorted(records, key=order):
-        if r["labels"] == ["agree"]:
+    for r in sorted(records, key=lambda r: (r.family, r.project, r.source, r.case)):
+        if r.labels == ["agree"]:
             continue
-        lines.append(f"- **{r['project']}** `{r['parser']}` / {r['family']} / {r['source']} / {r['case']}: "
-                     f"`{'`, `'.join(r['labels'])}` — {'; '.join(r['details'])}")
-        lines.append(f"  reply {_cell(r['reply'])}; replay: `{replay_command(r)}`")
+        lines.append(f"- **{r.project}** `{r.parser}` / {r.family} / {r.source} / {r.case}: "
+                     f"`{'`, `'.join(r.labels)}` — {'; '.join(r.details)}")
+        lines.append(f"  reply {_cell(r.reply)}; replay: `{replay_command(r)}`")
     return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, TypedDict
 
 SCHEMA_VERSION = 1
 SAMPLE, MODEL, RUNTIME_CHECK, RUNTIME_CONFORMANCE = "sample", "model", "runtime-check", "runtime-conformance"
+PARSER_AGREEMENT = "parser-agreement"
 
 
 class RecordError(ValueError):
@@ -394,7 +395,63 @@ class RuntimeConformanceRecord:
                 "labels": self.labels, "details": self.details}
 
 
-KINDS = {kind.KIND: kind for kind in (SampleRecord, ModelRecord, RuntimeCheckRecord, RuntimeConformanceRecord)}
+@dataclass
+class ParserAgreementRecord:
+    """One reply read by a peer project's tool parser, one-shot and streamed, with its labels (harness.live.
+    parser_agreement writes it, harness.evaluation.parser_agreement labels it). No timestamp: a rerun of the same
+    peers on the same corpus writes the same lines."""
+    KIND: ClassVar[str] = PARSER_AGREEMENT
+    project: str                      # vllm, sglang
+    version: str                      # the project's version in the peers environment
+    parser: str
+    family: str
+    source: str                       # "canonical", "near-miss", or the template id whose corpus holds it
+    case: str
+    reply: str
+    labels: list
+    details: list = field(default_factory=list)
+    streams: int = 0                  # streams fed (whole, token by token, random splits)
+    splits: int = 0
+    seed: int = 0
+    fed: str | None = None            # what the parser was given (the reply after its reasoning)
+    profile: str | None = None        # the scripted-model vocabulary it was tokenized with
+    tokens: int | None = None
+    expect: dict | None = None        # the strict parse
+    one_shot: dict | None = None      # the peer's non-streamed answer
+    schema: int = SCHEMA_VERSION     # as read; to_json writes this harness's schema
+
+    def case_key(self) -> tuple:
+        """The case it judges: a later record of the same case (another parser, another corpus) supersedes it."""
+        return self.project, self.family, self.source, self.case
+
+    def done_key(self) -> tuple:
+        """What a resumed run skips: this case, already read by this parser, version and split plan."""
+        return (*self.case_key(), self.parser, self.version, self.reply, self.splits, self.seed)
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "ParserAgreementRecord":
+        text = {k: _check(raw, k, (str,)) for k in ("project", "version", "parser", "family", "source", "case",
+                                                     "reply")}
+        return cls(**text, labels=_check(raw, "labels", (list,)),
+                   details=_check(raw, "details", (list,), optional=True) or [],
+                   streams=_check(raw, "streams", (int,)), splits=_check(raw, "splits", (int,)),
+                   seed=_check(raw, "seed", (int,)), fed=_check(raw, "fed", (str, _NONE), optional=True),
+                   profile=_check(raw, "profile", (str, _NONE), optional=True),
+                   tokens=_check(raw, "tokens", (int, _NONE), optional=True),
+                   expect=_check(raw, "expect", (dict, _NONE), optional=True),
+                   one_shot=_check(raw, "one_shot", (dict, _NONE), optional=True),
+                   schema=_check(raw, "schema", (int,), optional=True) or 0)
+
+    def to_json(self) -> dict:
+        return {"schema": SCHEMA_VERSION, "kind": PARSER_AGREEMENT, "project": self.project,
+                "version": self.version, "parser": self.parser, "family": self.family, "source": self.source,
+                "case": self.case, "reply": self.reply, "fed": self.fed, "profile": self.profile,
+                "tokens": self.tokens, "splits": self.splits, "seed": self.seed, "streams": self.streams,
+                "expect": self.expect, "one_shot": self.one_shot, "labels": self.labels, "details": self.details}
+
+
+KINDS = {kind.KIND: kind for kind in (SampleRecord, ModelRecord, RuntimeCheckRecord, RuntimeConformanceRecord,
+                                      ParserAgreementRecord)}
 
 
 def record_from_json(raw, kinds=(SAMPLE, MODEL)):

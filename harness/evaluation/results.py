@@ -84,6 +84,20 @@ class ResultsDir:
     def runtime_conformance_report(self) -> Path:
         return self.root / "runtime-conformance.md"
 
+    @property
+    def parser_agreement(self) -> Path:
+        return self.root / "parser-agreement"
+
+    def parser_agreement_records(self, project: str) -> Path:
+        return self.parser_agreement / f"{file_stem(project)}.jsonl"
+
+    def parser_agreement_files(self) -> list:
+        return sorted(self.parser_agreement.glob("*.jsonl"))
+
+    @property
+    def parser_agreement_report(self) -> Path:
+        return self.root / "parser-agreement.md"
+
     def model_table(self, model_id: str) -> Path:
         return self.root / f"{file_stem(model_id)}.md"
 

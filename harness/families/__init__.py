@@ -45,7 +45,7 @@ def load_table(directory: Path, package: str) -> dict:
             continue
         if not isinstance(declared.FAMILY, CustomFamily):
             raise FamilySpecError(f"{module}: FAMILY must be a CustomFamily (harness.families.base)")
-        problem = peers_problem(declared.FAMILY.peers)
+        problem = peers_problem(declared.FAMILY.peers, family=True)
         if problem:
             raise FamilySpecError(f"{module}: {problem}")
         family = declared.FAMILY.build(all_markers, declared.__file__)

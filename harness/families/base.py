@@ -5,6 +5,7 @@ calls and a named deviation."""
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Protocol
 
@@ -16,15 +17,40 @@ if TYPE_CHECKING:  # shape.py reads payloads.py, which needs ToolCall from here
 PEER_KEYS = ("vllm", "sglang", "llama.cpp", "transformers")
 
 
-def peers_problem(peers) -> str | None:
-    """What is wrong with a `peers` declaration, or None: a mapping of PEER_KEYS to non-empty names."""
+def _names_problem(names, where: str, nullable: bool) -> str | None:
+    if not isinstance(names, dict) or not names:
+        return f"{where} is a mapping of {', '.join(PEER_KEYS)} to the name that project uses for the family"
+    for key, name in names.items():
+        if key not in PEER_KEYS:
+            return f"unknown peer {key!r} in {where} (known: {', '.join(PEER_KEYS)})"
+        if not (nullable and name is None) and (not isinstance(name, str) or not name.strip()):
+            return f"{where}.{key} must be a non-empty string" + (" or null" if nullable else "")
+    return None
+
+
+def peers_problem(peers, family: bool = False) -> str | None:
+    """What is wrong with a `peers` declaration, or None: a mapping of PEER_KEYS to non-empty names. A family's
+    may also hold `templates` (per-template names, see Family.peer) and `tokenizer_config` (what the real model's
+    tokenizer_config.json holds that a peer's parser reads)."""
     if not isinstance(peers, dict):
         return f"peers is a mapping of {', '.join(PEER_KEYS)} to the name that project uses for the family"
-    for key, name in peers.items():
-        if key not in PEER_KEYS:
-            return f"unknown peer {key!r} (known: {', '.join(PEER_KEYS)})"
-        if not isinstance(name, str) or not name.strip():
-            return f"peers.{key} must be a non-empty string"
+    plain = {k: v for k, v in peers.items() if not (family and k in ("templates", "tokenizer_config"))}
+    problem = _names_problem(plain, "peers", False) if plain else None
+    if problem or not family:
+        return problem
+    templates = peers.get("templates")
+    if "templates" in peers and (not isinstance(templates, dict) or not templates):
+        return "peers.templates is a mapping of template ids (or fnmatch patterns) to {PEER: NAME or null}"
+    for pattern, names in (templates or {}).items():
+        if not isinstance(pattern, str) or not pattern.strip():
+            return f"peers.templates has a key that is not a template id: {pattern!r}"
+        problem = _names_problem(names, f"peers.templates.{pattern}", True)
+        if problem:
+            return problem
+    config = peers.get("tokenizer_config")
+    if "tokenizer_config" in peers and (not isinstance(config, dict) or not config or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in config.items())):
+        return "peers.tokenizer_config is a non-empty mapping of tokenizer_config.json keys to strings"
     return None
 
 
@@ -108,6 +134,23 @@ class Family:
 
     def parse(self, text: str, prompt: str = "") -> ParseResult:
         return self.parser.parse(text, prompt)
+
+    def peer(self, project: str, template: str | None = None) -> str | None:
+        """The parser `project` reads this family with: on `template`, the first `peers.templates` entry whose id
+        or pattern matches it and that names the project (null: no parser of that project reads it); else the
+        family-wide name. None when unmapped."""
+        if template is not None:
+            for pattern, names in (self.peers.get("templates") or {}).items():
+                if fnmatch.fnmatchcase(template, pattern) and project in names:
+                    return names[project]
+        return self.peers.get(project)
+
+    def peer_projects(self) -> set:
+        """Every project some template of the family is read by."""
+        named = {k for k in self.peers if k in PEER_KEYS}
+        for names in (self.peers.get("templates") or {}).values():
+            named.update(k for k, v in names.items() if v is not None)
+        return named
 
     def format(self, calls: list, content: str = "") -> str:
         return self.parser.format(calls, content)

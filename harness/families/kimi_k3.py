@@ -212,7 +212,7 @@ FAMILY = CustomFamily(
     "<|close|>tools<|sep|><|close|>message<|sep|>; reasoning in the think section. Written by Kimi K3.",
     parser=KimiK3Parser,
     near_misses=NEAR_MISSES,
-    peers={"sglang": "kimi_k3"},
+    peers={"vllm": "kimi_k3", "sglang": "kimi_k3"},
     shape=Shape(
         param_between=[],
         section_open=exact("<|open|>tools<|sep|>"),

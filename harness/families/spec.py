@@ -26,7 +26,8 @@ TOP_KEYS = {
     "near_misses": "list of {text, deviation, note}: texts this family must reject with that deviation",
     "answer_key": "a reply that is exactly {KEY: STRING} is an answer, its string the content (start_only only)",
     "detectable": "false for a format no template writes: detection never picks it (default true)",
-    "peers": "the names other projects use for this family: {vllm|sglang|llama.cpp|transformers: NAME}",
+    "peers": "the names other projects use for this family: {vllm|sglang|llama.cpp|transformers: NAME}, and "
+             "optionally templates: {TEMPLATE ID or PATTERN: {PEER: NAME or null}} and tokenizer_config: {KEY: STRING}",
 }
 OBJECT_KEYS = {"name_key", "arguments_key", "shape", "optional", "required", "id_key"}
 
@@ -102,7 +103,7 @@ def load_family(path: Path, foreign_markers) -> Family:
     if "answer_key" in data and not (data["answer_key"] and start_only):
         fail("an answer object is the whole reply: a non-empty key, in a start_only family", "answer_key")
     peers = data.get("peers", {})
-    problem = peers_problem(peers)
+    problem = peers_problem(peers, family=True)
     if problem:
         fail(problem, "peers")
 

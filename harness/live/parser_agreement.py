@@ -1,7 +1,7 @@
 """The parser-agreement suite: which replies each peer parser is given, through which vocabulary, and the records.
 
 A family is compared with a project where its `peers:` names that project's parser (the family's YAML or
-module). Its cases: the canonical outputs and near misses the rejection matrix uses (read without a prompt,
+module; a template's own where `peers.templates` gives one, Family.peer). Its cases: the canonical outputs and near misses the rejection matrix uses (read without a prompt,
 fed through the vocabulary of a template of the family), then each pinned template's runtime-conformance corpus
 (its own prompt and tools, its scripted-model vocabulary).
 """
@@ -9,13 +9,15 @@ fed through the vocabulary of a template of the family), then each pinned templa
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 
 from harness import families as registry
-from harness.backends.peers import PROJECTS
+from harness.evaluation.records import ParserAgreementRecord
 from harness.backends.scripted.plan import DEFAULT_PROFILE, profile_for
-from harness.evaluation.parser_agreement import classify, fed_text
+from harness.evaluation.parser_agreement import PROJECTS, classify, fed_text, read_records, unmapped
 from harness.evaluation.runtime_corpus import TOOLS, build_corpus
+from harness.evaluation.transcripts import TranscriptWriter, encode_line
 from harness.families.canonical import canonical_outputs
 from harness.families.reasoning import DEFAULT_PAIRS
 
@@ -37,6 +39,11 @@ class Case:
     tools: list
     profile: str         # the scripted-model vocabulary it is tokenized with
     added: tuple = ()    # the family's special tokens, added to that vocabulary where it lacks them
+    tokenizer_config: dict = field(default_factory=dict)  # the real model's tokenizer_config.json entries a peer reads (peers:)
+
+    @property
+    def template(self) -> str | None:
+        return None if self.source in ("canonical", "near-miss") else self.source
 
 
 def _tool_for(call) -> dict:
@@ -59,18 +66,19 @@ def _family_tools(family) -> list:
     return tools
 
 
-def peered() -> dict:
-    """{family name: {project: parser name}} for every family mapped to at least one project compared here."""
-    out = {}
-    for name, family in registry.families().items():
-        mapped = {p: family.peers[p] for p in PROJECTS if p in family.peers}
-        if mapped:
-            out[name] = mapped
-    return out
+def peered() -> list:
+    """The names of the families some template of which a project compared here reads."""
+    return [name for name, family in registry.families().items() if family.peer_projects() & set(PROJECTS)]
+
+
+def parser_for(case: Case, project: str) -> str | None:
+    """The parser `project` reads the case with: its template's, or the family-wide one (Family.peer)."""
+    return registry.get(case.family).peer(project, case.template)
 
 
 def build_cases(templates, only_families=None) -> tuple:
-    """(cases, unmapped) for the mapped families; templates: (ResolvedTemplate) to build corpora from."""
+    """(cases, unmapped) for the mapped families; templates: (ResolvedTemplate) to build corpora from;
+    unmapped: (family, why) of the families no compared project reads."""
     mapped = peered()
     wanted = [f for f in mapped if not only_families or f in only_families]
     corpora = [(ref, build_corpus(ref)) for ref in templates]
@@ -83,8 +91,12 @@ def build_cases(templates, only_families=None) -> tuple:
         tools = _family_tools(family)
         for label, _, text in canonical_outputs(family):
             out.append(Case(name, "canonical", label, text, registry.parse(name, text, "").to_json(), tools, profile))
+        seen: dict = {}
         for miss in family.near_misses:
-            out.append(Case(name, "near-miss", miss.deviation, miss.text, registry.parse(name, miss.text, "").to_json(),
+            # Named by deviation, numbered from the second of a name: a case's name is its key (records, --case).
+            seen[miss.deviation] = seen.get(miss.deviation, 0) + 1
+            label = miss.deviation + (f" #{seen[miss.deviation]}" if seen[miss.deviation] > 1 else "")
+            out.append(Case(name, "near-miss", label, miss.text, registry.parse(name, miss.text, "").to_json(),
                             tools, profile))
         for ref, corpus in corpora:
             if corpus.family == name:
@@ -103,20 +115,58 @@ def build_cases(templates, only_families=None) -> tuple:
                 found.update(_TAG.findall(c.reply))
         for c in mine:
             c.added = tuple(sorted(found))
-    unmapped = sorted((n, "no vllm or sglang parser named in its peers:") for n, f in registry.families().items()
-                      if n not in mapped and f.detectable)
-    return out, unmapped
+            c.tokenizer_config = dict(family.peers.get("tokenizer_config") or {})
+    return out, unmapped()
 
 
-def run_case(peers, case: Case, project: str, parser: str, splits: int, seed: int) -> dict:
+def run_case(peers, case: Case, project: str, parser: str, version: str, splits: int,
+             seed: int) -> ParserAgreementRecord:
     family = registry.get(case.family)
     pairs = getattr(family.parser, "reasoning", None) or DEFAULT_PAIRS
     fed = fed_text(case.reply, case.expect, pairs)
-    answers = peers.parse(project, parser, case.profile, fed, case.tools, splits, seed, case.added)
+    answers = peers.parse(project, parser, case.profile, fed, case.tools, splits, seed, case.added,
+                          case.tokenizer_config)
     marker = family.markers[0] if family.markers else None
     labels, details = classify(case.expect, answers, case.tools, marker)
     streams = 0 if answers.get("error") else 2 + len(answers.get("random") or [])
-    return {"family": case.family, "project": project, "parser": parser, "source": case.source, "case": case.name,
-            "reply": case.reply, "fed": fed, "profile": case.profile, "expect": case.expect,
-            "tokens": answers.get("tokens"), "one_shot": answers.get("one_shot"), "labels": labels,
-            "details": details, "streams": streams}
+    return ParserAgreementRecord(project=project, version=version, parser=parser, family=case.family,
+                                 source=case.source, case=case.name, reply=case.reply, labels=labels,
+                                 details=details, streams=streams, splits=splits, seed=seed, fed=fed,
+                                 profile=case.profile, expect=case.expect, tokens=answers.get("tokens"),
+                                 one_shot=answers.get("one_shot"))
+
+
+def run_suite(peers, cases: list, projects: list, versions: dict, results, splits: int, seed: int,
+              log=lambda record: None) -> tuple:
+    """A whole run into results/parser-agreement/PROJECT.jsonl: each record appended as it lands, a case already
+    read by the same parser, version and split plan taken from the file instead (a killed run resumes). At the
+    end each file is rewritten with this corpus's records alone, in corpus order, so it holds what this corpus
+    and mapping make and nothing stale. Returns (records, how many were resumed)."""
+    done: dict = {}
+    for project in projects:
+        found, _ = read_records(results.parser_agreement_records(project))
+        done.update((r.done_key(), r) for r in found)
+    records, resumed = {p: [] for p in projects}, 0
+    with ExitStack() as stack:
+        writers = {p: stack.enter_context(TranscriptWriter(results.parser_agreement_records(p))) for p in projects}
+        for case in cases:
+            for project in projects:
+                parser = parser_for(case, project)
+                if parser is None:
+                    continue
+                key = (project, case.family, case.source, case.name, parser, versions[project], case.reply, splits,
+                       seed)
+                record = done.get(key)
+                if record is None:
+                    record = run_case(peers, case, project, parser, versions[project], splits, seed)
+                    writers[project].append(record)
+                    log(record)
+                else:
+                    resumed += 1
+                records[project].append(record)
+    for project, mine in records.items():
+        path = results.parser_agreement_records(project)
+        tmp = path.with_suffix(".jsonl.tmp")
+        tmp.write_bytes(b"".join(encode_line(r.to_json()) for r in mine))
+        tmp.replace(path)
+    return [r for mine in records.values() for r in mine], resumed

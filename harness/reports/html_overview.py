@@ -1,7 +1,7 @@
 """The overview that opens results/report.html: summary.md's verdict, top deviations and models × modes tables,
 a heat map of all checks by scenario (the sample count in every cell; the seed ADR's quoted replies in hatched
-rows of their own, since one or two replies are no rate), runtime agreement, runtime conformance and the
-offline conformance of every pinned template."""
+rows of their own, since one or two replies are no rate), runtime agreement, runtime conformance, parser
+agreement and the offline conformance of every pinned template."""
 
 import json
 from html import escape
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.evaluation import parser_agreement
 from harness.evaluation.runtime_agreement import LABELS as AGREEMENT_LABELS
 from harness.evaluation.runtime_agreement import agreement_table
 from harness.evaluation.runtime_conformance import LABELS, matrix
@@ -106,6 +107,24 @@ def runtime_conformance_html(records: list) -> str:
     return ('<section id="runtime-conformance"><h2>Runtime conformance</h2><p>Exact replies of scripted models '
             "through each runtime's /v1/chat/completions: requests per label. Every disagreement, with its reply "
             "and the command that replays it, is in runtime-conformance.md.</p>" + table_html(frame) + "</section>")
+
+
+def parser_agreement_html(records: list) -> str:
+    """results/parser-agreement.md's family × project matrix (empty without records)."""
+    if not records:
+        return ""
+    rows = parser_agreement.matrix(parser_agreement.current(records))
+    frame = pd.DataFrame([{"family": row["family"], "project": row["project"],
+                           "parser": ", ".join(sorted(row["parsers"])), "cases": row["cases"],
+                           **{k: row[k] for k in parser_agreement.LABELS},
+                           "streams differing": f"{row['streams_differ']}/{row['streams']}"} for row in rows])
+    versions = ", ".join(f"{p} {v}" for p, v in sorted({(r.project, r.version) for r in records}))
+    return ('<section id="parser-agreement"><h2>Parser agreement</h2><p>Other projects\' own tool parsers '
+            f"({escape(versions)}), in process, on the strict parser's corpus: each family's canonical outputs, "
+            "near misses and runtime-conformance replies, read one-shot and streamed (whole, token by token, "
+            "seeded random splits of 1-4 tokens). Cases per label, several labels per case possible; every "
+            "disagreement, with its reply and the command that replays it, is in parser-agreement.md.</p>"
+            + table_html(frame, cls="wide") + "</section>")
 
 
 def conformance_html(path: Path) -> str:

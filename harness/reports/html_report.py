@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.reports.html_overview import (
-    agreement_html, conformance_html, overview_html, runtime_conformance_html, table_html,
+    agreement_html, conformance_html, overview_html, parser_agreement_html, runtime_conformance_html, table_html,
 )
 from harness.reports.html_samples import STATUS_TEXT, names_html, sample_html, status, token_pattern
 from harness.reports.examples import failing_examples
@@ -185,7 +185,8 @@ def page(collected, sections: str = "") -> str:
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
             f"<title>harness: live results and transcripts</title><style>{CSS}</style></head><body>")
     links = [("overview", "overview"), *((k, k.replace("-", " ")) for k in
-                                         ("runtime-agreement", "runtime-conformance", "conformance")
+                                         ("runtime-agreement", "runtime-conformance", "parser-agreement",
+                                          "conformance")
                                          if f'id="{k}"' in sections)]
     nav = "".join(f'<a href="#{k}">{escape(t)}</a>' for k, t in links)
     form = ('<form id="filter"><label>model <select name="model"><option value="">all</option>'
@@ -213,9 +214,10 @@ def page(collected, sections: str = "") -> str:
 
 
 def write_html(collected, path: Path, runtime_records: list = (), agreement_records: list = (),
-               conformance_json: Path | None = None) -> Path:
+               conformance_json: Path | None = None, parser_records: list = ()) -> Path:
     path = Path(path)
     sections = (agreement_html(list(agreement_records)) + runtime_conformance_html(list(runtime_records))
+                + parser_agreement_html(list(parser_records))
                 + (conformance_html(conformance_json) if conformance_json else ""))
     path.write_text(page(collected, sections), encoding="utf-8")
     return path

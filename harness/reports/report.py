@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.evaluation import parser_agreement
 from harness.evaluation.records import ModelRecord
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.runtime_agreement import agreement_markdown, read_records
@@ -243,7 +244,9 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     sources = load_sources()
     runtime_records = _conformance_records(results, collected.warnings)
     agreement_records = _records(results.runtime_record_files(), read_records, collected.warnings)
-    written = _write_agreement(results, agreement_records) + _write_conformance(results, runtime_records)
+    parser_records = _records(results.parser_agreement_files(), parser_agreement.read_records, collected.warnings)
+    written = (_write_agreement(results, agreement_records) + _write_conformance(results, runtime_records)
+               + _write_parser_agreement(results, parser_records))
     if collected.samples.empty:
         return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped, "models": {}}
     frame = collected.samples
@@ -255,7 +258,7 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     summary.write_text(summary_markdown(collected), encoding="utf-8")
     written.append(str(summary))
     written.append(str(write_html(collected, results.html, runtime_records, agreement_records,
-                                  results.conformance[1])))
+                                  results.conformance[1], parser_records)))
     if plot and not frame[~frame["replayed"]].empty:
         from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
 
@@ -270,6 +273,16 @@ def _write_agreement(results: ResultsDir, records: list) -> list:
         return []
     out = results.runtime_agreement
     out.write_text(agreement_markdown(records), encoding="utf-8")
+    return [str(out)]
+
+
+def _write_parser_agreement(results: ResultsDir, records: list) -> list:
+    """results/parser-agreement.md from the records of results/parser-agreement/*.jsonl (harness
+    parser-agreement), as that command writes it: CI rebuilds it without the peers environment."""
+    if not records:
+        return []
+    out = results.parser_agreement_report
+    out.write_text(parser_agreement.agreement_markdown(records, parser_agreement.unmapped()), encoding="utf-8")
     return [str(out)]
 
 

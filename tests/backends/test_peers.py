@@ -1,6 +1,7 @@
 """The peers worker's JSON-lines protocol (run here by this environment's python, where vLLM and SGLang are
 absent), and, where the peers environment is built, vLLM's and SGLang's parsers through it."""
 
+import fnmatch
 import json
 import random
 import subprocess
@@ -10,8 +11,9 @@ import pytest
 
 from harness.backends.peers import WORKER, Peers, peers_python
 from harness.backends.peers.worker import random_sizes
-from harness.live.parser_agreement import Case, run_case
-from harness.evaluation.runtime_corpus import TOOLS
+from harness.live.parser_agreement import Case, build_cases, parser_for, run_case
+from harness.pins.sources import load_sources, resolve_template
+from harness.evaluation.runtime_corpus import TOOLS, build_corpus
 from harness import families
 
 
@@ -62,23 +64,68 @@ def hermes_case(reply):
 
 @pytest.mark.needs_peers
 def test_vllm_reads_a_hermes_call_as_the_strict_parser_does_streamed_or_not(peers):
-    record = run_case(peers, hermes_case(CALL), "vllm", "hermes", 20, 0)
-    assert record["labels"] == ["agree"], record["details"]
-    assert record["streams"] == 22 and record["tokens"] > 10
+    record = run_case(peers, hermes_case(CALL), "vllm", "hermes", "0.33.0", 20, 0)
+    assert record.labels == ["agree"], record.details
+    assert record.streams == 22 and record.tokens > 10
 
 
 @pytest.mark.needs_peers
 def test_sglang_hermes_streams_lose_arguments_and_the_second_parallel_call(peers):
     # Found here: SGLang 0.5.23's hermes detector reads both calls one-shot, but a stream that brings a whole call
     # in one chunk ends with its name and no arguments, and random 1-4 token splits mostly lose the second call.
-    one = run_case(peers, hermes_case(CALL), "sglang", "hermes", 20, 0)
-    assert one["labels"] == ["stream-differs 1/22"] and one["details"][0].startswith("whole:")
-    two = run_case(peers, hermes_case(CALL + "\n" + CALL.replace("get_weather", "get_time")), "sglang", "hermes", 20, 0)
-    assert two["labels"][0].startswith("stream-differs ") and len(two["one_shot"]["calls"]) == 2
-    assert int(two["labels"][0].split()[1].split("/")[0]) > 11
+    one = run_case(peers, hermes_case(CALL), "sglang", "hermes", "0.5.23", 20, 0)
+    assert one.labels == ["stream-differs 1/22"] and one.details[0].startswith("whole:")
+    two = run_case(peers, hermes_case(CALL + "\n" + CALL.replace("get_weather", "get_time")), "sglang", "hermes",
+                   "0.5.23", 20, 0)
+    assert two.labels[0].startswith("stream-differs ") and len(two.one_shot["calls"]) == 2
+    assert int(two.labels[0].split()[1].split("/")[0]) > 11
 
 
 @pytest.mark.needs_peers
 def test_the_peers_environment_imports_both_projects(peers):
     projects = peers.hello()["projects"]
     assert projects["vllm"] == {"version": "0.33.0"} and projects["sglang"] == {"version": "0.5.23"}
+
+
+def corpus_case(family, template, name):
+    sources = load_sources()
+    cases, _ = build_cases([resolve_template(template, sources)], {family})
+    return next(c for c in cases if c.source == template and c.name == name)
+
+
+@pytest.mark.needs_peers
+def test_vllm_hy_v3_reads_hy3_with_the_token_suffix_of_the_models_tokenizer_config(peers):
+    # Without peers.tokenizer_config the parser looks for <tool_calls> without ":opensource" and reads nothing.
+    case = corpus_case("hy3", "tencent-Hy3", "one-call")
+    assert run_case(peers, case, "vllm", "hy_v3", "0.33.0", 4, 0).one_shot["calls"]
+    case.tokenizer_config = {}
+    assert not run_case(peers, case, "vllm", "hy_v3", "0.33.0", 4, 0).one_shot.get("calls")
+
+
+@pytest.mark.needs_peers
+def test_sglang_reads_glm_4_7_with_its_own_detector_not_glm45(peers):
+    case = corpus_case("glm", "GLM-4.7-Flash", "one-call")
+    assert parser_for(case, "sglang") == "glm47"
+    assert run_case(peers, case, "sglang", "glm47", "0.5.23", 4, 0).labels == ["agree"]
+    assert run_case(peers, case, "sglang", "glm45", "0.5.23", 4, 0).labels == ["dropped-call"]
+
+
+def test_every_per_template_peer_entry_names_a_pinned_template_of_its_family():
+    # A typo in a template id would silently leave that template to the family-wide parser.
+    sources = load_sources()
+    by_family = {}
+    for tid in sources.templates:
+        by_family.setdefault(build_corpus(resolve_template(tid, sources)).family, []).append(tid)
+    for name, family in families.families().items():
+        for pattern in family.peers.get("templates") or {}:
+            assert fnmatch.filter(by_family.get(name, []), pattern), (name, pattern)
+
+
+def test_every_case_has_a_name_of_its_own_within_its_family_and_source():
+    # Two near misses of one deviation once shared a name: the later record superseded the earlier in the report.
+    sources = load_sources()
+    cases, _ = build_cases([resolve_template(t, sources) for t in sources.templates])
+    keys = [(c.family, c.source, c.name) for c in cases]
+    assert len(keys) == len(set(keys))
+    atem = [c.name for c in cases if c.family == "atem" and c.source == "near-miss"]
+    assert "malformed-call" in atem and "malformed-call #2" in atem

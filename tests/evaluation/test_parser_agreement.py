@@ -4,7 +4,9 @@ data, or streams something else than it reads whole."""
 import pytest
 
 from harness import families
-from harness.evaluation.parser_agreement import agreement_markdown, classify, fed_text, matrix
+from harness.evaluation.parser_agreement import agreement_markdown, classify, current, fed_text, matrix, read_records
+from harness.evaluation.records import ParserAgreementRecord
+from harness.evaluation.transcripts import encode_line
 from harness.evaluation.runtime_corpus import TOOLS
 from harness.families.reasoning import DEFAULT_PAIRS
 
@@ -66,17 +68,41 @@ def test_reasoning_is_cut_before_the_tool_parser_as_a_server_does():
     assert fed_text("</think>Sunny.", {"reasoning": "", "content": "Sunny."}, DEFAULT_PAIRS) == "Sunny."
 
 
+def record(project, labels, parser="hermes", case="one call", source="canonical"):
+    return ParserAgreementRecord(project=project, version={"vllm": "0.33.0", "sglang": "0.5.23"}[project],
+                                 parser=parser, family="hermes", source=source, case=case, reply=CALL,
+                                 labels=labels, details=["why"], streams=22, splits=20, seed=0)
+
+
 def test_the_markdown_has_the_matrix_and_a_replay_per_disagreement():
-    def record(project, labels, streams=22):
-        return {"family": "hermes", "project": project, "parser": "hermes", "source": "canonical",
-                "case": "one call", "reply": CALL, "labels": labels, "details": ["why"], "streams": streams}
     records = [record("vllm", ["agree"]), record("sglang", ["forgave:bare-json", "stream-differs 3/22"])]
     rows = {r["project"]: r for r in matrix(records)}
     assert rows["sglang"]["forgave"] == 1 and rows["sglang"]["streams_differ"] == 3
     assert rows["sglang"]["forgiven"] == {"bare-json": 1} and rows["vllm"]["agree"] == 1
-    text = agreement_markdown(records, {"projects": {"vllm": "0.33.0", "sglang": "0.5.23"}, "splits": 20,
-                                        "seed": 0}, [("apriel", "no parser")])
+    text = agreement_markdown(records, [("apriel", "no parser")])
+    assert "Peers: sglang 0.5.23, vllm 0.33.0." in text and "20 seeded random splits of 1-4 tokens, seed 0" in text
     assert "| hermes | sglang | `hermes` | 1 | 0 | 1 |" in text and "| 3/22 |" in text
     assert ("replay: `harness parser-agreement --project sglang --family hermes --source canonical "
             "--case \"one call\" --json`") in text
     assert "- apriel: no parser" in text and text.count("replay:") == 1
+
+
+def test_a_later_record_of_a_case_supersedes_the_earlier_and_each_parser_is_counted():
+    # A rerun after a template got its own parser (peers.templates) appends a record of the same case.
+    old = record("sglang", ["dropped-call"], parser="glm45", case="one-call", source="GLM-4.7-Flash")
+    new = record("sglang", ["agree"], parser="glm47", case="one-call", source="GLM-4.7-Flash")
+    other = record("sglang", ["agree"])
+    assert current([old, other, new]) == [new, other]
+    text = agreement_markdown([old, other, new], [])
+    assert "| hermes | sglang | `glm47` ×1, `hermes` ×1 | 2 | 2 |" in text and "glm45" not in text
+
+
+def test_a_record_survives_its_line_and_a_damaged_one_is_skipped_with_its_reason(tmp_path):
+    path = tmp_path / "vllm.jsonl"
+    kept = record("vllm", ["forgave:bare-json"])
+    kept.expect, kept.one_shot, kept.tokens = expect(CALL), {"content": "", "calls": []}, 24
+    broken = {**kept.to_json(), "streams": "22"}
+    path.write_bytes(encode_line(kept.to_json()) + encode_line(broken))
+    records, warnings = read_records(path)
+    assert records == [kept] and records[0].done_key() == kept.done_key()
+    assert len(warnings) == 1 and "field 'streams' is str" in warnings[0]

@@ -1,6 +1,7 @@
 """The registry finds its families itself (every YAML file, every module declaring FAMILY), refuses a broken or
 clashing one by name, and checks what a family declares about itself (detectable, peers)."""
 
+import dataclasses
 import textwrap
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import pytest
 
 from harness import families as registry
 from harness.core.errors import FamilySpecError
-from harness.families.base import PEER_KEYS
+from harness.families.base import PEER_KEYS, peers_problem
 from harness.families.shape import Shape, exact
 from harness.families.spec import load_family
 
@@ -93,6 +94,12 @@ def test_a_bad_shape_strategy_fails_where_the_family_declares_it(tmp_path, monke
     ("peers: {ollama: hermes}\n", "unknown peer 'ollama'"),
     ("peers: {vllm: ''}\n", "peers.vllm must be a non-empty string"),
     ("peers: [vllm, hermes]\n", "peers is a mapping of vllm, sglang, llama.cpp, transformers"),
+    ("peers: {vllm: a, templates: [GLM-4.7-*]}\n", "peers.templates is a mapping of template ids"),
+    ("peers: {templates: {GLM-4.7-*: glm47}}\n", r"peers.templates.GLM-4.7-\* is a mapping of vllm"),
+    ("peers: {templates: {GLM-4.7-*: {ollama: glm47}}}\n", r"unknown peer 'ollama' in peers.templates.GLM-4.7-\*"),
+    ("peers: {templates: {GLM-4.7-*: {vllm: ''}}}\n", "must be a non-empty string or null"),
+    ("peers: {templates: {'': {vllm: glm47}}}\n", "has a key that is not a template id"),
+    ("peers: {vllm: a, tokenizer_config: {token_suffix: 3}}\n", "peers.tokenizer_config is a non-empty mapping"),
     ("detectable: no-thanks\n", "must be true or false"),
     ("answer_key: response\n", "a non-empty key, in a start_only family"),
 ])
@@ -105,8 +112,23 @@ def test_yaml_declarations_are_checked_with_file_and_line(tmp_path, extra, probl
 
 def test_peers_are_on_the_family_and_only_known_projects():
     for family in registry.families().values():
-        assert set(family.peers) <= set(PEER_KEYS), family.name
-        assert all(isinstance(n, str) and n for n in family.peers.values()), family.name
+        assert set(family.peers) <= set(PEER_KEYS) | {"templates", "tokenizer_config"}, family.name
+        assert peers_problem(family.peers, family=True) is None, family.name
+    # The pins' declared parsers stay plain names: a template is one template.
+    assert "unknown peer 'templates'" in peers_problem({"templates": {"x": {"vllm": "y"}}})
+
+
+def test_a_template_is_read_by_its_own_peer_parser_else_the_family_wide_one():
+    glm = registry.get("glm")
+    assert glm.peer("sglang") == "glm45" and glm.peer("sglang", "GLM-4.6") == "glm45"
+    assert glm.peer("sglang", "GLM-4.7-Flash") == "glm47" and glm.peer("vllm", "poolside-Laguna-XS.2") == "poolside_v1"
+    # Spark 2.5's entry names SGLang only: vLLM falls back to the family-wide parser.
+    assert glm.peer("sglang", "Spark2.5") == "spark25" and glm.peer("vllm", "Spark2.5") == "glm45"
+    assert glm.peer("transformers", "GLM-4.7-Flash") is None
+    assert registry.get("minimax-m1").peer_projects() == set()
+    probe = dataclasses.replace(glm, peers={"vllm": "a", "templates": {"x-*": {"vllm": None, "sglang": "b"}}})
+    assert probe.peer("vllm", "x-1") is None and probe.peer("vllm", "y") == "a"
+    assert probe.peer_projects() == {"vllm", "sglang"}
 
 
 def test_detection_and_the_matrix_read_with_detectable_families_only():

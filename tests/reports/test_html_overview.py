@@ -1,5 +1,5 @@
 """results/report.html opens on an overview (verdict, models × modes, heat map with counts and the seed ADR's
-quotes hatched, runtime agreement and conformance, template conformance), filters by model, and never scrolls
+quotes hatched, runtime agreement and conformance, parser agreement, template conformance), filters by model, and never scrolls
 sideways; read in a real headless Chromium on the committed page, which CI regenerates."""
 
 import pytest
@@ -48,7 +48,7 @@ def test_the_page_opens_on_the_overview_with_every_summary(browser):
     _open(browser, 1400)
     assert browser.evaluate("document.elementFromPoint(400, 450).closest('main > section').id") == "overview"
     ids = browser.evaluate("[...document.querySelectorAll('main > section')].map(s => s.id)")
-    assert ids[:4] == ["overview", "runtime-agreement", "runtime-conformance", "conformance"]
+    assert ids[:5] == ["overview", "runtime-agreement", "runtime-conformance", "parser-agreement", "conformance"]
     overview = browser.evaluate("document.getElementById('overview').innerText")
     for heading in ("Verdict: which model, which mode", "Top deviations per model", "Models and modes",
                     "All checks by scenario"):

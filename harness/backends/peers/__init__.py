@@ -18,7 +18,6 @@ from harness.core import constants
 PEERS_VENV = constants.CACHE_DIR / "peers-venv"
 SETUP_COMMAND = "bash scripts/setup_peers.sh"
 WORKER = Path(__file__).with_name("worker.py")
-PROJECTS = ("vllm", "sglang")
 
 
 def peers_python(venv: Path = PEERS_VENV) -> Path | None:
@@ -65,10 +64,10 @@ class Peers:
         return self.ask({"op": "hello"})
 
     def parse(self, project: str, parser: str, profile: str, reply: str, tools: list, splits: int = 20,
-              seed: int = 0, added_tokens=()) -> dict:
+              seed: int = 0, added_tokens=(), tokenizer_config=None) -> dict:
         return self.ask({"op": "parse", "project": project, "parser": parser, "tokenizer": str(vocab_file(profile)),
-                         "added_tokens": list(added_tokens), "reply": reply, "tools": tools, "splits": splits,
-                         "seed": seed})
+                         "added_tokens": list(added_tokens), "tokenizer_config": dict(tokenizer_config or {}),
+                         "reply": reply, "tools": tools, "splits": splits, "seed": seed})
 
     def close(self) -> None:
         if self.proc.poll() is None:

@@ -76,21 +76,28 @@ def _project(name: str) -> dict:
         return {"error": _error(exc)}
 
 
-def tokenizer(path: str, added: tuple = ()):
+def tokenizer(path: str, added: tuple = (), config: tuple = ()):
     """The vocabulary GGUF read by transformers, with the family's special tokens it lacks added (a parser looks
-    its markers up in the vocabulary; llama.cpp's generic vocabularies do not hold every family's)."""
+    its markers up in the vocabulary; llama.cpp's generic vocabularies do not hold every family's) and the
+    tokenizer_config.json entries of the family's real model that a GGUF does not carry (config: key, value pairs)."""
     if path not in _TOKENIZERS:
         from transformers import AutoTokenizer
 
         _TOKENIZERS[path] = AutoTokenizer.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path))
-    key = (path, added)
+    key = (path, added, config)
     if key not in _TOKENIZERS:
         # Reading a GGUF vocabulary takes seconds; a copy with a family's tokens added, milliseconds.
         tok = copy.deepcopy(_TOKENIZERS[path])
         vocab = tok.get_vocab()
         tok.add_tokens([t for t in added if t not in vocab], special_tokens=True)
+        tok.init_kwargs.update(dict(config))
         _TOKENIZERS[key] = tok
     return _TOKENIZERS[key]
+
+
+def _request_tokenizer(request: dict):
+    return tokenizer(request["tokenizer"], tuple(request.get("added_tokens") or ()),
+                     tuple(sorted((request.get("tokenizer_config") or {}).items())))
 
 
 def prefix_texts(tok, ids: list) -> list:
@@ -112,7 +119,7 @@ def random_sizes(n: int, rng: random.Random) -> list:
 
 
 def parse(request: dict) -> dict:
-    tok = tokenizer(request["tokenizer"], tuple(request.get("added_tokens") or ()))
+    tok = _request_tokenizer(request)
     reply = request["reply"]
     ids = tok.encode(reply, add_special_tokens=False)
     texts = prefix_texts(tok, ids)
@@ -134,7 +141,7 @@ def parse(request: dict) -> dict:
 def bench(request: dict) -> dict:
     import time
 
-    tok = tokenizer(request["tokenizer"], tuple(request.get("added_tokens") or ()))
+    tok = _request_tokenizer(request)
     driver = {"vllm": VllmDriver, "sglang": SglangDriver}[request["project"]](request, tok)
     for reply in request["replies"]:  # warm-up: lazy imports and compiled patterns are not the parser's pace
         _guarded(driver.one_shot, reply)
@@ -183,7 +190,8 @@ class VllmDriver:
 
         self.cls = ToolParserManager.get_tool_parser(request["parser"])
         # The server hands parsers its cached tokenizer (get_vocab() once, not per request): so do we.
-        key = ("vllm", request["tokenizer"], tuple(request.get("added_tokens") or ()))
+        key = ("vllm", request["tokenizer"], tuple(request.get("added_tokens") or ()),
+               tuple(sorted((request.get("tokenizer_config") or {}).items())))
         if key not in _TOKENIZERS:
             _TOKENIZERS[key] = get_cached_tokenizer(tok)
         self.tok = _TOKENIZERS[key]
