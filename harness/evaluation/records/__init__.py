@@ -1,0 +1,36 @@
+"""The records the harness keeps, typed: what a live run, a replay or a runtime check writes, and what resume
+and the reports read back. Each kind is a dataclass with `to_json()` and `from_json()`; `from_json` checks every
+field it declares and names the first one that is missing or of the wrong type, so a damaged line is skipped
+with its reason instead of failing a report halfway. The step log inside a sample (`turns`) is the tool loop's
+own JSON, described by the `Turn` and `Step` types (fields.py) and judged when the sample is scored. The kinds:
+samples.py (a live run or replay: model, sample), runtimes.py (runtime check, runtime conformance, parser
+agreement).
+
+A record carries `schema` (SCHEMA_VERSION when written); a reader skips records of a newer schema."""
+
+from __future__ import annotations
+
+from harness.evaluation.records.fields import (
+    MODEL, PARSER_AGREEMENT, RUNTIME_CHECK, RUNTIME_CONFORMANCE, SAMPLE, SCHEMA_VERSION, RecordError, Step, Turn,
+)
+from harness.evaluation.records.runtimes import ParserAgreementRecord, RuntimeCheckRecord, RuntimeConformanceRecord
+from harness.evaluation.records.samples import ModelRecord, ModelRef, SampleRecord, ScenarioRef
+
+KINDS = {kind.KIND: kind for kind in (SampleRecord, ModelRecord, RuntimeCheckRecord, RuntimeConformanceRecord,
+                                      ParserAgreementRecord)}
+
+
+def record_from_json(raw, kinds=(SAMPLE, MODEL)):
+    """The typed record a JSON line holds; RecordError says why it cannot be one of `kinds`."""
+    if not isinstance(raw, dict):
+        raise RecordError(f"not a JSON object but {type(raw).__name__}")
+    kind = raw.get("kind")
+    if kind not in kinds:
+        expected = " or ".join(repr(k) for k in kinds)
+        raise RecordError(f"unknown kind {kind!r} (expected {expected})")
+    return KINDS[kind].from_json(raw)
+
+
+__all__ = ["KINDS", "MODEL", "PARSER_AGREEMENT", "RUNTIME_CHECK", "RUNTIME_CONFORMANCE", "SAMPLE", "SCHEMA_VERSION",
+           "ModelRecord", "ModelRef", "ParserAgreementRecord", "RecordError", "RuntimeCheckRecord",
+           "RuntimeConformanceRecord", "SampleRecord", "ScenarioRef", "Step", "Turn", "record_from_json"]

@@ -1,0 +1,123 @@
+"""What every record kind shares: the kind names, the schema version, RecordError, and the field checks
+that name the first missing or wrong-typed field by its dotted path."""
+
+from __future__ import annotations
+
+import json
+from typing import TypedDict
+
+SCHEMA_VERSION = 1
+SAMPLE, MODEL, RUNTIME_CHECK, RUNTIME_CONFORMANCE = "sample", "model", "runtime-check", "runtime-conformance"
+PARSER_AGREEMENT = "parser-agreement"
+
+
+class RecordError(ValueError):
+    """A record lacks a field its kind declares, or has it with the wrong type."""
+
+
+class Step(TypedDict, total=False):
+    """One reply of the model and what the loop made of it."""
+    reply: str | None
+    prompt_tail: str
+    prompt_sha256: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str
+    seed: int | None
+    shared_prompt: bool          # written in one batch with the other samples' first steps
+    timings: dict
+    parse: dict                  # the parse at run time (the report parses the reply again)
+    calls: list                  # the calls that ran, with their results
+    error: str | None
+    family: str                  # under a grammar: the family whose shape it imposed
+    grammar: str                 # "auto" or "required"
+    grammar_from: int | None     # where a lazy grammar took over (None: it never did)
+    fallback_from: dict          # fallback mode: the native attempt this step replaced
+    reply_sha256: str            # replays: the quoted reply's hash
+
+
+class Turn(TypedDict):
+    user: str
+    steps: list
+
+
+_NONE = type(None)
+
+
+def _check(raw: dict, name: str, types: tuple, optional: bool = False):
+    """raw[name] if it has one of `types` (bool is not an int here), else RecordError naming it."""
+    if name not in raw:
+        if optional:
+            return None
+        raise RecordError(f"missing field {name!r}")
+    value = raw[name]
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        shown = json.dumps(value, default=str)[:60]
+        expected = " or ".join("null" if t is _NONE else t.__name__ for t in types)
+        raise RecordError(f"field {name!r} is {type(value).__name__} {shown}, not {expected}")
+    return value
+
+
+def _nested(raw: dict, name: str) -> dict:
+    return _check(raw, name, (dict,))
+
+
+def _check_steps(turns: list) -> list:
+    """The step log as a run writes it (Turn, Step), each declared field of the right type, named by its path
+    (`turns[0].steps[1].calls[0].errors`) when not: the reports read these fields, and one record of the wrong
+    shape must be skipped with its reason rather than end a report halfway."""
+    for t, turn in enumerate(turns):
+        where = f"turns[{t}]"
+        if not isinstance(turn, dict):
+            raise RecordError(f"field {where!r} is {type(turn).__name__}, not dict")
+        _within(where, lambda: _check(turn, "user", (str,), optional=True))
+        steps = _within(where, lambda: _check(turn, "steps", (list,), optional=True)) or []
+        for s, step in enumerate(steps):
+            _check_step(step, f"{where}.steps[{s}]")
+    return turns
+
+
+# The fields of a Step the reports and scoring read, with the types a run writes (None where a run may).
+STEP_FIELDS = {"reply": (str, _NONE), "prompt_tail": (str,), "prompt_sha256": (str, _NONE),
+               "prompt_tokens": (int, _NONE), "completion_tokens": (int, _NONE), "finish_reason": (str, _NONE),
+               "seed": (int, _NONE), "shared_prompt": (bool,), "timings": (dict, _NONE), "parse": (dict, _NONE),
+               "calls": (list,), "error": (str, _NONE), "family": (str, _NONE), "grammar": (str, _NONE),
+               "grammar_from": (int, _NONE), "fallback_from": (dict, _NONE), "reply_sha256": (str,)}
+CALL_FIELDS = {"id": (str, _NONE), "name": (str, _NONE), "arguments": (dict, _NONE), "typed": (dict, _NONE),
+               "errors": (list,), "coerced": (list,), "executed": (bool,), "executions": (int,),
+               "error": (bool,)}
+
+
+def _check_step(step, where: str) -> None:
+    if not isinstance(step, dict):
+        raise RecordError(f"field {where!r} is {type(step).__name__}, not dict")
+    for name, types in STEP_FIELDS.items():
+        _within(where, lambda: _check(step, name, types, optional=True))
+    if isinstance(step.get("fallback_from"), dict):
+        _check_step(step["fallback_from"], f"{where}.fallback_from")
+    for c, call in enumerate(step.get("calls") or []):
+        at = f"{where}.calls[{c}]"
+        if not isinstance(call, dict):
+            raise RecordError(f"field {at!r} is {type(call).__name__}, not dict")
+        for name, types in CALL_FIELDS.items():
+            _within(at, lambda: _check(call, name, types, optional=True))
+        for e, error in enumerate(call.get("errors") or []):
+            if not isinstance(error, str):
+                raise RecordError(f"field '{at}.errors[{e}]' is {type(error).__name__}, not str")
+
+
+def _within(prefix: str, check):
+    """check(), its RecordError naming the field by its dotted path under `prefix`."""
+    try:
+        return check()
+    except RecordError as exc:
+        raise RecordError(str(exc).replace("field '", f"field '{prefix}.", 1)) from None
+
+
+def _detection(raw: dict) -> dict | None:
+    """The detection a model record keeps; the reports print its family, reason and rendered call as text."""
+    detection = _check(raw, "detection", (dict, _NONE), optional=True)
+    if detection is not None:
+        _within("detection", lambda: [_check(detection, k, (str, _NONE), optional=True)
+                                      for k in ("family", "reason", "rendered_call", "status")])
+    return detection
