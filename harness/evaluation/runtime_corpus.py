@@ -122,10 +122,16 @@ class Renderer:
             region = history[len(prompt):]
         else:
             # The generation prompt ends with a tail the history does not repeat (a forced-open <think>): the
-            # reply is what follows the shared part, less the tail the prompt already holds.
+            # reply is what follows the shared part, less the tail the prompt already holds. The history may
+            # close the block the prompt already closed (DeepSeek V3.2: `<think></think>` in the prompt, a bare
+            # `</think>` in the history): past the prompt, the model does not write that tag again.
             start = detection.reply_start(prompt, history)
             region, tail = history[start:], prompt[start:]
-            region = region[len(tail):] if region.startswith(tail) else region
+            if region.startswith(tail):
+                region = region[len(tail):]
+            else:
+                region = next((region[len(c):] for _, c in self.pairs
+                               if tail.rstrip().endswith(c) and region.startswith(c)), region)
         return self.answer(prompt, detection.cut_at_end_of_turn(region, self.eos))
 
     def answer(self, prompt: str, text: str) -> str:
