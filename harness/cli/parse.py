@@ -12,7 +12,7 @@ from harness import families as registry
 from harness.cli.common import EXIT_FINDING, EXIT_OK, detect_ref, emit_json
 from harness.core.errors import HarnessError
 from harness.evaluation.scoring import (
-    INVALID_ARGUMENTS, PYTHON_NOTATION, STRING_COERCED, UNKNOWN_TOOL, writes_values_as_text,
+    INVALID_ARGUMENTS, JSON_NOTATION, PYTHON_NOTATION, STRING_COERCED, UNKNOWN_TOOL, writes_values_as_text,
 )
 from harness.families.arguments import tool_parameters, type_arguments
 from harness.families.schemas import ToolSchemaError, check_tools
@@ -60,8 +60,12 @@ def _type_calls(out: dict, tools: dict) -> tuple:
                              "detail": f"{call['name']!r} is not in --tools ({', '.join(tools) or 'none'})"})
             continue
         typed = type_arguments(call["arguments"] if isinstance(call["arguments"], dict) else {},
-                               tool_parameters(tool))
+                               tool_parameters(tool), registry.value_notation(out["family"]))
         branches += [{"call": index, **branch} for branch in typed.branches]
+        if typed.json_notation:
+            findings.append({"name": JSON_NOTATION, "call": index,
+                             "detail": "JSON where the template writes Python's str(): "
+                                       f"{', '.join(typed.json_notation)}"})
         if typed.coerced and not as_text:
             findings.append({"name": STRING_COERCED, "call": index,
                              "detail": f"written as strings and read as JSON: {', '.join(typed.coerced)}"})

@@ -40,9 +40,13 @@ _RENAMED = {"runtime-dropped-call": "dropped-call", "runtime-forgave": "forgave"
 
 def fed_text(reply: str, expect: dict, pairs) -> str:
     """What the peer's tool parser is given: the reply after its reasoning block, where the strict parse read one
-    (even an empty one)."""
+    (even an empty one). The strict parse reads an empty block as no reasoning (None): a reply that opens with a
+    close tag (MiniMax-M3's `</mm:think>` "no reasoning" prefix, a prompt-opened block closed at once) is fed
+    from after that tag too, as the servers' reasoning parsers strip it (vLLM's MiniMax-M3 one drops that
+    first closer by name)."""
     if expect.get("reasoning") is None:     # "" too is a block read (a prompt-opened one closed at once)
-        return reply
+        head = reply.lstrip()
+        return next((head[len(close):] for _, close in pairs if head.startswith(close)), reply)
     for _, close in pairs:
         at = reply.find(close)
         if at >= 0:

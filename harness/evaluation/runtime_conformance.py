@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 
+from harness.families import value_notation
 from harness.families.arguments import tool_parameters, type_arguments
 from harness.evaluation.records import RUNTIME_CONFORMANCE, RuntimeConformanceRecord
 from harness.evaluation.runtime_agreement import arguments_object, label_family
@@ -36,19 +37,20 @@ LABELS = ("agree", "prompts-differ", "reply-rewritten", "runtime-forgave", "runt
           "runtime-error")
 
 
-def _typed(name, arguments, tools) -> dict:
+def _typed(name, arguments, tools, notation="json") -> dict:
     for tool in tools:
         if tool.get("function", {}).get("name") == name:
-            return type_arguments(arguments, tool_parameters(tool)).arguments
+            return type_arguments(arguments, tool_parameters(tool), notation).arguments
     return arguments
 
 
-def _changed(name, want: dict, got: dict, tools) -> bool:
+def _changed(name, want: dict, got: dict, tools, notation="json") -> bool:
     """Text families (XML, key/value) write every value as text: both sides are typed by the tool's schema before
-    they are compared. A value the strict parse holds typed (3) that the runtime returns as text ("3") changed."""
+    they are compared (MiniCPM 5's in the Python notation its template writes). A value the strict parse holds
+    typed (3) that the runtime returns as text ("3") changed."""
     if want == got:
         return False
-    if _typed(name, want, tools) != _typed(name, got, tools):
+    if _typed(name, want, tools, notation) != _typed(name, got, tools, notation):
         return True
     return any(not isinstance(v, str) and isinstance(got.get(k), str) for k, v in want.items())
 
@@ -91,7 +93,7 @@ def judge(expect: dict, answer: dict, tools: list, variant: str, marker: str | N
                 changed.append(f"{name}: arguments {str(call.get('arguments'))[:80]!r} are not a JSON object")
             elif want and not got:
                 changed.append(f"{name}: arguments emptied")
-            elif _changed(name, want, got, tools):
+            elif _changed(name, want, got, tools, value_notation(expect.get("family"))):
                 changed.append(f"{name}: {json.dumps(got, ensure_ascii=False)[:120]} where strict reads "
                                f"{json.dumps(want, ensure_ascii=False)[:120]}")
         return (["arguments-changed"], changed) if changed else ([], [])

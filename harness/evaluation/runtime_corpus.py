@@ -122,10 +122,16 @@ class Renderer:
             region = history[len(prompt):]
         else:
             # The generation prompt ends with a tail the history does not repeat (a forced-open <think>): the
-            # reply is what follows the shared part, less the tail the prompt already holds.
+            # reply is what follows the shared part, less the tail the prompt already holds. The history may
+            # close the block the prompt already closed (DeepSeek V3.2: `<think></think>` in the prompt, a bare
+            # `</think>` in the history): past the prompt, the model does not write that tag again.
             start = detection.reply_start(prompt, history)
             region, tail = history[start:], prompt[start:]
-            region = region[len(tail):] if region.startswith(tail) else region
+            if region.startswith(tail):
+                region = region[len(tail):]
+            else:
+                region = next((region[len(c):] for _, c in self.pairs
+                               if tail.rstrip().endswith(c) and region.startswith(c)), region)
         return self.answer(prompt, detection.cut_at_end_of_turn(region, self.eos))
 
     def answer(self, prompt: str, text: str) -> str:
@@ -215,7 +221,7 @@ def build_corpus(ref, found=None) -> Corpus:
     add("near-miss-bare-json", [_user("Weather in Paris, 3 days, as JSON?")], plain)
     add("near-miss-fenced-json", [_user("Weather in Paris, 3 days, fenced?")], f"```json\n{plain}\n```")
     if call_case is not None:
-        unclosed = _unclosed(call_case.reply)
+        unclosed = _unclosed(call_case.reply, getattr(getattr(family.parser, "spec", None), "end_of_turn", None))
         add("near-miss-unclosed", [_user("Weather in Paris for 3 days, quickly.")],
             unclosed if unclosed else (None, "the call has no closing marker to leave out"))
     foreign = "mistral" if family.name == "hermes" else "hermes"
@@ -255,12 +261,15 @@ def _padded(messages: list, words: int) -> list:
     return out
 
 
-def _unclosed(reply: str) -> str | None:
-    """The call without its closing marker, or without its final brace where it has none."""
+def _unclosed(reply: str, end_of_turn: str | None = None) -> str | None:
+    """The call without its closing marker, or without its final brace where it has none (or where that marker
+    is the end of turn, which a reply may leave to the runtime's stop: GigaChat)."""
     stripped = reply.rstrip()
     match = _CLOSERS.search(stripped)
-    if match and match.start() > 0:
+    if match and match.start() > 0 and match.group(1) != end_of_turn:
         return stripped[:match.start()].rstrip()
+    if match and match.start() > 0:
+        stripped = stripped[:match.start()].rstrip()
     if stripped.endswith("}"):
         return stripped[:-1]
     return None

@@ -31,6 +31,7 @@ INVENTED_ARGUMENTS = "invented-arguments"      # arguments given to a tool that 
 INVALID_ARGUMENTS = "invalid-arguments"        # the schema rejects a call's arguments (wrong type, missing, unknown)
 STRING_COERCED = "string-coerced-arguments"    # "10" written for an integer and read as JSON (seed ADR: Llama 3.2)
 PYTHON_NOTATION = "python-notation-arguments"  # True / None / {'a': 1} written for a typed parameter
+JSON_NOTATION = "json-notation-arguments"      # true / null where the template writes Python's str() (MiniCPM 5)
 UNKNOWN_TOOL = "unknown-tool"                  # a call to a tool that was not offered
 REPEATED_CALL = "repeated-call"                # the same call (tool and arguments) twice in one turn
 STEP_LIMIT = "step-limit"                      # the turn ran out of steps while still calling tools
@@ -150,7 +151,8 @@ class _Turn:
         for index, parse in enumerate(self.parses):
             for call in parse.calls if parse.accepted else ():
                 tool = scenario.tool(call.name)
-                typed = type_arguments(call.arguments, tool.parameters) if tool else None
+                typed = (type_arguments(call.arguments, tool.parameters, registry.value_notation(parse.family))
+                         if tool else None)
                 self.calls.append((index, call, typed))
         self.errored = bool(self.steps) and bool(self.steps[0].get("error"))
         self.answer = self._answer(*shown)

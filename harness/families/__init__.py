@@ -78,6 +78,11 @@ def get(name: str) -> Family:
     return table[name]
 
 
+def value_notation(name: str | None) -> str:
+    """How the family's template writes a non-string argument value as text: "json", or "python" (str())."""
+    return getattr(get(name).parser, "value_notation", "json") if name else "json"
+
+
 def parse(family: str | None, text: str, prompt: str = "") -> ParseResult:
     """`text`, a model's reply to `prompt`, read by the strict parser of `family`. Without a family the chat
     had no tools: the reply is text, and call-shaped text in it is still named, so a report can say what the

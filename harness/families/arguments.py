@@ -7,11 +7,15 @@ object, an item of an array of objects. Each such reading is listed by its path 
 schema is a tool error the model can read: a wrong type, a missing required parameter, an unknown parameter, and
 inside objects and arrays whatever the rest of the schema says (jsonschema, Draft 2020-12, its patterns run
 without backtracking: `schemas.py`). A text value in Python notation (True, None, {'a': 1}) is not read: it
-stays an error, named, because JSON is what the schema and every parser expect (Seed-OSS and MiniCPM 5
-templates render past values with Python's str())."""
+stays an error, named, because JSON is what the schema and the family's template write (Seed-OSS renders past
+values with Python's str() too, but its peers keep them as text). The exception is a family whose parser says
+`value_notation = "python"` (MiniCPM 5: its template writes a list, dict, bool or None argument with Python's
+str(), and vLLM's and SGLang's parsers read it back): there Python notation is the format and is read, and JSON
+spelling (true, null) is read but listed (`json_notation`): not what that template writes."""
 
 import ast
 import json
+import warnings
 
 from dataclasses import dataclass, field
 
@@ -45,6 +49,8 @@ class Typed:
     python_notation: list = field(default_factory=list)
     # {"path", "keyword", "branch", "type"} for each anyOf/oneOf whose branch typed the value.
     branches: list = field(default_factory=list)
+    # Paths, in a Python-notation family, whose text is JSON and not a Python literal (true, null).
+    json_notation: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -94,15 +100,33 @@ def _describe(schema) -> str:
     return str(out)
 
 
-def _is_python_literal(text: str) -> bool:
-    """Whether `text` spells a non-string value in Python notation (True, None, ['x'], {'a': 1})."""
+_NOT_LITERAL = object()
+
+
+def _python_literal(text: str):
+    """The non-string value `text` spells in Python notation (True, None, ['x'], {'a': 1}), else _NOT_LITERAL."""
     if len(text) > 10_000:
-        return False
+        return _NOT_LITERAL
     try:
-        value = ast.literal_eval(text.strip())
+        with warnings.catch_warnings():     # "\ " in model text is an invalid escape: noise, not news
+            warnings.simplefilter("ignore")
+            value = ast.literal_eval(text.strip())
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False
-    return not isinstance(value, (str, bytes))
+        return _NOT_LITERAL
+    return value
+
+
+def _json_like(value) -> bool:
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _json_like(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_json_like(v) for v in value)
+    return value is None or isinstance(value, (str, bool, int, float))
+
+
+def _is_python_literal(text: str) -> bool:
+    value = _python_literal(text)
+    return value is not _NOT_LITERAL and not isinstance(value, (str, bytes))
 
 
 def _path(path) -> str:
@@ -128,8 +152,8 @@ def _property_schema(schema: dict, key: str):
 class _Typer:
     """Walks a value and its schema together, reading text as JSON where the schema has no string."""
 
-    def __init__(self, root: dict, typed: Typed, validator=None):
-        self.root, self.typed = root, typed
+    def __init__(self, root: dict, typed: Typed, validator=None, notation="json"):
+        self.root, self.typed, self.notation = root, typed, notation
         self.validator = validator or validator_for(root)
 
     def value(self, value, schema, path, depth=0):
@@ -157,6 +181,12 @@ class _Typer:
         return value
 
     def _read_text(self, value, schema, path):
+        if self.notation == "python":
+            literal = _python_literal(value)
+            # A set, tuple, bytes or complex has no JSON type: str() of an argument never writes one.
+            if literal is not _NOT_LITERAL and not isinstance(literal, str) and _json_like(literal):
+                self.typed.coerced.append(_path(path))
+                return literal
         try:
             decoded = load_json(value)
         except (ValueError, Mismatch):  # not JSON, or JSON no parser accepts (NaN, duplicate keys, too deep)
@@ -166,6 +196,8 @@ class _Typer:
                                          f"{json.dumps(value)} (Python notation; JSON is due)")
             return value
         self.typed.coerced.append(_path(path))
+        if self.notation == "python":
+            self.typed.json_notation.append(_path(path))
         return decoded
 
     def _union(self, value, schema, keyword, path, depth):
@@ -173,7 +205,8 @@ class _Typer:
         fallback = None
         for index, branch in enumerate(schema[keyword]):
             scratch = Typed({})
-            typed_value = _Typer(self.root, scratch, self.validator).value(value, branch, path, depth + 1)
+            typed_value = _Typer(self.root, scratch, self.validator, self.notation).value(value, branch, path,
+                                                                                       depth + 1)
             resolved = resolve(self.root, branch, f"parameter {_path(path)!r}")
             if scratch.errors or not self.validator.evolve(schema=resolved).is_valid(typed_value):
                 continue
@@ -187,6 +220,7 @@ class _Typer:
 
     def _take(self, value, scratch, keyword, index, branch, path):
         self.typed.coerced += scratch.coerced
+        self.typed.json_notation += scratch.json_notation
         self.typed.branches += scratch.branches
         self.typed.branches.append({"path": _path(path), "keyword": keyword, "branch": index,
                                     "type": _describe(branch)})
@@ -207,10 +241,12 @@ class _Typer:
         return [f"parameter {key!r}{''.join(f'[{p!r}]' for p in e.absolute_path)}: {e.message}" for e in found]
 
 
-def type_arguments(arguments: dict, parameters: dict) -> Typed:
+def type_arguments(arguments: dict, parameters: dict, notation: str = "json") -> Typed:
+    """`notation`: "python" where the family's template writes non-string values with Python's str()
+    (harness.families.value_notation)."""
     properties = parameters.get("properties", {}) or {}
     typed = Typed({})
-    typer = _Typer(parameters, typed)
+    typer = _Typer(parameters, typed, notation=notation)
     for key, value in arguments.items():
         schema = properties.get(key)
         if schema is None:

@@ -1,7 +1,9 @@
 """MiniCPM 5: `<function name="NAME"><param name="K">V</param>...</function>`, one element per call and no
 wrapper. A value that contains `<`, `&` or a newline is wrapped in `<![CDATA[...]]>`, as the template writes it
 and its instructions require; the wrapper is markup, so the value is returned without it. An unwrapped value with
-one of those characters is a near miss (the template never trains it). Values are returned as written, as text."""
+one of those characters is a near miss (the template never trains it). Values are returned as written, as text;
+the template writes a non-string value with Python's str() (`['Ana', 'Bo']`, `{'room': 12, 'online': False}`,
+`None`), so typing by the tool's schema reads that notation (value_notation)."""
 
 import json
 import re
@@ -21,6 +23,9 @@ NEEDS_CDATA = re.compile(r"[<&\n]")
 class MiniCPM5Parser(MarkupParser):
     family = "minicpm5"
     markers = (OPEN,)
+    # `{{- param_value }}` of a list, dict, bool or None is its Python str(); vLLM's and SGLang's minicpm5
+    # parsers read it back with ast.literal_eval where the schema has no string.
+    value_notation = "python"
 
     def read_calls(self, cursor: Cursor):
         calls = []

@@ -84,6 +84,12 @@ class CallSpec:
     object: ObjectShape | None = None
     # A reply may instead be exactly {answer_key: STRING}, an answer whose string is the content (generic-json).
     answer_key: str | None = None
+    # The marker that closes the turn's last message but also separates messages inside the turn (GigaChat's
+    # <|message_sep|> ends the text message before the call message, then the call message): no stop token can
+    # be set on it, so it may reach the parser or not. At the end of a reply it is markup, not content, and a
+    # call whose closing marker it is may end where it is due (the model's authors' vLLM, SGLang and llama.cpp
+    # parsers all read a call that ends at its JSON).
+    end_of_turn: str | None = None
 
 
 class PatternParser:
@@ -105,6 +111,9 @@ class PatternParser:
         if answer is not None:
             return ParseResult(self.family, content=answer)
         reasoning, body, reasoning_deviation = split_reasoning(text, prompt, self.reasoning)
+        eot = self.spec.end_of_turn
+        if eot and body.rstrip().endswith(eot):
+            body = body.rstrip()[: -len(eot)]
         result = ParseResult(self.family, content=body.strip(), reasoning=reasoning)
         start = self._find_start(body)
         if start is None:
@@ -207,6 +216,8 @@ class PatternParser:
             elif kind == "lit":
                 if not text.startswith(value, pos):
                     rest = text[pos:].rstrip()
+                    if not rest and value == self.spec.end_of_turn:
+                        continue        # the turn ended there: the marker was the runtime's stop
                     if not rest or value.startswith(rest):
                         raise Mismatch(dev.UNCLOSED_CALL, f"the reply ended where {value!r} was due")
                     raise Mismatch(dev.MALFORMED_CALL, f"expected {value!r} at offset {pos}, found {rest[:20]!r}")

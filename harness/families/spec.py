@@ -25,6 +25,8 @@ TOP_KEYS = {
     "object": "how a JSON call object is keyed: name_key, arguments_key, shape, optional, required, id_key",
     "near_misses": "list of {text, deviation, note}: texts this family must reject with that deviation",
     "answer_key": "a reply that is exactly {KEY: STRING} is an answer, its string the content (start_only only)",
+    "end_of_turn": "the marker closing the turn's last message when it also separates messages inside the turn "
+                   "(GigaChat's <|message_sep|>): not content, and a call may end where it is due",
     "detectable": "false for a format no template writes: detection never picks it (default true)",
     "peers": "the names other projects use for this family: {vllm|sglang|llama.cpp|transformers: NAME}, and "
              "optionally templates: {TEMPLATE ID or PATTERN: {PEER: NAME or null}} and tokenizer_config: {KEY: STRING}",
@@ -100,6 +102,8 @@ def load_family(path: Path, foreign_markers) -> Family:
         fail("a list of [open, close] pairs", "reasoning")
 
     start_only = data.get("start_only", False)
+    if "end_of_turn" in data and not (isinstance(data["end_of_turn"], str) and data["end_of_turn"].strip()):
+        fail("the end-of-turn marker is a non-empty string", "end_of_turn")
     if "answer_key" in data and not (data["answer_key"] and start_only):
         fail("an answer object is the whole reply: a non-empty key, in a start_only family", "answer_key")
     peers = data.get("peers", {})
@@ -116,6 +120,7 @@ def load_family(path: Path, foreign_markers) -> Family:
         separator=data.get("separator", ""),
         object=shape,
         answer_key=data.get("answer_key"),
+        end_of_turn=data.get("end_of_turn"),
     )
     near = []
     for i, item in enumerate(data.get("near_misses", []) or []):

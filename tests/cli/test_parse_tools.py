@@ -51,3 +51,29 @@ def test_a_tool_file_that_cannot_be_used_exits_2_with_the_reason(tmp_path):
     for reason, tools in cases.items():
         code, _, err = parse(tmp_path, tools)
         assert code == 2 and reason in err and "Traceback" not in err, (reason, err)
+
+
+def test_minicpm5_values_are_read_in_the_python_notation_its_template_writes(tmp_path):
+    # An object, not the anyOf above: there the text fits the string branch as written and stays text.
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"location": {"type": "string"}, "days": {"type": "integer"},
+                                         "options": {"type": "object", "properties": {"units": {
+                                             "type": "object", "properties": {"metric": {"type": "boolean"}}}}}}}}}]
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(tools), encoding="utf-8")
+    reply = ('<function name="get_weather"><param name="location">Paris</param><param name="days">3</param>'
+             "<param name=\"options\">{'units': {'metric': True}}</param></function>")
+    code, out, err = run("parse", "--template", "openbmb-MiniCPM5-1B", "--enable-thinking", "false",
+                         "--tools", str(path), "--json", stdin=reply)
+    data = json.loads(out)
+    assert code == 0, err
+    assert data["calls"][0]["arguments"] == {"location": "Paris", "days": 3, "options": {"units": {"metric": True}}}
+    assert data["findings"] == []
+    # JSON's `true` is not what that template writes: read, and named.
+    code, out, _ = run("parse", "--template", "openbmb-MiniCPM5-1B", "--enable-thinking", "false",
+                       "--tools", str(path), "--json", stdin=reply.replace("{'units': {'metric': True}}",
+                                                                           '{"units": {"metric": true}}'))
+    data = json.loads(out)
+    assert code == 1 and data["calls"][0]["arguments"]["options"] == {"units": {"metric": True}}
+    assert data["findings"] == [{"name": "json-notation-arguments", "call": 0,
+                                 "detail": "JSON where the template writes Python's str(): options"}]

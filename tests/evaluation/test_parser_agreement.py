@@ -66,6 +66,17 @@ def test_reasoning_is_cut_before_the_tool_parser_as_a_server_does():
     assert fed_text(CALL, expect(CALL), DEFAULT_PAIRS) == CALL
     # A prompt that opened the block, closed at once: empty reasoning is still a block the server strips.
     assert fed_text("</think>Sunny.", {"reasoning": "", "content": "Sunny."}, DEFAULT_PAIRS) == "Sunny."
+    # The strict parse reads an empty block as no reasoning: a reply opening with the bare close tag (MiniMax-M3's
+    # "no reasoning" prefix, StepFun's prompt-opened block closed at once) is fed from after it all the same.
+    m3 = "</mm:think>Sunny, then cloudy, then rain."
+    parsed = families.parse("minimax-m3", m3, "]~b]ai\n").to_json()
+    assert parsed["reasoning"] is None and parsed["content"] == "Sunny, then cloudy, then rain."
+    assert fed_text(m3, parsed, (("<mm:think>", "</mm:think>"),)) == "Sunny, then cloudy, then rain."
+    stepfun = "\n</think>\nSunny."
+    parsed = families.parse("qwen-xml", stepfun, "<|im_start|>assistant\n<think>\n").to_json()
+    assert parsed["reasoning"] is None and fed_text(stepfun, parsed, DEFAULT_PAIRS) == "\nSunny."
+    # A close tag later in a reply that read no reasoning is the model's text, not cut.
+    assert fed_text("Use </think> to close.", expect("Use </think> to close."), DEFAULT_PAIRS) == "Use </think> to close."
 
 
 def record(project, labels, parser="hermes", case="one call", source="canonical"):

@@ -86,3 +86,22 @@ def test_an_answer_that_breaks_the_api_shape_is_a_runtime_error_naming_the_field
                          "reasoning": None, "detail": None}}
     labels, details = classify(record, [], None)
     assert "runtime-error" in labels and any("not the JSON string the API specifies" in d for d in details)
+
+
+def test_typed_arguments_are_compared_in_the_notation_the_family_template_writes():
+    # MiniCPM 5's template writes a list or dict argument with Python's str(); vLLM and SGLang read it back.
+    from harness.evaluation.runtime_corpus import build_corpus
+    from harness.pins.sources import load_sources, resolve_template
+
+    corpus = build_corpus(resolve_template("openbmb-MiniCPM5-1B", load_sources()))
+    case = next(c for c in corpus.cases if c.name == "typed-arguments")
+    assert "['Ana', 'Bo']" in case.reply
+    peers = {"title": "Café \"Zürich\" \\ 東京 🎉", "attendees": ["Ana", "Bo"],
+             "details": {"room": 12, "online": False, "notes": None}, "budget": 1250.5, "priority": -3}
+    assert judge(case.expect, answer(calls=[("create_event", peers)]), TOOLS, "auto", None) == ([], [])
+    # MiniMax-M3's nested leaves (text inside its XML) are typed by the nested schema.
+    corpus = build_corpus(resolve_template("MiniMax-M3", load_sources()))
+    case = next(c for c in corpus.cases if c.name == "typed-arguments")
+    assert case.expect["calls"][0]["arguments"]["details"] == {"room": "12", "online": "false"}
+    peers = {**peers, "details": {"room": 12, "online": False}}
+    assert judge(case.expect, answer(calls=[("create_event", peers)]), TOOLS, "auto", None) == ([], [])

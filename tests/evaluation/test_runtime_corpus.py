@@ -54,6 +54,16 @@ def test_replies_come_from_the_template():
     assert qwen3["reasoning-then-call"].expect["reasoning"] and qwen3["reasoning-then-call"].expect["calls"]
 
 
+
+def test_a_reasoning_block_the_prompt_closed_is_not_closed_again_in_the_reply():
+    # DeepSeek V3.2 without thinking prompts `<think></think>` but renders a past answer as `</think>` + text.
+    v32 = {c.name: c for c in CORPORA["deepseek-ai-DeepSeek-V3.2"].cases}
+    assert v32["history-answer"].reply == "Sunny, then cloudy, then rain."
+    assert v32["one-call"].reply.startswith("\n\n<｜DSML｜function_calls>")
+    # MiniMax-M3's prompt closes nothing: its bare `</mm:think>` is the reply's own "no reasoning" prefix.
+    m3 = {c.name: c for c in CORPORA["MiniMax-M3"].cases}
+    assert m3["history-answer"].reply == "</mm:think>Sunny, then cloudy, then rain."
+
 def test_case_files_are_read_with_their_errors_located(tmp_path):
     ref = resolve_template("Qwen-Qwen2.5-7B-Instruct", SOURCES)
     good = tmp_path / "cases.yaml"

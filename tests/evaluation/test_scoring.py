@@ -41,12 +41,22 @@ def test_llama_string_numbers_type_as_integers_but_an_invented_key_is_invalid():
 
 
 def test_python_notation_values_are_a_named_finding_and_invalid_arguments():
-    # MiniCPM 5's template writes a past value with Python's str(); a model that does the same writes None.
+    # Seed-OSS's template writes a past value with Python's str(); a model that does the same writes None.
+    reply = ('<seed:tool_call>\n<function=file_chunks>\n<parameter=source>imprint/chat.py</parameter>\n'
+             '<parameter=start>0</parameter>\n<parameter=end>None</parameter>\n</function>\n</seed:tool_call>')
+    verdicts = score_sample(SCENARIOS["file-chunks"], sample("seed-oss", [step(reply)], replayed=True))
+    assert verdicts["parsed"] and verdicts["right_tool"] and verdicts["valid_arguments"] is False
+    assert {"invalid-arguments", "python-notation-arguments"} <= set(verdicts["findings"])
+
+
+def test_minicpm5_python_notation_is_its_format_so_only_a_wrong_type_is_named():
+    # MiniCPM 5's template writes non-strings with str() and its peers read them back: None is read, and is
+    # then no integer.
     reply = ('<function name="file_chunks"><param name="source">imprint/chat.py</param>'
              '<param name="start">0</param><param name="end">None</param></function>')
     verdicts = score_sample(SCENARIOS["file-chunks"], sample("minicpm5", [step(reply)], replayed=True))
-    assert verdicts["parsed"] and verdicts["right_tool"] and verdicts["valid_arguments"] is False
-    assert {"invalid-arguments", "python-notation-arguments"} <= set(verdicts["findings"])
+    assert verdicts["parsed"] and verdicts["valid_arguments"] is False
+    assert "invalid-arguments" in verdicts["findings"] and "python-notation-arguments" not in verdicts["findings"]
 
 
 def test_qwen3_reply_is_right_in_every_way_that_applies():

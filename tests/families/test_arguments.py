@@ -1,5 +1,6 @@
 import pytest
 
+from harness.families import value_notation
 from harness.families.arguments import tool_parameters, type_arguments
 
 TOOL = {
@@ -87,6 +88,35 @@ def test_the_seed_oss_and_minicpm5_templates_themselves_write_python_notation():
         assert parsed.accepted, (family, parsed.deviation, parsed.detail)
         typed = type_arguments(parsed.calls[0].arguments, SEED_PARAMS)
         assert typed.python_notation == ["flags", "exact"], (family, parsed.calls[0].arguments)
+        # MiniCPM 5's notation is its format (its peers read it back); Seed-OSS's peers keep the text.
+        typed = type_arguments(parsed.calls[0].arguments, SEED_PARAMS, value_notation(family))
+        if family == "minicpm5":
+            assert typed.ok and typed.arguments == {"flags": ["x"], "exact": True} and not typed.json_notation
+        else:
+            assert typed.python_notation == ["flags", "exact"]
+
+
+def test_a_python_notation_family_reads_what_its_template_writes_and_names_json_spelling():
+    # The runtime corpus's typed-arguments reply, as the MiniCPM 5 template renders it (both peers read it so).
+    args = {"title": "x", "attendees": "['Ana', 'Bo']", "details": "{'room': 12, 'online': False, 'notes': None}",
+            "budget": "1250.5", "priority": "-3"}
+    event = {"type": "object", "properties": {
+        "title": {"type": "string"}, "attendees": {"type": "array", "items": {"type": "string"}},
+        "details": {"type": "object", "properties": {"room": {"type": "integer"}, "online": {"type": "boolean"},
+                                                     "notes": {"type": ["string", "null"]}}},
+        "budget": {"type": "number"}, "priority": {"type": "integer"}}}
+    typed = type_arguments(args, event, "python")
+    assert typed.ok and typed.json_notation == []
+    assert typed.arguments == {"title": "x", "attendees": ["Ana", "Bo"], "budget": 1250.5, "priority": -3,
+                               "details": {"room": 12, "online": False, "notes": None}}
+    # A string parameter keeps its text, literal-looking or not.
+    assert type_arguments({"title": "['a']"}, event, "python").arguments == {"title": "['a']"}
+    # JSON's true/null is not what str() writes: read, and listed by path.
+    typed = type_arguments({"title": "x", "details": '{"online": true, "notes": null}'}, event, "python")
+    assert typed.ok and typed.arguments["details"] == {"online": True, "notes": None}
+    assert typed.json_notation == ["details"]
+    # A set or tuple has no JSON type: it is not read.
+    assert not type_arguments({"title": "x", "attendees": "('Ana',)"}, event, "python").ok
 
 
 @pytest.mark.parametrize("text", ["[" * 5000, '{"a":' * 5000, "[" * 150 + "]" * 150, "NaN", "-Infinity", "1e999",
