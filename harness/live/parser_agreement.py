@@ -119,11 +119,16 @@ def build_cases(templates, only_families=None) -> tuple:
     return out, unmapped()
 
 
+def fed_for(case: Case) -> str:
+    """The text a peer's parser is given for the case (harness.evaluation.parser_agreement.fed_text)."""
+    pairs = getattr(registry.get(case.family).parser, "reasoning", None) or DEFAULT_PAIRS
+    return fed_text(case.reply, case.expect, pairs)
+
+
 def run_case(peers, case: Case, project: str, parser: str, version: str, splits: int,
              seed: int) -> ParserAgreementRecord:
     family = registry.get(case.family)
-    pairs = getattr(family.parser, "reasoning", None) or DEFAULT_PAIRS
-    fed = fed_text(case.reply, case.expect, pairs)
+    fed = fed_for(case)
     answers = peers.parse(project, parser, case.profile, fed, case.tools, splits, seed, case.added,
                           case.tokenizer_config)
     marker = family.markers[0] if family.markers else None
@@ -139,7 +144,8 @@ def run_case(peers, case: Case, project: str, parser: str, version: str, splits:
 def run_suite(peers, cases: list, projects: list, versions: dict, results, splits: int, seed: int,
               log=lambda record: None) -> tuple:
     """A whole run into results/parser-agreement/PROJECT.jsonl: each record appended as it lands, a case already
-    read by the same parser, version and split plan taken from the file instead (a killed run resumes). At the
+    read by the same parser, version and split plan, with the strict parse it was judged against unchanged, taken
+    from the file instead (a killed run resumes). At the
     end each file is rewritten with this corpus's records alone, in corpus order, so it holds what this corpus
     and mapping make and nothing stale. Returns (records, how many were resumed)."""
     done: dict = {}
@@ -157,7 +163,9 @@ def run_suite(peers, cases: list, projects: list, versions: dict, results, split
                 key = (project, case.family, case.source, case.name, parser, versions[project], case.reply, splits,
                        seed)
                 record = done.get(key)
-                if record is None:
+                # The labels hold our strict reading too: a case our parser now reads otherwise, or whose text
+                # for the peer is now cut otherwise, is asked again.
+                if record is None or record.expect != case.expect or record.fed != fed_for(case):
                     record = run_case(peers, case, project, parser, versions[project], splits, seed)
                     writers[project].append(record)
                     log(record)

@@ -129,3 +129,21 @@ def test_every_case_has_a_name_of_its_own_within_its_family_and_source():
     assert len(keys) == len(set(keys))
     atem = [c.name for c in cases if c.family == "atem" and c.source == "near-miss"]
     assert "malformed-call" in atem and "malformed-call #2" in atem
+
+
+@pytest.mark.needs_peers
+def test_a_resumed_run_asks_again_a_case_our_parser_now_reads_otherwise(peers, tmp_path):
+    from harness.evaluation.results import ResultsDir
+    from harness.live.parser_agreement import run_suite
+
+    results = ResultsDir.at(tmp_path)
+    case = hermes_case(CALL)
+    first, resumed = run_suite(peers, [case], ["vllm"], {"vllm": "0.33.0"}, results, 2, 0)
+    assert resumed == 0 and first[0].labels == ["agree"]
+    _, resumed = run_suite(peers, [case], ["vllm"], {"vllm": "0.33.0"}, results, 2, 0)
+    assert resumed == 1
+    # The same reply, now read as no call by our parser: the stored labels were judged against another reading.
+    changed = hermes_case(CALL)
+    changed.expect = {**changed.expect, "calls": []}
+    again, resumed = run_suite(peers, [changed], ["vllm"], {"vllm": "0.33.0"}, results, 2, 0)
+    assert resumed == 0 and again[0].labels != ["agree"]
