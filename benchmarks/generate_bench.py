@@ -23,7 +23,6 @@ QUESTION = "Show me chunks 0 through 2 of the indexed file imprint/chat.py, and 
 
 def bare_loop(llm, prompt, max_tokens):
     ids = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
-    start = time.perf_counter()
     first = None
     count = 0
     text = b""

@@ -271,7 +271,7 @@ class _PlainJson(Values):
 
     def string(self) -> Expr:
         char = self.rules.define("plain-json-char",
-                                 Raw(f'[^"\\\\<&\\x7F\\x00-\\x1F] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{{4}})'))
+                                 Raw('[^"\\\\<&\\x7F\\x00-\\x1F] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4})'))
         return self.rules.define("plain-json-string", Raw(f'"\\"" {char.name}* "\\""'))
 
 

@@ -169,7 +169,6 @@ class Values:
     # structure
     def value(self, schema, hint: str) -> Expr:
         schema = self.schemas.resolve(schema) if isinstance(schema, dict) else {}
-        ref = schema.get("$ref") if isinstance(schema, dict) else None
         options = [self._choice(c, hint) for c in self.schemas.choices(schema)]
         options = [o for o in options if o is not None]
         return alt(*options) if options else self.any()
