@@ -14,7 +14,7 @@ def run(args) -> int:
     from harness.backends.peers import SETUP_COMMAND, Peers, peers_python
     from harness.core.errors import HarnessError
     from harness.evaluation.parser_agreement import PROJECTS, agreement_markdown, unmapped
-    from harness.live.parser_agreement import build_cases, parser_for, run_case, run_suite
+    from harness.live.parser_agreement import TRANSCRIPT, build_cases, parser_for, run_case, run_suite
     from harness.pins.sources import load_sources, resolve_template
 
     python = peers_python()
@@ -23,9 +23,9 @@ def run(args) -> int:
     sources = load_sources()
     ids = args.template or list(sources.templates)
     if args.source and args.source not in ("canonical", "near-miss"):
-        ids = [args.source]
+        ids = [] if args.source.startswith(TRANSCRIPT) else [args.source]
     templates = [resolve_template(t, sources) for t in ids]
-    cases, _ = build_cases(templates, set(args.family or ()) or None)
+    cases, _ = build_cases(templates, set(args.family or ()) or None, args.results_dir.transcript_files())
     cases = [c for c in cases if (not args.source or c.source == args.source) and (not args.case or c.name in args.case)]
     projects = args.project or list(PROJECTS)
     whole_run = not (args.family or args.project or args.template or args.source or args.case)
@@ -70,7 +70,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "parser-agreement", help="vLLM's and SGLang's tool parsers against the strict parser, streamed and not",
         description="Every family mapped by its peers: to a vLLM or SGLang parser: its canonical outputs and near "
-                    "misses and every template's runtime-conformance corpus, read by that parser one-shot and "
+                    "misses, every template's runtime-conformance corpus and the replies models wrote in "
+                    "DIR/transcripts/, read by that parser one-shot and "
                     "streamed (whole, token by token, seeded random splits of 1-4 tokens) in the peers environment "
                     "(bash scripts/setup_peers.sh), labelled against the strict parse. Without a filter it records "
                     "each case in DIR/parser-agreement/PROJECT.jsonl (a killed run resumes; a case already read "
@@ -79,7 +80,8 @@ def register(subparsers) -> None:
     p.add_argument("--project", action="append", choices=("vllm", "sglang"), help="only this project (repeatable)")
     p.add_argument("--family", action="append", metavar="NAME", help="only this family (repeatable)")
     p.add_argument("--template", action="append", metavar="ID", help="only these templates' corpora (repeatable)")
-    p.add_argument("--source", metavar="SRC", help="only cases from canonical, near-miss, or this template's corpus")
+    p.add_argument("--source", metavar="SRC", help="only cases from canonical, near-miss, this template's corpus, or "
+                   "transcript:MODEL")
     p.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable)")
     p.add_argument("--splits", type=int, default=20, metavar="N", help="random 1-4 token splits per reply (default 20)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random splits (default 0)")

@@ -1,8 +1,8 @@
 """Parser agreement: other projects' tool parsers (vLLM, SGLang) on the strict parser's corpus, one-shot and
 streamed.
 
-Each case is a reply whose strict parse is known (a family's canonical outputs and near misses, and every
-template's runtime-conformance corpus). A peer parser reads it once whole (its non-streaming entry point) and
+Each case is a reply whose strict parse is known (a family's canonical outputs and near misses, every
+template's runtime-conformance corpus, and the replies real models wrote in results/transcripts/). A peer parser reads it once whole (its non-streaming entry point) and
 as streams: the whole reply in one chunk, token by token, and in seeded random chunks of 1-4 tokens. Labels, as
 in runtime conformance (harness.evaluation.runtime_conformance.judge reads the one-shot answer), several can
 hold at once, `agree` only alone:
@@ -176,7 +176,9 @@ def agreement_markdown(records: list, unmapped: list) -> str:
     lines = ["# Parser agreement", "",
              "vLLM's and SGLang's own tool parsers, in process in the peers environment (`bash "
              "scripts/setup_peers.sh`), on the strict parser's corpus: every family's canonical outputs and near "
-             "misses, and every template's runtime-conformance corpus. Each reply is read one-shot and streamed "
+             "misses, every template's runtime-conformance corpus, and the distinct replies real models wrote in "
+             "transcripts/ (source `transcript:MODEL`, judged against the strict parse with the step's recorded "
+             "prompt, as scoring reads it). Each reply is read one-shot and streamed "
              f"(whole, token by token, and {environment['splits']} seeded random splits of 1-4 tokens, seed "
              f"{environment['seed']}) through the family's vocabulary. Labels are defined in "
              "harness/evaluation/parser_agreement.py; made by `harness parser-agreement` (records in "

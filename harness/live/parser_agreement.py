@@ -3,7 +3,8 @@
 A family is compared with a project where its `peers:` names that project's parser (the family's YAML or
 module; a template's own where `peers.templates` gives one, Family.peer). Its cases: the canonical outputs and near misses the rejection matrix uses (read without a prompt,
 fed through the vocabulary of a template of the family), then each pinned template's runtime-conformance corpus
-(its own prompt and tools, its scripted-model vocabulary).
+(its own prompt and tools, its scripted-model vocabulary), then the replies real models wrote in
+results/transcripts/ (transcript_cases).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from harness.evaluation.records import ParserAgreementRecord
 from harness.backends.scripted.plan import DEFAULT_PROFILE, profile_for
 from harness.evaluation.parser_agreement import PROJECTS, classify, fed_text, read_records, unmapped
 from harness.evaluation.runtime_corpus import TOOLS, build_corpus
-from harness.evaluation.transcripts import TranscriptWriter, encode_line
+from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.transcripts import TranscriptWriter, encode_line, read_transcript
 from harness.families.canonical import canonical_outputs
 from harness.families.reasoning import DEFAULT_PAIRS
 
@@ -25,6 +27,7 @@ from harness.families.reasoning import DEFAULT_PAIRS
 # them as text, and a peer parser that looks its markers up as tokens would fail on our vocabulary, not on its own.
 _SPECIAL = re.compile(r"<\|[^|<>\s]+\|>|<｜[^｜\s]+｜>|\[/?[A-Z_]{3,}\]")
 _TAG = re.compile(r"</?[A-Za-z_][\w:.-]*>")
+TRANSCRIPT = "transcript:"
 _JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"),
                (dict, "object"))
 
@@ -32,7 +35,7 @@ _JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "st
 @dataclass
 class Case:
     family: str
-    source: str          # "canonical", "near-miss", or the template id whose corpus holds it
+    source: str          # "canonical", "near-miss", the template id whose corpus holds it, or "transcript:<model>"
     name: str
     reply: str
     expect: dict         # the strict parse
@@ -40,9 +43,12 @@ class Case:
     profile: str         # the scripted-model vocabulary it is tokenized with
     added: tuple = ()    # the family's special tokens, added to that vocabulary where it lacks them
     tokenizer_config: dict = field(default_factory=dict)  # the real model's tokenizer_config.json entries a peer reads (peers:)
+    template_id: str | None = None  # a transcript's: the template the model was prompted with
 
     @property
     def template(self) -> str | None:
+        if self.source.startswith(TRANSCRIPT):
+            return self.template_id
         return None if self.source in ("canonical", "near-miss") else self.source
 
 
@@ -76,8 +82,44 @@ def parser_for(case: Case, project: str) -> str | None:
     return registry.get(case.family).peer(project, case.template)
 
 
-def build_cases(templates, only_families=None) -> tuple:
+def transcript_cases(paths, wanted) -> list:
+    """Every distinct reply a real model wrote (each step of each sample of the transcripts at `paths`) whose
+    parsing family is in `wanted`, in file and step order. Its expectation is what scoring reads: the strict parse
+    with the prompt the step recorded (harness.evaluation.scoring.parse_steps); its tools, the scenario's as the
+    model was offered them. A reply recorded again (the same family, text and strict parse) is one case. A
+    synthesized answer (the loop's text) and a step that wrote nothing are not replies; a sample of a scenario no
+    longer defined has no tools to give and is left out."""
+    scenarios = {s.name: s for s in load_scenarios()}
+    out, seen = [], set()
+    for path in paths:
+        transcript = read_transcript(path)
+        models = transcript.models()
+        for record in transcript.samples():
+            scenario = scenarios.get(record.scenario.name)
+            model = models.get(record.model.sha256)
+            if scenario is None or model is None:
+                continue
+            template = (record.template or {}).get("id") or model.template.get("pinned_id")
+            for t, turn in enumerate(record.turns):
+                for n, step in enumerate(turn.get("steps") or []):
+                    family = step.get("family", record.family)
+                    reply = step.get("reply")
+                    if step.get("synthesized") or not reply or family not in wanted:
+                        continue
+                    expect = registry.parse(family, reply, step.get("prompt_tail", "")).to_json()
+                    key = (family, reply, repr(expect))
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    name = f"{scenario.name}/{record.mode}/sample {record.sample}/step {t + 1}.{n + 1}"
+                    out.append(Case(family, TRANSCRIPT + record.model.id, name, reply, expect, scenario.tool_schemas(),
+                                    profile_for(model.template["text"]), template_id=template))
+    return out
+
+
+def build_cases(templates, only_families=None, transcripts=()) -> tuple:
     """(cases, unmapped) for the mapped families; templates: (ResolvedTemplate) to build corpora from;
+    transcripts: transcript files whose replies join the corpus (transcript_cases);
     unmapped: (family, why) of the families no compared project reads."""
     mapped = peered()
     wanted = [f for f in mapped if not only_families or f in only_families]
@@ -102,12 +144,15 @@ def build_cases(templates, only_families=None) -> tuple:
             if corpus.family == name:
                 out += [Case(name, ref.id, c.name, c.reply, c.expect, c.tools, profile_for(ref.text))
                         for c in corpus.cases]
+    out += transcript_cases(transcripts, wanted)
     for name in wanted:
         family = registry.get(name)
         mine = [c for c in out if c.family == name]
         found = {m.strip() for m in family.markers if m.strip()}
+        # A model's stray text (a token it spelt inside a reply) does not make the family's vocabulary.
         for c in mine:
-            found.update(_SPECIAL.findall(c.reply))
+            if not c.source.startswith(TRANSCRIPT):
+                found.update(_SPECIAL.findall(c.reply))
         # The family's own tags (<tool_call>, <arg_key>, <tool_sep:opensource>): from the canonical calls whose
         # arguments hold no tag-like text, so a value such as "<b>" is not taken for a token.
         for c in mine:

@@ -147,3 +147,32 @@ def test_a_resumed_run_asks_again_a_case_our_parser_now_reads_otherwise(peers, t
     changed.expect = {**changed.expect, "calls": []}
     again, resumed = run_suite(peers, [changed], ["vllm"], {"vllm": "0.33.0"}, results, 2, 0)
     assert resumed == 0 and again[0].labels != ["agree"]
+
+
+def test_the_recorded_replies_of_real_models_join_the_corpus_once_each_as_scoring_reads_them():
+    from harness.evaluation.results import ResultsDir
+    from harness.evaluation.scenarios import load_scenarios
+    from harness.evaluation.scoring import parse_steps
+    from harness.evaluation.transcripts import read_transcript
+    from harness.live.parser_agreement import transcript_cases
+
+    files = ResultsDir.at("results").transcript_files()
+    cases = transcript_cases(files, {"hermes"})
+    scenarios = {s.name: s for s in load_scenarios()}
+    wanted = {}
+    for path in files:
+        for record in read_transcript(path).samples():
+            for turn in record.turns:
+                for step, parse in zip(turn["steps"], parse_steps(turn["steps"], record.family)):
+                    if step.get("reply") and not step.get("synthesized") and parse.family == "hermes":
+                        wanted.setdefault((step["reply"], repr(parse.to_json())),
+                                          (record.model.id, scenarios[record.scenario.name].tool_schemas()))
+    # Only the Qwen models were prompted with a hermes template; Gemma's and SmolLM's replies have no family.
+    assert {c.source for c in cases} == {f"transcript:{m}" for m, _ in wanted.values()}
+    assert sorted((c.reply, repr(c.expect)) for c in cases) == sorted(wanted)
+    for c in cases:
+        assert (c.source, c.tools) == (f"transcript:{wanted[c.reply, repr(c.expect)][0]}",
+                                       wanted[c.reply, repr(c.expect)][1])
+        assert c.template.startswith("gguf-qwen2.5-coder") and parser_for(c, "vllm") == "hermes"
+    assert len({(c.source, c.name) for c in cases}) == len(cases)
+    assert transcript_cases(files, {"hermes"}) == cases
