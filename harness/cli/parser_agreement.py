@@ -1,4 +1,4 @@
-"""`harness parser-agreement`: vLLM's and SGLang's tool parsers on the strict parser's corpus, one-shot and
+"""`harness parser-agreement`: vLLM's, SGLang's and transformers' tool parsers on the strict parser's corpus, one-shot and
 streamed, in the peers environment (scripts/setup_peers.sh); a whole run writes DIR/parser-agreement/PROJECT.jsonl
 (resumable) and DIR/parser-agreement.md."""
 
@@ -68,8 +68,8 @@ def run(args) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "parser-agreement", help="vLLM's and SGLang's tool parsers against the strict parser, streamed and not",
-        description="Every family mapped by its peers: to a vLLM or SGLang parser: its canonical outputs and near "
+        "parser-agreement", help="vLLM's, SGLang's and transformers' tool parsers against the strict parser, streamed and not",
+        description="Every family mapped by its peers: to a vLLM, SGLang or transformers parser: its canonical outputs and near "
                     "misses, every template's runtime-conformance corpus and the replies models wrote in "
                     "DIR/transcripts/, read by that parser one-shot and "
                     "streamed (whole, token by token, seeded random splits of 1-4 tokens) in the peers environment "
@@ -77,7 +77,7 @@ def register(subparsers) -> None:
                     "each case in DIR/parser-agreement/PROJECT.jsonl (a killed run resumes; a case already read "
                     "by the same parser is not read again) and writes DIR/parser-agreement.md; with one it prints "
                     "the cases (--json: the records) and records nothing. Exit 1 when any case disagrees.")
-    p.add_argument("--project", action="append", choices=("vllm", "sglang"), help="only this project (repeatable)")
+    p.add_argument("--project", action="append", choices=("vllm", "sglang", "transformers"), help="only this project (repeatable)")
     p.add_argument("--family", action="append", metavar="NAME", help="only this family (repeatable)")
     p.add_argument("--template", action="append", metavar="ID", help="only these templates' corpora (repeatable)")
     p.add_argument("--source", metavar="SRC", help="only cases from canonical, near-miss, this template's corpus, or "

@@ -1,4 +1,4 @@
-"""Parser agreement: other projects' tool parsers (vLLM, SGLang) on the strict parser's corpus, one-shot and
+"""Parser agreement: other projects' tool parsers (vLLM, SGLang, transformers' response templates) on the strict parser's corpus, one-shot and
 streamed.
 
 Each case is a reply whose strict parse is known (a family's canonical outputs and near misses, every
@@ -32,7 +32,7 @@ from harness.evaluation.runtime_conformance import judge
 from harness.evaluation.transcripts import read_transcript
 
 # The projects whose parsers are compared (harness.backends.peers drives them); a family's `peers:` may name others.
-PROJECTS = ("vllm", "sglang")
+PROJECTS = ("vllm", "sglang", "transformers")
 LABELS = ("agree", "forgave", "dropped-call", "call-left-in-content", "arguments-changed", "calls-differ",
           "content-differs", "stream-differs", "crashed")
 _RENAMED = {"runtime-dropped-call": "dropped-call", "runtime-forgave": "forgave"}
@@ -116,7 +116,7 @@ def current(records: list) -> list:
 
 def unmapped() -> list:
     """(family, why) for every detectable family no compared project's parser reads."""
-    return sorted((name, "no vllm or sglang parser named in its peers:") for name, f in registry.families().items()
+    return sorted((name, "no vllm, sglang or transformers parser named in its peers:") for name, f in registry.families().items()
                   if f.detectable and not f.peer_projects() & set(PROJECTS))
 
 
@@ -174,7 +174,8 @@ def agreement_markdown(records: list, unmapped: list) -> str:
     records = current(records)
     environment = _plan(records)
     lines = ["# Parser agreement", "",
-             "vLLM's and SGLang's own tool parsers, in process in the peers environment (`bash "
+             "vLLM's and SGLang's own tool parsers, and transformers' parse_response with the response template "
+             "`transformers serve` uses for the model type, in process in the peers environment (`bash "
              "scripts/setup_peers.sh`), on the strict parser's corpus: every family's canonical outputs and near "
              "misses, every template's runtime-conformance corpus, and the distinct replies real models wrote in "
              "transcripts/ (source `transcript:MODEL`, judged against the strict parse with the step's recorded "

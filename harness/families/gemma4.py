@@ -131,7 +131,7 @@ FAMILY = CustomFamily(
     "Written by Google's Gemma 4.",
     parser=Gemma4Parser,
     near_misses=NEAR_MISSES,
-    peers={"vllm": "gemma4", "sglang": "gemma4", "llama.cpp": "peg-gemma4"},
+    peers={"vllm": "gemma4", "sglang": "gemma4", "llama.cpp": "peg-gemma4", "transformers": "gemma4"},
     shape=Shape(
         call=exact("<|tool_call>call:{name}{arguments}<tool_call|>"),
         arguments="gemma",

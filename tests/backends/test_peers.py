@@ -87,6 +87,21 @@ def test_the_peers_environment_imports_both_projects(peers):
     assert projects["vllm"] == {"version": "0.33.0"} and projects["sglang"] == {"version": "0.5.23"}
 
 
+@pytest.mark.needs_peers
+def test_transformers_reads_hermes_with_the_qwen2_response_template_and_raises_on_a_broken_call(peers):
+    assert peers.hello()["projects"]["transformers"] == {"version": "5.19.0"}
+    two = run_case(peers, hermes_case(CALL + "\n" + CALL.replace("Paris", "Rome")), "transformers", "qwen2", "5.19.0",
+                   20, 0)
+    assert two.labels == ["agree"], two.details
+    assert [c["arguments"] for c in two.one_shot["calls"]] == ['{"location": "Paris", "days": 3}',
+                                                               '{"location": "Rome", "days": 3}']
+    # A call whose JSON is cut short is no reply transformers returns, in content or otherwise: it raises.
+    broken = run_case(peers, hermes_case(CALL.replace("}}", "}")), "transformers", "qwen2", "5.19.0", 4, 0)
+    assert broken.labels == ["crashed"] and "could not parse region as JSON" in broken.details[0]
+    unknown = run_case(peers, hermes_case(CALL), "transformers", "llama", "5.19.0", 4, 0)
+    assert unknown.labels == ["crashed"] and "no response template for model type 'llama'" in unknown.details[0]
+
+
 def corpus_case(family, template, name):
     sources = load_sources()
     cases, _ = build_cases([resolve_template(template, sources)], {family})

@@ -1,4 +1,5 @@
-"""The peers worker: vLLM's and SGLang's own tool parsers, driven through their public entry points.
+"""The peers worker: vLLM's and SGLang's own tool parsers, and transformers' response templates, driven through
+their public entry points.
 
 Runs under the peers environment's python (scripts/setup_peers.sh builds it; harness.backends.peers spawns this
 file by path), so it imports nothing from harness. One JSON request per line on stdin, one JSON answer per line
@@ -17,7 +18,11 @@ A request that fails as a whole answers {"error"}. Streams are fed as the server
 ids from the family's vocabulary (a real transformers tokenizer read from the vocabulary GGUF), text decoded
 incrementally (a chunk that ends inside a UTF-8 character waits for the next), then the project's end-of-stream
 steps of each project's server (vLLM: get_remaining_unstreamed_args; SGLang: parse_stream_end, then its serving
-layer's check for the last call's unstreamed arguments).
+layer's check for the last call's unstreamed arguments; transformers: ResponseParser.finalize).
+
+transformers' parser names are the model types of the response templates `transformers serve` falls back on
+for tokenizers that ship none (no pinned template or vocabulary here ships one): qwen2 (<tool_call> JSON),
+qwen3_5 (<tool_call><function=…> XML), gemma4.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ import os
 import random
 import sys
 
-PROJECT_MODULES = {"vllm": "vllm.tool_parsers", "sglang": "sglang.srt.function_call.function_call_parser"}
+PROJECT_MODULES = {"vllm": "vllm.tool_parsers", "sglang": "sglang.srt.function_call.function_call_parser",
+                   "transformers": "transformers.cli.serving.utils"}
 _TOKENIZERS: dict = {}
 
 
@@ -126,7 +132,7 @@ def parse(request: dict) -> dict:
     if texts[-1] != reply:
         # The vocabulary cannot spell the reply exactly (a SentencePiece space prefix): stream what it decodes to.
         texts[-1] = reply
-    driver = {"vllm": VllmDriver, "sglang": SglangDriver}[request["project"]](request, tok)
+    driver = DRIVERS[request["project"]](request, tok)
     rng = random.Random(request.get("seed", 0))
     plans = [random_sizes(len(ids), rng) for _ in range(int(request.get("splits", 20)))]
     return {"tokens": len(ids), "round_trip": texts[-1] == tok.decode(ids, skip_special_tokens=False,
@@ -142,7 +148,7 @@ def bench(request: dict) -> dict:
     import time
 
     tok = _request_tokenizer(request)
-    driver = {"vllm": VllmDriver, "sglang": SglangDriver}[request["project"]](request, tok)
+    driver = DRIVERS[request["project"]](request, tok)
     for reply in request["replies"]:  # warm-up: lazy imports and compiled patterns are not the parser's pace
         _guarded(driver.one_shot, reply)
     errors, parsed = 0, 0
@@ -268,6 +274,43 @@ class SglangDriver:
             if expected.startswith(sent[len(read) - 1]):
                 calls.add(len(read) - 1, None, expected[len(sent[len(read) - 1]):])
         return calls.answer(content)
+
+
+class TransformersDriver:
+    """The tokenizer's parse_response (one-shot) and get_response_parser (streamed: feed each chunk, then
+    finalize, whose message is what the stream accumulated) with the model type's response template. The prefix
+    is empty: a case is fed from after any reasoning, the assistant turn already open."""
+
+    def __init__(self, request: dict, tok):
+        from transformers.cli.serving.utils import _RESPONSE_TEMPLATE_FALLBACKS
+
+        found = [t for types, t in _RESPONSE_TEMPLATE_FALLBACKS.items() if request["parser"] in types]
+        if not found:
+            raise ValueError(f"transformers has no response template for model type {request['parser']!r}")
+        self.template, self.tok, self.tools = found[0], tok, request["tools"] or None
+
+    @staticmethod
+    def _answer(message: dict) -> dict:
+        calls = []
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            arguments = function.get("arguments")
+            calls.append({"name": function.get("name"), "arguments": arguments if isinstance(arguments, str)
+                          else json.dumps(arguments, ensure_ascii=False)})
+        return {"content": message.get("content") or "", "calls": calls}
+
+    def one_shot(self, reply: str) -> dict:
+        return self._answer(self.tok.parse_response(reply, self.template, prefix="", tools=self.tools))
+
+    def stream(self, ids: list, texts: list, sizes: list) -> dict:
+        parser, at = self.tok.get_response_parser(self.template, prefix="", tools=self.tools), 0
+        for size in sizes:
+            parser.feed(texts[at + size][len(texts[at]):])
+            at += size
+        return self._answer(parser.finalize()[0])
+
+
+DRIVERS = {"vllm": VllmDriver, "sglang": SglangDriver, "transformers": TransformersDriver}
 
 
 if __name__ == "__main__":
