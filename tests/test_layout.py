@@ -16,7 +16,7 @@ EMBEDDED = "backends/embedded/"
 
 def stage(dotted: str) -> str | None:
     parts = dotted.split(".")
-    return parts[1] if len(parts) > 1 and parts[1] in FLOORS else None
+    return parts[1] if len(parts) > 1 and parts[0] == "harness" and parts[1] in FLOORS else None
 
 
 def imports(path: Path) -> list:
@@ -83,3 +83,8 @@ def test_the_rules_catch_what_they_forbid(tmp_path):
         "live/sideways.py:1 imports harness.reports.tables: live may not import reports",
         "loose.py: in no stage",
     ]
+
+
+def test_a_third_party_module_named_like_a_stage_is_no_stage():
+    # The peers worker imports transformers.cli.serving.utils: transformers' cli, not harness's.
+    assert stage("transformers.cli.serving.utils") is None and stage("harness.cli.run") == "cli"
