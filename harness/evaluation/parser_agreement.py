@@ -28,7 +28,7 @@ import json
 from harness import families as registry
 from harness.evaluation.records import PARSER_AGREEMENT, ParserAgreementRecord
 from harness.evaluation.runtime_agreement import arguments_object
-from harness.evaluation.runtime_conformance import judge
+from harness.evaluation.runtime_conformance import disagreement_lines, judge
 from harness.evaluation.transcripts import read_transcript
 
 # The projects whose parsers are compared (harness.backends.peers drives them); a family's `peers:` may name others.
@@ -141,11 +141,6 @@ def matrix(records: list) -> list:
     return [rows[k] for k in sorted(rows)]
 
 
-def _cell(text: str, limit: int = 200) -> str:
-    text = text if len(text) <= limit else text[:limit] + "…"
-    return json.dumps(text, ensure_ascii=False).replace("|", "\\|").replace("`", "'")
-
-
 def replay_command(r: ParserAgreementRecord) -> str:
     return (f"harness parser-agreement --project {r.project} --family {r.family} --source {r.source} "
             f"--case {json.dumps(r.case, ensure_ascii=False)} --json")
@@ -194,11 +189,7 @@ def agreement_markdown(records: list, unmapped: list) -> str:
                      + " | ".join(str(row[k]) for k in LABELS) + f" | {share} | {forgiven} |")
     if unmapped:
         lines += ["", "## Not compared", ""] + [f"- {f}: {why}" for f, why in unmapped]
-    lines += ["", "## Disagreements", ""]
-    for r in sorted(records, key=lambda r: (r.family, r.project, r.source, r.case)):
-        if r.labels == ["agree"]:
-            continue
-        lines.append(f"- **{r.project}** `{r.parser}` / {r.family} / {r.source} / {r.case}: "
-                     f"`{'`, `'.join(r.labels)}` — {'; '.join(r.details)}")
-        lines.append(f"  reply {_cell(r.reply)}; replay: `{replay_command(r)}`")
+    lines += disagreement_lines(records, lambda r: (r.family, r.project, r.source, r.case),
+                                lambda r: f"**{r.project}** `{r.parser}` / {r.family} / {r.source} / {r.case}",
+                                replay_command, limit=200)
     return "\n".join(lines) + "\n"

@@ -190,9 +190,22 @@ def matrix(records: list) -> list:
     return [rows[k] for k in sorted(rows)]
 
 
-def _cell(text: str, limit: int = 160) -> str:
+def cell(text: str, limit: int = 160) -> str:
+    """A text in one markdown table cell or list line: cropped, quoted as JSON, pipes and backticks made safe."""
     text = text if len(text) <= limit else text[:limit] + "…"
     return json.dumps(text, ensure_ascii=False).replace("|", "\\|").replace("`", "'")
+
+
+def disagreement_lines(records: list, order, head, replay, limit: int = 160) -> list:
+    """The "Disagreements" section of a suite's page: each record not labelled agree, in `order`, as `head(r)`,
+    its labels and details, then its reply and the command `replay(r)` that asks it again."""
+    lines = ["", "## Disagreements", ""]
+    for r in sorted(records, key=order):
+        if r.labels == ["agree"]:
+            continue
+        lines.append(f"- {head(r)}: `{'`, `'.join(r.labels)}` — {'; '.join(r.details)}")
+        lines.append(f"  reply {cell(r.reply, limit)}; replay: `{replay(r)}`")
+    return lines
 
 
 def conformance_markdown(records: list, unscripted: list) -> str:
@@ -213,12 +226,7 @@ def conformance_markdown(records: list, unscripted: list) -> str:
     if unscripted:
         lines += ["", "## Templates without a scripted model", ""]
         lines += [f"- {t}: {why}" for t, why in unscripted]
-    lines += ["", "## Disagreements", ""]
-    order = lambda r: (r.runtime, r.family or "", r.template["id"], r.case["name"], r.variant)  # noqa: E731
-    for r in sorted(records, key=order):
-        if r.labels == ["agree"]:
-            continue
-        lines.append(f"- **{r.runtime}** / {r.template['id']} ({r.family}) / {r.case['name']}/"
-                     f"{r.variant}: `{'`, `'.join(r.labels)}` — {'; '.join(r.details)}")
-        lines.append(f"  reply {_cell(r.reply)}; replay: `{replay_command(r)}`")
+    lines += disagreement_lines(
+        records, lambda r: (r.runtime, r.family or "", r.template["id"], r.case["name"], r.variant),
+        lambda r: f"**{r.runtime}** / {r.template['id']} ({r.family}) / {r.case['name']}/{r.variant}", replay_command)
     return "\n".join(lines) + "\n"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from harness.evaluation.runtime_agreement import label_family
+from harness.evaluation.runtime_conformance import cell
 
 FORGAVE = "runtime-forgave"
 
@@ -60,8 +61,7 @@ def ledger_rows(records: list) -> list:
 
 
 def _cell(text: str, limit: int = 110) -> str:
-    text = text if len(text) <= limit else text[:limit] + "…"
-    return "`" + json.dumps(text, ensure_ascii=False).replace("|", "\\|").replace("`", "'") + "`"
+    return f"`{cell(text, limit)}`"
 
 
 def _returned(calls) -> str:
