@@ -96,7 +96,9 @@ class StubTools:
         self.scenario = scenario
         self.executions: dict = {}
 
-    def dispatch(self, call_id: str, call) -> dict:
+    def dispatch(self, call_id: str, call, notation: str = "json") -> dict:
+        """Type the call's arguments by the tool's schema (`notation`: how the reading family's template writes a
+        non-string value, harness.families.value_notation) and run the stub once."""
         tool = self.scenario.tool(call.name)
         record = {"id": call_id, "name": call.name, "arguments": call.arguments, "typed": None, "errors": [],
                   "coerced": [], "executed": False, "executions": 0, "error": True}
@@ -104,7 +106,7 @@ class StubTools:
             offered = ", ".join(t.name for t in self.scenario.tools) or "none"
             record["result"] = _error(f"unknown tool {call.name!r}; the tools are: {offered}")
             return record
-        typed = type_arguments(call.arguments, tool.parameters)
+        typed = type_arguments(call.arguments, tool.parameters, notation)
         if not typed.ok and call.arguments and not tool.parameters.get("properties"):
             # A tool that takes nothing, called with invented arguments (seed 004 note): the intent is clear,
             # so it is retried once with no arguments before the call fails. Scoring names both.
@@ -250,7 +252,7 @@ def run_sample(chat: Chat, scenario, seed: int, first=None, mode: str = "native"
             for call in parse.calls:
                 counter += 1
                 call_id = f"call{counter:05d}"
-                record = tools.dispatch(call_id, call)
+                record = tools.dispatch(call_id, call, families.value_notation(parse.family))
                 step["calls"].append(record)
                 calls.append((call_id, call, record))
                 if record["executed"]:
