@@ -88,14 +88,21 @@ def _top_html(live: pd.DataFrame) -> str:
     return f"<ul>{items}</ul>"
 
 
+def _table_section(anchor: str, title: str, intro_html: str, frame: pd.DataFrame, cls: str = "") -> str:
+    """A section of the overview: a heading, an introduction (ready HTML) and one table."""
+    return (f'<section id="{anchor}"><h2>{title}</h2><p>{intro_html}</p>' + table_html(frame, cls=cls)
+            + "</section>")
+
+
 def agreement_html(records: list) -> str:
     if not records:
         return ""
     frame = pd.DataFrame([{k: row[k] for k in ("runtime", "served_model", "template", "pairs", *AGREEMENT_LABELS)}
                           for row in agreement_table(records)])
-    return ('<section id="runtime-agreement"><h2>Runtime agreement</h2><p>The same conversation and seed through '
-            "the strict path and the runtime's /v1/chat/completions with tools: pairs per label. Each disagreeing "
-            "pair, and where two replies fork, is in runtime-agreement.md.</p>" + table_html(frame) + "</section>")
+    return _table_section("runtime-agreement", "Runtime agreement",
+                          "The same conversation and seed through the strict path and the runtime's "
+                          "/v1/chat/completions with tools: pairs per label. Each disagreeing pair, and where two "
+                          "replies fork, is in runtime-agreement.md.", frame)
 
 
 def runtime_conformance_html(records: list) -> str:
@@ -104,9 +111,10 @@ def runtime_conformance_html(records: list) -> str:
         return ""
     frame = pd.DataFrame([{"runtime": row["runtime"], "family": row["family"], "templates": len(row["templates"]),
                            "requests": row["requests"], **{k: row[k] for k in LABELS}} for row in matrix(records)])
-    return ('<section id="runtime-conformance"><h2>Runtime conformance</h2><p>Exact replies of scripted models '
-            "through each runtime's /v1/chat/completions: requests per label. Every disagreement, with its reply "
-            "and the command that replays it, is in runtime-conformance.md.</p>" + table_html(frame) + "</section>")
+    return _table_section("runtime-conformance", "Runtime conformance",
+                          "Exact replies of scripted models through each runtime's /v1/chat/completions: requests "
+                          "per label. Every disagreement, with its reply and the command that replays it, is in "
+                          "runtime-conformance.md.", frame)
 
 
 def parser_agreement_html(records: list) -> str:
@@ -119,12 +127,12 @@ def parser_agreement_html(records: list) -> str:
                            **{k: row[k] for k in parser_agreement.LABELS},
                            "streams differing": f"{row['streams_differ']}/{row['streams']}"} for row in rows])
     versions = ", ".join(f"{p} {v}" for p, v in sorted({(r.project, r.version) for r in records}))
-    return ('<section id="parser-agreement"><h2>Parser agreement</h2><p>Other projects\' own tool parsers '
-            f"({escape(versions)}), in process, on the strict parser's corpus: each family's canonical outputs, "
-            "near misses and runtime-conformance replies, read one-shot and streamed (whole, token by token, "
-            "seeded random splits of 1-4 tokens). Cases per label, several labels per case possible; every "
-            "disagreement, with its reply and the command that replays it, is in parser-agreement.md.</p>"
-            + table_html(frame, cls="wide") + "</section>")
+    return _table_section("parser-agreement", "Parser agreement",
+                          f"Other projects' own tool parsers ({escape(versions)}), in process, on the strict "
+                          "parser's corpus: each family's canonical outputs, near misses and runtime-conformance "
+                          "replies, read one-shot and streamed (whole, token by token, seeded random splits of 1-4 "
+                          "tokens). Cases per label, several labels per case possible; every disagreement, with its "
+                          "reply and the command that replays it, is in parser-agreement.md.", frame, cls="wide")
 
 
 def conformance_html(path: Path) -> str:
@@ -141,9 +149,9 @@ def conformance_html(path: Path) -> str:
                           for r in rows if isinstance(r, dict)])
     summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
     counts = ", ".join(f"{escape(str(k)).replace('_', ' ')} {escape(str(v))}" for k, v in summary.items())
-    return ('<section id="conformance"><h2>Conformance of the pinned templates</h2><p>Offline (<code>harness '
-            f"conformance</code>): each template's family, detected from its rendered call. {counts}.</p>"
-            + table_html(frame, cls="wide") + "</section>")
+    return _table_section("conformance", "Conformance of the pinned templates",
+                          "Offline (<code>harness conformance</code>): each template's family, detected from its "
+                          f"rendered call. {counts}.", frame, cls="wide")
 
 
 def overview_html(collected, legend: str) -> str:
