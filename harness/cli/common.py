@@ -58,3 +58,12 @@ def check_endpoints(endpoints, timeout: float) -> None:
             raise HarnessError(f"--endpoint {endpoint.url}: the server does not answer ({why}); start it or fix "
                                "the URL")
 
+
+def check_runtime_name(name: str) -> str:
+    """A --runtime name names a records file: one plain id (harness.pins.sources.ID_PATTERN, no newline)."""
+    from harness.core.errors import HarnessError
+    from harness.pins.sources import ID_PATTERN
+
+    if not ID_PATTERN.fullmatch(name):
+        raise HarnessError(f"--runtime {name!r}: a name of letters, digits, '.', '_' or '-' (it names a file)")
+    return name

@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.cli.common import add_results_dir, report_hint
+from harness.cli.common import add_results_dir, check_runtime_name, report_hint
 
 SERVERS = ("llama-server", "llama-cpp-python")
 # The names the committed records carry: the llama.cpp both run is the one vendored in llama-cpp-python 0.3.36.
@@ -21,7 +21,7 @@ def run(args) -> int:
     from harness.evaluation.runtime_conformance import read_records
     from harness.evaluation.runtime_corpus import build_corpus
     from harness.live.runtime_conformance import run_suite
-    from harness.pins.sources import ID_PATTERN, load_sources, resolve_template
+    from harness.pins.sources import load_sources, resolve_template
 
     if bool(args.server) == bool(args.endpoint):
         raise HarnessError("give --server (a runtime the harness starts) or --endpoint (one you serve), not both")
@@ -29,8 +29,7 @@ def run(args) -> int:
         raise HarnessError("--endpoint needs --manifest (from harness scripted-model), --served-model (the "
                            "scripted model it serves, as the manifest names it) and --runtime")
     runtime = args.runtime or DEFAULT_RUNTIME[args.server]
-    if not ID_PATTERN.match(runtime):
-        raise HarnessError(f"--runtime {runtime!r}: a name of letters, digits, '.', '_' or '-' (it names a file)")
+    check_runtime_name(runtime)
     if args.endpoint:
         return _endpoint(args, runtime)
     sources = load_sources()

@@ -5,7 +5,9 @@ import time
 from pathlib import Path
 
 from harness.backends import BACKENDS, backend_class
-from harness.cli.common import PROBE_SECONDS, add_results_dir, check_endpoints, emit_json, report_hint
+from harness.cli.common import (
+    PROBE_SECONDS, add_results_dir, check_endpoints, check_runtime_name, emit_json, report_hint,
+)
 from harness.cli.run_compare import comparison, nothing_ran_notice
 from harness.cli.runtime import STRICT_PATH
 from harness.core import constants
@@ -139,12 +141,11 @@ def _opened_models(args, sources, modes) -> list:
                            "this process (the embedded backend)")
     if name != "embedded":
         from harness.backends.openai import Endpoint, identify_runtime
-        from harness.pins.sources import ID_PATTERN
 
         if not args.endpoint or not args.served_model or not args.template:
             raise HarnessError(f"--backend {name} needs --endpoint URL, --served-model NAME and --template PATH_OR_ID")
-        if args.runtime is not None and not ID_PATTERN.fullmatch(args.runtime):
-            raise HarnessError(f"--runtime {args.runtime!r}: a name of letters, digits, '.', '_' or '-'")
+        if args.runtime is not None:
+            check_runtime_name(args.runtime)
         endpoints = [Endpoint(url, args.served_model) for url in args.endpoint]
         timeout = TIMEOUT if args.timeout is None else args.timeout
         check_endpoints(endpoints, timeout)

@@ -7,21 +7,18 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
-from harness.cli.common import add_results_dir, check_endpoints, emit_json, report_hint
+from harness.cli.common import add_results_dir, check_endpoints, check_runtime_name, emit_json, report_hint
 from harness.core.values import MAX_SAMPLES, MAX_SEED, int_argument, seconds_argument
 
 
 def run(args) -> int:
     from harness.backends.openai import Endpoint, OpenAIBackend
-    from harness.core.errors import HarnessError
     from harness.evaluation.runtime_agreement import read_records
     from harness.evaluation.scenarios import load_scenarios
     from harness.live.runner import template_chat
     from harness.live.runtime_check import run_checks
-    from harness.pins.sources import ID_PATTERN
 
-    if not ID_PATTERN.match(args.runtime):
-        raise HarnessError(f"--runtime {args.runtime!r}: a name of letters, digits, '.', '_' or '-' (it names a file)")
+    check_runtime_name(args.runtime)
     endpoints = [Endpoint(url, args.served_model) for url in args.endpoint]
     chat, ref, _ = template_chat(args.template)
     check_endpoints(endpoints, args.timeout)
