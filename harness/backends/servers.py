@@ -22,6 +22,7 @@ import atexit
 import ctypes
 import errno
 import importlib.util
+import json
 import os
 import signal
 import socket
@@ -107,21 +108,32 @@ def free_port() -> int:
 class LocalServer:
     """One server process for one GGUF. parallel is llama-server's number of slots (requests decoded at once,
     each with the full n_ctx); llama-cpp-python's server answers one request at a time and accepts only 1.
-    extra_args go last on the command line, so they can override the defaults set here."""
+    extra_args go last on the command line, so they can override the defaults set here.
+
+    llama-cpp-python's server can also hold several GGUFs: `models` maps each name a request may send as "model"
+    to its file (written to the server's --config_file, the first being model_path and alias). It loads the one
+    a request names in place of the last, so only one is in memory; `settings` are llama-cpp-python's model
+    settings (its ModelSettings fields), applied to every model, with or without a config file."""
 
     def __init__(self, kind: str, model_path: str | Path, port: int | None = None, parallel: int = 1,
                  extra_args=(), *, n_ctx: int = 4096, threads: int = 1, seed: int = 0, repack: bool = False,
                  alias: str | None = None, log_path: str | Path | None = None, ready_timeout: float = 180.0,
-                 stop_grace: float = 10.0):
+                 stop_grace: float = 10.0, models: dict | None = None, settings: dict | None = None):
         if kind not in KINDS:
             raise ValueError(f"unknown server kind {kind!r}; known: {', '.join(KINDS)}")
         if parallel < 1:
             raise ValueError(f"parallel={parallel} must be at least 1")
         if kind == "llama-cpp-python" and parallel != 1:
             raise ValueError(f"parallel={parallel}: llama-cpp-python's server answers one request at a time")
+        if kind != "llama-cpp-python" and (models or settings):
+            raise ValueError("models and settings are llama-cpp-python's: llama-server serves one GGUF")
+        if models and extra_args:
+            raise ValueError("llama-cpp-python reads a config file instead of its other arguments: give settings")
         self.kind = kind
         self.model_path = Path(model_path)
         self.model = alias or self.model_path.stem   # the name /v1/models lists and requests send as "model"
+        self.models = {self.model: self.model_path, **{k: Path(v) for k, v in (models or {}).items()}}
+        self.settings = dict(settings or {})
         self.parallel = parallel
         self.extra_args = tuple(str(a) for a in extra_args)
         self.n_ctx, self.threads, self.seed, self.repack = n_ctx, threads, seed, repack
@@ -163,10 +175,20 @@ class LocalServer:
                     *([] if self.repack else ["--no-repack"]),
                     *self.extra_args]
         launcher = ["-m", "llama_cpp.server"] if self.repack else ["-m", "harness.backends.embedded.server"]
+        settings = {"n_ctx": self.n_ctx, "n_threads": self.threads, "n_threads_batch": self.threads,
+                    "seed": self.seed, **self.settings}
+        if len(self.models) > 1:
+            return [sys.executable, *launcher, "--config_file", str(self._config(settings))]
+        flags = [str(x).lower() if isinstance(x, bool) else str(x) for k, v in settings.items() for x in (f"--{k}", v)]
         return [sys.executable, *launcher, "--model", str(self.model_path), "--model_alias", self.model,
-                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
-                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
-                "--seed", str(self.seed), *self.extra_args]
+                "--host", "127.0.0.1", "--port", str(self.port), *flags, *self.extra_args]
+
+    def _config(self, settings: dict) -> Path:
+        config = {"host": "127.0.0.1", "port": self.port,
+                  "models": [{"model": str(path), "model_alias": alias, **settings} for alias, path in self.models.items()]}
+        path = self.log_path.with_name(self.log_path.name + ".config.json")
+        path.write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
+        return path
 
     def start(self) -> "LocalServer":
         """Start the process and wait until it answers its health check; a running server is left alone."""
@@ -197,8 +219,8 @@ class LocalServer:
                 self.port = None
 
     def _spawn(self) -> None:
-        command = self.command()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        command = self.command()
         with open(self.log_path, "ab") as log:
             log.write(f"$ {subprocess.list2cmdline(command)}\n".encode())
             log.flush()
@@ -279,6 +301,50 @@ class LocalServer:
     def __repr__(self) -> str:
         where = self.base_url if self.port is not None else "not started"
         return f"LocalServer({self.kind!r}, {str(self.model_path)!r}, {where}, pid={self.pid})"
+
+
+
+class ModelHost:
+    """Several GGUFs served one at a time through one runtime, each named by its file's stem in requests.
+    llama-cpp-python's server holds them all in one process (LocalServer's `models`), which starts once and loads
+    the model a request names; llama-server serves one GGUF per process, so a model gets its own start when it is
+    asked for and the last one is stopped. If the one llama-cpp-python process cannot start (its first model does
+    not load), each model gets a process of its own, so a failure stays with its model.
+
+    make(path, models) returns the LocalServer for `path`; models is the whole set (name -> path) or None."""
+
+    def __init__(self, kind: str, paths, make):
+        self.kind, self.paths, self.make = kind, [Path(p) for p in paths], make
+        self.shared = kind == "llama-cpp-python" and len(self.paths) > 1
+        self.server: LocalServer | None = None
+
+    def serve(self, path) -> tuple:
+        """(a running server that answers path's model, the name requests send as "model"); raises
+        ServerStartError when the model's server does not start."""
+        path = Path(path)
+        if self.shared:
+            if self.server is None:
+                self.server = self.make(self.paths[0], {p.stem: p for p in self.paths})
+            try:
+                return self.server.start(), path.stem
+            except ServerStartError:
+                self.stop()
+                self.shared = False
+        if self.server is None or self.server.model_path != path:
+            self.stop()
+            self.server = self.make(path, None)
+        return self.server.start(), self.server.model
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    def __enter__(self) -> "ModelHost":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
 
 def _describe_exit(code: int) -> str:

@@ -26,8 +26,6 @@ def run(args) -> int:
     planner = TemplateRun(kind, kind, ref, corpus, out, writer=None, log=None)
     requests = requests_for(corpus, args.case)
     prepared = planner.prepare(requests, from_runtime=args.key_from != "render")
-    if prepared.server is not None:
-        prepared.server.stop()
     models = []
     for plan, path in zip(prepared.models, prepared.paths):
         entries = []

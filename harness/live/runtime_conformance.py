@@ -2,14 +2,16 @@
 models through a real runtime's /v1/chat/completions, non-streamed and streamed, and labelled
 (harness.evaluation.runtime_conformance).
 
-Per template and runtime: the requests (case × tool_choice variant) are keyed to the runtime's own prompt
-lengths on a first scripted model of the same vocabulary and template that scripts nothing (see
-harness.backends.scripted.keying), packed into as few scripted models as their positions allow, and each model
-is served once for all its requests. Records are appended as they land (fsynced) and a run resumes past what is
+Per template and runtime: the requests (case × tool_choice variant) are packed into as few scripted models as
+their positions allow, keyed to our render; the runtime gives its own prompt length of every request on the first
+of them (see harness.backends.scripted.keying), and requests it counts otherwise get models keyed to its count.
+Each model is served once for all its requests; llama-cpp-python holds many models in one process, so it starts
+once per phase of a chunk of templates, not once per model (harness.backends.servers.ModelHost). Records are appended as they land (fsynced) and a run resumes past what is
 recorded; a request that kills the server is recorded as a runtime-error and the server is started again."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -21,7 +23,7 @@ from harness.backends.openai import wire_messages
 from harness.backends.scripted.keying import PromptKey, render_key, runtime_key
 from harness.backends.scripted.plan import build_models, pack, profile_for, reply_ids
 from harness.backends.scripted.vocab import CONTEXT_LENGTH, vocab_for
-from harness.backends.servers import LocalServer
+from harness.backends.servers import LocalServer, ModelHost
 from harness.core.errors import ServerStartError
 from harness.evaluation.runtime_conformance import KIND, classify
 from harness.evaluation.runtime_corpus import AUTO, NAMED, NAMED_OTHER, NO_PARALLEL, NONE, REQUIRED, Renderer
@@ -92,14 +94,28 @@ class Prepared:
     models: list        # ModelPlan
     paths: list         # their GGUF files
     refused: list       # (name, why) no model can hold
-    server: LocalServer | None = None
+    built: list         # every GGUF written for these requests, served or not
+
+
+def local_server(kind: str, workdir: Path, path: Path, models: dict | None = None) -> LocalServer:
+    """The server for a scripted model (or, for llama-cpp-python, a set of them: see ModelHost)."""
+    # llama-cpp-python's server computes the logits of every prompt token by default (for logprobs, which
+    # no request here asks): off, a 1,000-token prompt takes 0.05 s instead of 3 s on a scripted model.
+    settings = {"logits_all": False} if kind == "llama-cpp-python" else None
+    log = Path(workdir) / f"{path.stem}-{kind}{'-shared' if models else ''}.log"
+    return LocalServer(kind, path, alias=path.stem, ready_timeout=300, n_ctx=CONTEXT_LENGTH, settings=settings,
+                       models=models, log_path=log)
 
 
 class TemplateRun:
-    """One template's requests through one runtime the harness starts (kind: llama-server, llama-cpp-python)."""
+    """One template's requests through one runtime the harness starts (kind: llama-server, llama-cpp-python).
+    plan() builds models keyed by our render; rekey() asks the runtime for its own key of every request on the
+    first of them; rekeyed() builds models for the requests whose key differs; serve() asks each model's
+    requests. run_suite() does this for many templates at once, so that a runtime holding many models in one
+    process (llama-cpp-python) starts once per phase, not once per model."""
 
-    def __init__(self, kind: str, runtime: str, ref, corpus, workdir: Path, writer, log=print, keep=True):
-        self.kind, self.runtime, self.ref, self.corpus, self.keep = kind, runtime, ref, corpus, keep
+    def __init__(self, kind: str, runtime: str, ref, corpus, workdir: Path, writer, log=print):
+        self.kind, self.runtime, self.ref, self.corpus = kind, runtime, ref, corpus
         self.workdir, self.writer, self.log = Path(workdir), writer, log
         self.profile = profile_for(ref.text)
         self.vocab = vocab_for(self.profile)
@@ -111,18 +127,21 @@ class TemplateRun:
         self.marker = markers[0] if markers else None
         self.stem = f"{ref.id}-{self.profile}"
 
-    def server(self, path: Path) -> LocalServer:
-        # llama-cpp-python's server computes the logits of every prompt token by default (for logprobs, which
-        # no request here asks): off, a 1,000-token prompt takes 0.05 s instead of 3 s on a scripted model.
-        extra = ["--logits_all", "false"] if self.kind == "llama-cpp-python" else []
-        return LocalServer(self.kind, path, extra_args=extra, alias=self.stem, ready_timeout=300,
-                           n_ctx=CONTEXT_LENGTH, log_path=self.workdir / f"{self.stem}-{self.kind}.log")
+    def make_server(self, path: Path, models: dict | None = None) -> LocalServer:
+        return local_server(self.kind, self.workdir, path, models)
 
-    def prepare(self, requests: list, from_runtime: bool = True) -> "Prepared":
-        """Models keyed by our render come first; with from_runtime the first is served and answers the
-        runtime's own key of every request (a first stand-in of the same vocabulary and template). Only the
-        requests whose key differs get models built again, so a runtime that renders as we do costs one server
-        start per model. The returned plan may hold that first server, still running."""
+    def prepare(self, requests: list, from_runtime: bool = True) -> Prepared:
+        """plan(), then with from_runtime rekey() on a server of the first model and rekeyed(): the models that
+        answer every request, keyed to the runtime's prompts (or to our render)."""
+        p = self.plan(requests)
+        if from_runtime and p.paths:
+            with ModelHost(self.kind, p.paths[:1], self.make_server) as host:
+                self.rekey(p, host)
+            self.rekeyed(p)
+        return p
+
+    def plan(self, requests: list) -> Prepared:
+        """Models keyed by our render, built; no server is asked."""
         by_name = {r.name: r for r in requests}
         ours, ids, counted, spelt = {}, {}, {}, {}      # variants of a case share its prompt and reply
         for r in requests:
@@ -131,70 +150,65 @@ class TemplateRun:
             ids[r.name] = spelt.get(r.case.reply) or spelt.setdefault(r.case.reply, reply_ids(self.vocab, r.case.reply))
         models, refused = pack([(n, ours[n].tokens, ids[n]) for n in by_name])
         paths = build_models(self.workdir, self.stem, self.profile, self.ref.text, models)
-        prepared = Prepared(by_name, ours, dict(ours), ids, models, paths, refused)
-        if not from_runtime or not paths:
-            return prepared
-        server = self.server(paths[0])
+        return Prepared(by_name, ours, dict(ours), ids, models, paths, refused, list(paths))
+
+    def rekey(self, p: Prepared, host: ModelHost) -> None:
+        """The runtime's key of every request, asked on the first planned model (a stand-in of the same vocabulary
+        and template). Requests whose key differs leave their models (rekeyed() builds theirs); so do the requests
+        the runtime refused; models left with no request are dropped."""
         try:
-            server.start()
+            server, model = host.serve(p.paths[0])
         except ServerStartError as exc:
-            prepared.keys = {n: PromptKey(None, "server start", error=str(exc)) for n in by_name}
-            prepared.models, prepared.paths = [], []
-            return prepared
-        keys = {n: runtime_key(self.kind, server.base_url, server.model, r.body, TIMEOUT) for n, r in by_name.items()}
-        prepared.keys = keys
-        # Requests the runtime refused are not served; those whose prompt it counts otherwise get models of their
-        # own, keyed to its count. The rest stay on the models built, the first of which is already serving.
-        moved = {n for n in by_name if keys[n].tokens != ours[n].tokens}
-        for plan in models:
+            p.keys = {n: PromptKey(None, "server start", error=str(exc)) for n in p.requests}
+            p.models, p.paths = [], []
+            return
+        p.keys = {n: runtime_key(self.kind, server.base_url, model, r.body, TIMEOUT) for n, r in p.requests.items()}
+        moved = {n for n in p.requests if p.keys[n].tokens != p.ours[n].tokens}
+        for plan in p.models:
             for slot in plan.slots:
                 slot.requests = [n for n in slot.requests if n not in moved]
-        kept = [i for i, m in enumerate(models) if any(slot.requests for slot in m.slots)]
-        if kept[:1] == [0]:
-            prepared.server = server
-        else:
-            server.stop()
-        for i, path in enumerate(paths):
-            if i not in kept and not self.keep:
-                path.unlink(missing_ok=True)
-        extra, again = pack([(n, keys[n].tokens, ids[n]) for n in moved if keys[n].tokens is not None])
-        prepared.models = [models[i] for i in kept] + extra
-        prepared.paths = [paths[i] for i in kept] + build_models(self.workdir, f"{self.stem}-rekeyed", self.profile,
-                                                                 self.ref.text, extra)
-        prepared.refused = [(n, why) for n, why in refused if n not in moved] + again
-        return prepared
+        kept = [i for i, m in enumerate(p.models) if any(slot.requests for slot in m.slots)]
+        p.models, p.paths = [p.models[i] for i in kept], [p.paths[i] for i in kept]
+        p.refused = [(n, why) for n, why in p.refused if n not in moved]
 
-    def run(self, requests: list) -> list:
-        p = self.prepare(requests)
+    def rekeyed(self, p: Prepared) -> tuple:
+        """Models for the requests whose runtime key differs from ours, keyed to the runtime's count; added to p
+        and returned as (models, paths)."""
+        served = {n for plan in p.models for slot in plan.slots for n in slot.requests}
+        refused = {n for n, _ in p.refused}
+        moved = [n for n in p.requests if p.keys[n].tokens is not None and n not in served | refused]
+        extra, again = pack([(n, p.keys[n].tokens, p.ids[n]) for n in moved])
+        paths = build_models(self.workdir, f"{self.stem}-rekeyed", self.profile, self.ref.text, extra)
+        p.models, p.paths, p.built = p.models + extra, p.paths + paths, p.built + paths
+        p.refused += again
+        return extra, paths
+
+    def unserved(self, p: Prepared) -> list:
+        """Records of the requests no model answers: the runtime refused them, or no model can hold them."""
         records = [self._record(p.requests[n], p.ours[n], p.keys[n], None, {}, {}) for n in p.requests
                    if p.keys[n].tokens is None]
         for name, why in p.refused:
             records.append(self._record(p.requests[name], p.ours[name], p.keys[name], None, {"error": why}, {}))
-        for n, (plan, path) in enumerate(zip(p.models, p.paths)):
-            served = [p.requests[name] for slot in plan.slots for name in slot.requests]
-            server = p.server if n == 0 and p.server else self.server(path)
-            records += self._serve(server, path, served, p.ours, p.keys, p.ids)
-            if not self.keep:
-                path.unlink(missing_ok=True)     # ~75 MB each; a suite over every template would pile them up
         return records
 
-    def _serve(self, server: LocalServer, path: Path, requests: list, ours, keys, ids) -> list:
+    def serve(self, p: Prepared, host: ModelHost, models: list, paths: list) -> list:
         records = []
-        try:
-            server.start()
-        except ServerStartError as exc:
-            return [self._record(r, ours[r.name], keys[r.name], path, {"error": f"server start: {exc}"}, {})
-                    for r in requests]
-        try:
+        for plan, path in zip(models, paths):
+            requests = [p.requests[name] for slot in plan.slots for name in slot.requests]
+            try:
+                server, model = host.serve(path)
+            except ServerStartError as exc:
+                records += [self._record(r, p.ours[r.name], p.keys[r.name], path, {"error": f"server start: {exc}"},
+                                         {}) for r in requests]
+                continue
             url = server.base_url + "/v1/chat/completions"
             for r in requests:
                 # A runtime that rewrites the reply under its grammar is seen within a few tokens of the script.
-                body = {**r.body, "model": server.model, "max_tokens": len(ids[r.name]) + EXTRA_TOKENS}
+                body = {**r.body, "model": model, "max_tokens": len(p.ids[r.name]) + EXTRA_TOKENS}
                 plain = self._ask(server, chat_answer, url, body)
                 stream = self._ask(server, chat_stream, url, body)
-                records.append(self._record(r, ours[r.name], keys[r.name], path, plain, stream, len(ids[r.name])))
-        finally:
-            server.stop()
+                records.append(self._record(r, p.ours[r.name], p.keys[r.name], path, plain, stream,
+                                            len(p.ids[r.name])))
         return records
 
     def _ask(self, server, ask, url, body) -> dict:
@@ -229,22 +243,57 @@ class TemplateRun:
         return typed
 
 
+# Templates whose scripted models are on disk at once (tens of MB each) and share a llama-cpp-python process.
+CHUNK = 12
+
+
 def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Path, done: set, cases=None,
               variants=None, log=print, keep=False) -> tuple:
-    """templates: (ResolvedTemplate, Corpus) pairs. Returns (records written, templates skipped with why)."""
-    written, skipped, seen = [], [], {}
+    """templates: (ResolvedTemplate, Corpus) pairs. Returns (records written, templates skipped with why).
+
+    Templates go in chunks: their models keyed by our render are built and served by one ModelHost, which first
+    gives each template's runtime key; then the models of requests the runtime keys otherwise are built and
+    served by a second host. llama-cpp-python thus starts twice per chunk; llama-server once per model."""
+    skipped, seen, todo = [], {}, []
     Path(workdir).mkdir(parents=True, exist_ok=True)
-    with TranscriptWriter(path) as writer:
-        for ref, corpus in templates:
-            if not corpus.family:
-                skipped.append((ref.id, corpus.skipped[0][1]))
-                continue
-            sha = template_sha(ref)
-            if seen.setdefault(sha, ref.id) != ref.id:
-                skipped.append((ref.id, f"the same template as {seen[sha]}"))
-                continue
-            todo = [r for r in requests_for(corpus, cases, variants)
+    for ref, corpus in templates:
+        if not corpus.family:
+            skipped.append((ref.id, corpus.skipped[0][1]))
+            continue
+        sha = template_sha(ref)
+        if seen.setdefault(sha, ref.id) != ref.id:
+            skipped.append((ref.id, f"the same template as {seen[sha]}"))
+            continue
+        requests = [r for r in requests_for(corpus, cases, variants)
                     if (sha, r.case.name, case_hash(r.case), r.variant) not in done]
-            if todo:
-                written += TemplateRun(kind, runtime, ref, corpus, workdir, writer, log, keep).run(todo)
+        if requests:
+            todo.append((ref, corpus, requests))
+    written = []
+    with TranscriptWriter(path) as writer:
+        for start in range(0, len(todo), CHUNK):
+            runs = [(TemplateRun(kind, runtime, ref, corpus, workdir, writer, log), requests)
+                    for ref, corpus, requests in todo[start:start + CHUNK]]
+            written += _run_chunk(kind, workdir, runs, keep)
     return written, skipped
+
+
+def _run_chunk(kind: str, workdir: Path, runs: list, keep: bool) -> list:
+    make = functools.partial(local_server, kind, workdir)
+    plans = [(run, run.plan(requests)) for run, requests in runs]
+    records = []
+    try:
+        with ModelHost(kind, [path for _, p in plans for path in p.paths], make) as host:
+            for run, p in plans:
+                if p.paths:
+                    run.rekey(p, host)
+                records += run.serve(p, host, p.models, p.paths)
+        extra = [(run, p, run.rekeyed(p)) for run, p in plans]
+        with ModelHost(kind, [path for *_, (_, paths) in extra for path in paths], make) as host:
+            for run, p, (models, paths) in extra:
+                records += run.unserved(p) + run.serve(p, host, models, paths)
+    finally:
+        if not keep:      # ~75 MB each; a suite over every template would pile them up
+            for _, p in plans:
+                for path in p.built:
+                    path.unlink(missing_ok=True)
+    return records

@@ -8,7 +8,8 @@ import urllib.request
 
 import pytest
 
-from harness.backends.servers import LocalServer
+from harness.backends.scripted import Script, build_standin, vocab_for
+from harness.backends.servers import LocalServer, ModelHost
 from harness.core.errors import ServerStartError
 
 from cached_models import cached_model
@@ -106,3 +107,57 @@ def test_llama_server_answers_a_chat_with_a_tool_through_its_parser(tmp_path):
     assert {c["function"]["name"] for c in calls} == {"get_weather"}
     arguments = json.loads(calls[0]["function"]["arguments"])
     assert list(arguments) == ["city"] and isinstance(arguments["city"], str)
+
+
+def _scripted(tmp_path, name, reply):
+    """A scripted GGUF that writes `reply` after a prompt ending in "Hello"."""
+    vocab = vocab_for("gpt2")
+    path = tmp_path / f"{name}.gguf"
+    build_standin(path, "gpt2", [Script("Hello", tuple(vocab.segment(reply)))], vocab=vocab, quantized=True)
+    return path
+
+
+def _complete(server, model):
+    body = {"model": model, "prompt": "Hello", "max_tokens": 4, "temperature": 0, "seed": 0}
+    return _request(server, "/v1/completions", body)["choices"][0]["text"]
+
+
+def test_llama_cpp_python_serves_several_models_by_name_from_one_process(tmp_path):
+    paris, london = _scripted(tmp_path, "paris", " Paris"), _scripted(tmp_path, "london", " London")
+    with LocalServer("llama-cpp-python", paris, models={"london": london}, settings={"logits_all": False},
+                     log_path=tmp_path / "server.log") as server:
+        assert sorted(m["id"] for m in _request(server, "/v1/models")["data"]) == ["london", "paris"]
+        pid = server.pid
+        # Each request loads the model it names in place of the last one: the scripted reply says which answered.
+        assert [_complete(server, name) for name in ("london", "paris", "london")] == [" London", " Paris", " London"]
+        assert server.pid == pid
+    config = json.loads((tmp_path / "server.log.config.json").read_text())
+    assert {m["model_alias"]: (m["logits_all"], m["n_threads"]) for m in config["models"]} == {
+        "paris": (False, 1), "london": (False, 1)}
+
+
+@pytest.mark.parametrize("kind", ["llama-cpp-python", pytest.param("llama-server", marks=pytest.mark.needs_server)])
+def test_a_model_host_serves_each_model_and_a_bad_one_fails_alone(kind, tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"this is not a GGUF file\n" * 64)
+    paris, london = _scripted(tmp_path, "paris", " Paris"), _scripted(tmp_path, "london", " London")
+    started = []
+
+    def make(path, models):
+        started.append(sorted(models) if models else path.stem)
+        return LocalServer(kind, path, alias=path.stem, models=models, log_path=tmp_path / f"{len(started)}.log")
+
+    with ModelHost(kind, [paris, london], make) as host:
+        answers = [_complete(*host.serve(path)) for path in (paris, london, paris)]
+        server = host.server
+    assert answers == [" Paris", " London", " Paris"] and not server.running
+    # llama-cpp-python's one process holds both models; llama-server starts a process for each model asked for.
+    assert started == ([["london", "paris"]] if kind == "llama-cpp-python" else ["paris", "london", "paris"])
+
+    started.clear()
+    with ModelHost(kind, [bad, london], make) as host:
+        with pytest.raises(ServerStartError, match="bad.gguf"):
+            host.serve(bad)
+        assert _complete(*host.serve(london)) == " London"
+    # The shared process could not load its first model: each model got a process of its own.
+    assert started == ([["bad", "london"], "bad", "london"] if kind == "llama-cpp-python" else ["bad", "london"])
