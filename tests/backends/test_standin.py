@@ -65,3 +65,31 @@ def test_every_profile_builds(tmp_path):
     for name in PROFILES:
         s = build_standin(tmp_path / f"{name}.gguf", name, [Script(PROFILES[name].end_of_turn, ("Hello",))])
         assert s.path.stat().st_size > 1_000_000 and s.turn_positions == frozenset()
+
+
+def test_a_model_of_turns_alone_is_compact_and_ranks_off_script_tokens_as_a_one_slot_model(tmp_path):
+    import numpy as np
+    from gguf import GGUFReader
+
+    from harness.backends.embedded.generate import load_model
+
+    vocab = vocab_for("qwen2.5")
+    eot = vocab.id(PROFILES["qwen2.5"].end_of_turn)
+    reply = tuple(range(1000, 1100))            # 100 distinct tokens: 101 slots, width 128, one slot each
+    stand_in = build_standin(tmp_path / "turns.gguf", "qwen2.5", [Turn(5, (*reply, eot))], vocab=vocab, quantized=True)
+    head = next(t for t in GGUFReader(stand_in.path).tensors if t.name == "output.weight")
+    assert head.shape.tolist()[0] == 32
+    llm = load_model(stand_in.path, n_ctx=256, logits_all=True)
+    for prompt, want in (([10, 11, 12, 13, 14], reply[0]), ([10, 11, 12], eot), ([10] * 105, eot)):
+        llm.reset()
+        llm.eval(prompt)
+        logits = np.array(llm.scores[llm.n_tokens - 1])
+        assert int(logits.argmax()) == want
+        # Off the script (a grammar refusing `want`), the end of turn comes first, then every unscripted token at
+        # 0, then the other scripted tokens: the order a model with one slot per token gives.
+        others = np.delete(np.arange(len(logits)), [want, eot])
+        assert logits[others].max() <= 1e-3 and (want == eot or logits[eot] > 1e-3)
+        assert (logits[list(set(reply) - {want})] < -1e-3).all()
+    llm.reset()
+    llm.eval([10, 11, 12, 13, 14, *reply[:50]])          # mid-reply: the turn goes on
+    assert int(np.array(llm.scores[llm.n_tokens - 1]).argmax()) == reply[50]

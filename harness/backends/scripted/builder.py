@@ -15,11 +15,21 @@ output head is the token embedding plus the (learned, absolute) position embeddi
   `loop` script can run forever.
 - every position named by a `Turn` sets a position slot, ~8x stronger than a token slot; the head maps it to
   the token scripted for the next position. Positions that lead to the same token share its slot, so the
-  model's width grows with the distinct tokens of the replies, not with their length. A `Turn(after=N, reply)` is written after a prompt of exactly N
-  tokens (Vocab.prompt_ids counts them), whatever the prompt says; replies may repeat any token, and turns
-  at different prompt lengths script a multi-turn conversation. A turn owns its positions for every prompt:
-  a first-order reply that runs into them (a `loop` script, say) is taken over by the turn, so keep
-  first-order prompts and replies below StandIn.turn_positions, or build them into a separate model.
+  model's width grows with the distinct tokens of the replies, not with their length. A `Turn(after=N, reply)`
+  is written after a prompt of exactly N tokens (Vocab.prompt_ids counts them), whatever the prompt says;
+  replies may repeat any token, and turns at different prompt lengths script a multi-turn conversation. A
+  turn owns its positions for every prompt: a first-order reply that runs into them (a `loop` script, say) is
+  taken over by the turn, so keep first-order prompts and replies below StandIn.turn_positions, or build them
+  into a separate model.
+- a model of turns alone is built compact: a position's token is named by a pair of position dimensions
+  instead of a slot of its own, d dimensions naming d(d-1)/2 tokens, and a position whose next token is the end
+  of turn names none (the end of turn is what an unscripted position writes). The width is most of the work
+  per generated token (the head is vocabulary × width): the runtime-conformance suite's models shrink from 128
+  to 32. A head row that shares one dimension with the pair would get about half the logit, so the output
+  norm's bias pulls every code dimension down until such a row is below 0: off the script (where a runtime's
+  grammar refuses the scripted token) the model ranks the other tokens exactly as a one-slot model does, the end
+  of turn first, then every unscripted token at 0, then other scripted tokens below. The margin check below
+  holds every compact model to that.
 Anything unscripted is followed by the profile's end-of-turn token. build_standin computes the logits of
 every scripted state from the weights it writes and refuses a model whose margins are too small.
 For replies that depend on more than this, drive generation with a grammar (llama.cpp grammars can name
@@ -46,6 +56,7 @@ from harness.backends.scripted.vocab import CONTEXT_LENGTH, PROFILES, Item, Prof
 TOKEN_LOGIT = 40.0  # a token slot alone (first-order lookup)
 POSITION_LOGIT = 56.0  # a position slot, which also outweighs the token slot present at the same time
 POSITION_GAIN = 8.0  # position slots are this much stronger than token slots in the residual stream
+CODE_PULL = 0.6  # compact models: the output norm's bias on a code dimension, in units of an active one
 MIN_MARGIN = 25.0  # build_standin refuses weights whose scripted token leads the runner-up by less
 
 
@@ -124,11 +135,29 @@ def _q8_0(values: np.ndarray) -> np.ndarray:
     return blocks
 
 
+def _pair_codes(n: int) -> list:
+    """n distinct pairs of code dimensions, in the order that needs the fewest: (0,1), (0,2), (1,2), (0,3)…"""
+    pairs, j = [], 1
+    while len(pairs) < n:
+        pairs += [(i, j) for i in range(j)][:n - len(pairs)]
+        j += 1
+    return pairs
+
+
+def _active_code_entry(n_embd: int) -> float:
+    """A code dimension after layer norm when the residual is the unscripted token slot (1) and a pair code
+    (POSITION_GAIN on two dimensions)."""
+    mean = (1 + 2 * POSITION_GAIN) / n_embd
+    var = (1 + 2 * POSITION_GAIN ** 2) / n_embd - mean ** 2
+    return (POSITION_GAIN - mean) / math.sqrt(var + 1e-5)
+
+
 def _check_margins(out: np.ndarray, embd: np.ndarray, pos: np.ndarray, by_token, by_position, eot,
-                   written: np.ndarray | None = None) -> None:
-    """Run the output head (layer norm, then the head) on every scripted state; the scripted token must lead.
-    `written` is the head's Q8_0 bytes when it is stored quantized: the check runs on what llama.cpp reads (Q8_0
-    rounds an entry against the largest of its 32-wide block)."""
+                   written: np.ndarray | None = None, bias: np.ndarray | None = None) -> None:
+    """Run the output head (layer norm and its bias, then the head) on every scripted state; the scripted token
+    must lead. `written` is the head's Q8_0 bytes when it is stored quantized: the check runs on what llama.cpp
+    reads (Q8_0 rounds an entry against the largest of its 32-wide block). With a bias (a compact model) no token
+    but the scripted one and the end of turn may score above the unscripted tokens' 0."""
     rows = np.flatnonzero(np.any(out != 0, axis=1))  # every other token's logit is exactly 0
     if written is None:
         head = out[rows].astype(np.float32)
@@ -137,11 +166,14 @@ def _check_margins(out: np.ndarray, embd: np.ndarray, pos: np.ndarray, by_token,
 
     def check(x: np.ndarray, want: int, what: str) -> None:
         xn = (x - x.mean()) / np.sqrt(x.var() + 1e-5)
-        logits = dict(zip(rows.tolist(), (head @ xn).tolist()))
+        logits = dict(zip(rows.tolist(), (head @ (xn if bias is None else xn + bias)).tolist()))
         top = logits.get(want, 0.0)
         rival = max([v for k, v in logits.items() if k != want] + [0.0])
         if top - rival < MIN_MARGIN:
             raise ValueError(f"{what}: scripted token leads by only {top - rival:.1f}")
+        above = [k for k, v in logits.items() if v > 0 and k not in (want, eot)]
+        if bias is not None and above:
+            raise ValueError(f"{what}: token {above[0]} scores above the unscripted tokens")
 
     for tok, nxt in by_token.items():
         check(embd[tok].astype(np.float32), nxt, f"token {tok}")
@@ -169,15 +201,22 @@ def build_standin(path: str | Path, profile: str | Profile, scripts: Sequence[Sc
     eot = vocab.id(profile.end_of_turn)
     n_vocab = len(vocab)
     n_tok_slots = 1 + len(by_token)  # slot 0: every unscripted token
-    targets = sorted(set(by_position.values()))
-    pos_slot = {b: n_tok_slots + i for i, b in enumerate(targets)}
+    compact = not by_token
+    # A compact model's end of turn needs no code: a position without one writes it, as an unscripted one does.
+    targets = sorted(set(by_position.values()) - ({eot} if compact else set()))
+    dims = _pair_codes(len(targets)) if compact else [(i,) for i in range(len(targets))]
+    n_code = max((d + 1 for code in dims for d in code), default=0)
     step = 32 if quantized else 16  # Q8_0 blocks are 32 wide
-    n_embd = max(step, math.ceil((n_tok_slots + len(targets)) / step) * step)
+    n_embd = max(step, math.ceil((n_tok_slots + n_code) / step) * step)
+    code = {b: [n_tok_slots + d for d in c] for b, c in zip(targets, dims)}
 
     # After layer norm a lone one-hot entry is ~sqrt(n_embd); next to a position entry POSITION_GAIN times
     # larger it shrinks to ~sqrt(n_embd)/POSITION_GAIN, so the position's token wins there.
     tok_scale = TOKEN_LOGIT / math.sqrt(n_embd)
-    pos_scale = POSITION_LOGIT / math.sqrt(n_embd)
+    active = _active_code_entry(n_embd) if compact else 0.0
+    bias = np.zeros(n_embd, dtype=np.float32)
+    bias[n_tok_slots:n_tok_slots + n_code] = -CODE_PULL * active
+    pos_scale = POSITION_LOGIT / (2 * (1 - CODE_PULL) * active) if compact else POSITION_LOGIT / math.sqrt(n_embd)
     embd = np.zeros((n_vocab, n_embd), dtype=np.float16)
     out = np.zeros((n_vocab, n_embd), dtype=np.float16)
     pos = np.zeros((CONTEXT_LENGTH, n_embd), dtype=np.float32)
@@ -188,10 +227,12 @@ def build_standin(path: str | Path, profile: str | Profile, scripts: Sequence[Sc
         embd[a, slot] = 1.0
         out[b, slot] = tok_scale
     for p, b in by_position.items():
-        pos[p, pos_slot[b]] = POSITION_GAIN
-        out[b, pos_slot[b]] = pos_scale
+        pos[p, code.get(b, [])] = POSITION_GAIN
+    for b, dims_of_b in code.items():
+        out[b, dims_of_b] = pos_scale
     head = _q8_0(out) if quantized else out
-    _check_margins(out, embd, pos, by_token, by_position, eot, written=head if quantized else None)
+    _check_margins(out, embd, pos, by_token, by_position, eot, written=head if quantized else None,
+                   bias=bias if compact else None)
 
     path = Path(path)
     w = _Writer(str(path), arch="gpt2")
@@ -220,7 +261,7 @@ def build_standin(path: str | Path, profile: str | Profile, scripts: Sequence[Sc
     matrix("blk.0.ffn_down.weight", zeros(n_embd, n_embd))
     w.add_tensor("blk.0.ffn_down.bias", zeros(n_embd))
     w.add_tensor("output_norm.weight", ones)
-    w.add_tensor("output_norm.bias", zeros(n_embd))
+    w.add_tensor("output_norm.bias", bias)
     matrix("output.weight", head)
     w.write_header_to_file()
     w.write_kv_data_to_file()
