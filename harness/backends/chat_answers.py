@@ -48,7 +48,9 @@ def read_message(message, where: str) -> tuple:
 def chat_answer(url: str, body: dict, timeout: float) -> dict:
     """One /v1/chat/completions answer as the runtime returned it: content, reasoning_content, tool_calls (name
     and the arguments string), finish_reason, completion tokens; an HTTP or connection failure, or an answer
-    that is not a chat completion, as `error`; fields of the wrong type in `problems`."""
+    that is not a chat completion, as `error`; fields of the wrong type in `problems`. Where the runtime shows them
+    (llama-server's __verbose, asked with "verbose" and "return_tokens"), `generated` is the text the model wrote
+    before the runtime parsed it and `generated_tokens` the ids it sampled."""
     try:
         answer = request_json(url, {**body, "stream": False}, timeout)
     except ServerReplyError as exc:
@@ -62,6 +64,12 @@ def chat_answer(url: str, body: dict, timeout: float) -> dict:
     out = {"status": 200, "content": content, "reasoning": reasoning, "tool_calls": calls,
            "finish_reason": choices[0].get("finish_reason"),
            "completion_tokens": tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None}
+    debug = answer.get("__verbose")
+    if isinstance(debug, dict) and isinstance(debug.get("content"), str):
+        out["generated"] = debug["content"]
+    tokens = debug.get("tokens") if isinstance(debug, dict) else None
+    if isinstance(tokens, list) and tokens and all(type(t) is int for t in tokens):
+        out["generated_tokens"] = tokens
     if problems:
         out["problems"] = problems
     return out

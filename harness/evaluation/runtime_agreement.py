@@ -73,17 +73,22 @@ def classify(strict, strict_prompt_tokens: int | None, runtime, same_prompt: boo
     return "agree", None
 
 
-def fork(strict_text, runtime_text, context: int = 24, after: int = 48) -> str:
+def fork(strict_text, runtime_text, context: int = 24, after: int = 48, sides=("strict", "runtime"),
+         strip: bool = True) -> str:
     """Where two texts part: the character they fork at, the text both share just before it, and each side's
-    text from there (cropping both to the same first characters would hide the difference)."""
-    a, b = (strict_text or "").strip(), (runtime_text or "").strip()
+    text from there (cropping both to the same first characters would hide the difference). Texts are compared
+    without their outer whitespace unless strip is False; sides name them."""
+    a, b = strict_text or "", runtime_text or ""
+    if strip:
+        a, b = a.strip(), b.strip()
+    first, second = sides
     if not a or not b:
-        empty, other, text = ("strict", "runtime", b) if not a else ("runtime", "strict", a)
+        empty, other, text = (first, second, b) if not a else (second, first, a)
         return f"the {empty} text is empty; {other} text {_crop(text, 0, after)}"
     at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     shared = ("…" if at > context else "") + a[max(0, at - context):at]
-    return (f"they fork at character {at} (of {len(a)} strict, {len(b)} runtime), after "
-            f"{json.dumps(shared, ensure_ascii=False)}: strict {_crop(a, at, after)}; runtime {_crop(b, at, after)}")
+    return (f"they fork at character {at} (of {len(a)} {first}, {len(b)} {second}), after "
+            f"{json.dumps(shared, ensure_ascii=False)}: {first} {_crop(a, at, after)}; {second} {_crop(b, at, after)}")
 
 
 def _crop(text: str, start: int, width: int) -> str:

@@ -9,7 +9,8 @@ at once; `agree` only alone):
                                arguments), or no call and the same text
   prompts-differ               the runtime's prompt is not our render (its /apply-template text, else its length)
   reply-rewritten              the runtime generated other tokens than the scripted reply (its grammar or sampling
-                               changed what the model would write): completion tokens differ from the script
+                               changed what the model would write): the ids it sampled are not the script's
+                               (llama-server shows them), else its completion tokens differ in number
   runtime-forgave:<deviation>  the strict parser rejects the reply with that named deviation; the runtime returned a call
   runtime-dropped-call         the strict parser reads a call; the runtime returned no call and not the call's text
   call-left-in-content         the strict parser reads a call; the runtime returned no call, its text in `content`
@@ -28,7 +29,7 @@ import json
 from harness.families import value_notation
 from harness.families.arguments import tool_parameters, type_arguments
 from harness.evaluation.records import RUNTIME_CONFORMANCE, RuntimeConformanceRecord
-from harness.evaluation.runtime_agreement import arguments_object, label_family
+from harness.evaluation.runtime_agreement import arguments_object, fork, label_family
 from harness.evaluation.transcripts import read_transcript
 
 KIND = "runtime-conformance"
@@ -119,6 +120,25 @@ def _same_answer(a: dict, b: dict) -> bool:
     return shape(a) == shape(b)
 
 
+def _rewritten(record: dict, plain: dict) -> str | None:
+    """Why the runtime's tokens are not the script's, or None. The sampled ids where the runtime shows them
+    (llama-server): a grammar that forces one token keeps the count, and a detokenizer that hides a control token
+    changes the text of an unchanged reply; else the count of completion tokens."""
+    script, sampled = record.get("reply_ids"), plain.get("generated_tokens")
+    if script is not None and sampled is not None:
+        if sampled in (script, script[:-1]):          # the end of turn is counted by some runtimes, not others
+            return None
+        at = next((i for i, (a, b) in enumerate(zip(script, sampled)) if a != b), min(len(script), len(sampled)))
+        text = plain.get("generated")
+        seen = "" if text is None else "; " + fork(record["reply"], text, sides=("script", "generated"), strip=False)
+        return (f"the runtime sampled other tokens than the script from token {at} (of {len(script)} script, "
+                f"{len(sampled)} sampled){seen}")
+    want, got = record["reply_tokens"], plain.get("completion_tokens")
+    if got is not None and want is not None and got not in (want, want - 1):
+        return f"{got} completion tokens where the script has {want} (end of turn included)"
+    return None
+
+
 def classify(record: dict, tools: list, marker: str | None) -> tuple:
     """(labels, details) for one record: prompt, generation, parse (non-streamed), then the stream."""
     labels, details = [], []
@@ -140,11 +160,10 @@ def classify(record: dict, tools: list, marker: str | None) -> tuple:
                        ("" if key.get("same_text") is None else f", text {'equal' if key['same_text'] else 'not ours'}")
                        + f"; ours {ours.get('tokens')} tokens")
     if not plain.get("error") and plain:
-        want = record["reply_tokens"]
-        got = plain.get("completion_tokens")
-        if got is not None and got not in (want, want - 1):
+        rewritten = _rewritten(record, plain)
+        if rewritten:
             labels.append("reply-rewritten")
-            details.append(f"{got} completion tokens where the script has {want} (end of turn included)")
+            details.append(rewritten)
         choice = (record.get("request") or {}).get("tool_choice")
         named = choice["function"]["name"] if isinstance(choice, dict) else None
         judged, why = judge(record["expect"], plain, tools, record["variant"], marker, named)

@@ -205,10 +205,13 @@ class TemplateRun:
             for r in requests:
                 # A runtime that rewrites the reply under its grammar is seen within a few tokens of the script.
                 body = {**r.body, "model": model, "max_tokens": len(p.ids[r.name]) + EXTRA_TOKENS}
-                plain = self._ask(server, chat_answer, url, body)
+                # llama-server shows the tokens it sampled and their text (before its parser) when asked; it
+                # changes nothing else.
+                shown = {"verbose": True, "return_tokens": True} if self.kind == "llama-server" else {}
+                plain = self._ask(server, chat_answer, url, {**body, **shown})
                 stream = self._ask(server, chat_stream, url, body)
                 records.append(self._record(r, p.ours[r.name], p.keys[r.name], path, plain, stream,
-                                            len(p.ids[r.name])))
+                                            p.ids[r.name]))
         return records
 
     def _ask(self, server, ask, url, body) -> dict:
@@ -223,14 +226,15 @@ class TemplateRun:
         return answer
 
     def _record(self, r: Request, ours: PromptKey, key: PromptKey, path, plain: dict, stream: dict,
-                reply_tokens: int | None = None) -> dict:
+                reply_ids: tuple | None = None) -> dict:
         bos = self.renderer.bos
         same = None if key.prompt is None else key.prompt.removeprefix(bos) == (ours.prompt or "").removeprefix(bos)
         record = {"kind": KIND, "runtime": self.runtime, "server": self.kind,
                   "template": {"id": self.ref.id, "sha256": template_sha(self.ref)}, "family": self.corpus.family,
                   "profile": self.profile, "case": {"name": r.case.name, "hash": case_hash(r.case)},
                   "variant": r.variant, "request": request_switches(r.body), "reply": r.case.reply,
-                  "reply_tokens": reply_tokens, "expect": r.case.expect, "ours": {"tokens": ours.tokens},
+                  "reply_tokens": None if reply_ids is None else len(reply_ids),
+                  "reply_ids": None if reply_ids is None else list(reply_ids), "expect": r.case.expect, "ours": {"tokens": ours.tokens},
                   "key": {**key.to_json(), "same_text": same}, "model": path.name if path else None,
                   "plain": plain, "stream": stream, "recorded": now()}
         for answer in (plain, stream, record["key"]):

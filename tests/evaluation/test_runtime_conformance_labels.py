@@ -56,6 +56,26 @@ def test_classify_adds_prompt_generation_and_stream_layers():
     assert labels == ["runtime-error"] and details[0].startswith("non-streamed: HTTP 500")
 
 
+def test_a_rewrite_that_keeps_the_token_count_is_seen_in_the_sampled_tokens():
+    # A grammar forced "7" where the script has "3": as many tokens, other ids. Only the sampled ids (llama-server's
+    # __verbose) tell a rewrite from a runtime that misread the script.
+    forced = CALL.replace('"days": 3', '"days": 7')
+    got = answer(None, [("get_weather", '{"location": "Paris", "days": 7}')], tokens=5)
+    script = {"reply_ids": [10, 11, 12, 13, 2]}
+    sampled = {**got, "generated": forced, "generated_tokens": [10, 11, 17, 13]}
+    labels, details = classify({**record(sampled, dict(got)), **script}, TOOLS, "<tool_call>")
+    assert labels == ["reply-rewritten", "arguments-changed"]
+    assert details[0].startswith("the runtime sampled other tokens than the script from token 2 (of 5 script, 4 sampled)")
+    assert "fork at character 79 (of 95 script, 95 generated)" in details[0] and 'generated "7}' in details[0]
+    assert classify(record(got, dict(got)), TOOLS, "<tool_call>")[0] == ["arguments-changed"]    # unseen
+    # The script's ids, with or without the end of turn, are no rewrite, even where the runtime's text hides a
+    # control token the model wrote.
+    same = answer(None, [("get_weather", '{"location": "Paris", "days": 3}')], tokens=5)
+    for ids in ([10, 11, 12, 13, 2], [10, 11, 12, 13]):
+        hidden = {**same, "generated": CALL.replace("<tool_call>", ""), "generated_tokens": ids}
+        assert classify({**record(hidden, dict(same)), **script}, TOOLS, "<tool_call>")[0] == ["agree"]
+
+
 def test_the_markdown_has_the_matrix_and_each_disagreement_with_its_replay():
     typed = lambda raw: RuntimeConformanceRecord.from_json(  # noqa: E731  (as the driver writes it)
         {**raw, "template": {"id": "T", "sha256": "s"}, "case": {"name": "one-call", "hash": "h"}})

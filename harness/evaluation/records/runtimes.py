@@ -78,6 +78,7 @@ class RuntimeConformanceRecord:
     profile: str | None = None        # the vocabulary the scripted model was built on
     request: dict | None = None       # the request's switches (tool_choice, stream, ...)
     reply_tokens: int | None = None
+    reply_ids: list | None = None     # the script's token ids, its end of turn last
     expect: dict | None = None        # the strict parse of the reply
     ours: dict | None = None          # our render's prompt length
     key: dict | None = None           # the prompt length the reply was keyed to, and where it came from
@@ -108,6 +109,7 @@ class RuntimeConformanceRecord:
                    profile=_check(raw, "profile", (str, _NONE), optional=True),
                    request=_check(raw, "request", (dict, _NONE), optional=True),
                    reply_tokens=_check(raw, "reply_tokens", (int, _NONE), optional=True),
+                   reply_ids=_check(raw, "reply_ids", (list, _NONE), optional=True),
                    expect=_check(raw, "expect", (dict, _NONE), optional=True),
                    ours=_check(raw, "ours", (dict, _NONE), optional=True),
                    key=_check(raw, "key", (dict, _NONE), optional=True),
@@ -126,7 +128,7 @@ class RuntimeConformanceRecord:
                 "server": self.server, **(served if self.endpoint is not None else {}),
                 "template": self.template, "family": self.family, "profile": self.profile,
                 "case": self.case, "variant": self.variant, "request": self.request, "reply": self.reply,
-                "reply_tokens": self.reply_tokens, "expect": self.expect, "ours": self.ours, "key": self.key,
+                "reply_tokens": self.reply_tokens, "reply_ids": self.reply_ids, "expect": self.expect, "ours": self.ours, "key": self.key,
                 "model": self.model, "plain": self.plain, "stream": self.stream, "recorded": self.recorded,
                 "labels": self.labels, "details": self.details}
 
