@@ -296,7 +296,7 @@ def _run_chunk(kind: str, workdir: Path, runs: list, keep: bool) -> list:
             for run, p, (models, paths) in extra:
                 records += run.unserved(p) + run.serve(p, host, models, paths)
     finally:
-        if not keep:      # ~75 MB each; a suite over every template would pile them up
+        if not keep:      # ~20 MB each; a suite over every template would pile them up
             for _, p in plans:
                 for path in p.built:
                     path.unlink(missing_ok=True)

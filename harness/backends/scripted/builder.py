@@ -27,9 +27,9 @@ output head is the token embedding plus the (learned, absolute) position embeddi
   per generated token (the head is vocabulary × width): the runtime-conformance suite's models shrink from 128
   to 32. A head row that shares one dimension with the pair would get about half the logit, so the output
   norm's bias pulls every code dimension down until such a row is below 0: off the script (where a runtime's
-  grammar refuses the scripted token) the model ranks the other tokens exactly as a one-slot model does, the end
-  of turn first, then every unscripted token at 0, then other scripted tokens below. The margin check below
-  holds every compact model to that.
+  grammar refuses the scripted token) the model ranks the other tokens in the tiers a one-slot model has: the end
+  of turn first, then every unscripted token at 0, then the other scripted tokens below (their order among
+  themselves is the encoding's). The margin check below holds every compact model to that.
 Anything unscripted is followed by the profile's end-of-turn token. build_standin computes the logits of
 every scripted state from the weights it writes and refuses a model whose margins are too small.
 For replies that depend on more than this, drive generation with a grammar (llama.cpp grammars can name
@@ -58,6 +58,7 @@ POSITION_LOGIT = 56.0  # a position slot, which also outweighs the token slot pr
 POSITION_GAIN = 8.0  # position slots are this much stronger than token slots in the residual stream
 CODE_PULL = 0.6  # compact models: the output norm's bias on a code dimension, in units of an active one
 MIN_MARGIN = 25.0  # build_standin refuses weights whose scripted token leads the runner-up by less
+WEIGHTS_VERSION = 2  # changes when the same scripts get other weights (2: compact models of turns alone)
 
 
 # --- scripts and the model --------------------------------------------------------------------------

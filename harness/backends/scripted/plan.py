@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.backends.scripted.builder import Turn, build_standin
+from harness.backends.scripted.builder import WEIGHTS_VERSION, Turn, build_standin
 from harness.backends.scripted.vocab import CONTEXT_LENGTH, CONTROL, PROFILES, USER_DEFINED, Vocab, vocab_for
 
 # Which vocabulary a template gets: the first profile whose end-of-turn token the template writes (its markers are
@@ -118,12 +118,14 @@ def pack(wanted: list) -> tuple:
 
 def build_models(directory: Path, stem: str, profile: str, template: str, models: list) -> list:
     """Write each planned model as `stem-N.gguf` in `directory`; returns their paths. A file whose name already
-    says what it holds (a hash of template and turns) is kept: a resumed run does not write it again."""
+    says what it holds (a hash of the weights' version, template and turns) is kept: a resumed run does not write
+    it again."""
     vocab = vocab_for(profile) if PROFILES.get(profile) else None
     paths = []
     for n, plan in enumerate(models):
         turns = [Turn(s.after, s.ids) for s in plan.slots]
-        digest = hashlib.sha256(repr((profile, template, [(t.after, t.reply) for t in turns])).encode()).hexdigest()
+        digest = hashlib.sha256(repr((WEIGHTS_VERSION, profile, template, [(t.after, t.reply) for t in turns]))
+                                .encode()).hexdigest()
         path = Path(directory) / f"{stem}-{n}-{digest[:10]}.gguf"
         if not path.is_file():
             tmp = path.with_suffix(".part")
