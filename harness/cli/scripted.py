@@ -34,7 +34,8 @@ def run(args) -> int:
                 r, key = prepared.requests[name], prepared.keys[name]
                 entries.append({"case": r.case.name, "variant": r.variant, "request": r.body, "reply": r.case.reply,
                                 "prompt_tokens": key.tokens, "key_source": key.source,
-                                "reply_tokens": len(prepared.ids[name]), "expect": r.case.expect})
+                                "reply_tokens": len(prepared.ids[name]), "reply_ids": list(prepared.ids[name]),
+                                "expect": r.case.expect})
         models.append({"file": path.name, "served_name": path.stem, "requests": entries})
     refused = [{"request": n, "why": k.error} for n, k in prepared.keys.items() if k.tokens is None]
     refused += [{"request": n, "why": why} for n, why in prepared.refused]
