@@ -1,7 +1,8 @@
 """The whole runtime-conformance suite, timed: `harness runtime-conformance` over every pinned template on
 llama-server and on llama-cpp-python's server, the two runs side by side (one process each, each server on one
 thread: the 2 cores of this machine), into a scratch results folder. Prints each runtime's wall time, the CPU
-time of its run and the servers it started, requests and label counts, and the wall time of both together. Build llama-server first (scripts/build_llama_server.sh).
+time of its run and the servers it started, requests and label counts, and the wall time of both together.
+Build llama-server first (scripts/build_llama_server.sh).
 
     python benchmarks/runtime_conformance_bench.py [--template ID ...] [--results-dir DIR]
 """

@@ -67,9 +67,9 @@ def chat_answer(url: str, body: dict, timeout: float) -> dict:
     debug = answer.get("__verbose")
     if isinstance(debug, dict) and isinstance(debug.get("content"), str):
         out["generated"] = debug["content"]
-    tokens = debug.get("tokens") if isinstance(debug, dict) else None
-    if isinstance(tokens, list) and tokens and all(type(t) is int for t in tokens):
-        out["generated_tokens"] = tokens
+    sampled = debug.get("tokens") if isinstance(debug, dict) else None
+    if isinstance(sampled, list) and sampled and all(type(t) is int for t in sampled):
+        out["generated_tokens"] = sampled
     if problems:
         out["problems"] = problems
     return out

@@ -184,8 +184,8 @@ class LocalServer:
                 "--host", "127.0.0.1", "--port", str(self.port), *flags, *self.extra_args]
 
     def _config(self, settings: dict) -> Path:
-        config = {"host": "127.0.0.1", "port": self.port,
-                  "models": [{"model": str(path), "model_alias": alias, **settings} for alias, path in self.models.items()]}
+        models = [{"model": str(path), "model_alias": alias, **settings} for alias, path in self.models.items()]
+        config = {"host": "127.0.0.1", "port": self.port, "models": models}
         path = self.log_path.with_name(self.log_path.name + ".config.json")
         path.write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
         return path
@@ -301,7 +301,6 @@ class LocalServer:
     def __repr__(self) -> str:
         where = self.base_url if self.port is not None else "not started"
         return f"LocalServer({self.kind!r}, {str(self.model_path)!r}, {where}, pid={self.pid})"
-
 
 
 class ModelHost:

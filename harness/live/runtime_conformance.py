@@ -6,8 +6,9 @@ Per template and runtime: the requests (case × tool_choice variant) are packed 
 their positions allow, keyed to our render; the runtime gives its own prompt length of every request on the first
 of them (see harness.backends.scripted.keying), and requests it counts otherwise get models keyed to its count.
 Each model is served once for all its requests; llama-cpp-python holds many models in one process, so it starts
-once per phase of a chunk of templates, not once per model (harness.backends.servers.ModelHost). Records are appended as they land (fsynced) and a run resumes past what is
-recorded; a request that kills the server is recorded as a runtime-error and the server is started again."""
+once per phase of a chunk of templates, not once per model (harness.backends.servers.ModelHost). Records are
+appended as they land (fsynced) and a run resumes past what is recorded; a request that kills the server is
+recorded as a runtime-error and the server is started again."""
 
 from __future__ import annotations
 
@@ -127,15 +128,13 @@ class TemplateRun:
         self.marker = markers[0] if markers else None
         self.stem = f"{ref.id}-{self.profile}"
 
-    def make_server(self, path: Path, models: dict | None = None) -> LocalServer:
-        return local_server(self.kind, self.workdir, path, models)
-
     def prepare(self, requests: list, from_runtime: bool = True) -> Prepared:
         """plan(), then with from_runtime rekey() on a server of the first model and rekeyed(): the models that
         answer every request, keyed to the runtime's prompts (or to our render)."""
         p = self.plan(requests)
         if from_runtime and p.paths:
-            with ModelHost(self.kind, p.paths[:1], self.make_server) as host:
+            make = functools.partial(local_server, self.kind, self.workdir)
+            with ModelHost(self.kind, p.paths[:1], make) as host:
                 self.rekey(p, host)
             self.rekeyed(p)
         return p
@@ -234,7 +233,8 @@ class TemplateRun:
                   "profile": self.profile, "case": {"name": r.case.name, "hash": case_hash(r.case)},
                   "variant": r.variant, "request": request_switches(r.body), "reply": r.case.reply,
                   "reply_tokens": None if reply_ids is None else len(reply_ids),
-                  "reply_ids": None if reply_ids is None else list(reply_ids), "expect": r.case.expect, "ours": {"tokens": ours.tokens},
+                  "reply_ids": None if reply_ids is None else list(reply_ids), "expect": r.case.expect,
+                  "ours": {"tokens": ours.tokens},
                   "key": {**key.to_json(), "same_text": same}, "model": path.name if path else None,
                   "plain": plain, "stream": stream, "recorded": now()}
         for answer in (plain, stream, record["key"]):
@@ -283,9 +283,10 @@ def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Pat
 
 def _run_chunk(kind: str, workdir: Path, runs: list, keep: bool) -> list:
     make = functools.partial(local_server, kind, workdir)
-    plans = [(run, run.plan(requests)) for run, requests in runs]
-    records = []
+    plans, records = [], []
     try:
+        for run, requests in runs:
+            plans.append((run, run.plan(requests)))
         with ModelHost(kind, [path for _, p in plans for path in p.paths], make) as host:
             for run, p in plans:
                 if p.paths:

@@ -128,7 +128,8 @@ class RuntimeConformanceRecord:
                 "server": self.server, **(served if self.endpoint is not None else {}),
                 "template": self.template, "family": self.family, "profile": self.profile,
                 "case": self.case, "variant": self.variant, "request": self.request, "reply": self.reply,
-                "reply_tokens": self.reply_tokens, "reply_ids": self.reply_ids, "expect": self.expect, "ours": self.ours, "key": self.key,
+                "reply_tokens": self.reply_tokens, "reply_ids": self.reply_ids, "expect": self.expect,
+                "ours": self.ours, "key": self.key,
                 "model": self.model, "plain": self.plain, "stream": self.stream, "recorded": self.recorded,
                 "labels": self.labels, "details": self.details}
 
