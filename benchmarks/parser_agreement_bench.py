@@ -15,7 +15,7 @@ import time
 from collections import defaultdict
 
 from harness import families
-from harness.backends.peers import SETUP_COMMAND, Peers, peers_python, vocab_file
+from harness.peers import SETUP_COMMAND, Peers, peers_python, vocab_file
 from harness.evaluation.parser_agreement import PROJECTS
 from harness.live.parser_agreement import build_cases, parser_for
 from harness.pins.sources import load_sources, resolve_template

@@ -1,7 +1,7 @@
 """Do schema patterns stay linear in the argument's length?
 
 For each pattern known to make a backtracking matcher exponential or quadratic, checks an argument of n and 4n
-characters against it with the matcher `harness parse --tools` uses (harness.families.safe_regex) and prints the
+characters against it with the matcher `harness parse --tools` uses (harness.schema.safe_regex) and prints the
 time at both sizes and their ratio. A linear matcher gives a ratio near 4. Python's `re` is timed beside it at
 a small size only: it is exponential on the first patterns (28 a's and "!" took 15 s).
 
@@ -12,7 +12,7 @@ import argparse
 import re
 import time
 
-from harness.families import safe_regex
+from harness.schema import safe_regex
 
 CASES = {
     "^(a+)+$ vs a…a!": ("^(a+)+$", lambda n: "a" * n + "!"),

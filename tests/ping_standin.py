@@ -3,7 +3,7 @@ built from a script, opened as a Chat, and a one-tool `ping` scenario to run it 
 
 import re
 
-from harness.backends.scripted import PROFILES, Vocab, build_standin
+from harness.scripted import PROFILES, Vocab, build_standin
 
 from harness.evaluation.scenarios import load_scenarios
 from harness.live.tool_loop import Chat

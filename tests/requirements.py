@@ -32,7 +32,7 @@ def missing_browser() -> str | None:
 
 
 def missing_peers() -> str | None:
-    from harness.backends.peers import SETUP_COMMAND, peers_python
+    from harness.peers import SETUP_COMMAND, peers_python
 
     return None if peers_python() else f"the peers environment (vLLM, SGLang) is not built: {SETUP_COMMAND}"
 

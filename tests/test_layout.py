@@ -6,9 +6,13 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "harness"
-# Floors, bottom to top. live and reports share a floor: neither imports the other.
-FLOORS = {"core": 0, "families": 1, "pins": 2, "template": 3, "grammar": 4, "evaluation": 5, "backends": 6,
-          "live": 7, "reports": 7, "cli": 8}
+# Floors, bottom to top.
+# formats is the parsing engine, families the family definitions built on it; schema (arguments typed by JSON
+# Schema) and families share a floor, as do live and reports: neither of a pair imports the other. scripted
+# (the scripted-model factory) and peers (other projects' parsers, run in their own environment) are not
+# backends: they sit above the backends they drive.
+FLOORS = {"core": 0, "formats": 1, "families": 2, "schema": 2, "pins": 3, "template": 4, "grammar": 5,
+          "evaluation": 6, "backends": 7, "scripted": 8, "peers": 9, "live": 10, "reports": 10, "cli": 11}
 # The package's own face, not a stage.
 ENTRY = {"__init__.py", "__main__.py"}
 EMBEDDED = "backends/embedded/"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from harness.families.reasoning import prompt_opens
+from harness.formats.reasoning import prompt_opens
 
 
 class StreamHoldback:

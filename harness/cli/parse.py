@@ -14,8 +14,8 @@ from harness.core.errors import HarnessError
 from harness.evaluation.scoring import (
     INVALID_ARGUMENTS, JSON_NOTATION, PYTHON_NOTATION, STRING_COERCED, UNKNOWN_TOOL, writes_values_as_text,
 )
-from harness.families.arguments import tool_parameters, type_arguments
-from harness.families.schemas import ToolSchemaError, check_tools
+from harness.schema.arguments import tool_parameters, type_arguments
+from harness.schema.schemas import ToolSchemaError, check_tools
 from harness.pins.sources import resolve_template
 
 

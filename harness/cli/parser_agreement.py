@@ -11,7 +11,7 @@ from harness.cli.common import EXIT_FINDING, EXIT_OK, add_results_dir, log
 
 
 def run(args) -> int:
-    from harness.backends.peers import SETUP_COMMAND, Peers, peers_python
+    from harness.peers import SETUP_COMMAND, Peers, peers_python
     from harness.core.errors import HarnessError
     from harness.evaluation.parser_agreement import PROJECTS, agreement_markdown, unmapped
     from harness.live.parser_agreement import TRANSCRIPT, build_cases, parser_for, run_case, run_suite

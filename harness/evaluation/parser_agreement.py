@@ -31,7 +31,7 @@ from harness.evaluation.runtime_agreement import arguments_object
 from harness.evaluation.runtime_conformance import disagreement_lines, judge
 from harness.evaluation.transcripts import read_transcript
 
-# The projects whose parsers are compared (harness.backends.peers drives them); a family's `peers:` may name others.
+# The projects whose parsers are compared (harness.peers drives them); a family's `peers:` may name others.
 PROJECTS = ("vllm", "sglang", "transformers")
 LABELS = ("agree", "forgave", "dropped-call", "call-left-in-content", "arguments-changed", "calls-differ",
           "content-differs", "stream-differs", "crashed")

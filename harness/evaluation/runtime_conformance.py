@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 
 from harness.families import value_notation
-from harness.families.arguments import tool_parameters, type_arguments
+from harness.schema.arguments import tool_parameters, type_arguments
 from harness.evaluation.records import RUNTIME_CONFORMANCE, RuntimeConformanceRecord
 from harness.evaluation.runtime_agreement import arguments_object, fork, label_family
 from harness.evaluation.transcripts import read_transcript

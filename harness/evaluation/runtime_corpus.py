@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from harness.core.errors import TemplateError
 from harness import families
 from harness.families import get as family_get
-from harness.families.base import ToolCall
-from harness.families.reasoning import DEFAULT_PAIRS, prompt_opens
+from harness.formats.calls import ToolCall
+from harness.formats.reasoning import DEFAULT_PAIRS, prompt_opens
 from harness.template import detect as detection
 from harness.template import render as rendering
 from harness.template.kwargs import template_kwargs_for

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from harness.core.hashing import sha256_text
 from harness.core import constants
-from harness.families.arguments import type_arguments
+from harness.schema.arguments import type_arguments
 from harness.core.errors import ScenarioError
 from harness.core.values import DEFAULT_SAMPLING as BINDING_SAMPLING, MAX_SAMPLES, MODES, valid_modes
 from harness.core.yaml_source import Located, load_located

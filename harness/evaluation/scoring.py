@@ -13,10 +13,10 @@ import re
 from functools import lru_cache
 
 from harness import families as registry
-from harness.families.arguments import type_arguments
+from harness.schema.arguments import type_arguments
 from harness.template.detect import END_OF_TURN
-from harness.families import deviations as dev
-from harness.families.base import ParseResult, ToolCall
+from harness.formats import deviations as dev
+from harness.formats.calls import ParseResult, ToolCall
 from harness.evaluation.records import SampleRecord
 from harness.evaluation.answers import Answer, read_answer
 

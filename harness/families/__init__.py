@@ -11,10 +11,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from harness.core.errors import FamilySpecError
-from harness.families import deviations as dev
-from harness.families.base import CustomFamily, Family, NearMiss, ParseResult, ToolCall, peers_problem
-from harness.families.reasoning import DEFAULT_PAIRS, split_reasoning
-from harness.families.spec import load_family
+from harness.formats import deviations as dev
+from harness.formats.base import CustomFamily, Family, NearMiss, peers_problem
+from harness.formats.calls import ParseResult, ToolCall
+from harness.formats.reasoning import DEFAULT_PAIRS, split_reasoning
+from harness.formats.spec import load_family
 
 HERE = Path(__file__).resolve().parent
 
@@ -44,7 +45,7 @@ def load_table(directory: Path, package: str) -> dict:
         if not hasattr(declared, "FAMILY"):
             continue
         if not isinstance(declared.FAMILY, CustomFamily):
-            raise FamilySpecError(f"{module}: FAMILY must be a CustomFamily (harness.families.base)")
+            raise FamilySpecError(f"{module}: FAMILY must be a CustomFamily (harness.formats.base)")
         problem = peers_problem(declared.FAMILY.peers, family=True)
         if problem:
             raise FamilySpecError(f"{module}: {problem}")

@@ -14,11 +14,12 @@ writes strings as is, true/false/null, and objects and lists as JSON)."""
 
 import json
 
-from harness.families import deviations as dev
-from harness.families.base import CustomFamily, NearMiss, ParseResult, ToolCall
-from harness.families.payloads import Mismatch
-from harness.families.scanner import NAME, Cursor, MarkupParser, no_call, unique
-from harness.families.shape import Shape, exact
+from harness.formats import deviations as dev
+from harness.formats.base import CustomFamily, NearMiss
+from harness.formats.calls import ParseResult, ToolCall
+from harness.formats.payloads import Mismatch
+from harness.formats.scanner import NAME, Cursor, MarkupParser, no_call, unique
+from harness.formats.shape import Shape, exact
 
 HEADER, BODY = "to=", "<|message|>"
 # The space is part of the header: `<|start|>assistant to=NAME`.

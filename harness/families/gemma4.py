@@ -11,12 +11,13 @@ a call the model writes `<|tool_response>` and waits for the result; detection c
 import json
 import re
 
-from harness.families import deviations as dev
-from harness.families.base import CustomFamily, NearMiss, ToolCall
-from harness.families.jsonscan import MAX_DEPTH
-from harness.families.payloads import Mismatch, load_json
-from harness.families.scanner import NAME, MarkupParser, unique
-from harness.families.shape import Shape, exact
+from harness.formats import deviations as dev
+from harness.formats.base import CustomFamily, NearMiss
+from harness.formats.calls import ToolCall
+from harness.formats.jsonscan import MAX_DEPTH
+from harness.formats.payloads import Mismatch, load_json
+from harness.formats.scanner import NAME, MarkupParser, unique
+from harness.formats.shape import Shape, exact
 
 OPEN, CLOSE, QUOTE = "<|tool_call>call:", "<tool_call|>", '<|"|>'
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -13,11 +13,12 @@ so a reply holds at most one call). The generation prompt ends with `<|start|>as
 import json
 import re
 
-from harness.families import deviations as dev
-from harness.families.base import CustomFamily, NearMiss, ParseResult, ToolCall
-from harness.families.payloads import Mismatch, check_arguments, decode_json
-from harness.families.scanner import no_call
-from harness.families.shape import Shape, exact
+from harness.formats import deviations as dev
+from harness.formats.base import CustomFamily, NearMiss
+from harness.formats.calls import ParseResult, ToolCall
+from harness.formats.payloads import Mismatch, check_arguments, decode_json
+from harness.formats.scanner import no_call
+from harness.formats.shape import Shape, exact
 
 START = "<|start|>assistant"
 CHANNEL, MESSAGE, END, CALL, RETURN = "<|channel|>", "<|message|>", "<|end|>", "<|call|>", "<|return|>"

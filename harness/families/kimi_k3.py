@@ -19,11 +19,12 @@ leniently; a tools section must be exactly where and how the template writes it.
 import json
 import re
 
-from harness.families import deviations as dev
-from harness.families.base import CustomFamily, NearMiss, ParseResult, ToolCall
-from harness.families.payloads import Mismatch, check_arguments, load_json
-from harness.families.scanner import NAME, Cursor, no_call, unique
-from harness.families.shape import Shape, exact
+from harness.formats import deviations as dev
+from harness.formats.base import CustomFamily, NearMiss
+from harness.formats.calls import ParseResult, ToolCall
+from harness.formats.payloads import Mismatch, check_arguments, load_json
+from harness.formats.scanner import NAME, Cursor, no_call, unique
+from harness.formats.shape import Shape, exact
 
 
 def _open(tag, attrs=""):

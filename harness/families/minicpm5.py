@@ -8,11 +8,12 @@ the template writes a non-string value with Python's str() (`['Ana', 'Bo']`, `{'
 import json
 import re
 
-from harness.families import deviations as dev
-from harness.families.base import CustomFamily, NearMiss, ToolCall
-from harness.families.payloads import Mismatch
-from harness.families.scanner import NAME, Cursor, MarkupParser, unique
-from harness.families.shape import Shape, exact
+from harness.formats import deviations as dev
+from harness.formats.base import CustomFamily, NearMiss
+from harness.formats.calls import ToolCall
+from harness.formats.payloads import Mismatch
+from harness.formats.scanner import NAME, Cursor, MarkupParser, unique
+from harness.formats.shape import Shape, exact
 
 OPEN, END = '<function name="', "</function>"
 PARAM, END_PARAM = '<param name="', "</param>"

@@ -10,12 +10,13 @@ reply with a bare `</mm:think>`, read as empty reasoning."""
 
 import json
 
-from harness.families import deviations as dev
-from harness.families.base import CustomFamily, NearMiss, ToolCall
-from harness.families.jsonscan import MAX_DEPTH
-from harness.families.payloads import Mismatch
-from harness.families.scanner import NAME, Cursor, MarkupParser, unique
-from harness.families.shape import Shape, exact
+from harness.formats import deviations as dev
+from harness.formats.base import CustomFamily, NearMiss
+from harness.formats.calls import ToolCall
+from harness.formats.jsonscan import MAX_DEPTH
+from harness.formats.payloads import Mismatch
+from harness.formats.scanner import NAME, Cursor, MarkupParser, unique
+from harness.formats.shape import Shape, exact
 
 NS = "]<]minimax[>["
 OPEN, CLOSE = f"{NS}<tool_call>", f"{NS}</tool_call>"

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 from harness import families as registry
 from harness.core.errors import GrammarError, GrammarRuntimeError
-from harness.families.base import Family
-from harness.families.reasoning import prompt_opens
+from harness.formats.base import Family
+from harness.formats.reasoning import prompt_opens
 from harness.grammar.builder import CallGrammar, tool_list
 from harness.grammar.gbnf import PATTERN_SPACE, Lit, RuleSet, alt, seq, text_without
 from harness.grammar.generic import answer_grammar

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from harness.families.arguments import tool_parameters
-from harness.families.shape import Shape
+from harness.schema.arguments import tool_parameters
+from harness.formats.shape import Shape
 from harness.core.errors import GrammarError
 from harness.grammar.gbnf import (
     EMPTY, JSON_SPACE, PATTERN_SPACE, Alt, Expr, Lit, Opt, Raw, Ref, RuleSet, alt, regex_escape, seq, text_without,
@@ -217,7 +217,7 @@ class CallGrammar:
         return ordered(self.rules, items, self._tokens(shape.param_between, tool), f"{name}-params")
 
     def _text(self, stop, continuations) -> Expr:
-        """A markup value's free text, by the shape's named rule (harness.families.shape.TEXT_RULES)."""
+        """A markup value's free text, by the shape's named rule (harness.formats.shape.TEXT_RULES)."""
         if self.shape.text == "cdata":
             # Unwrapped text may not hold <, & or a newline; anything else goes in <![CDATA[...]]>.
             plain = Raw("[^<&\\n]*")

@@ -1,5 +1,5 @@
 """Call shapes for grammars: a YAML (pattern) family's shape is read from its own CallSpec, so a new YAML family
-gets a grammar without code; a Python family declares its shape in its own module (harness.families.shape);
+gets a grammar without code; a Python family declares its shape in its own module (harness.formats.shape);
 a family with neither gets the generic JSON shape (see harness.grammar)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 
 from harness.families import Family
-from harness.families.pattern import PatternParser
-from harness.families.shape import Shape
+from harness.formats.pattern import PatternParser
+from harness.formats.shape import Shape
 
 
 def pin_marker(tokens: list, markers) -> list:

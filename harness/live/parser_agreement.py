@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 
 from harness import families as registry
 from harness.evaluation.records import ParserAgreementRecord
-from harness.backends.scripted.plan import DEFAULT_PROFILE, profile_for
+from harness.scripted.plan import DEFAULT_PROFILE, profile_for
 from harness.evaluation.parser_agreement import PROJECTS, classify, fed_text, read_records, unmapped
 from harness.evaluation.runtime_corpus import TOOLS, build_corpus
 from harness.evaluation.scenarios import load_scenarios
 from harness.evaluation.transcripts import TranscriptWriter, encode_line, read_transcript
-from harness.families.canonical import canonical_outputs
-from harness.families.reasoning import DEFAULT_PAIRS
+from harness.formats.canonical import canonical_outputs
+from harness.formats.reasoning import DEFAULT_PAIRS
 
 # Special-token spellings: <|…|>, DeepSeek's <｜…｜>, Mistral's [UPPER_CASE]. A vocabulary of another family spells
 # them as text, and a peer parser that looks its markers up as tokens would fail on our vocabulary, not on its own.

@@ -4,7 +4,7 @@ models through a real runtime's /v1/chat/completions, non-streamed and streamed,
 
 Per template and runtime: the requests (case × tool_choice variant) are packed into as few scripted models as
 their positions allow, keyed to our render; the runtime gives its own prompt length of every request on the first
-of them (see harness.backends.scripted.keying), and requests it counts otherwise get models keyed to its count.
+of them (see harness.scripted.keying), and requests it counts otherwise get models keyed to its count.
 Each model is served once for all its requests; llama-cpp-python holds many models in one process, so it starts
 once per phase of a chunk of templates, not once per model (harness.backends.servers.ModelHost). Records are
 appended as they land (fsynced) and a run resumes past what is recorded; a request that kills the server is
@@ -21,9 +21,9 @@ from pathlib import Path
 
 from harness.backends.chat_answers import chat_answer, chat_stream
 from harness.backends.openai import wire_messages
-from harness.backends.scripted.keying import PromptKey, render_key, runtime_key
-from harness.backends.scripted.plan import build_models, pack, profile_for, reply_ids
-from harness.backends.scripted.vocab import CONTEXT_LENGTH, vocab_for
+from harness.scripted.keying import PromptKey, render_key, runtime_key
+from harness.scripted.plan import build_models, pack, profile_for, reply_ids
+from harness.scripted.vocab import CONTEXT_LENGTH, vocab_for
 from harness.backends.servers import LocalServer, ModelHost
 from harness.core.errors import ServerStartError
 from harness.evaluation.runtime_conformance import KIND, classify

@@ -16,12 +16,12 @@ from dataclasses import asdict, dataclass, field
 
 from harness import families
 from harness.core.hashing import sha256_text
-from harness.families.arguments import type_arguments
+from harness.schema.arguments import type_arguments
 from harness.core.errors import GenerationError, GrammarRuntimeError, TemplateError
 from harness.core.values import MAX_SEED
 from harness.evaluation.transcripts import GENERATION_FAILED
-from harness.families.base import ParseResult
-from harness.families.reasoning import prompt_opens
+from harness.formats.calls import ParseResult
+from harness.formats.reasoning import prompt_opens
 from harness.live.modes import grammar_plan, native_failed, plain_messages
 from harness.template.render import render
 

@@ -23,7 +23,7 @@ from harness.pins.digest import file_drift
 from harness.pins.gguf_header import embedded_template, is_gguf
 from harness.pins.paths import inside, relative_path_problem
 from harness.core.values import MODES, valid_modes
-from harness.families.base import peers_problem
+from harness.formats.base import peers_problem
 
 SOURCES_VERSION = 1
 _SHA256 = re.compile(r"^[0-9a-f]{64}\Z")

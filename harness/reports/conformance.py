@@ -3,7 +3,7 @@
 import pandas as pd
 
 from harness.evaluation.results import ResultsDir
-from harness.families import deviations
+from harness.formats import deviations
 from harness.template.conformance import dumps
 
 

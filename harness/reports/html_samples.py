@@ -10,7 +10,7 @@ from inspect import getsourcefile
 
 from harness.evaluation import scoring
 from harness.template.detect import END_OF_TURN
-from harness.families import deviations
+from harness.formats import deviations
 from harness.evaluation.scoring import VERDICTS, parse_steps
 
 # `<|im_end|>`-shaped tokens and DeepSeek's fullwidth ones, besides the end-of-turn markers detection knows.
@@ -22,7 +22,7 @@ _MORE_LINE = re.compile(r"^#\s{2,}(.*)$")
 @lru_cache(maxsize=None)
 def explanations() -> dict:
     """Deviation and finding names -> their one-line explanation. The explanations are the comments beside
-    the names in harness/families/deviations.py and harness/evaluation/scoring.py, the one place they are written, so
+    the names in harness/formats/deviations.py and harness/evaluation/scoring.py, the one place they are written, so
     they are read from there rather than copied."""
     out = {}
     for module in (deviations, scoring):

@@ -5,7 +5,7 @@ Detectable families only: generic-json, which no template writes, reads other fa
 from dataclasses import dataclass
 
 from harness import families as registry
-from harness.families.canonical import canonical_outputs
+from harness.formats.canonical import canonical_outputs
 
 ACCEPT = "accept"
 

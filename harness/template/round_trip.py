@@ -6,7 +6,7 @@ runtime types them), the call id the parser read, the text around the calls as c
 from __future__ import annotations
 
 from harness import families as registry
-from harness.families.arguments import tool_parameters, type_arguments
+from harness.schema.arguments import tool_parameters, type_arguments
 from harness.core.errors import TemplateError
 from harness.template import render as rendering
 from harness.template.detect import cut_at_end_of_turn, reply_start, with_string_arguments

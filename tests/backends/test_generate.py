@@ -1,6 +1,6 @@
 """The generation primitive, run through llama.cpp (llama-cpp-python 0.3.36) on stand-in GGUFs built here.
 
-Each stand-in has a real family vocabulary and weights that script its replies (harness.backends.scripted), so every
+Each stand-in has a real family vocabulary and weights that script its replies (harness.scripted), so every
 assertion below is about what the binding and harness.backends.embedded.generate do with real tokens: control tokens, byte
 tokens, end-of-generation tokens, grammars, deadlines and batched samples. No part of the model is mocked.
 """
@@ -25,7 +25,7 @@ from harness.backends.embedded.generate import (
     StreamHoldback, generate, generate_samples, load_model, prompt_token_ids,
 )
 from harness.backends.embedded.decoding import token_bytes
-from harness.backends.scripted import Script, Turn, build_standin, vocab_for
+from harness.scripted import Script, Turn, build_standin, vocab_for
 
 # --- conversations the stand-ins are scripted for ----------------------------------------------------
 
@@ -308,7 +308,7 @@ def test_samples_stop_at_max_tokens_and_deadline(models):
 
 QUANTIZED_RUN = """
 import sys
-from harness.backends.scripted import Script, build_standin
+from harness.scripted import Script, build_standin
 from harness.backends.embedded.generate import generate, load_model
 s = build_standin(sys.argv[1], "qwen2.5", [Script("<|box_start|>", ("Hello", " world", "<|im_end|>"))], quantized=True)
 llm = load_model(s.path, n_ctx=512, n_threads=2)

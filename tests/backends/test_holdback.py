@@ -7,8 +7,8 @@ import random
 import pytest
 
 from harness import families as registry
-from harness.families.base import ToolCall
-from harness.families.reasoning import split_reasoning
+from harness.formats.calls import ToolCall
+from harness.formats.reasoning import split_reasoning
 from harness.backends.holdback import StreamHoldback
 
 HERMES = ["<tool_call>"]

@@ -13,7 +13,7 @@ from harness.backends.openai import Endpoint, OpenAIBackend
 from harness.backends.transport import request_json
 from harness.core.errors import GenerationError, ServerReplyError
 from harness.evaluation.runtime_agreement import classify
-from harness.families.base import ParseResult, ToolCall
+from harness.formats.calls import ParseResult, ToolCall
 
 from hostile_server import HostileServer, completion, drip, endless_chunks, raw_json, redirect
 

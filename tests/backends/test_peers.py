@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from harness.backends.peers import WORKER, Peers, peers_python
-from harness.backends.peers.worker import random_sizes
+from harness.peers import WORKER, Peers, peers_python
+from harness.peers.worker import random_sizes
 from harness.live.parser_agreement import Case, build_cases, parser_for, run_case
 from harness.pins.sources import load_sources, resolve_template
 from harness.evaluation.runtime_corpus import TOOLS, build_corpus

@@ -4,9 +4,9 @@ into models by the positions they own."""
 
 import pytest
 
-from harness.backends.scripted import CONTEXT_LENGTH, vocab_for
-from harness.backends.scripted.plan import pack, profile_for, reply_ids
-from harness.backends.scripted.vocab import _BYTE_ENCODER
+from harness.scripted import CONTEXT_LENGTH, vocab_for
+from harness.scripted.plan import pack, profile_for, reply_ids
+from harness.scripted.vocab import _BYTE_ENCODER
 from harness.core import constants
 
 

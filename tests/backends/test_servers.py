@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from harness.backends.scripted import Script, build_standin, vocab_for
+from harness.scripted import Script, build_standin, vocab_for
 from harness.backends.servers import LocalServer, ModelHost
 from harness.core.errors import ServerStartError
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from gguf import GGUFValueType, GGUFWriter
 
-from harness.backends.scripted import vocab as standin_vocab
-from harness.backends.scripted import CONTEXT_LENGTH, CONTROL, PROFILES, USER_DEFINED, Script, Turn, build_standin, vocab_for
+from harness.scripted import vocab as standin_vocab
+from harness.scripted import CONTEXT_LENGTH, CONTROL, PROFILES, USER_DEFINED, Script, Turn, build_standin, vocab_for
 
 
 def test_fast_array_packing_writes_the_same_bytes_as_gguf():

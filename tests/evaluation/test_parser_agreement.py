@@ -8,7 +8,7 @@ from harness.evaluation.parser_agreement import agreement_markdown, classify, cu
 from harness.evaluation.records import ParserAgreementRecord
 from harness.evaluation.transcripts import encode_line
 from harness.evaluation.runtime_corpus import TOOLS
-from harness.families.reasoning import DEFAULT_PAIRS
+from harness.formats.reasoning import DEFAULT_PAIRS
 
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"location": "Paris", "days": 3}}\n</tool_call>'
 GOOD = {"content": "", "calls": [{"name": "get_weather", "arguments": '{"location": "Paris", "days": 3}'}]}

@@ -1,7 +1,7 @@
 import pytest
 
 from harness.families import value_notation
-from harness.families.arguments import tool_parameters, type_arguments
+from harness.schema.arguments import tool_parameters, type_arguments
 
 TOOL = {
     "type": "function",

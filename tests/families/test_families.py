@@ -7,8 +7,8 @@ import json
 import pytest
 
 from harness import families as registry
-from harness.families import deviations as dev
-from harness.families.canonical import canonical_outputs
+from harness.formats import deviations as dev
+from harness.formats.canonical import canonical_outputs
 
 FAMILIES = registry.families()
 NAMES = list(FAMILIES)

@@ -8,10 +8,10 @@ import re
 import pytest
 
 from harness import families as registry
-from harness.families.arguments import type_arguments
-from harness.families import deviations as dev
-from harness.families.base import ToolCall
-from harness.families.deviations import _has_json_call_object
+from harness.schema.arguments import type_arguments
+from harness.formats import deviations as dev
+from harness.formats.calls import ToolCall
+from harness.formats.deviations import _has_json_call_object
 
 FAMILIES = registry.families()
 NAMES = list(FAMILIES)

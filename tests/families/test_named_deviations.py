@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from harness.families import ToolCall, all_markers, detectable, get, load_table
-from harness.families import deviations as dev
+from harness.formats import deviations as dev
 from harness.template.render import render
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"

@@ -9,9 +9,9 @@ import pytest
 
 from harness import families as registry
 from harness.core.errors import FamilySpecError
-from harness.families.base import PEER_KEYS, peers_problem
-from harness.families.shape import Shape, exact
-from harness.families.spec import load_family
+from harness.formats.base import PEER_KEYS, peers_problem
+from harness.formats.shape import Shape, exact
+from harness.formats.spec import load_family
 
 FAMILIES_DIR = Path(registry.__file__).resolve().parent
 
@@ -82,7 +82,7 @@ def test_a_bad_shape_strategy_fails_where_the_family_declares_it(tmp_path, monke
     with pytest.raises(ValueError, match="text='cdata2' is not one of plain, cdata, minimax"):
         Shape(call=exact("<f>{name}</f>"), text="cdata2")
     text = """\
-        from harness.families.shape import Shape, exact
+        from harness.formats.shape import Shape, exact
         SHAPE = Shape(call=exact("<f>{name}</f>"), nested="yaml")
         """
     folder = package(tmp_path, monkeypatch, "fams_shape", {"odd.py": text})

@@ -8,9 +8,9 @@ import jsonschema._keywords
 import jsonschema._utils
 import pytest
 
-from harness.families import safe_regex
-from harness.families.arguments import type_arguments
-from harness.families.schemas import ToolSchemaError, check_tools
+from harness.schema import safe_regex
+from harness.schema.arguments import type_arguments
+from harness.schema.schemas import ToolSchemaError, check_tools
 
 
 def tool(parameters, name="t"):

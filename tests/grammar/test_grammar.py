@@ -4,7 +4,7 @@ Every family's grammar for a realistic tool set (an enum, an integer, a nested o
 number, a zero-argument tool) compiles in llama.cpp, accepts the family's canonical outputs and rejects its near
 misses; texts the grammar accepts parse; lazy triggers switch the grammar on where llama.cpp does and never on
 text the grammar would reject (that aborts the process). A vocabulary-only model (Qwen2's tokenizer) is loaded
-once per session; constrained generation runs on stand-in GGUFs (harness.backends.scripted)."""
+once per session; constrained generation runs on stand-in GGUFs (harness.scripted)."""
 
 from __future__ import annotations
 
@@ -20,16 +20,16 @@ requirements.binding()     # llama.cpp itself compiles and samples these grammar
 import llama_cpp  # noqa: E402
 
 from harness import families as registry
-from harness.families.arguments import tool_parameters, type_arguments
+from harness.schema.arguments import tool_parameters, type_arguments
 from harness.core.errors import FamilySpecError, GrammarError
-from harness.families import deviations as dev
-from harness.families.base import ToolCall
-from harness.families.canonical import canonical_outputs
+from harness.formats import deviations as dev
+from harness.formats.calls import ToolCall
+from harness.formats.canonical import canonical_outputs
 from harness.grammar import GENERIC, build_grammar
 from harness.backends.embedded.grammar_check import GrammarChecker, TriggerHazard, trigger_start
 from harness.core.errors import GrammarRuntimeError
 from harness.backends.embedded.grammar_sampler import GrammarGate
-from harness.backends.scripted import Profile, Turn, build_standin, llama_cpp_models, vocab_for
+from harness.scripted import Profile, Turn, build_standin, llama_cpp_models, vocab_for
 
 
 
@@ -440,7 +440,7 @@ QWEN_NEAR_MISS = ('Checking. <tool_call>\n{{"name": "get_weather", "arguments": 
 @pytest.fixture(scope="module")
 def standins(tmp_path_factory):
     from harness.backends.embedded.generate import load_model
-    from harness.backends.scripted import Vocab
+    from harness.scripted import Vocab
 
     tmp = tmp_path_factory.mktemp("grammar-standins")
     vocab = Vocab(SMOL)

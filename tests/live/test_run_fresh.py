@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.scripted import PROFILES, Script, Vocab, build_standin
+from harness.scripted import PROFILES, Script, Vocab, build_standin
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from ping_standin import CALL, scripted_ids, standin_chat  # noqa: E402
-from harness.backends.scripted import PROFILES, Script, Vocab  # noqa: E402
+from harness.scripted import PROFILES, Script, Vocab  # noqa: E402
 
 from harness.template.detect import Detection  # noqa: E402
 from harness.reports.tables import collect  # noqa: E402

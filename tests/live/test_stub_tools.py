@@ -2,7 +2,7 @@
 
 from harness import families
 from harness.evaluation.scenarios import load_scenarios
-from harness.families.base import ToolCall
+from harness.formats.calls import ToolCall
 from harness.live.tool_loop import StubTools
 
 SCENARIO = """\

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from ping_standin import CALL, ping_scenario, scripted_ids, standin_chat  # noqa: E402
-from harness.backends.scripted import PROFILES, Script, Vocab  # noqa: E402
+from harness.scripted import PROFILES, Script, Vocab  # noqa: E402
 
 from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef  # noqa: E402
 from harness.evaluation.scoring import score_sample  # noqa: E402

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from ping_standin import ping_scenario, standin_chat  # noqa: E402
-from harness.backends.scripted import PROFILES, Script, Turn, Vocab  # noqa: E402
+from harness.scripted import PROFILES, Script, Turn, Vocab  # noqa: E402
 
 from harness.core.errors import GrammarRuntimeError  # noqa: E402
 from harness.live.modes import GrammarPlan, grammar_plan  # noqa: E402

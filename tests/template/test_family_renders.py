@@ -10,7 +10,7 @@ import pytest
 from harness import families as registry
 from harness.core.constants import ROOT
 from harness.template.detect import cut_at_end_of_turn, reply_start
-from harness.families import deviations as dev
+from harness.formats import deviations as dev
 from harness.template.probe import PROBE_TOOL
 from harness.template.render import render
 

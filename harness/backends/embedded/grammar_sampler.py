@@ -9,7 +9,7 @@ import re
 import llama_cpp
 
 from harness.core.errors import GrammarError, GrammarRuntimeError
-from harness.families.reasoning import prompt_opens
+from harness.formats.reasoning import prompt_opens
 
 
 def make_sampler(vocab, gbnf: str, trigger_patterns=(), root: str = "root"):

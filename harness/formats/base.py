@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import Callable, Protocol
 
-if TYPE_CHECKING:  # shape.py reads payloads.py, which needs ToolCall from here
-    from harness.families.shape import Shape
+from harness.formats.calls import ParseResult, ToolCall  # noqa: F401 -- what a Parser returns
+from harness.formats.shape import Shape
 
 # The projects whose name for a family it may declare (`peers:`): runtimes and libraries with tool-call
 # parsers of their own.
@@ -52,46 +52,6 @@ def peers_problem(peers, family: bool = False) -> str | None:
             isinstance(k, str) and isinstance(v, str) for k, v in config.items())):
         return "peers.tokenizer_config is a non-empty mapping of tokenizer_config.json keys to strings"
     return None
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    name: str
-    # As written by the model: JSON values for JSON families, strings for text families (XML, key/value).
-    arguments: dict
-    id: str | None = None
-
-    def to_json(self) -> dict:
-        out = {"name": self.name, "arguments": self.arguments}
-        if self.id is not None:
-            out["id"] = self.id
-        return out
-
-
-@dataclass
-class ParseResult:
-    family: str
-    calls: list = field(default_factory=list)
-    content: str = ""
-    reasoning: str | None = None
-    deviation: str | None = None
-    # Human-readable explanation of the deviation (where in the text, what was expected).
-    detail: str | None = None
-
-    @property
-    def accepted(self) -> bool:
-        """True when the text is, in the family's exact shape, one or more tool calls."""
-        return bool(self.calls) and self.deviation is None
-
-    def to_json(self) -> dict:
-        return {
-            "family": self.family,
-            "calls": [c.to_json() for c in self.calls],
-            "content": self.content,
-            "reasoning": self.reasoning,
-            "deviation": self.deviation,
-            "detail": self.detail,
-        }
 
 
 class Parser(Protocol):

@@ -1,6 +1,6 @@
 """Scripted-model vocabularies: llama.cpp's vocabulary GGUFs with the edits that make them a family's.
 
-Part of the scripted-model builder (harness.backends.scripted.builder): the family profiles, a fast reader of GGUF key/values
+Part of the scripted-model builder (harness.scripted.builder): the family profiles, a fast reader of GGUF key/values
 (gguf.GGUFReader takes ~20 s on the 128k-token Llama 3 vocabulary, this well under a second), naming a token by
 its text, spelling text with distinct tokens, counting a prompt's tokens, and writing the tokenizer keys.
 """

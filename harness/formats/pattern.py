@@ -9,12 +9,12 @@ import json
 import re
 from dataclasses import dataclass
 
-from harness.families import deviations as dev
-from harness.families.base import ParseResult, ToolCall
-from harness.families.payloads import (
+from harness.formats import deviations as dev
+from harness.formats.calls import ParseResult, ToolCall
+from harness.formats.payloads import (
     Mismatch, ObjectShape, PythonCalls, check_arguments, decode_json, read_answer,
 )
-from harness.families.reasoning import split_reasoning
+from harness.formats.reasoning import split_reasoning
 
 PLACEHOLDERS = {"object", "array", "name", "arguments", "id", "index", "params", "key", "value", "pycalls"}
 # Placeholders that carry every call of a reply in one match.

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.backends.scripted.builder import WEIGHTS_VERSION, Turn, build_standin
-from harness.backends.scripted.vocab import CONTEXT_LENGTH, CONTROL, PROFILES, USER_DEFINED, Vocab, vocab_for
+from harness.scripted.builder import WEIGHTS_VERSION, Turn, build_standin
+from harness.scripted.vocab import CONTEXT_LENGTH, CONTROL, PROFILES, USER_DEFINED, Vocab, vocab_for
 
 # Which vocabulary a template gets: the first profile whose end-of-turn token the template writes (its markers are
 # then real special tokens where the family has them); any other template gets GPT-2's byte-level BPE, which

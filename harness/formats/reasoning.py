@@ -1,7 +1,7 @@
 """Reasoning kept apart from calls: a `<think>…</think>` block (or the family's own pair) opened by the
 model or already opened by the generation prompt. Markup inside reasoning is never a call."""
 
-from harness.families import deviations as dev
+from harness.formats import deviations as dev
 
 DEFAULT_PAIRS = (("<think>", "</think>"),)
 

@@ -1,7 +1,9 @@
 """Canonical outputs of a family: what its model would write for known calls, made by the family's own
 formatter. They feed the rejection matrix and the grammar tests."""
 
-from harness.families.base import Family, ToolCall
+from harness.formats.base import Family
+
+from harness.formats.calls import ToolCall
 
 ONE_CALL = [ToolCall("get_weather", {"location": "Paris", "days": 3}, "call00001")]
 TWO_CALLS = ONE_CALL + [ToolCall("get_time", {"timezone": "Europe/Paris"}, "call00002")]

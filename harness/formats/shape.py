@@ -9,8 +9,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from harness.families.payloads import ObjectShape
-from harness.families.reasoning import DEFAULT_PAIRS
+from harness.formats.payloads import ObjectShape
+from harness.formats.reasoning import DEFAULT_PAIRS
 
 # Placeholders of the shape mini-patterns: as in YAML patterns, plus {ws} (any whitespace, which the custom
 # parsers skip there) and {kind} (a per-value-kind attribute). Outside placeholders every character,

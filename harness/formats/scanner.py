@@ -6,10 +6,10 @@ call and text after the calls, so YAML and Python families report alike."""
 import re
 from abc import ABC, abstractmethod
 
-from harness.families import deviations as dev
-from harness.families.base import ParseResult
-from harness.families.payloads import Mismatch
-from harness.families.reasoning import DEFAULT_PAIRS, split_reasoning
+from harness.formats import deviations as dev
+from harness.formats.calls import ParseResult
+from harness.formats.payloads import Mismatch
+from harness.formats.reasoning import DEFAULT_PAIRS, split_reasoning
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 

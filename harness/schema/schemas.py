@@ -12,7 +12,7 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from referencing import Registry
 from referencing.exceptions import NoSuchResource
 
-from harness.families import safe_regex
+from harness.schema import safe_regex
 
 MAX_DEPTH = 64
 _TYPES = {"string", "integer", "number", "boolean", "object", "array", "null"}

@@ -6,10 +6,10 @@ tokens), vocab.py the vocabularies. Importing this package needs the `gguf` pack
 harness); counting a prompt's tokens (Vocab.prompt_ids) loads the vocabulary in llama.cpp through the embedded
 backend."""
 
-from harness.backends.scripted.builder import (  # noqa: F401
+from harness.scripted.builder import (  # noqa: F401
     MIN_MARGIN, Script, StandIn, Turn, build_standin,
 )
-from harness.backends.scripted.vocab import (  # noqa: F401
+from harness.scripted.vocab import (  # noqa: F401
     BYTE, CONTEXT_LENGTH, CONTROL, NORMAL, PROFILES, UNKNOWN, UNUSED, USER_DEFINED, Item, Profile, Vocab,
     llama_cpp_models, read_gguf_kv, vocab_for,
 )

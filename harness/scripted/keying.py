@@ -4,7 +4,7 @@
   completion would, and /tokenize (special tokens parsed, BOS added, as a chat completion tokenizes) counts it.
 - Any other OpenAI-compatible server: a one-token chat completion of the same request, whose
   usage.prompt_tokens is the runtime's own count (its prompt text stays unseen).
-- Without a server: our render, counted with the scripted model's vocabulary (harness.backends.scripted.vocab).
+- Without a server: our render, counted with the scripted model's vocabulary (harness.scripted.vocab).
 Each answer says which of these it came from; a request the runtime refuses comes back with its error."""
 
 from __future__ import annotations

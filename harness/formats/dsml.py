@@ -15,11 +15,12 @@ import json
 import re
 from functools import partial
 
-from harness.families import deviations as dev
-from harness.families.base import CustomFamily, NearMiss, ToolCall
-from harness.families.payloads import Mismatch, load_json
-from harness.families.scanner import NAME, MarkupParser, unique
-from harness.families.shape import Shape, exact
+from harness.formats import deviations as dev
+from harness.formats.base import CustomFamily, NearMiss
+from harness.formats.calls import ToolCall
+from harness.formats.payloads import Mismatch, load_json
+from harness.formats.scanner import NAME, MarkupParser, unique
+from harness.formats.shape import Shape, exact
 
 DSML = "｜DSML｜"
 INVOKE_OPEN, INVOKE_CLOSE = f'<{DSML}invoke name="', f"</{DSML}invoke>"

@@ -6,7 +6,7 @@ ever added, never renamed."""
 import json
 import re
 
-from harness.families.jsonscan import balanced_regions
+from harness.formats.jsonscan import balanced_regions
 
 BARE_JSON = "bare-json"  # a JSON call object with none of the family's markers
 FENCED_JSON = "fenced-json"  # a call object inside a Markdown code fence

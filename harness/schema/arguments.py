@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from jsonschema.exceptions import SchemaError
 from referencing.exceptions import Unresolvable
 
-from harness.families.payloads import Mismatch, load_json
-from harness.families.schemas import (
+from harness.formats.payloads import Mismatch, load_json
+from harness.schema.schemas import (
     MAX_DEPTH, SafeValidator, ToolSchemaError, resolve, safe_search, validator_for,
 )
 

@@ -8,9 +8,9 @@ import re
 import warnings
 from dataclasses import dataclass, field
 
-from harness.families import deviations as dev
-from harness.families.base import ToolCall
-from harness.families.jsonscan import MAX_DEPTH, too_deep
+from harness.formats import deviations as dev
+from harness.formats.calls import ToolCall
+from harness.formats.jsonscan import MAX_DEPTH, too_deep
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 _JSON_WS = re.compile(r"[ \t\n\r]*")

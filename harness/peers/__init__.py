@@ -3,7 +3,7 @@
 They pin torch and an older transformers, so they never enter harness's venv: scripts/setup_peers.sh builds
 PEERS_VENV in the cache, and `Peers` runs worker.py (this folder) under its python, one JSON line per request.
 The reply is tokenized there with the family's vocabulary: llama.cpp's vocabulary GGUF of the template's
-scripted-model profile (harness.backends.scripted), with that profile's edits, written once to the cache.
+scripted-model profile (harness.scripted), with that profile's edits, written once to the cache.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from harness.backends.scripted.vocab import vocab_for, write_vocab_gguf
+from harness.scripted.vocab import vocab_for, write_vocab_gguf
 from harness.core import constants
 
 PEERS_VENV = constants.CACHE_DIR / "peers-venv"

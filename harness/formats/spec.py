@@ -3,11 +3,11 @@
 from pathlib import Path
 
 from harness.core.errors import FamilySpecError
-from harness.families import deviations as dev
-from harness.families.base import Family, NearMiss, peers_problem
-from harness.families.pattern import CallSpec, PatternParser, compile_pattern
-from harness.families.payloads import ObjectShape
-from harness.families.reasoning import DEFAULT_PAIRS
+from harness.formats import deviations as dev
+from harness.formats.base import Family, NearMiss, peers_problem
+from harness.formats.pattern import CallSpec, PatternParser, compile_pattern
+from harness.formats.payloads import ObjectShape
+from harness.formats.reasoning import DEFAULT_PAIRS
 from harness.core.yaml_source import load_located
 
 TOP_KEYS = {

@@ -1,7 +1,7 @@
 """The peers worker: vLLM's and SGLang's own tool parsers, and transformers' response templates, driven through
 their public entry points.
 
-Runs under the peers environment's python (scripts/setup_peers.sh builds it; harness.backends.peers spawns this
+Runs under the peers environment's python (scripts/setup_peers.sh builds it; harness.peers spawns this
 file by path), so it imports nothing from harness. One JSON request per line on stdin, one JSON answer per line
 on stdout, in order:
 

@@ -35,7 +35,7 @@ every scripted state from the weights it writes and refuses a model whose margin
 For replies that depend on more than this, drive generation with a grammar (llama.cpp grammars can name
 control tokens as `<|python_tag|>` or `<[id]>`).
 
-The vocabularies and profiles live in harness.backends.scripted.vocab.
+The vocabularies and profiles live in harness.scripted.vocab.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ import numpy as np
 from gguf import GGMLQuantizationType
 from gguf.quants import Q8_0
 
-from harness.backends.scripted.vocab import CONTEXT_LENGTH, PROFILES, Item, Profile, Vocab, _Writer, _write_kv, vocab_for
+from harness.scripted.vocab import CONTEXT_LENGTH, PROFILES, Item, Profile, Vocab, _Writer, _write_kv, vocab_for
 
 # Logits of the scripted next token (every unscripted token gets ~0): e^-40 times a 152k vocabulary is
 # ~1e-12, so sampling at any usual temperature, after a repeat penalty, still picks the scripted token.
