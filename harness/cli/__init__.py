@@ -20,8 +20,8 @@ COMMAND_MODULES = [
     "harness.cli.report",
     "harness.cli.score",
     "harness.cli.listing",
-    "harness.cli.runtime",
-    "harness.cli.conformance_runtime",
+    "harness.cli.runtime_check",
+    "harness.cli.runtime_conformance",
     "harness.cli.scripted",
     "harness.cli.parser_agreement",
 ]

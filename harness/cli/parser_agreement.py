@@ -13,9 +13,10 @@ from harness.cli.common import EXIT_FINDING, EXIT_OK, add_results_dir, log
 def run(args) -> int:
     from harness.peers import SETUP_COMMAND, Peers, peers_python
     from harness.core.errors import HarnessError
-    from harness.evaluation.parser_agreement import PROJECTS, agreement_markdown, unmapped
+    from harness.evaluation.parser_agreement import PROJECTS, unmapped
     from harness.live.parser_agreement import TRANSCRIPT, build_cases, parser_for, run_case, run_suite
     from harness.pins.sources import load_sources, resolve_template
+    from harness.reports.suite_pages import parser_agreement_markdown
 
     python = peers_python()
     if python is None:
@@ -56,7 +57,7 @@ def run(args) -> int:
         print(json.dumps([r.to_json() for r in records], ensure_ascii=False, indent=1))
     if whole_run:
         path = args.results_dir.parser_agreement_report
-        path.write_text(agreement_markdown(records, unmapped()), encoding="utf-8")
+        path.write_text(parser_agreement_markdown(records, unmapped()), encoding="utf-8")
         print(f"{len(records)} case(s) ({resumed} already recorded), {sum(r.labels == ['agree'] for r in records)} "
               f"agree -> {args.results_dir.parser_agreement}/, {path}", file=sys.stderr if args.json else sys.stdout)
     elif not args.json:

@@ -9,7 +9,7 @@ from harness.cli.common import (
     PROBE_SECONDS, add_results_dir, check_endpoints, check_runtime_name, emit_json, report_hint,
 )
 from harness.cli.run_compare import comparison, nothing_ran_notice
-from harness.cli.runtime import STRICT_PATH
+from harness.cli.runtime_check import STRICT_PATH
 from harness.core import constants
 from harness.core.errors import HarnessError
 from harness.core.values import MAX_SAMPLES, MAX_SEED, MAX_THREADS, int_argument, seconds_argument

@@ -3,19 +3,9 @@ streamed.
 
 Each case is a reply whose strict parse is known (a family's canonical outputs and near misses, every
 template's runtime-conformance corpus, and the replies real models wrote in results/transcripts/). A peer parser reads it once whole (its non-streaming entry point) and
-as streams: the whole reply in one chunk, token by token, and in seeded random chunks of 1-4 tokens. Labels, as
-in runtime conformance (harness.evaluation.runtime_conformance.judge reads the one-shot answer), several can
-hold at once, `agree` only alone:
-
-  agree                   the peer returned what the strict parser reads, and every stream equals its one-shot
-  forgave:<deviation>     the strict parser rejects the reply with that named deviation; the peer returned a call
-  dropped-call            the strict parser reads a call; the peer returned none and not the call's text
-  call-left-in-content    the strict parser reads a call; the peer returned none, the call's text as content
-  arguments-changed       same calls, arguments not the same (emptied, not a JSON object, other types)
-  calls-differ            both read calls, other names or another number
-  content-differs         no call either side, other content
-  stream-differs k/n      k of the n streams accumulate to something else than the peer's own one-shot answer
-  crashed                 the peer raised (one-shot, or k/n streams: the details say which)
+as streams: the whole reply in one chunk, token by token, and in seeded random chunks of 1-4 tokens. Labels are LABELS: as
+in runtime conformance (harness.evaluation.judging.judge reads the one-shot answer), several can hold at once,
+`agree` only alone.
 
 Reasoning is cut first, as the servers' reasoning parsers do before the tool parser runs: a reply whose strict
 parse holds reasoning is fed from after the reasoning's closing tag.
@@ -26,15 +16,25 @@ from __future__ import annotations
 import json
 
 from harness import families as registry
+from harness.evaluation.judging import answer_summary, arguments_object, judge, label_head
 from harness.evaluation.records import PARSER_AGREEMENT, ParserAgreementRecord
-from harness.evaluation.runtime_agreement import arguments_object
-from harness.evaluation.runtime_conformance import disagreement_lines, judge
-from harness.evaluation.transcripts import read_transcript
+from harness.evaluation.suite import Suite
 
 # The projects whose parsers are compared (harness.peers drives them); a family's `peers:` may name others.
 PROJECTS = ("vllm", "sglang", "transformers")
-LABELS = ("agree", "forgave", "dropped-call", "call-left-in-content", "arguments-changed", "calls-differ",
-          "content-differs", "stream-differs", "crashed")
+LABELS = {
+    "agree": "the peer returned what the strict parser reads, and every stream equals its one-shot",
+    "forgave": "(`forgave:<deviation>`) the strict parser rejects the reply with that named deviation; the peer "
+               "returned a call",
+    "dropped-call": "the strict parser reads a call; the peer returned none and not the call's text",
+    "call-left-in-content": "the strict parser reads a call; the peer returned none, the call's text as content",
+    "arguments-changed": "same calls, arguments not the same (emptied, not a JSON object, other types)",
+    "calls-differ": "both read calls, other names or another number",
+    "content-differs": "no call either side, other content",
+    "stream-differs": "(`stream-differs k/n`) k of the n streams accumulate to something else than the peer's own "
+                      "one-shot answer",
+    "crashed": "the peer raised (one-shot, or k/n streams: the details say which)",
+}
 _RENAMED = {"runtime-dropped-call": "dropped-call", "runtime-forgave": "forgave"}
 
 
@@ -90,23 +90,8 @@ def classify(expect: dict, answers: dict, tools: list, marker: str | None) -> tu
         differ = [(what, a) for what, a in streams if not a.get("error") and _shape(a) != _shape(one)]
         if differ:
             labels.append(f"stream-differs {len(differ)}/{len(streams)}")
-            details.append(f"{differ[0][0]}: {_summary(differ[0][1])}; one-shot {_summary(one)}")
+            details.append(f"{differ[0][0]}: {answer_summary(differ[0][1], 'calls')}; one-shot {answer_summary(one, 'calls')}")
     return (labels or ["agree"]), details
-
-
-def _summary(answer: dict) -> str:
-    calls = [(c.get("name"), c.get("arguments")) for c in answer.get("calls") or []]
-    return json.dumps({"content": (answer.get("content") or "").strip()[:60], "calls": calls},
-                      ensure_ascii=False)[:200]
-
-
-def label_head(label: str) -> str:
-    return label.split(":", 1)[0].split(" ", 1)[0]
-
-
-def read_records(path) -> tuple:
-    found = read_transcript(path, kinds=(PARSER_AGREEMENT,))
-    return found.records, found.warnings
 
 
 def current(records: list) -> list:
@@ -146,50 +131,22 @@ def replay_command(r: ParserAgreementRecord) -> str:
             f"--case {json.dumps(r.case, ensure_ascii=False)} --json")
 
 
-def _plan(records: list) -> dict:
-    """The peers' versions and the split plans the records were made with (one of each in a whole run)."""
-    versions: dict = {}
-    for r in records:
-        versions.setdefault(r.project, set()).add(r.version)
-    return {"projects": {p: ", ".join(sorted(v)) for p, v in versions.items()},
-            "splits": ", ".join(sorted({str(r.splits) for r in records})) or "0",
-            "seed": ", ".join(sorted({str(r.seed) for r in records})) or "0"}
+class ParserAgreement(Suite):
+    name = PARSER_AGREEMENT
+    labels = LABELS
+    record = ParserAgreementRecord
+    folder = "parser-agreement"
+    page = "parser-agreement.md"
+
+    def classify(self, *args, **kwargs) -> tuple:
+        return classify(*args, **kwargs)
+
+    def matrix(self, records: list) -> list:
+        return matrix(records)
+
+    def replay_command(self, record) -> str:
+        return replay_command(record)
 
 
-def _parsers(row: dict) -> str:
-    if len(row["parsers"]) == 1:
-        return f"`{next(iter(row['parsers']))}`"
-    return ", ".join(f"`{p}` ×{n}" for p, n in sorted(row["parsers"].items()))
-
-
-def agreement_markdown(records: list, unmapped: list) -> str:
-    """results/parser-agreement.md from the records (ParserAgreementRecord, those that stand): the family ×
-    project matrix, then every disagreement with its reply and the command that replays it. unmapped: (family,
-    why)."""
-    records = current(records)
-    environment = _plan(records)
-    lines = ["# Parser agreement", "",
-             "vLLM's and SGLang's own tool parsers, and transformers' parse_response with the response template "
-             "`transformers serve` uses for the model type, in process in the peers environment (`bash "
-             "scripts/setup_peers.sh`), on the strict parser's corpus: every family's canonical outputs and near "
-             "misses, every template's runtime-conformance corpus, and the distinct replies real models wrote in "
-             "transcripts/ (source `transcript:MODEL`, judged against the strict parse with the step's recorded "
-             "prompt, as scoring reads it). Each reply is read one-shot and streamed "
-             f"(whole, token by token, and {environment['splits']} seeded random splits of 1-4 tokens, seed "
-             f"{environment['seed']}) through the family's vocabulary. Labels are defined in "
-             "harness/evaluation/parser_agreement.py; made by `harness parser-agreement` (records in "
-             "parser-agreement/PROJECT.jsonl; `harness report` rebuilds this page from them).", "",
-             "Peers: " + ", ".join(f"{k} {v}" for k, v in sorted(environment["projects"].items())) + ".", "",
-             "| family | project | parser | cases | " + " | ".join(LABELS) + " | streams differing | forgiven |",
-             "|---|---|---|---:|" + "---:|" * len(LABELS) + "---:|---|"]
-    for row in matrix(records):
-        forgiven = ", ".join(f"`{k}` ×{v}" for k, v in sorted(row["forgiven"].items())) or "–"
-        share = f"{row['streams_differ']}/{row['streams']}"
-        lines.append(f"| {row['family']} | {row['project']} | {_parsers(row)} | {row['cases']} | "
-                     + " | ".join(str(row[k]) for k in LABELS) + f" | {share} | {forgiven} |")
-    if unmapped:
-        lines += ["", "## Not compared", ""] + [f"- {f}: {why}" for f, why in unmapped]
-    lines += disagreement_lines(records, lambda r: (r.family, r.project, r.source, r.case),
-                                lambda r: f"**{r.project}** `{r.parser}` / {r.family} / {r.source} / {r.case}",
-                                replay_command, limit=200)
-    return "\n".join(lines) + "\n"
+SUITE = ParserAgreement()
+read_records = SUITE.read_records

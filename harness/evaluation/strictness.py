@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import json
 
-from harness.evaluation.runtime_agreement import label_family
-from harness.evaluation.runtime_conformance import cell
+from harness.evaluation.judging import cell, label_head
 
 FORGAVE = "runtime-forgave"
 
@@ -48,7 +47,7 @@ def ledger_rows(records: list) -> list:
     rows: dict = {}
     for r in records:
         for label in r.labels:
-            if label_family(label) != FORGAVE:
+            if label_head(label) != FORGAVE:
                 continue
             key = (r.runtime, _deviation(label), r.family or "", r.case["name"])
             row = rows.setdefault(key, {"runtime": r.runtime, "deviation": key[1], "family": key[2],

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from harness import families as registry
 from harness.evaluation.records import ParserAgreementRecord
 from harness.scripted.plan import DEFAULT_PROFILE, profile_for
-from harness.evaluation.parser_agreement import PROJECTS, classify, fed_text, read_records, unmapped
+from harness.evaluation.parser_agreement import PROJECTS, SUITE, classify, fed_text, unmapped
 from harness.evaluation.runtime_corpus import TOOLS, build_corpus
 from harness.evaluation.scenarios import load_scenarios
 from harness.evaluation.transcripts import TranscriptWriter, encode_line, read_transcript
@@ -195,7 +195,7 @@ def run_suite(peers, cases: list, projects: list, versions: dict, results, split
     and mapping make and nothing stale. Returns (records, how many were resumed)."""
     done: dict = {}
     for project in projects:
-        found, _ = read_records(results.parser_agreement_records(project))
+        found, _ = SUITE.read_records(results.parser_agreement_records(project))
         done.update((r.done_key(), r) for r in found)
     records, resumed = {p: [] for p in projects}, 0
     with ExitStack() as stack:

@@ -26,9 +26,8 @@ from harness.scripted.plan import build_models, pack, profile_for, reply_ids
 from harness.scripted.vocab import CONTEXT_LENGTH, vocab_for
 from harness.backends.servers import LocalServer, ModelHost
 from harness.core.errors import ServerStartError
-from harness.evaluation.runtime_conformance import KIND, classify
+from harness.evaluation.runtime_conformance import conformance_record
 from harness.evaluation.runtime_corpus import AUTO, NAMED, NAMED_OTHER, NO_PARALLEL, NONE, REQUIRED, Renderer
-from harness.evaluation.records import RuntimeConformanceRecord
 from harness.evaluation.transcripts import TranscriptWriter, now
 from harness.families import get as family_get
 
@@ -225,23 +224,21 @@ class TemplateRun:
         return answer
 
     def _record(self, r: Request, ours: PromptKey, key: PromptKey, path, plain: dict, stream: dict,
-                reply_ids: tuple | None = None) -> dict:
+                reply_ids: tuple | None = None):
         bos = self.renderer.bos
         same = None if key.prompt is None else key.prompt.removeprefix(bos) == (ours.prompt or "").removeprefix(bos)
-        record = {"kind": KIND, "runtime": self.runtime, "server": self.kind,
-                  "template": {"id": self.ref.id, "sha256": template_sha(self.ref)}, "family": self.corpus.family,
-                  "profile": self.profile, "case": {"name": r.case.name, "hash": case_hash(r.case)},
-                  "variant": r.variant, "request": request_switches(r.body), "reply": r.case.reply,
-                  "reply_tokens": None if reply_ids is None else len(reply_ids),
-                  "reply_ids": None if reply_ids is None else list(reply_ids), "expect": r.case.expect,
-                  "ours": {"tokens": ours.tokens},
-                  "key": {**key.to_json(), "same_text": same}, "model": path.name if path else None,
-                  "plain": plain, "stream": stream, "recorded": now()}
-        for answer in (plain, stream, record["key"]):
+        key_seen = {**key.to_json(), "same_text": same}
+        for answer in (plain, stream, key_seen):
             if answer.get("error"):       # the port changes from run to run; the path and the words do not
                 answer["error"] = LOCAL_URL.sub("", answer["error"])
-        record["labels"], record["details"] = classify(record, r.case.tools, self.marker)
-        typed = RuntimeConformanceRecord.from_json(record)
+        typed = conformance_record(
+            runtime=self.runtime, server=self.kind, template={"id": self.ref.id, "sha256": template_sha(self.ref)},
+            family=self.corpus.family, profile=self.profile, case={"name": r.case.name, "hash": case_hash(r.case)},
+            variant=r.variant, request=request_switches(r.body), reply=r.case.reply,
+            reply_tokens=None if reply_ids is None else len(reply_ids),
+            reply_ids=None if reply_ids is None else list(reply_ids), expect=r.case.expect,
+            ours={"tokens": ours.tokens}, key=key_seen, model=path.name if path else None, plain=plain,
+            stream=stream, recorded=now(), tools=r.case.tools, marker=self.marker)
         self.writer.append(typed)
         self.log(typed)
         return typed

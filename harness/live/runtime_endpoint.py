@@ -2,18 +2,25 @@
 a `harness scripted-model` manifest lists for the scripted model being served, asked non-streamed and streamed,
 recorded and labelled as the suite does. The harness cannot swap the model or ask this runtime for its prompt,
 so each reply is keyed as the manifest says (`key_source`); a runtime that counts the prompt otherwise shows as
-`reply-rewritten` (the model wrote its end of turn, or other tokens)."""
+`reply-rewritten` (the model wrote its end of turn, or other tokens).
+
+A request the runtime did not answer (no HTTP answer: connection refused or reset, the deadline passed, the server
+died; or a status worth asking again: 408, 429, 5xx) is not recorded: it is not a finding about how the runtime
+reads a reply, and a later run asks exactly those again. Each request has its own deadline (`timeout`), and the
+run an overall one (`deadline`): past it no request starts, one under way is cut, and what finished is kept."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.backends.chat_answers import chat_answer, chat_stream
+from harness.backends.transport import RETRY_STATUSES
 from harness.core.errors import HarnessError
-from harness.evaluation.runtime_conformance import KIND, classify
-from harness.evaluation.records import RuntimeConformanceRecord
+from harness.evaluation.runtime_conformance import conformance_record
 from harness.evaluation.transcripts import TranscriptWriter, now
 from harness.families import get as family_get
 from harness.live.runtime_conformance import EXTRA_TOKENS, TIMEOUT, request_switches
@@ -24,9 +31,30 @@ def entry_hash(entry: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def unanswered(answer: dict) -> bool:
+    """Whether an answer is the request failing rather than the runtime answering: a transport failure (no
+    status) or a status worth retrying. A runtime's own refusal (400, an error event in a stream) is an answer."""
+    return bool(answer.get("error")) and "status" in answer and (
+        answer["status"] is None or answer["status"] in RETRY_STATUSES)
+
+
+@dataclass
+class EndpointRun:
+    written: list = field(default_factory=list)     # the records appended
+    failed: list = field(default_factory=list)      # "case/variant: why", not recorded
+    not_asked: int = 0                              # requests the overall deadline left unasked
+
+    @property
+    def left(self) -> int:
+        """Requests a later run asks again."""
+        return len(self.failed) + self.not_asked
+
+
 def run_manifest(url: str, served_model: str, manifest_path: Path, runtime: str, path: Path, done: set,
-                 cases=None, variants=None, log=print) -> list:
-    """done: (template sha256, case, hash, variant) already recorded. Returns the records written."""
+                 cases=None, variants=None, log=print, timeout: float = TIMEOUT,
+                 deadline: float | None = None) -> EndpointRun:
+    """done: (template sha256, case, hash, variant) already recorded; timeout: seconds per request (each of the
+    two answers); deadline: seconds for the whole run, None for no bound."""
     manifest = json.loads(Path(manifest_path).read_text(encoding="utf-8"))
     names = [m["served_name"] for m in manifest["models"]]
     model = next((m for m in manifest["models"] if m["served_name"] == served_model), None)
@@ -34,28 +62,42 @@ def run_manifest(url: str, served_model: str, manifest_path: Path, runtime: str,
         raise HarnessError(f"--served-model {served_model!r} is none of {manifest_path}'s models: {', '.join(names)}")
     markers = family_get(manifest["family"]).markers if manifest["family"] else ()
     chat = url.rstrip("/").removesuffix("/v1") + "/v1/chat/completions"
-    written = []
+    todo = []
+    for e in model["requests"]:
+        key = (manifest["template"]["sha256"], e["case"], entry_hash(e), e["variant"])
+        if key not in done and (not cases or e["case"] in cases) and (not variants or e["variant"] in variants):
+            todo.append((e, key[2]))
+    ends = None if deadline is None else time.monotonic() + deadline
+    run = EndpointRun()
     with TranscriptWriter(path) as writer:
-        for e in model["requests"]:
-            key = (manifest["template"]["sha256"], e["case"], entry_hash(e), e["variant"])
-            if key in done or (cases and e["case"] not in cases) or (variants and e["variant"] not in variants):
-                continue
+        for n, (e, entry_key) in enumerate(todo):
+            remaining = timeout if ends is None else min(timeout, ends - time.monotonic())
+            if remaining <= 0:
+                run.not_asked = len(todo) - n
+                break
             body = {**e["request"], "model": served_model, "max_tokens": e["reply_tokens"] + EXTRA_TOKENS}
-            record = {"kind": KIND, "runtime": runtime, "server": "endpoint", "endpoint": url,
-                      "manifest": str(manifest_path), "served_model": served_model,
-                      "template": manifest["template"], "family": manifest["family"],
-                      "profile": manifest["vocabulary"], "case": {"name": e["case"], "hash": key[2]},
-                      "variant": e["variant"], "request": request_switches(e["request"]), "reply": e["reply"],
-                      "reply_tokens": e["reply_tokens"], "reply_ids": e.get("reply_ids"), "expect": e["expect"],
-                      "ours": {"tokens": e["prompt_tokens"]},
-                      "key": {"tokens": e["prompt_tokens"], "source": f"the manifest ({e['key_source']})",
-                              "error": None, "same_text": None},
-                      "model": model["file"], "plain": chat_answer(chat, body, TIMEOUT),
-                      "stream": chat_stream(chat, body, TIMEOUT), "recorded": now()}
-            record["labels"], record["details"] = classify(record, e["request"].get("tools") or [],
-                                                           markers[0] if markers else None)
-            typed = RuntimeConformanceRecord.from_json(record)
-            writer.append(typed)
-            log(typed)
-            written.append(typed)
-    return written
+            plain = chat_answer(chat, body, remaining)
+            stream = {}
+            if not unanswered(plain):
+                remaining = timeout if ends is None else min(timeout, ends - time.monotonic())
+                stream = chat_stream(chat, body, remaining) if remaining > 0 else {
+                    "error": "the run's deadline passed before the streamed request", "status": None}
+            failed = next((f"{what}: {x['error']}" for what, x in (("non-streamed", plain), ("streamed", stream))
+                           if unanswered(x)), None)
+            if failed:
+                run.failed.append(f"{e['case']}/{e['variant']}: {failed}")
+                continue
+            record = conformance_record(
+                runtime=runtime, server="endpoint", endpoint=url, manifest=str(manifest_path),
+                served_model=served_model, template=manifest["template"], family=manifest["family"],
+                profile=manifest["vocabulary"], case={"name": e["case"], "hash": entry_key}, variant=e["variant"],
+                request=request_switches(e["request"]), reply=e["reply"], reply_tokens=e["reply_tokens"],
+                reply_ids=e.get("reply_ids"), expect=e["expect"], ours={"tokens": e["prompt_tokens"]},
+                key={"tokens": e["prompt_tokens"], "source": f"the manifest ({e['key_source']})", "error": None,
+                     "same_text": None},
+                model=model["file"], plain=plain, stream=stream, recorded=now(),
+                tools=e["request"].get("tools") or [], marker=markers[0] if markers else None)
+            writer.append(record)
+            log(record)
+            run.written.append(record)
+    return run

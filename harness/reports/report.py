@@ -14,14 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.evaluation import parser_agreement
+from harness.evaluation import parser_agreement, runtime_agreement, runtime_conformance
 from harness.evaluation.records import ModelRecord
 from harness.evaluation.results import ResultsDir
-from harness.evaluation.runtime_agreement import agreement_markdown, read_records
-from harness.evaluation.runtime_conformance import conformance_markdown
-from harness.evaluation.runtime_conformance import read_records as read_conformance
 from harness.pins.sources import load_sources, resolve_template
 from harness.reports.html_report import write_html
+from harness.reports.suite_pages import agreement_markdown, conformance_markdown, parser_agreement_markdown
 from harness.reports.tables import (
     FIRST_REPLIES, IN_PROCESS, LEGEND, RATES, Collected, checks_table, class_table, collect, coverage_lines,
     family_name, illustration_lines, mode_order, mode_table, rate_value, replay_table, row_labels,
@@ -243,8 +241,8 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     collected = collect(results, scenarios_dir, replays)
     sources = load_sources()
     runtime_records = _conformance_records(results, collected.warnings)
-    agreement_records = _records(results.runtime_record_files(), read_records, collected.warnings)
-    parser_records = _records(results.parser_agreement_files(), parser_agreement.read_records, collected.warnings)
+    agreement_records = runtime_agreement.SUITE.read_all(results.root, collected.warnings)
+    parser_records = parser_agreement.SUITE.read_all(results.root, collected.warnings)
     written = (_write_agreement(results, agreement_records) + _write_conformance(results, runtime_records)
                + _write_parser_agreement(results, parser_records))
     if collected.samples.empty:
@@ -282,23 +280,13 @@ def _write_parser_agreement(results: ResultsDir, records: list) -> list:
     if not records:
         return []
     out = results.parser_agreement_report
-    out.write_text(parser_agreement.agreement_markdown(records, parser_agreement.unmapped()), encoding="utf-8")
+    out.write_text(parser_agreement_markdown(records, parser_agreement.unmapped()), encoding="utf-8")
     return [str(out)]
 
 
 def _conformance_records(results: ResultsDir, warnings: list) -> list:
     """The records of results/runtime-conformance/*.jsonl (harness runtime-conformance)."""
-    return _records(results.runtime_conformance_files(), read_conformance, warnings)
-
-
-def _records(paths: list, read, warnings: list) -> list:
-    """Every record of the files, read with `read`; what it skipped goes to `warnings`."""
-    records = []
-    for path in paths:
-        found, problems = read(path)
-        records += found
-        warnings += problems
-    return records
+    return runtime_conformance.SUITE.read_all(results.root, warnings)
 
 
 def _write_conformance(results: ResultsDir, records: list) -> list:

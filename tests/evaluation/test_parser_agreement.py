@@ -4,7 +4,8 @@ data, or streams something else than it reads whole."""
 import pytest
 
 from harness import families
-from harness.evaluation.parser_agreement import agreement_markdown, classify, current, fed_text, matrix, read_records
+from harness.evaluation.parser_agreement import classify, current, fed_text, matrix, read_records
+from harness.reports.suite_pages import parser_agreement_markdown as agreement_markdown
 from harness.evaluation.records import ParserAgreementRecord
 from harness.evaluation.transcripts import encode_line
 from harness.evaluation.runtime_corpus import TOOLS

@@ -8,7 +8,8 @@ import pytest
 from harness import families as registry
 from harness.backends.openai import RuntimeReply, wire_messages
 from harness.evaluation.records import RuntimeCheckRecord, ScenarioRef
-from harness.evaluation.runtime_agreement import agreement_markdown, agreement_table, classify
+from harness.evaluation.runtime_agreement import agreement_table, classify
+from harness.reports.suite_pages import agreement_markdown
 
 HERMES = registry.get("hermes")
 CALL = '<tool_call>\n{"name": "search", "arguments": {"query": "Priya", "limit": 10}}\n</tool_call>'

@@ -2,7 +2,9 @@
 
 import pytest
 
-from harness.evaluation.runtime_conformance import classify, conformance_markdown, judge
+from harness.evaluation.judging import judge
+from harness.evaluation.runtime_conformance import classify
+from harness.reports.suite_pages import conformance_markdown
 from harness.evaluation.runtime_corpus import TOOLS
 from harness import families
 from harness.evaluation.records import RuntimeConformanceRecord

@@ -3,7 +3,8 @@
 
 import shutil
 
-from harness.evaluation.parser_agreement import agreement_markdown, current, read_records, unmapped
+from harness.evaluation.parser_agreement import current, read_records, unmapped
+from harness.reports.suite_pages import parser_agreement_markdown as agreement_markdown
 from harness.reports.report import write_reports
 from tests.pins.test_fetch import ROOT
 from tests.reports.test_report import setup

@@ -1,6 +1,7 @@
 """`harness runtime-check`: ask an OpenAI-compatible server each scenario's opening conversation twice (the
 harness's strict path and the runtime's own) and record whether the runtime reads what the model wrote as the
-strict parser does (harness.evaluation.runtime_agreement). `harness report` builds the table from the records."""
+strict parser does (the suite harness.evaluation.runtime_agreement, asked by harness.live.runtime_check). `harness
+report` builds the table from the records."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from harness.core.values import MAX_SAMPLES, MAX_SEED, int_argument, seconds_arg
 
 def run(args) -> int:
     from harness.backends.openai import Endpoint, OpenAIBackend
-    from harness.evaluation.runtime_agreement import read_records
+    from harness.evaluation.runtime_agreement import SUITE
     from harness.evaluation.scenarios import load_scenarios
     from harness.live.runner import template_chat
     from harness.live.runtime_check import run_checks
@@ -24,7 +25,7 @@ def run(args) -> int:
     check_endpoints(endpoints, args.timeout)
     backend = OpenAIBackend(endpoints, in_flight=args.in_flight, retries=args.retries, timeout=args.timeout)
     path = args.results_dir.runtime_records(args.runtime)
-    existing, problems = read_records(path)
+    existing, problems = SUITE.read_records(path)
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
     scenarios = load_scenarios(names=args.scenario)
@@ -60,9 +61,9 @@ STRICT_PATH = ("llama-server's /completion, its token ids turned into text by /d
 
 
 def register(subparsers) -> None:
-    from harness.evaluation.runtime_agreement import LABELS
+    from harness.evaluation.runtime_agreement import SUITE
 
-    labels = ", ".join(f"{label}:<deviation>" if label == "runtime-forgave" else label for label in LABELS)
+    labels = ", ".join(f"{label}:<deviation>" if label == "runtime-forgave" else label for label in SUITE.labels)
     p = subparsers.add_parser(
         "runtime-check", help="does an OpenAI-compatible server read tool calls as the strict parser does?",
         description="For each scenario's opening conversation and seed, greedy: render the prompt with the pinned "

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from harness.cli.common import add_results_dir, check_runtime_name, report_hint
+from harness.core.values import seconds_argument
 
 SERVERS = ("llama-server", "llama-cpp-python")
 # The names the committed records carry: the llama.cpp both run is the one vendored in llama-cpp-python 0.3.36.
@@ -18,7 +19,7 @@ DEFAULT_RUNTIME = {"llama-server": "llama-server-0.3.36-vendored", "llama-cpp-py
 
 def run(args) -> int:
     from harness.core.errors import HarnessError
-    from harness.evaluation.runtime_conformance import read_records
+    from harness.evaluation.runtime_conformance import SUITE
     from harness.evaluation.runtime_corpus import build_corpus
     from harness.live.runtime_conformance import run_suite
     from harness.pins.sources import load_sources, resolve_template
@@ -28,6 +29,9 @@ def run(args) -> int:
     if args.endpoint and not (args.manifest and args.served_model and args.runtime):
         raise HarnessError("--endpoint needs --manifest (from harness scripted-model), --served-model (the "
                            "scripted model it serves, as the manifest names it) and --runtime")
+    if args.server and (args.timeout is not None or args.deadline is not None):
+        raise HarnessError("--timeout and --deadline bound the requests to an --endpoint you serve; the servers "
+                           "the harness starts are restarted when they stop answering")
     runtime = args.runtime or DEFAULT_RUNTIME[args.server]
     check_runtime_name(runtime)
     if args.endpoint:
@@ -36,7 +40,7 @@ def run(args) -> int:
     ids = args.template or list(sources.templates)
     templates = [(ref, build_corpus(ref)) for ref in (resolve_template(t, sources) for t in ids)]
     path = args.results_dir.runtime_conformance_records(runtime)
-    existing, problems = read_records(path)
+    existing, problems = SUITE.read_records(path)
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
 
@@ -63,21 +67,31 @@ def run(args) -> int:
 def _endpoint(args, runtime: str) -> int:
     from harness.backends.openai import Endpoint
     from harness.cli.common import check_endpoints
-    from harness.evaluation.runtime_conformance import read_records
+    from harness.evaluation.runtime_conformance import SUITE
     from harness.live.runtime_conformance import TIMEOUT
     from harness.live.runtime_endpoint import run_manifest
 
-    # Each request's failure is recorded as the runtime's answer: a dead or mistyped URL must not be.
-    check_endpoints([Endpoint(args.endpoint, args.served_model)], TIMEOUT)
+    timeout = TIMEOUT if args.timeout is None else args.timeout
+    # A dead or mistyped URL is a usage error before any request, not a run of failed ones.
+    check_endpoints([Endpoint(args.endpoint, args.served_model)], timeout)
     path = args.results_dir.runtime_conformance_records(runtime)
-    existing, problems = read_records(path)
+    existing, problems = SUITE.read_records(path)
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
-    records = run_manifest(args.endpoint, args.served_model, args.manifest, runtime, path,
-                           {r.done_key() for r in existing}, args.case, args.variant, log=lambda r: None)
-    agree = sum(r.labels == ["agree"] for r in records)
-    print(f"{runtime}: {len(records)} request(s) asked, {agree} agree, {len(existing)} already recorded -> {path}")
-    return 0
+    run = run_manifest(args.endpoint, args.served_model, args.manifest, runtime, path,
+                       {r.done_key() for r in existing}, args.case, args.variant, log=lambda r: None,
+                       timeout=timeout, deadline=args.deadline)
+    for failure in run.failed:
+        print(f"harness runtime-conformance: failed, not recorded: {failure}", file=sys.stderr)
+    agree = sum(r.labels == ["agree"] for r in run.written)
+    left = ""
+    if run.left:
+        stopped = f", {run.not_asked} not asked before the {args.deadline:g} s deadline" if run.not_asked else ""
+        left = (f", {len(run.failed)} failed{stopped}: {run.left} left to retry (not recorded; the same command "
+                "asks them again)")
+    print(f"{runtime}: {len(run.written)} request(s) asked, {agree} agree, {len(existing)} already recorded{left} "
+          f"-> {path}")
+    return 1 if run.left else 0
 
 
 def register(subparsers) -> None:
@@ -89,7 +103,9 @@ def register(subparsers) -> None:
                     "result): scripted models write the exact reply through the runtime's /v1/chat/completions, "
                     "non-streamed and streamed, with the case's tool_choice variants. Records are appended to "
                     "DIR/runtime-conformance/RUNTIME.jsonl with labels; a killed run resumes; a request that "
-                    "kills the server is recorded and the server restarted.")
+                    "kills the server is recorded and the server restarted. With --endpoint, a request the "
+                    "runtime did not answer (connection refused, a timeout, HTTP 408, 429 or 5xx) is not "
+                    "recorded: the run exits 1 and says how many are left to retry.")
     p.add_argument("--server", choices=SERVERS,
                    help="the runtime to start: llama-server (built from the pinned sources) or llama-cpp-python's")
     p.add_argument("--endpoint", metavar="URL",
@@ -101,6 +117,12 @@ def register(subparsers) -> None:
     p.add_argument("--template", action="append", metavar="ID", help="template (repeatable; default: all pinned)")
     p.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable)")
     p.add_argument("--variant", action="append", metavar="V", help="only this tool_choice variant (repeatable)")
+    p.add_argument("--timeout", type=seconds_argument(), metavar="SECONDS",
+                   help="with --endpoint: deadline of one request (default 120); one that passes it is not "
+                        "recorded and is asked again by the next run")
+    p.add_argument("--deadline", type=seconds_argument(), metavar="SECONDS",
+                   help="with --endpoint: bound of the whole run; past it no request starts and one under way is "
+                        "cut; what finished is recorded, and the run says how many are left (default: none)")
     add_results_dir(p, "append the requests to DIR/runtime-conformance/RUNTIME.jsonl")
     p.add_argument("--work-dir", type=Path, metavar="DIR",
                    help="keep the scripted models here (default: a temporary folder, removed at the end)")

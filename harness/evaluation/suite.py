@@ -1,0 +1,90 @@
+"""What every runtime suite is, and the table of them.
+
+A suite asks something other than our strict parser to read replies whose strict parse is known, and labels
+each answer. It is one module of harness/evaluation declaring `SUITE`, an instance of a Suite subclass that
+gives:
+
+- `name`: the command that runs it and the `kind` its records carry;
+- `labels`: every label it can give, with what it means (the order is the matrix's columns);
+- `classify(...)`: the labels of one answer, named only from `labels` (a label may carry a detail after `:` or
+  a space: `runtime-forgave:bare-json`, `stream-differs 3/22`);
+- `record`: its record type (harness.evaluation.records), one constructor, appended to
+  DIR/<folder>/<NAME>.jsonl and read back by `read_records` (a killed run resumes past what is recorded);
+- `matrix(records)`: rows counting the labels;
+- `replay_command(record)`: one line that asks that record's question again;
+- `page`: the results file its page is written to (harness.reports.suite_pages writes it; report.html shows
+  its matrix).
+
+The drivers that ask the questions live in harness/live, the pages in harness/reports. A new suite is one
+module here and one line in SUITE_MODULES."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from harness.evaluation.judging import label_head
+from harness.evaluation.transcripts import read_transcript
+
+# One line per suite: the module that declares its SUITE. Order is the order of the report's sections.
+SUITE_MODULES = (
+    "harness.evaluation.runtime_agreement",
+    "harness.evaluation.runtime_conformance",
+    "harness.evaluation.parser_agreement",
+)
+
+
+class Suite:
+    name: str = ""
+    labels: dict = {}           # label -> what it means
+    record: type = object       # the record dataclass (KIND == name)
+    folder: str = ""            # DIR/<folder>/<NAME>.jsonl hold the records
+    page: str = ""              # DIR/<page>
+
+    @property
+    def label_names(self) -> tuple:
+        return tuple(self.labels)
+
+    def classify(self, *args, **kwargs) -> tuple:
+        raise NotImplementedError
+
+    def matrix(self, records: list) -> list:
+        raise NotImplementedError
+
+    def replay_command(self, record) -> str:
+        raise NotImplementedError
+
+    def label_head(self, label: str) -> str:
+        """The label of `labels` a given label counts under (its detail cut)."""
+        return label_head(label)
+
+    def read_records(self, path) -> tuple:
+        """(records, warnings) of one records file, read as transcripts are: a torn last line (a killed run) or
+        a damaged record is named with its line and left out, never a crash."""
+        found = read_transcript(path, kinds=(self.record.KIND,))
+        return found.records, found.warnings
+
+    def record_files(self, results_root) -> list:
+        return sorted((Path(results_root) / self.folder).glob("*.jsonl"))
+
+    def read_all(self, results_root, warnings: list) -> list:
+        """Every record of the suite's files under a results folder; what was skipped goes to `warnings`."""
+        records = []
+        for path in self.record_files(results_root):
+            found, problems = self.read_records(path)
+            records += found
+            warnings += problems
+        return records
+
+
+def registered() -> dict:
+    """name -> Suite of every module in SUITE_MODULES, in that order."""
+    suites = {}
+    for module in SUITE_MODULES:
+        suite = importlib.import_module(module).SUITE
+        suites[suite.name] = suite
+    return suites
+
+
+def get(name: str) -> Suite:
+    return registered()[name]

@@ -1,0 +1,139 @@
+"""The markdown pages of the runtime suites (harness.evaluation.suite), rebuilt by `harness report` from their
+records: DIR/runtime-agreement.md, DIR/runtime-conformance.md and DIR/parser-agreement.md. Each opens on its
+matrix and lists every disagreement; the runtime-conformance and parser-agreement pages give each one's reply
+and the command that replays it."""
+
+from __future__ import annotations
+
+import json
+
+from harness.evaluation import parser_agreement, runtime_agreement, runtime_conformance
+from harness.evaluation.judging import cell, fork
+
+
+def disagreement_lines(records: list, order, head, replay, limit: int = 160) -> list:
+    """The "Disagreements" section of a suite's page: each record not labelled agree, in `order`, as `head(r)`,
+    its labels and details, then its reply and the command `replay(r)` that asks it again."""
+    lines = ["", "## Disagreements", ""]
+    for r in sorted(records, key=order):
+        if r.labels == ["agree"]:
+            continue
+        lines.append(f"- {head(r)}: `{'`, `'.join(r.labels)}` — {'; '.join(r.details)}")
+        lines.append(f"  reply {cell(r.reply, limit)}; replay: `{replay(r)}`")
+    return lines
+
+
+def _agreement_detail(record) -> str:
+    """The record's detail; for replies-differ, where the texts fork, from the two texts it keeps (records
+    written before `fork` hold both texts cropped to the same first characters)."""
+    if record.label == "replies-differ":
+        strict = ((record.strict or {}).get("parse") or {}).get("content")
+        runtime = (record.runtime_reply or {}).get("content")
+        if isinstance(strict, (str, type(None))) and isinstance(runtime, (str, type(None))):
+            return fork(strict, runtime)
+    return record.detail
+
+
+def agreement_markdown(records: list, aside: list = ()) -> str:
+    """results/runtime-agreement.md: the runtime × served model × template matrix, then every pair that
+    disagrees (aside: nothing is set aside by this suite; the same call as the other pages)."""
+    labels = runtime_agreement.SUITE.label_names
+    lines = ["# Runtime agreement", "",
+             "The same conversation and seed, greedy, through the harness's strict path (its own render, raw "
+             "/v1/completions text, the family's strict parser) and the runtime's own path (/v1/chat/completions "
+             "with tools). Labels are defined in harness/evaluation/runtime_agreement.py.", "",
+             "| runtime | served model | template | pairs | " + " | ".join(labels) + " | deviations forgiven |",
+             "|---|---|---|---:|" + "---:|" * len(labels) + "---|"]
+    for row in runtime_agreement.SUITE.matrix(records):
+        forgiven = ", ".join(f"`{k}` ×{v}" for k, v in sorted(row["forgiven"].items())) or "–"
+        lines.append(f"| {row['runtime']} | {row['served_model']} | {row['template']} | {row['pairs']} | "
+                     + " | ".join(str(row[k]) for k in labels) + f" | {forgiven} |")
+    lines += ["", "## Pairs that disagree", ""]
+    for r in sorted(records, key=lambda r: (r.runtime, r.served_model, r.scenario.name, r.seed)):
+        if r.label != "agree":
+            lines.append(f"- {r.runtime} / {r.served_model} / {r.scenario.name} seed {r.seed}: "
+                         f"`{r.label}` — {_agreement_detail(r)}")
+    return "\n".join(lines) + "\n"
+
+
+def conformance_markdown(records: list, unscripted: list = ()) -> str:
+    """results/runtime-conformance.md: the runtime × family matrix, then every disagreement with its reply and
+    the command that replays it. unscripted: (template id, why no scripted model is built for it)."""
+    suite = runtime_conformance.SUITE
+    labels = suite.label_names
+    lines = ["# Runtime conformance", "",
+             "Scripted models (real GGUFs: a family's vocabulary, the pinned template, weights that write exact "
+             "replies) write every case of each template's corpus through the runtime's /v1/chat/completions, "
+             "non-streamed and streamed. Each request is labelled by what the runtime did with a reply whose "
+             "strict parse is known; a request can carry several labels (a row counts each once). Labels are "
+             "defined in harness/evaluation/runtime_conformance.py; the corpus in "
+             "harness/evaluation/runtime_corpus.py; made by `harness runtime-conformance` and `harness report`.", "",
+             "| runtime | family | templates | requests | " + " | ".join(labels) + " |",
+             "|---|---|---:|---:|" + "---:|" * len(labels)]
+    for row in suite.matrix(records):
+        lines.append(f"| {row['runtime']} | {row['family']} | {len(row['templates'])} | {row['requests']} | "
+                     + " | ".join(str(row[k]) for k in labels) + " |")
+    if unscripted:
+        lines += ["", "## Templates without a scripted model", ""]
+        lines += [f"- {t}: {why}" for t, why in unscripted]
+    lines += disagreement_lines(
+        records, lambda r: (r.runtime, r.family or "", r.template["id"], r.case["name"], r.variant),
+        lambda r: f"**{r.runtime}** / {r.template['id']} ({r.family}) / {r.case['name']}/{r.variant}",
+        suite.replay_command)
+    return "\n".join(lines) + "\n"
+
+
+def _plan(records: list) -> dict:
+    """The peers' versions and the split plans the records were made with (one of each in a whole run)."""
+    versions: dict = {}
+    for r in records:
+        versions.setdefault(r.project, set()).add(r.version)
+    return {"projects": {p: ", ".join(sorted(v)) for p, v in versions.items()},
+            "splits": ", ".join(sorted({str(r.splits) for r in records})) or "0",
+            "seed": ", ".join(sorted({str(r.seed) for r in records})) or "0"}
+
+
+def _parsers(row: dict) -> str:
+    if len(row["parsers"]) == 1:
+        return f"`{next(iter(row['parsers']))}`"
+    return ", ".join(f"`{p}` ×{n}" for p, n in sorted(row["parsers"].items()))
+
+
+def parser_agreement_markdown(records: list, unmapped: list = ()) -> str:
+    """results/parser-agreement.md from the records (ParserAgreementRecord, those that stand): the family ×
+    project matrix, then every disagreement with its reply and the command that replays it. unmapped: (family,
+    why)."""
+    suite = parser_agreement.SUITE
+    labels = suite.label_names
+    records = parser_agreement.current(records)
+    environment = _plan(records)
+    lines = ["# Parser agreement", "",
+             "vLLM's and SGLang's own tool parsers, and transformers' parse_response with the response template "
+             "`transformers serve` uses for the model type, in process in the peers environment (`bash "
+             "scripts/setup_peers.sh`), on the strict parser's corpus: every family's canonical outputs and near "
+             "misses, every template's runtime-conformance corpus, and the distinct replies real models wrote in "
+             "transcripts/ (source `transcript:MODEL`, judged against the strict parse with the step's recorded "
+             "prompt, as scoring reads it). Each reply is read one-shot and streamed "
+             f"(whole, token by token, and {environment['splits']} seeded random splits of 1-4 tokens, seed "
+             f"{environment['seed']}) through the family's vocabulary. Labels are defined in "
+             "harness/evaluation/parser_agreement.py; made by `harness parser-agreement` (records in "
+             "parser-agreement/PROJECT.jsonl; `harness report` rebuilds this page from them).", "",
+             "Peers: " + ", ".join(f"{k} {v}" for k, v in sorted(environment["projects"].items())) + ".", "",
+             "| family | project | parser | cases | " + " | ".join(labels) + " | streams differing | forgiven |",
+             "|---|---|---|---:|" + "---:|" * len(labels) + "---:|---|"]
+    for row in suite.matrix(records):
+        forgiven = ", ".join(f"`{k}` ×{v}" for k, v in sorted(row["forgiven"].items())) or "–"
+        share = f"{row['streams_differ']}/{row['streams']}"
+        lines.append(f"| {row['family']} | {row['project']} | {_parsers(row)} | {row['cases']} | "
+                     + " | ".join(str(row[k]) for k in labels) + f" | {share} | {forgiven} |")
+    if unmapped:
+        lines += ["", "## Not compared", ""] + [f"- {f}: {why}" for f, why in unmapped]
+    lines += disagreement_lines(records, lambda r: (r.family, r.project, r.source, r.case),
+                                lambda r: f"**{r.project}** `{r.parser}` / {r.family} / {r.source} / {r.case}",
+                                suite.replay_command, limit=200)
+    return "\n".join(lines) + "\n"
+
+
+# Suite name -> its page: page(records, aside) where aside lists (name, why) of what the suite left out.
+PAGES = {runtime_agreement.SUITE.name: agreement_markdown, runtime_conformance.SUITE.name: conformance_markdown,
+         parser_agreement.SUITE.name: parser_agreement_markdown}
