@@ -1,0 +1,77 @@
+"""Every registered suite (harness.evaluation.suite.SUITE_MODULES) has the one shape: a command of its name whose
+records carry that kind, documented labels, a classifier whose labels (as the committed records hold them) are
+its own, a replay line the command parses, and a page that names every label. A suite added to the table is
+checked here without a line of this file changing."""
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from harness.cli import build_parser
+from harness.evaluation.suite import SUITE_MODULES, registered
+from harness.reports.suite_pages import PAGES
+
+RESULTS = Path(__file__).resolve().parents[2] / "results"
+SUITES = registered()
+
+
+def test_every_module_in_the_table_registers_one_suite_of_its_own_name():
+    assert len(SUITES) == len(SUITE_MODULES) >= 3
+    commands = next(a for a in build_parser()._actions if a.dest == "command").choices
+    for name, suite in SUITES.items():
+        assert suite.record.KIND == name and name in commands, name
+        assert suite.folder and suite.page.endswith(".md"), name
+
+
+@pytest.mark.parametrize("name", sorted(SUITES))
+def test_labels_are_documented(name):
+    suite = SUITES[name]
+    assert suite.label_names[0] == "agree" and len(set(suite.label_names)) == len(suite.label_names)
+    for label, meaning in suite.labels.items():
+        assert isinstance(meaning, str) and len(meaning.split()) >= 4, (label, meaning)
+        assert suite.label_head(label) == label, label      # a label's own name carries no detail
+
+
+def committed(suite) -> list:
+    warnings = []
+    records = suite.read_all(RESULTS, warnings)
+    assert not warnings, warnings
+    return records
+
+
+def labels_of(record) -> list:
+    return record.labels if hasattr(record, "labels") else [record.label]
+
+
+@pytest.mark.parametrize("name", sorted(SUITES))
+def test_the_classifier_names_only_its_labels(name):
+    # The committed records are the classifier's answers on real runtimes and parsers: each label they hold,
+    # detail cut, is one the suite documents, and more than one of them is seen.
+    suite = SUITES[name]
+    records = committed(suite)
+    assert records, f"no committed records in results/{suite.folder}/"
+    seen = {suite.label_head(label) for r in records for label in labels_of(r)}
+    assert seen <= set(suite.label_names), seen - set(suite.label_names)
+    assert len(seen) > 1
+
+
+@pytest.mark.parametrize("name", sorted(SUITES))
+def test_a_record_replays_through_its_own_command(name, tmp_path):
+    suite = SUITES[name]
+    parser = build_parser()
+    for record in committed(suite)[:50]:
+        line = suite.replay_command(record).replace('"$(mktemp -d)"', str(tmp_path))
+        words = shlex.split(line)
+        assert words[:2] == ["harness", name], line
+        args = parser.parse_args(words[1:])
+        assert args.command == name and args.func is not None
+
+
+@pytest.mark.parametrize("name", sorted(SUITES))
+def test_a_page_names_every_label(name):
+    suite = SUITES[name]
+    page = PAGES[name](committed(suite))
+    header = next(line for line in page.splitlines() if line.startswith("| ") and "agree" in line)
+    assert all(f" {label} |" in header for label in suite.label_names), header
+    assert page == PAGES[name](committed(suite))          # rebuilt from the same records, the same bytes

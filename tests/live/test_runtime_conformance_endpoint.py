@@ -1,0 +1,181 @@
+"""`harness runtime-conformance --endpoint` against real HTTP servers on 127.0.0.1 that fail: a request the runtime
+did not answer (HTTP 500 or 503, a connection dropped mid-request as by a server killed under it, a drip-fed
+answer cut by the deadline) is not recorded, the run exits 1 saying how many are left, and a healthy rerun asks
+exactly those. The manifest is the one `harness scripted-model --key-from render` writes for the template (its
+requests, replies and token counts from the real corpus and vocabulary), without building the GGUFs: the
+servers here play the runtime and answer each request as the strict parse reads its reply."""
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "backends"))
+from hostile_server import HostileServer, drip  # noqa: E402
+
+from harness.evaluation.runtime_conformance import read_records  # noqa: E402
+
+TEMPLATE = "gguf-qwen2.5-coder-0.5b-instruct-q4_k_m"      # hermes: <tool_call> JSON </tool_call>
+CASES = ("one-call", "two-calls", "zero-arguments", "prose-braces")
+SERVED = "scripted-hermes"
+
+
+@pytest.fixture(scope="module")
+def manifest(tmp_path_factory):
+    """The manifest's requests for CASES, every variant, as `harness scripted-model` lists them."""
+    from harness.evaluation.runtime_corpus import build_corpus
+    from harness.live.runtime_conformance import TemplateRun, requests_for, template_sha
+    from harness.pins.sources import resolve_template
+    from harness.scripted.keying import render_key
+    from harness.scripted.plan import reply_ids
+
+    ref = resolve_template(TEMPLATE)
+    corpus = build_corpus(ref)
+    planner = TemplateRun("llama-server", "llama-server", ref, corpus, tmp_path_factory.mktemp("work"), writer=None,
+                          log=None)
+    entries = []
+    for r in requests_for(corpus, CASES):
+        prompt = planner.renderer.prompt(r.case.messages, r.case.tools or None, r.case.template_kwargs)
+        ids = reply_ids(planner.vocab, r.case.reply)
+        entries.append({"case": r.case.name, "variant": r.variant, "request": r.body, "reply": r.case.reply,
+                        "prompt_tokens": render_key(planner.vocab, prompt).tokens, "key_source": "render",
+                        "reply_tokens": len(ids), "reply_ids": list(ids), "expect": r.case.expect})
+    data = {"template": {"id": ref.id, "sha256": template_sha(ref)}, "family": corpus.family,
+            "vocabulary": planner.profile, "key_from": "render",
+            "models": [{"file": f"{SERVED}.gguf", "served_name": SERVED, "requests": entries}], "refused": [],
+            "skipped_cases": []}
+    path = tmp_path_factory.mktemp("manifest") / f"{TEMPLATE}.manifest.json"
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+    return path, entries
+
+
+def request_name(body: dict, entries: list) -> str:
+    """Which manifest request a chat body asks (the body is the entry's request plus model, max_tokens, stream)."""
+    asked = {k: v for k, v in body.items() if k not in ("model", "max_tokens", "stream")}
+    return next(f"{e['case']}/{e['variant']}" for e in entries if e["request"] == asked)
+
+
+class Runtime:
+    """A stand-in runtime: answers each request as the strict parse of its reply reads, non-streamed or as
+    server-sent events, unless `fail(name, streamed)` says to answer otherwise (a status, or "drop" to hang up
+    without a word). It keeps every request it was asked, in order."""
+
+    def __init__(self, entries: list, fail=lambda name, streamed: None):
+        self.entries, self.fail, self.asked, self.lock = entries, fail, [], threading.Lock()
+
+    def __call__(self, h):
+        if h.path == "/v1/models":
+            return self._send(h, 200, {"data": [{"id": SERVED}]})
+        name = request_name(h.body, self.entries)
+        streamed = bool(h.body.get("stream"))
+        with self.lock:
+            self.asked.append((name, streamed))
+        failure = self.fail(name, streamed)
+        if failure == "drop":
+            return                  # the connection closes with no answer, as under a server killed mid-request
+        if failure is not None:
+            return failure(h) if callable(failure) else self._send(h, failure, {"error": {"code": failure,
+                                                                                          "message": "busy"}})
+        expect = next(e["expect"] for e in self.entries if f"{e['case']}/{e['variant']}" == name)
+        calls = [] if expect["deviation"] else [
+            {"index": i, "id": f"call_{i}", "type": "function",
+             "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
+            for i, c in enumerate(expect["calls"])]
+        message = {"role": "assistant", "content": expect["content"], "tool_calls": calls}
+        if not streamed:
+            return self._send(h, 200, {"choices": [{"message": message, "finish_reason": "stop"}]})
+        events = [{"choices": [{"delta": message, "finish_reason": "stop"}]}]
+        data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Content-Length", str(len(data.encode())))
+        h.end_headers()
+        h.send(data.encode())
+
+    @staticmethod
+    def _send(h, status: int, payload):
+        data = json.dumps(payload).encode()
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.send(data)
+
+
+def conformance(url, manifest_path, results, *extra):
+    return subprocess.run([sys.executable, "-m", "harness", "runtime-conformance", "--endpoint", url, "--manifest",
+                           str(manifest_path), "--served-model", SERVED, "--runtime", "served", "--results-dir",
+                           str(results), *extra], capture_output=True, text=True)
+
+
+def recorded(results) -> list:
+    path = results / "runtime-conformance" / "served.jsonl"
+    return read_records(path)[0] if path.is_file() else []
+
+
+def names(records) -> list:
+    return sorted(f"{r.case['name']}/{r.variant}" for r in records)
+
+
+def test_failed_requests_are_not_recorded_and_a_healthy_rerun_asks_exactly_them(manifest, tmp_path):
+    path, entries = manifest
+    order = [f"{e['case']}/{e['variant']}" for e in entries]       # the order they are asked in
+    every = sorted(order)
+    # HTTP 500 on the first and third requests, 503 on the stream of the fourth (its non-streamed answer came
+    # back), and from the tenth HTTP request on the connection drops, as when the server is killed mid-run.
+    count = []
+
+    def fail(name, streamed):
+        count.append(name)
+        if len(count) >= 10:
+            return "drop"
+        if streamed and name == order[3]:
+            return 503
+        return 500 if name in (order[0], order[2]) else None
+
+    first = Runtime(entries, fail)
+    with HostileServer(first) as server:
+        failed = conformance(server.url, path, tmp_path)
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr
+    kept = recorded(tmp_path)
+    left = sorted(set(every) - set(names(kept)))
+    assert names(kept) == sorted([order[1], order[4]]) and left == sorted(set(order) - {order[1], order[4]})
+    assert not any("runtime-error" in r.labels for r in kept), [r.details for r in kept]
+    assert f"{len(left)} left to retry" in failed.stdout, failed.stdout
+    assert "HTTP 500" in failed.stderr and "HTTP 503" in failed.stderr
+    assert failed.stderr.count("failed, not recorded") == len(left)
+
+    second = Runtime(entries)
+    with HostileServer(second) as server:
+        healthy = conformance(server.url, path, tmp_path)
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    assert sorted({name for name, _ in second.asked}) == left
+    assert names(recorded(tmp_path)) == every
+    assert f"{len(left)} request(s) asked" in healthy.stdout and f"{len(kept)} already recorded" in healthy.stdout
+
+
+def test_a_drip_fed_run_stops_at_its_deadline_and_keeps_what_finished(manifest, tmp_path):
+    path, entries = manifest
+    healthy = sorted({f"{e['case']}/{e['variant']}" for e in entries if e["case"] == "one-call"})
+    # Requests of one-call are answered; every other one is drip-fed a byte at a time and would never end.
+    runtime = Runtime(entries, lambda name, streamed: None if name in healthy else drip(0.05))
+    with HostileServer(runtime) as server:
+        done = conformance(server.url, path, tmp_path, "--timeout", "1", "--deadline", "2.5")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert names(recorded(tmp_path)) == healthy
+    others = [e for e in entries if e["case"] != "one-call"]
+    # A drip is cut after its second, the last one by the run's deadline: at most 3 of the 4 are started (only
+    # their non-streamed request: a request not answered is not asked streamed), and each one not recorded is
+    # counted as left.
+    asked = [name for name, _ in runtime.asked if name not in healthy]
+    assert 1 <= len(asked) < len(others), asked
+    assert f"{len(others)} left to retry" in done.stdout and "not asked before the 2.5 s deadline" in done.stdout
+
+
+def test_timeout_and_deadline_are_for_an_endpoint(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "harness", "runtime-conformance", "--server", "llama-server",
+                           "--deadline", "5", "--results-dir", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 2 and "--endpoint" in done.stderr and not any(tmp_path.rglob("*"))
