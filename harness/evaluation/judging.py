@@ -77,7 +77,8 @@ def judge(expect: dict, answer: dict, tools: list, variant: str, marker: str | N
     """(labels, details) of one answer against the strict parse: how the runtime read the reply. `named`: the
     function tool_choice named, for the named-other variant (the reply calls another one). The labels are
     runtime conformance's; parser agreement renames the two that say "runtime"."""
-    strict = [(c["name"], c["arguments"]) for c in expect["calls"]] if expect["calls"] and not expect["deviation"] else []
+    strict = ([(c["name"], c["arguments"]) for c in expect["calls"]]
+              if expect["calls"] and not expect["deviation"] else [])
     theirs = answer.get("tool_calls") or []
     content = text(answer.get("content"))
     if variant == "none":

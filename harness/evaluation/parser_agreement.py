@@ -3,9 +3,9 @@ streamed.
 
 Each case is a reply whose strict parse is known (a family's canonical outputs and near misses, every
 template's runtime-conformance corpus, and the replies real models wrote in results/transcripts/). A peer parser reads it once whole (its non-streaming entry point) and
-as streams: the whole reply in one chunk, token by token, and in seeded random chunks of 1-4 tokens. Labels are LABELS: as
-in runtime conformance (harness.evaluation.judging.judge reads the one-shot answer), several can hold at once,
-`agree` only alone.
+as streams: the whole reply in one chunk, token by token, and in seeded random chunks of 1-4 tokens. Labels are
+LABELS: as in runtime conformance (harness.evaluation.judging.judge reads the one-shot answer), several can hold
+at once, `agree` only alone.
 
 Reasoning is cut first, as the servers' reasoning parsers do before the tool parser runs: a reply whose strict
 parse holds reasoning is fed from after the reasoning's closing tag.
@@ -131,22 +131,6 @@ def replay_command(r: ParserAgreementRecord) -> str:
             f"--case {json.dumps(r.case, ensure_ascii=False)} --json")
 
 
-class ParserAgreement(Suite):
-    name = PARSER_AGREEMENT
-    labels = LABELS
-    record = ParserAgreementRecord
-    folder = "parser-agreement"
-    page = "parser-agreement.md"
-
-    def classify(self, *args, **kwargs) -> tuple:
-        return classify(*args, **kwargs)
-
-    def matrix(self, records: list) -> list:
-        return matrix(records)
-
-    def replay_command(self, record) -> str:
-        return replay_command(record)
-
-
-SUITE = ParserAgreement()
+SUITE = Suite(name=PARSER_AGREEMENT, labels=LABELS, record=ParserAgreementRecord, folder="parser-agreement",
+              page="parser-agreement.md", classify=classify, matrix=matrix, replay_command=replay_command)
 read_records = SUITE.read_records

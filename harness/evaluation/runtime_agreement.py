@@ -96,22 +96,6 @@ def replay_command(record: RuntimeCheckRecord) -> str:
             f'{record.seed} --results-dir "$(mktemp -d)"')
 
 
-class RuntimeCheck(Suite):
-    name = RUNTIME_CHECK
-    labels = LABELS
-    record = RuntimeCheckRecord
-    folder = "runtimes"
-    page = "runtime-agreement.md"
-
-    def classify(self, *args, **kwargs) -> tuple:
-        return classify(*args, **kwargs)
-
-    def matrix(self, records: list) -> list:
-        return agreement_table(records)
-
-    def replay_command(self, record) -> str:
-        return replay_command(record)
-
-
-SUITE = RuntimeCheck()
+SUITE = Suite(name=RUNTIME_CHECK, labels=LABELS, record=RuntimeCheckRecord, folder="runtimes",
+              page="runtime-agreement.md", classify=classify, matrix=agreement_table, replay_command=replay_command)
 read_records = SUITE.read_records

@@ -136,22 +136,6 @@ def conformance_record(*, runtime: str, server: str, template: dict, family: str
     return record
 
 
-class RuntimeConformance(Suite):
-    name = RUNTIME_CONFORMANCE
-    labels = LABELS
-    record = RuntimeConformanceRecord
-    folder = "runtime-conformance"
-    page = "runtime-conformance.md"
-
-    def classify(self, *args, **kwargs) -> tuple:
-        return classify(*args, **kwargs)
-
-    def matrix(self, records: list) -> list:
-        return matrix(records)
-
-    def replay_command(self, record) -> str:
-        return replay_command(record)
-
-
-SUITE = RuntimeConformance()
+SUITE = Suite(name=RUNTIME_CONFORMANCE, labels=LABELS, record=RuntimeConformanceRecord, folder="runtime-conformance",
+              page="runtime-conformance.md", classify=classify, matrix=matrix, replay_command=replay_command)
 read_records = SUITE.read_records

@@ -1,8 +1,7 @@
 """What every runtime suite is, and the table of them.
 
 A suite asks something other than our strict parser to read replies whose strict parse is known, and labels
-each answer. It is one module of harness/evaluation declaring `SUITE`, an instance of a Suite subclass that
-gives:
+each answer. It is one module of harness/evaluation declaring `SUITE`, a Suite that holds:
 
 - `name`: the command that runs it and the `kind` its records carry;
 - `labels`: every label it can give, with what it means (the order is the matrix's columns);
@@ -21,7 +20,9 @@ module here and one line in SUITE_MODULES."""
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from harness.evaluation.judging import label_head
 from harness.evaluation.transcripts import read_transcript
@@ -34,25 +35,20 @@ SUITE_MODULES = (
 )
 
 
+@dataclass(frozen=True)
 class Suite:
-    name: str = ""
-    labels: dict = {}           # label -> what it means
-    record: type = object       # the record dataclass (KIND == name)
-    folder: str = ""            # DIR/<folder>/<NAME>.jsonl hold the records
-    page: str = ""              # DIR/<page>
+    name: str                   # the command, and the kind its records carry
+    labels: dict                # label -> what it means (the order is the matrix's columns)
+    record: type                # the record dataclass (its KIND is `name`)
+    folder: str                 # DIR/<folder>/<NAME>.jsonl hold the records
+    page: str                   # DIR/<page>
+    classify: Callable          # the labels of one answer (the suite's own arguments)
+    matrix: Callable            # records -> rows counting the labels
+    replay_command: Callable    # record -> one line that asks it again
 
     @property
     def label_names(self) -> tuple:
         return tuple(self.labels)
-
-    def classify(self, *args, **kwargs) -> tuple:
-        raise NotImplementedError
-
-    def matrix(self, records: list) -> list:
-        raise NotImplementedError
-
-    def replay_command(self, record) -> str:
-        raise NotImplementedError
 
     def label_head(self, label: str) -> str:
         """The label of `labels` a given label counts under (its detail cut)."""

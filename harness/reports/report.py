@@ -8,18 +8,17 @@ results/heatmap.png (see harness.reports.heatmap), results/report.html (the tabl
 harness.reports.html_report)."""
 
 import difflib
-import json
 from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 
-from harness.evaluation import parser_agreement, runtime_agreement, runtime_conformance
+from harness.evaluation import suite
 from harness.evaluation.records import ModelRecord
 from harness.evaluation.results import ResultsDir
 from harness.pins.sources import load_sources, resolve_template
 from harness.reports.html_report import write_html
-from harness.reports.suite_pages import agreement_markdown, conformance_markdown, parser_agreement_markdown
+from harness.reports.suite_pages import write_pages
 from harness.reports.tables import (
     FIRST_REPLIES, IN_PROCESS, LEGEND, RATES, Collected, checks_table, class_table, collect, coverage_lines,
     family_name, illustration_lines, mode_order, mode_table, rate_value, replay_table, row_labels,
@@ -240,11 +239,8 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     results = ResultsDir.at(results_dir)
     collected = collect(results, scenarios_dir, replays)
     sources = load_sources()
-    runtime_records = _conformance_records(results, collected.warnings)
-    agreement_records = runtime_agreement.SUITE.read_all(results.root, collected.warnings)
-    parser_records = parser_agreement.SUITE.read_all(results.root, collected.warnings)
-    written = (_write_agreement(results, agreement_records) + _write_conformance(results, runtime_records)
-               + _write_parser_agreement(results, parser_records))
+    suites = {name: s.read_all(results.root, collected.warnings) for name, s in suite.registered().items()}
+    written = write_pages(results.root, suites)
     if collected.samples.empty:
         return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped, "models": {}}
     frame = collected.samples
@@ -255,64 +251,14 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     summary = results.summary
     summary.write_text(summary_markdown(collected), encoding="utf-8")
     written.append(str(summary))
-    written.append(str(write_html(collected, results.html, runtime_records, agreement_records,
-                                  results.conformance[1], parser_records)))
+    written.append(str(write_html(collected, results.html, suites["runtime-conformance"], suites["runtime-check"],
+                                  results.conformance[1], suites["parser-agreement"])))
     if plot and not frame[~frame["replayed"]].empty:
         from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
 
         written.append(str(draw_heatmap(frame[~frame["replayed"]], results.heatmap)))
     return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped,
             "models": json_summary(collected)}
-
-
-def _write_agreement(results: ResultsDir, records: list) -> list:
-    """results/runtime-agreement.md from the records of results/runtimes/*.jsonl (harness runtime-check)."""
-    if not records:
-        return []
-    out = results.runtime_agreement
-    out.write_text(agreement_markdown(records), encoding="utf-8")
-    return [str(out)]
-
-
-def _write_parser_agreement(results: ResultsDir, records: list) -> list:
-    """results/parser-agreement.md from the records of results/parser-agreement/*.jsonl (harness
-    parser-agreement), as that command writes it: CI rebuilds it without the peers environment."""
-    if not records:
-        return []
-    out = results.parser_agreement_report
-    out.write_text(parser_agreement_markdown(records, parser_agreement.unmapped()), encoding="utf-8")
-    return [str(out)]
-
-
-def _conformance_records(results: ResultsDir, warnings: list) -> list:
-    """The records of results/runtime-conformance/*.jsonl (harness runtime-conformance)."""
-    return runtime_conformance.SUITE.read_all(results.root, warnings)
-
-
-def _write_conformance(results: ResultsDir, records: list) -> list:
-    """results/runtime-conformance.md from the records."""
-    if not records:
-        return []
-    asked = {r.template["sha256"]: r.template["id"] for r in records}
-    unscripted = [(t, why) for t, why in unscripted_templates(results.root, asked) if t not in asked.values()]
-    out = results.runtime_conformance_report
-    out.write_text(conformance_markdown(records, unscripted), encoding="utf-8")
-    return [str(out)]
-
-
-def unscripted_templates(results_dir: Path, asked: dict) -> list:
-    """(template, why) for the templates of conformance.json that have no records: no detected family (no call
-    shape to script), or the same bytes as a template that was asked (asked: sha256 -> template id)."""
-    path = results_dir / "conformance.json"
-    if not path.is_file():
-        return []
-    out = []
-    for row in json.loads(path.read_text(encoding="utf-8")).get("templates") or []:
-        if row.get("status") != "detected":
-            out.append((row["id"], f"{row['status']}: {row['reason']}"))
-        elif row.get("sha256") in asked:
-            out.append((row["id"], f"the same template as {asked[row['sha256']]}"))
-    return out
 
 
 def json_summary(collected: Collected) -> dict:

@@ -1,14 +1,17 @@
 """The markdown pages of the runtime suites (harness.evaluation.suite), rebuilt by `harness report` from their
 records: DIR/runtime-agreement.md, DIR/runtime-conformance.md and DIR/parser-agreement.md. Each opens on its
 matrix and lists every disagreement; the runtime-conformance and parser-agreement pages give each one's reply
-and the command that replays it."""
+and the command that replays it. A suite without a page of its own here gets labels_page: its labels, what
+they mean and how many records carry each, then every disagreement with its replay."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from harness.evaluation import parser_agreement, runtime_agreement, runtime_conformance
 from harness.evaluation.judging import cell, fork
+from harness.evaluation.suite import Suite, registered
 
 
 def disagreement_lines(records: list, order, head, replay, limit: int = 160) -> list:
@@ -34,9 +37,9 @@ def _agreement_detail(record) -> str:
     return record.detail
 
 
-def agreement_markdown(records: list, aside: list = ()) -> str:
+def agreement_markdown(records: list) -> str:
     """results/runtime-agreement.md: the runtime × served model × template matrix, then every pair that
-    disagrees (aside: nothing is set aside by this suite; the same call as the other pages)."""
+    disagrees."""
     labels = runtime_agreement.SUITE.label_names
     lines = ["# Runtime agreement", "",
              "The same conversation and seed, greedy, through the harness's strict path (its own render, raw "
@@ -56,7 +59,7 @@ def agreement_markdown(records: list, aside: list = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-def conformance_markdown(records: list, unscripted: list = ()) -> str:
+def conformance_markdown(records: list, unscripted: list) -> str:
     """results/runtime-conformance.md: the runtime × family matrix, then every disagreement with its reply and
     the command that replays it. unscripted: (template id, why no scripted model is built for it)."""
     suite = runtime_conformance.SUITE
@@ -99,7 +102,7 @@ def _parsers(row: dict) -> str:
     return ", ".join(f"`{p}` ×{n}" for p, n in sorted(row["parsers"].items()))
 
 
-def parser_agreement_markdown(records: list, unmapped: list = ()) -> str:
+def parser_agreement_markdown(records: list, unmapped: list) -> str:
     """results/parser-agreement.md from the records (ParserAgreementRecord, those that stand): the family ×
     project matrix, then every disagreement with its reply and the command that replays it. unmapped: (family,
     why)."""
@@ -134,6 +137,68 @@ def parser_agreement_markdown(records: list, unmapped: list = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-# Suite name -> its page: page(records, aside) where aside lists (name, why) of what the suite left out.
-PAGES = {runtime_agreement.SUITE.name: agreement_markdown, runtime_conformance.SUITE.name: conformance_markdown,
-         parser_agreement.SUITE.name: parser_agreement_markdown}
+def unscripted_templates(results_dir: Path, asked: dict) -> list:
+    """(template, why) for the templates of conformance.json that have no records: no detected family (no call
+    shape to script), or the same bytes as a template that was asked (asked: sha256 -> template id)."""
+    path = results_dir / "conformance.json"
+    if not path.is_file():
+        return []
+    out = []
+    for row in json.loads(path.read_text(encoding="utf-8")).get("templates") or []:
+        if row.get("status") != "detected":
+            out.append((row["id"], f"{row['status']}: {row['reason']}"))
+        elif row.get("sha256") in asked:
+            out.append((row["id"], f"the same template as {asked[row['sha256']]}"))
+    return out
+
+
+def _conformance_page(records: list, results_dir: Path) -> str:
+    asked = {r.template["sha256"]: r.template["id"] for r in records}
+    unscripted = [(t, why) for t, why in unscripted_templates(results_dir, asked) if t not in asked.values()]
+    return conformance_markdown(records, unscripted)
+
+
+def _labels(record) -> list:
+    return list(record.labels) if hasattr(record, "labels") else [record.label]
+
+
+def labels_page(suite: Suite, records: list) -> str:
+    """The page of a suite that has none of its own: each label, what it means and how many records carry it,
+    then each record not labelled agree with the command that replays it."""
+    counts = {label: 0 for label in suite.label_names}
+    for r in records:
+        for label in {suite.label_head(x) for x in _labels(r)}:
+            counts[label] = counts.get(label, 0) + 1
+    lines = [f"# {suite.name}", "", f"{len(records)} records; labels are defined in the suite's module.", "",
+             "| label | meaning | records |", "|---|---|---:|"]
+    lines += [f"| {label} | {suite.labels.get(label, '(not a label of this suite)')} | {n} |"
+              for label, n in counts.items()]
+    lines += ["", "## Disagreements", ""]
+    lines += sorted(f"- `{'`, `'.join(_labels(r))}`; replay: `{suite.replay_command(r)}`" for r in records
+                    if _labels(r) != ["agree"])
+    return "\n".join(lines) + "\n"
+
+
+# Suite name -> its page, page(records, results folder): the folder for what the page says the suite left out.
+PAGES = {
+    runtime_agreement.SUITE.name: lambda records, results_dir: agreement_markdown(records),
+    runtime_conformance.SUITE.name: _conformance_page,
+    parser_agreement.SUITE.name: lambda records, results_dir: parser_agreement_markdown(
+        records, parser_agreement.unmapped()),
+}
+
+
+def page_for(suite: Suite):
+    return PAGES.get(suite.name) or (lambda records, results_dir: labels_page(suite, records))
+
+
+def write_pages(results_dir: Path, records: dict) -> list:
+    """DIR/<page> of every registered suite that has records (records: suite name -> its records), in the
+    table's order; the paths written."""
+    written = []
+    for name, suite in registered().items():
+        if records.get(name):
+            out = Path(results_dir) / suite.page
+            out.write_text(page_for(suite)(records[name], Path(results_dir)), encoding="utf-8")
+            written.append(str(out))
+    return written

@@ -10,7 +10,7 @@ import pytest
 
 from harness.cli import build_parser
 from harness.evaluation.suite import SUITE_MODULES, registered
-from harness.reports.suite_pages import PAGES
+from harness.reports.suite_pages import labels_page, page_for
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 SUITES = registered()
@@ -71,7 +71,11 @@ def test_a_record_replays_through_its_own_command(name, tmp_path):
 @pytest.mark.parametrize("name", sorted(SUITES))
 def test_a_page_names_every_label(name):
     suite = SUITES[name]
-    page = PAGES[name](committed(suite))
+    page = page_for(suite)(committed(suite), RESULTS)
     header = next(line for line in page.splitlines() if line.startswith("| ") and "agree" in line)
     assert all(f" {label} |" in header for label in suite.label_names), header
-    assert page == PAGES[name](committed(suite))          # rebuilt from the same records, the same bytes
+    assert page == page_for(suite)(committed(suite), RESULTS)       # the same records, the same bytes
+    # A suite without a page of its own gets one that names every label and replays every disagreement.
+    plain = labels_page(suite, committed(suite))
+    assert all(f"| {label} | {meaning} |" in plain for label, meaning in suite.labels.items())
+    assert plain.count("; replay: `harness ") == sum(labels_of(r) != ["agree"] for r in committed(suite))
