@@ -79,3 +79,27 @@ def test_a_page_names_every_label(name):
     plain = labels_page(suite, committed(suite))
     assert all(f"| {label} | {meaning} |" in plain for label, meaning in suite.labels.items())
     assert plain.count("; replay: `harness ") == sum(labels_of(r) != ["agree"] for r in committed(suite))
+
+
+PACKAGE = Path(__file__).resolve().parents[2] / "harness"
+
+
+@pytest.mark.parametrize("name", sorted(SUITES))
+def test_a_record_is_made_in_one_place_and_a_page_only_in_reports(name):
+    import ast
+    import importlib
+
+    kind = SUITES[name].record.__name__
+    makers = set()
+    for path in PACKAGE.rglob("*.py"):
+        if "records" in path.relative_to(PACKAGE).parts:
+            continue                                  # the record's own from_json
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            called = node.func if isinstance(node, ast.Call) else None
+            if isinstance(called, ast.Attribute) and called.attr == "from_json":
+                called = called.value                 # a record built from a dict is made too
+            if isinstance(called, ast.Name) and called.id == kind:
+                makers.add(path.relative_to(PACKAGE).as_posix())
+    assert len(makers) == 1, makers
+    module = importlib.import_module(next(m for m in SUITE_MODULES if importlib.import_module(m).SUITE.name == name))
+    assert not [n for n in vars(module) if n.endswith(("_markdown", "_html"))]
