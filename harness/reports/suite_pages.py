@@ -169,7 +169,8 @@ def labels_page(suite: Suite, records: list) -> str:
     for r in records:
         for label in {suite.label_head(x) for x in _labels(r)}:
             counts[label] = counts.get(label, 0) + 1
-    lines = [f"# {suite.name}", "", f"{len(records)} records; labels are defined in the suite's module.", "",
+    module = suite.classify.__module__.replace(".", "/") + ".py"
+    lines = [f"# {suite.name}", "", f"{len(records)} records; labels are defined in {module}.", "",
              "| label | meaning | records |", "|---|---|---:|"]
     lines += [f"| {label} | {suite.labels.get(label, '(not a label of this suite)')} | {n} |"
               for label, n in counts.items()]
