@@ -54,8 +54,8 @@ class GrammarError(HarnessError):
 
 
 class GrammarRuntimeError(HarnessError):
-    """Grammar-constrained sampling failed inside the runtime (seed 004: a null function pointer under GPU
-    offload), as opposed to a grammar that does not parse. The tool loop retries that step once without the
+    """Grammar-constrained sampling failed inside the runtime (llama.cpp has called a null function pointer
+    under GPU offload), as opposed to a grammar that does not parse. The tool loop retries that step once without the
     grammar and records that it did."""
 
 

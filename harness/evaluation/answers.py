@@ -1,4 +1,4 @@
-"""What counts as the model's own answer to a turn (issue 17).
+"""What counts as the model's own answer to a turn.
 
 Answer checks are substring tests, so text the model did not write for the user must not reach them: a
 reply that repeats the user's words (Gemma 270M's `My name is Priya. mendatang\\nMy name is Priya…`), one that

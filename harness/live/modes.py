@@ -1,4 +1,4 @@
-"""How a run drives a model: native, grammar or fallback (issue 4).
+"""How a run drives a model: native, grammar or fallback.
 
 - native: the model's own template and parser (tools offered only when a family was detected).
 - grammar: every step is sampled under a grammar built from the tools' schemas in the model's family's call

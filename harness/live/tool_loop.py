@@ -1,14 +1,14 @@
 """One sample of a scenario: the agent loop a local chat runs, with stub tools, recorded step by step.
 
 Per user turn: render the conversation (and the tools, only when a family is in use: `auto` with no family
-chats without tools, as the seed ADR decides) through the model's template, generate, parse the raw reply
+chats without tools: no parser could read a call it wrote) through the model's template, generate, parse the raw reply
 with the family (passing the generation prompt, so a reasoning block the prompt opened is handled), type each
 call's arguments by the tool's schema, dispatch to the stub, and loop until the model answers in text or the
 step limit is reached. A typed-argument error, an unknown tool or a raising tool goes back to the model as a
-tool message {"error": ...} (seed 004 note). Each call is executed at most once, and a turn is never re-run
+tool message {"error": ...}, so the model can correct itself as a chat client would let it. Each call is executed at most once, and a turn is never re-run
 after a tool has run: a failed follow-up generation ends the sample instead.
 
-Message shapes follow the ADR: an assistant tool-call turn has string content ("" when there is no text) and
+Message shapes are those every supported template accepts (harness.template.probe): an assistant tool-call turn has string content ("" when there is no text) and
 call ids of nine alphanumerics (call00001, ...)."""
 
 import json
@@ -46,6 +46,14 @@ class Chat:
     family: str | None = None
     template_kwargs: dict = field(default_factory=dict)
     step_timeout: float | None = DEFAULT_STEP_TIMEOUT
+
+    def complete(self, prompt: str, sampling: dict, seed: int, grammar=None):
+        """One reply from the backend, handed the two settings of this model it needs (not the model itself)."""
+        return self.backend.complete(prompt, sampling, seed, grammar, bos_token=self.bos_token,
+                                     timeout=self.step_timeout)
+
+    def complete_many(self, prompt: str, sampling: dict, seeds) -> list:
+        return self.backend.complete_many(prompt, sampling, seeds, timeout=self.step_timeout)
 
 
 def step_seed(sample_seed: int, turn: int, step: int) -> int:
@@ -108,7 +116,7 @@ class StubTools:
             return record
         typed = type_arguments(call.arguments, tool.parameters, notation)
         if not typed.ok and call.arguments and not tool.parameters.get("properties"):
-            # A tool that takes nothing, called with invented arguments (seed 004 note): the intent is clear,
+            # A tool that takes nothing, called with invented arguments (small models do): the intent is clear,
             # so it is retried once with no arguments before the call fails. Scoring names both.
             record["zero_arg_retry"] = {"invented": call.arguments, "errors": typed.errors}
             typed = type_arguments({}, tool.parameters)
@@ -184,14 +192,14 @@ class _Writer:
 
     def _write(self, prompt, sampling, seed, spec, extra):
         if spec is None:
-            return self.chat.backend.complete(self.chat, prompt, sampling, seed)
+            return self.chat.complete(prompt, sampling, seed)
         try:
-            return self.chat.backend.complete(self.chat, prompt, sampling, seed, grammar=spec)
+            return self.chat.complete(prompt, sampling, seed, grammar=spec)
         except GrammarRuntimeError as exc:
-            # Grammar sampling failed inside the runtime (the seed saw it under GPU offload): retry once
+            # Grammar sampling failed inside the runtime (llama.cpp has, under GPU offload): retry once
             # unconstrained, and say so in the transcript.
             extra["grammar_runtime_retry"] = str(exc)
-            return self.chat.backend.complete(self.chat, prompt, sampling, seed)
+            return self.chat.complete(prompt, sampling, seed)
 
 
 def run_sample(chat: Chat, scenario, seed: int, first=None, mode: str = "native", plan=None) -> dict:
@@ -221,7 +229,7 @@ def run_sample(chat: Chat, scenario, seed: int, first=None, mode: str = "native"
                         done["parse"], turn.expect.expects_call, bool(results)):
                     fallback_from = _record(done, seed_here, shared)
                     # Either the model meant to call and missed the shape, or it answered where the turn
-                    # needs a call (issue 4's "no parseable call where one was expected"): in both, an
+                    # needs a call ("no parseable call where one was expected"): in both, an
                     # "auto" grammar would let it write the same text again, so the retry is held to a call.
                     done = writer.attempt(messages, seed_here, True, required=True)
                     shared = False
@@ -245,7 +253,7 @@ def run_sample(chat: Chat, scenario, seed: int, first=None, mode: str = "native"
             steps.append(step)
             parse = done["parse"]
             if not parse.accepted:
-                # Text, or a near miss shown as text (the ADR never turns a near miss into a call).
+                # Text, or a near miss shown as text (a parser never repairs: a near miss never becomes a call).
                 messages.append(_assistant(parse.content, parse.reasoning))
                 break
             calls = []

@@ -1,4 +1,4 @@
-"""Hostile replies (issue 8): every family's parser answers with a result, never an exception, and what JSON or
+"""Hostile replies: every family's parser answers with a result, never an exception, and what JSON or
 Python's limits cannot hold (deep nesting, NaN, 1e999, 5000-digit integers, duplicate keys, bytes, sets, ...) is
 rejected with a named deviation. Parametrized over the registry, so a new family is held to it too."""
 
