@@ -17,7 +17,7 @@ from harness.evaluation.records import ModelRecord, ModelRef, SampleRecord, Scen
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.scoring import score_sample
 from harness.live.modes import grammar_plan
-from harness.live.tool_loop import Chat, first_prompt, run_sample, step_seed
+from harness.live.tool_loop import DrivenModel, first_prompt, run_sample, step_seed
 from harness.pins.digest import file_digest
 from harness.pins.sources import load_sources, model_path, resolve_template
 from harness.template import detect as detection
@@ -47,7 +47,7 @@ class OpenModel:
     id: str
     sha256: str
     filename: str
-    chat: Chat
+    chat: DrivenModel
     template_source: str     # "gguf", "sources.json:<id>" or "llama.cpp-default-chatml"
     template_id: str | None  # the official template sources.json expects this model to carry
     detection: object
@@ -104,14 +104,14 @@ def served_run_id(served_model: str, runtime: str) -> str:
 
 
 def template_chat(template: str, backend=None) -> tuple:
-    """(Chat, ResolvedTemplate, Detection) for a model known only by its template (a pinned id or a .jinja
+    """(DrivenModel, ResolvedTemplate, Detection) for a model known only by its template (a pinned id or a .jinja
     path): no weights in this process (`backend` is a server, or None); its special tokens are the pin's, its
     family is detected (or declared by its pin)."""
     ref = resolve_template(template)
     kwargs = template_kwargs_for(ref.text)
     bos, eos = ref.bos_token or "", ref.eos_token or ""
     found = detection.detect_declared(ref.text, bos, eos, **kwargs)
-    return Chat(backend, ref.text, bos, eos, found.family, kwargs), ref, found
+    return DrivenModel(backend, ref.text, bos, eos, found.family, kwargs), ref, found
 
 
 def served_id(name: str) -> str:
@@ -146,7 +146,7 @@ def _driven(backend, model_id, sha256, filename, fallback, pinned_template, sour
     bos, eos = backend.special_tokens()
     kwargs = template_kwargs_for(template)
     found = detection.detect_declared(template, bos, eos, **kwargs)
-    chat = Chat(backend, template, bos, eos, found.family, kwargs)
+    chat = DrivenModel(backend, template, bos, eos, found.family, kwargs)
     return OpenModel(model_id, sha256, filename, chat, source, pinned_template, found)
 
 
