@@ -21,7 +21,7 @@ import statistics
 
 from harness.backends.embedded.generate import generate, load_model
 from harness.grammar import build_grammar
-from harness.live.modes import plain_messages, tool_preamble
+from harness.live.modes import calls_as_text_messages, tool_preamble
 from harness.template.render import render
 from harness.evaluation.scenarios import load_scenarios
 from harness.pins.sources import load_sources, model_path, resolve_template
@@ -47,7 +47,7 @@ def main():
     llm = load_model(model_path(args.model), n_threads=args.threads, n_ctx=4096)
     ref = resolve_template(pin.stand_in_template or pin.template)
     scenario = next(s for s in load_scenarios() if s.name == SCENARIO)
-    messages = plain_messages([{"role": "user", "content": scenario.turns[0].user}], tool_preamble(scenario),
+    messages = calls_as_text_messages([{"role": "user", "content": scenario.turns[0].user}], tool_preamble(scenario),
                               into_user=True)
     prompt = render(ref.text, messages, add_generation_prompt=True, bos_token=ref.bos_token or "",
                     eos_token=ref.eos_token or "")

@@ -35,7 +35,7 @@ def run(backend, work, tokens: int, in_flight: int) -> tuple:
     sampling = {"max_tokens": tokens, "temperature": 0.0, "top_k": 1}
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=in_flight) as pool:
-        done = list(pool.map(lambda item: backend.complete(item[0], item[1], sampling, seed=1), work))
+        done = list(pool.map(lambda item: backend.complete(item[1], sampling, seed=1, bos_token=item[0].bos_token), work))
     return time.monotonic() - started, sum(g.completion_tokens for g in done)
 
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Create .venv and install harness with its test extras. llama-cpp-python 0.3.36 is built from source on
-# first install (about 12.5 minutes on 2 cores); pip caches the wheel, so later installs take seconds.
+# Create .venv and install harness with its test extras, which include the `embedded` extra (llama-cpp-python,
+# for running models in this process). llama-cpp-python 0.3.36 is built from source on first install (about
+# 12.5 minutes on 2 cores); pip caches the wheel, so later installs take seconds. Without the extras
+# (`pip install -e .`) nothing is built, and detect, parse, conformance, list, verify, report and score work.
 # The HTML report's tests drive a headless Chromium (Debian's chromium package, about 20 s to install with
 # its 115 dependencies); without it they skip, so it is installed here only where apt-get can run as root.
 set -euo pipefail

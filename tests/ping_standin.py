@@ -1,12 +1,12 @@
 """The stand-in the tool-loop tests share: a GGUF with Qwen2.5's vocabulary and chat template (Hermes calls)
-built from a script, opened as a Chat, and a one-tool `ping` scenario to run it on."""
+built from a script, opened as a DrivenModel, and a one-tool `ping` scenario to run it on."""
 
 import re
 
 from harness.scripted import PROFILES, Vocab, build_standin
 
 from harness.evaluation.scenarios import load_scenarios
-from harness.live.tool_loop import Chat
+from harness.live.tool_loop import DrivenModel
 from harness.template.kwargs import template_kwargs_for
 
 CALL = '<tool_call>{"name": "ping", "arguments": {}}</tool_call>'
@@ -23,14 +23,14 @@ def scripted_ids(vocab, text, trigger):
     return tuple(ids)
 
 
-def standin_chat(directory, name, scripts) -> Chat:
+def standin_chat(directory, name, scripts) -> DrivenModel:
     from harness.backends.embedded.backend import EmbeddedBackend
 
     path = directory / f"{name}.gguf"
     build_standin(path, "qwen2.5", scripts, vocab=Vocab(PROFILES["qwen2.5"]))
     backend = EmbeddedBackend.load(path, n_ctx=1024)
     template = backend.embedded_template()
-    return Chat(backend, template, "", "<|im_end|>", "hermes", template_kwargs_for(template))
+    return DrivenModel(backend, template, "", "<|im_end|>", "hermes", template_kwargs_for(template))
 
 
 def ping_scenario(directory, tool: str, max_steps=1, sampling=""):

@@ -1,10 +1,12 @@
-"""What a test may need that a machine may lack, and the one command that brings each (tests/conftest.py turns
-the markers into skips with these reasons)."""
+"""What a test may need that a machine may lack, and the one command that brings each (conftest.py at the
+repository root turns the markers into skips with these reasons)."""
 
 import importlib.util
 import shutil
 
 import pytest
+
+from harness.core.errors import MissingExtraError
 
 SETUP = "bash scripts/setup.sh"
 INSTALL_CHROMIUM = "apt-get install -y chromium"
@@ -12,7 +14,7 @@ INSTALL_CHROMIUM = "apt-get install -y chromium"
 
 def missing_binding() -> str | None:
     if importlib.util.find_spec("llama_cpp") is None:
-        return f"llama-cpp-python is not installed: {SETUP}"
+        return str(MissingExtraError("llama-cpp-python", "embedded", "this test"))
     return None
 
 

@@ -16,6 +16,8 @@ BACKENDS = {
     "embedded": "harness.backends.embedded.backend:EmbeddedBackend",
     "openai": "harness.backends.openai:OpenAIBackend",
 }
+# The backend a run uses when it names none: for a model file, and for a model behind --endpoint.
+DEFAULT_IN_PROCESS, DEFAULT_SERVED = "embedded", "openai"
 
 
 def backend_class(name: str):

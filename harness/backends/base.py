@@ -18,12 +18,20 @@ class Backend:
     batches_samples: ClassVar[bool] = False
     # Answers the runtime's own way too (chat, applied_template): runtime checks need this.
     serves_chat: ClassVar[bool] = False
+    # Runs a model file in this process, made by the classmethod load(path, n_ctx=, n_threads=) (`harness run
+    # --model`); otherwise it talks to servers and is made from a list of Endpoints (`--endpoint`), as
+    # OpenAIBackend is.
+    loads_model_files: ClassVar[bool] = False
 
-    def complete(self, chat, prompt: str, sampling: dict, seed: int, grammar=None) -> Generation:
-        """One raw reply to `prompt`, special tokens kept as text; `chat` carries the step timeout and tokens."""
+    def complete(self, prompt: str, sampling: dict, seed: int, grammar=None, *, bos_token: str = "",
+                 timeout: float | None = None) -> Generation:
+        """One raw reply to `prompt`, special tokens kept as text. `bos_token`: the BOS the template wrote at the
+        start of the prompt (a server that adds its own gets the prompt without it); `timeout`: the step's
+        deadline in seconds, for a backend that has none of its own (None: no deadline)."""
         raise NotImplementedError
 
-    def complete_many(self, chat, prompt: str, sampling: dict, seeds: Sequence[int]) -> list:
+    def complete_many(self, prompt: str, sampling: dict, seeds: Sequence[int], *,
+                      timeout: float | None = None) -> list:
         raise GenerationError(f"the {self.name} backend does not batch samples")
 
     def describe(self) -> dict:

@@ -13,6 +13,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from harness.core.replies import Generation, Timings
 from harness.backends.base import Backend
@@ -61,6 +62,9 @@ class RuntimeReply:
 class OpenAIBackend(Backend):
     name = "openai"
     serves_chat = True
+    # Where a server has no llama-server /completion (llama-cpp-python, vLLM), ask its /v1/completions instead;
+    # a subclass that must read token ids only sets this False, and such a server then fails the request.
+    completion_fallback: ClassVar[bool] = True
 
     def __init__(self, endpoints: list, *, in_flight: int = 1, retries: int = 3, backoff: float = 0.5,
                  timeout: float = 180.0):
@@ -77,12 +81,14 @@ class OpenAIBackend(Backend):
 
     # --- the two paths ------------------------------------------------------------------------------------
 
-    def complete(self, chat, prompt: str, sampling: dict, seed: int, grammar=None) -> Generation:
-        """The strict path: the harness's own rendered prompt, raw text back (as the server detokenizes it)."""
+    def complete(self, prompt: str, sampling: dict, seed: int, grammar=None, *, bos_token: str = "",
+                 timeout: float | None = None) -> Generation:
+        """The strict path: the harness's own rendered prompt, raw text back (as the server detokenizes it). The
+        deadline is the backend's own (`timeout` of the constructor, retries included), not the step's."""
         if grammar is not None:
             raise GenerationError("the openai backend runs native mode only: a lazy grammar needs the sampler "
                                   "in this process (use the embedded backend for grammar and fallback)")
-        bos = getattr(chat, "bos_token", "")
+        bos = bos_token
         if bos and prompt.startswith(bos) and self._adds_bos():
             # The server adds BOS itself (the vocabulary asks for one): the one the template wrote would be a
             # second. Where the server cannot say, the prompt goes as rendered.
@@ -126,13 +132,11 @@ class OpenAIBackend(Backend):
             answer, endpoint = self._post("/completion", body, root=True)
         except ServerReplyError as exc:
             if exc.status in (404, 405):
-                self._native = False
-                return None
+                return self._no_native(str(exc))
             raise
         tokens = answer.get("tokens")
         if not isinstance(tokens, list):
-            self._native = False
-            return None
+            return self._no_native(f"{endpoint.root('/completion')} returned no token ids")
         self._native = True
         where = endpoint.root("/completion")
         if not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
@@ -148,6 +152,15 @@ class OpenAIBackend(Backend):
             text = _typed(self._post_to(endpoint, url, {"tokens": tokens}), "content", str, url, "") or ""
         finish = {"eos": "stop", "limit": "length", "word": "stop_string"}.get(stop, "stop")
         return text, _count(answer, "tokens_evaluated", where, ""), sampled, finish
+
+    def _no_native(self, why: str):
+        """The server has no llama-server /completion: None (ask /v1/completions from now on), or, for a backend
+        without that fallback, a request that fails with the reason."""
+        if not self.completion_fallback:
+            raise ServerReplyError(f"the {self.name} backend reads llama-server's /completion only: {why}",
+                                   retry=False)
+        self._native = False
+        return None
 
     def chat(self, messages: list, tools: list | None, sampling: dict, seed: int,
              template_kwargs: dict | None = None) -> RuntimeReply:

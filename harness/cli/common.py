@@ -25,7 +25,7 @@ def report_hint(results_dir: ResultsDir) -> str:
     return f"next: harness report{folder}"
 
 
-# Exit codes scripts rely on (README, "CLI contract"): 0 clean, 1 a finding (a deviation, a wall, a drifted
+# Exit codes scripts rely on (docs/commands.md): 0 clean, 1 a finding (a deviation, a wall, a drifted
 # file), 2 any usage or input error (from harness.cli.main).
 EXIT_OK, EXIT_FINDING = 0, 1
 

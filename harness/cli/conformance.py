@@ -29,4 +29,11 @@ def register(sub) -> None:
                                    "write conformance.md and conformance.json.")
     add_results_dir(p, "write conformance.md and conformance.json into DIR", "--out")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.epilog = ("Per template: the family detection finds (a probe conversation with and without a call, the "
+                "difference read back by each family's parser; no template source is fingerprinted), the status, "
+                "the round trip (the parsed call rendered back gives the same text) and the full conversation. The "
+                "rejection matrix runs every parser over every family's canonical outputs and near misses and every "
+                "template's rendered call: only the diagonal may accept. docs/strictness.md lists where a peer "
+                "runtime reads a call the strict parser rejects, and why (python tools/strictness_ledger.py). "
+                "exit status: 0, 1 when the matrix has a violation, 2 error")
     p.set_defaults(func=cmd_conformance)

@@ -34,6 +34,11 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true",
                    help='print {"family", "status", "reason", "rendered_call", "findings"}, and "declared" '
                         '(the family and its evidence) when the status is declared')
-    p.epilog = ("exit status: 0 detected, declared (by the template's pin) or no tools (the template has no tool "
+    p.epilog = ("status: detected (a family's parser reads the rendered call back), declared (the family a pin "
+                "declares, with its evidence under \"declared\", for a template that never renders a call), wall "
+                "(the template renders a call no family reads; the reason says why) or no tools. findings are named "
+                "facts beside it: tools-as-functions, list-methods-refused (with the family found that way), "
+                "calls-through-content. "
+                "exit status: 0 detected, declared (by the template's pin) or no tools (the template has no tool "
                 "format), 1 wall, 2 error")
     p.set_defaults(func=cmd_detect)

@@ -74,4 +74,11 @@ def register(subparsers) -> None:
                             "(default: $HARNESS_WHEELS); other wheels are fetched with pip download")
     fetch.add_argument("--json", action="store_true", help="print the results as JSON")
     fetch.add_argument("-v", "--verbose", action="store_true", help="also list templates already present")
+    fetch.epilog = ("--templates downloads at the pinned revision (honours HF_ENDPOINT); the hash is checked before "
+                    "anything is put in place. --models gets each model from its first source that works (the "
+                    "Hub, or the registry packages that carry it), assembles it, verifies size and SHA-256 and "
+                    "stores it atomically in the cache (HARNESS_CACHE, else HF_HUB_CACHE/HF_HOME); "
+                    "HF_HUB_OFFLINE=1 uses the cache only. --archives: the pinned source archives the tests read "
+                    "(llama.cpp's templates and vocabularies from the llama-cpp-python sdist), fetched with pip "
+                    "download, hash-checked and unpacked into the cache; tests also fetch them on first use.")
     fetch.set_defaults(func=run_fetch)

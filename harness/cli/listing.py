@@ -64,4 +64,5 @@ def register(sub) -> None:
                                    "templates and models (sources.json), scenarios (scenarios/).")
     p.add_argument("kind", nargs="?", choices=KINDS, help="only this kind (default: all four)")
     p.add_argument("--json", action="store_true", help="print JSON: an object of lists, or one list with KIND")
+    p.epilog = "Models say whether they are in the cache. `harness --version` prints the package version."
     p.set_defaults(func=run_list)

@@ -149,7 +149,11 @@ def cmd_parse(args) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("parse", help="parse one raw model reply (stdin) with a family's strict parser",
-                       description="Read a raw reply (special tokens as text) on stdin and parse it strictly.")
+                       description="Read a raw reply (special tokens as text) on stdin and parse it strictly. Pass the "
+                                   "template variables the reply was generated with: the parser is handed that "
+                                   "generation prompt, so a reply written with thinking off is not read as a call "
+                                   "inside an opened <think>. A parser never repairs: a near miss comes back with "
+                                   "no calls, the text kept as content, and a deviation name.")
     p.add_argument("--template", required=True, metavar="PATH_OR_ID", help="the template the reply follows")
     # No `choices`: listing them would load every family file to build the parser, so one bad file would break
     # every command, --help included. registry.get names the known families when the name is wrong.
@@ -167,6 +171,14 @@ def register(sub) -> None:
                    help='print {"family", "calls", "content", "reasoning", "deviation", "detail", "family_from"} '
                         '(and "findings" and "branches" with --tools); family_from: --family, detected, declared, '
                         'list-methods-refused, or null')
-    p.epilog = ("exit status: 0 the reply parses without a deviation (a call, or text), 1 a deviation or (with "
+    p.epilog = ("With --tools, each call's arguments are typed by its schema, every nested leaf included, and the "
+                "output adds \"findings\": [{\"name\": invalid-arguments | python-notation-arguments | "
+                "unknown-tool | string-coerced-arguments (a JSON family's string read as the number or object its "
+                "schema asks for), \"call\", \"detail\"}] and \"branches\": [{\"call\", \"path\", "
+                "\"keyword\", \"branch\", \"type\"}], the anyOf/oneOf branch that typed each union value. The "
+                "tool file is checked first: duplicate names, a remote $ref (schemas are never fetched), $ref loops, "
+                "nesting past 64 levels, wrong-typed keywords and patterns that need backtracking are refused with "
+                "the tool and the place; patterns run without backtracking. "
+                "exit status: 0 the reply parses without a deviation (a call, or text), 1 a deviation or (with "
                 "--tools) an argument finding, 2 error (a wall with no family to read with, without --family)")
     p.set_defaults(func=cmd_parse)

@@ -54,4 +54,8 @@ def register(subparsers) -> None:
     pin.add_argument("--note")
     pin.add_argument("--force", action="store_true", help="re-pin an id that is already pinned")
     pin.add_argument("--json", action="store_true", help='print {"entry", "detected"}')
+    pin.epilog = ("Nothing is written if the entry would not validate, if the template is not UTF-8 text or is over "
+                  "1 MiB; two pins at once both land (sources.json is locked). Never edit sources.json by hand: "
+                  "this command validates the entry first. Then add the family the template's model writes to "
+                  "tests/template/expected_families.json.")
     pin.set_defaults(func=run_pin_template)

@@ -4,7 +4,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.backends import BACKENDS, backend_class
+from harness.backends import BACKENDS, DEFAULT_IN_PROCESS, DEFAULT_SERVED, backend_class
 from harness.cli.common import (
     PROBE_SECONDS, add_results_dir, check_endpoints, check_runtime_name, emit_json, report_hint,
 )
@@ -64,12 +64,23 @@ def register(subparsers) -> None:
     add_results_dir(parser, "append to DIR/transcripts/<model>.jsonl; an experiment in another folder leaves the "
                             "committed results alone")
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    parser.epilog = (
+        "Samples go to DIR/transcripts/<model>.jsonl one by one as they finish; a killed run resumes where it "
+        "stopped. Experiments go to their own --results-dir and leave the committed results alone. On a terminal a "
+        "progress bar; in a log (CI) one line per sample with an estimate. With --endpoint the same scenarios run "
+        "through a model behind any OpenAI-compatible server (llama-server, vLLM, SGLang, Ollama) on the strict "
+        "path (our render, the server's raw completion, our parser; native mode), kept as <served model>--<runtime> "
+        "beside the in-process results; a dead endpoint stops the run before any sample. --model path.gguf runs an "
+        "unpinned file in process and records its SHA-256. A new backend is one file and one line of the table in "
+        "harness/backends/__init__.py (docs/adding-a-backend.md). Without the embedded extra (llama-cpp-python) "
+        "only --endpoint runs. exit status: 0, 1 when a sample could not generate (it is not done: the next run "
+        "asks it again) or a model failed, 2 error")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     from harness.live.modes import parse_modes
-    from harness.live.runner import planned_count, run_model
+    from harness.live.runner import default_modes, planned_count, run_model
 
     if args.threads is None:
         constants.check_env("HARNESS_THREADS")  # before any model is loaded, not after the first one
@@ -81,13 +92,15 @@ def run(args) -> int:
         pinned = [m.id for m in sources.default_models()]
     for model_id in pinned:
         sources.model(model_id)  # unknown ids fail before any work
-    opened = _opened_models(args, sources, modes)
+    backend_cls = backend_class(args.backend or (DEFAULT_SERVED if args.endpoint else DEFAULT_IN_PROCESS))
+    opened = _opened_models(args, sources, modes, backend_cls)
     if args.template and pinned and not args.endpoint:
-        opened += _with_template(pinned, args, sources)
+        opened += _with_template(pinned, args, sources, backend_cls)
         pinned = []
     models = pinned + [m.id for m in opened]
     by_id = {m.id: m for m in opened}
-    total = sum(planned_count(scenarios, args.samples, _default_modes(m, by_id, sources), modes) for m in models)
+    total = sum(planned_count(scenarios, args.samples, default_modes(m, sources, by_id.get(m)), modes)
+                for m in models)
     summaries, failures = [], []
     with _progress(total) as bar:
         for model_id in models:
@@ -96,7 +109,8 @@ def run(args) -> int:
                 summaries.append(run_model(model_id, scenarios, args.samples, args.seed, bar, sources,
                                            results_dir=args.results_dir,
                                            warn=lambda m: bar.write(f"warning: {m}", file=sys.stderr),
-                                           threads=args.threads, modes=modes, model=by_id.get(model_id)))
+                                           threads=args.threads, modes=modes, model=by_id.get(model_id),
+                                           backend_cls=backend_cls))
             except HarnessError as exc:
                 # A missing or drifted model file says how to fetch it; the other models still run.
                 failures.append({"model": model_id, "error": str(exc)})
@@ -122,24 +136,16 @@ def run(args) -> int:
 TIMEOUT, RETRIES = 180.0, 3      # with --endpoint, as runtime-check's defaults
 
 
-def _default_modes(model_id, opened, sources):
-    from harness.live.runner import model_modes_for
-
-    if model_id in opened:
-        return model_modes_for(opened[model_id], sources)
-    return getattr(sources.models.get(model_id), "modes", None)
-
-
-def _opened_models(args, sources, modes) -> list:
-    """Models that are not pins: a served model (--endpoint) or unpinned GGUF files (--model path.gguf)."""
+def _opened_models(args, sources, modes, cls) -> list:
+    """Models that are not pins: a served model (--endpoint) or unpinned GGUF files (--model path.gguf), driven
+    by the Backend class `cls`; what it can do (its capability flags) decides which, never its name."""
     from harness.live.runner import open_endpoint, open_gguf
 
-    name = args.backend or ("openai" if args.endpoint else "embedded")
-    cls = backend_class(name)
+    name = cls.name
     if modes and set(modes) != {"native"} and not cls.holds_grammar:
         raise HarnessError(f"the {name} backend runs native mode only: grammar and fallback need the sampler in "
                            "this process (the embedded backend)")
-    if name != "embedded":
+    if not cls.loads_model_files:
         from harness.backends.openai import Endpoint, identify_runtime
 
         if not args.endpoint or not args.served_model or not args.template:
@@ -155,12 +161,12 @@ def _opened_models(args, sources, modes) -> list:
         return [open_endpoint(backend, args.served_model, args.template, runtime,
                               parallel=args.in_flight * len(args.endpoint))]
     if args.endpoint:
-        raise HarnessError("--endpoint names a server: the embedded backend runs a GGUF in this process")
+        raise HarnessError(f"--endpoint names a server: the {name} backend runs a GGUF in this process")
     given = [f"--{k}" for k in ("runtime", "retries", "timeout") if getattr(args, k) is not None]
     if given:
         raise HarnessError(f"{', '.join(given)}: only with --endpoint (a model run in this process has no requests)")
     files = [m for m in args.model or () if m.endswith(".gguf")]
-    opened = [open_gguf(Path(f), args.template, args.threads) for f in files]
+    opened = [open_gguf(Path(f), args.template, args.threads, backend_cls=cls) for f in files]
     for model in opened:
         if "given with --template" in model.template_source:
             print(f"harness run: {model.filename}: --template {args.template} replaces the template the GGUF "
@@ -168,14 +174,14 @@ def _opened_models(args, sources, modes) -> list:
     return opened
 
 
-def _with_template(pinned: list, args, sources) -> list:
+def _with_template(pinned: list, args, sources, backend_cls) -> list:
     """Pinned models run with --template in place of their own template: opened here (their ids name the
     template, harness.live.runner._override), and said so, since their samples go to transcripts of their own."""
     from harness.live.runner import open_model
 
     opened = []
     for model_id in pinned:
-        model = open_model(model_id, sources, args.threads, template=args.template)
+        model = open_model(model_id, sources, args.threads, template=args.template, backend_cls=backend_cls)
         print(f"harness run: {model_id}: --template {args.template} replaces its own template; samples go to "
               f"{model.id}", file=sys.stderr)
         opened.append(model)

@@ -22,6 +22,9 @@ def register(subparsers) -> None:
     parser.add_argument("--scenarios-dir", type=Path, default=constants.SCENARIOS_DIR, metavar="DIR",
                         help="the scenarios the samples are judged against (default: scenarios/)")
     parser.add_argument("--json", action="store_true", help="print a JSON list, one object per sample")
+    parser.epilog = ('--json: per sample {"model", "scenario", "mode", "seed", "sample", "call_due", "verdicts": '
+                     '{..., "all_checks"}, "deviations", "findings"}, the verdicts the report tables count; a '
+                     'record of a since-changed scenario comes back with "stale": true and no verdicts.')
     parser.set_defaults(func=run)
 
 

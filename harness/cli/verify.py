@@ -43,4 +43,6 @@ def register(subparsers) -> None:
                     "against sources.json. Exits 1 and lists every file that drifted.")
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
     verify.add_argument("-v", "--verbose", action="store_true", help="list every file, ok and absent ones too")
+    verify.epilog = ("One summary line, a line for each file that drifted or is missing (-v: every file); any drift "
+                     "fails loudly. exit status: 0 every file matches, 1 drift, 2 error")
     verify.set_defaults(func=run_verify)

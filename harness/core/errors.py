@@ -54,8 +54,8 @@ class GrammarError(HarnessError):
 
 
 class GrammarRuntimeError(HarnessError):
-    """Grammar-constrained sampling failed inside the runtime (seed 004: a null function pointer under GPU
-    offload), as opposed to a grammar that does not parse. The tool loop retries that step once without the
+    """Grammar-constrained sampling failed inside the runtime (llama.cpp has called a null function pointer
+    under GPU offload), as opposed to a grammar that does not parse. The tool loop retries that step once without the
     grammar and records that it did."""
 
 
@@ -69,3 +69,13 @@ class ServerReplyError(GenerationError):
     def __init__(self, message: str, retry: bool, status: int | None = None):
         super().__init__(message)
         self.retry, self.status = retry, status
+
+
+class MissingExtraError(HarnessError):
+    """An optional dependency (one of the package's extras) is not installed; the message names the extra and the
+    command that installs it."""
+
+    def __init__(self, package: str, extra: str, needed_for: str):
+        super().__init__(f"{package} is not installed: {needed_for} needs harness's `{extra}` extra. Install it with "
+                         f"`pip install -e '.[{extra}]'` in the checkout (`bash scripts/setup.sh` does)")
+        self.package, self.extra = package, extra

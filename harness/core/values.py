@@ -12,7 +12,7 @@ MAX_SAMPLES = 1000
 # llama.cpp takes a uint32 seed, and 0xFFFFFFFF means "pick a random one" .
 MAX_SEED = 2**32 - 2
 # The chat handler's sampling defaults in llama-cpp-python 0.3.36 (chat_formatter_to_chat_completion_handler in
-# llama_chat_format.py); the seed ADR's chat samples like it. Scenarios add max_tokens.
+# llama_chat_format.py), so a sample is what a llama-cpp-python chat would write. Scenarios add max_tokens.
 DEFAULT_SAMPLING = {"temperature": 0.2, "top_p": 0.95, "top_k": 40, "min_p": 0.05, "repeat_penalty": 1.1}
 # The modes a scenario runs in (harness.live.modes says what each does).
 MODES = ("native", "grammar", "fallback")

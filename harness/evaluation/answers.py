@@ -1,4 +1,4 @@
-"""What counts as the model's own answer to a turn (issue 17).
+"""What counts as the model's own answer to a turn.
 
 Answer checks are substring tests, so text the model did not write for the user must not reach them: a
 reply that repeats the user's words (Gemma 270M's `My name is Priya. mendatang\\nMy name is Priya…`), one that
@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 MIN_ECHO = 12  # characters: a shorter message ("Hi", "pong") is as likely a word of the answer as a copy
-# The tool message of the modes that write tool results as text (harness.live.modes.plain_messages), to the end
+# The tool message of the modes that write tool results as text (harness.live.modes.calls_as_text_messages), to the end
 # of its line: a copy of it is the harness's text whatever follows on that line.
 _RESULT_LINE = re.compile(r"result of [A-Za-z_][\w.-]*:[^\n]*", re.IGNORECASE)
 

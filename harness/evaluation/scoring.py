@@ -27,9 +27,9 @@ VERDICTS = ("parsed", "right_tool", "intended_tool", "valid_arguments", "expecte
 FIRST_REPLY = ("parsed", "call_readable", "intended_tool", "right_tool")
 
 # Findings: named behaviours of the model (or, for tool-ran-twice, of the loop) that a rate would hide.
-INVENTED_ARGUMENTS = "invented-arguments"      # arguments given to a tool that takes none (seed 004 note)
+INVENTED_ARGUMENTS = "invented-arguments"      # arguments given to a tool that takes none (small models do)
 INVALID_ARGUMENTS = "invalid-arguments"        # the schema rejects a call's arguments (wrong type, missing, unknown)
-STRING_COERCED = "string-coerced-arguments"    # "10" written for an integer and read as JSON (seed ADR: Llama 3.2)
+STRING_COERCED = "string-coerced-arguments"    # "10" written for an integer and read as JSON (Llama 3.2 1B does)
 PYTHON_NOTATION = "python-notation-arguments"  # True / None / {'a': 1} written for a typed parameter
 JSON_NOTATION = "json-notation-arguments"      # true / null where the template writes Python's str() (MiniCPM 5)
 UNKNOWN_TOOL = "unknown-tool"                  # a call to a tool that was not offered
@@ -41,13 +41,13 @@ TOOL_RAN_TWICE = "tool-ran-twice"              # one call executed more than onc
 CALL_WITHOUT_TOOLS = "call-without-tools"      # a tools-less chat wrote call-like text (named by its deviation)
 PAST_END_OF_TURN = "past-end-of-turn"          # the reply holds an end-of-turn marker as text and goes on:
 #                                                the model writes the next turns itself (wrong or no template)
-# Behaviours of the tool loop (issue 4), named so a rate never hides that the loop stepped in.
+# Behaviours of the tool loop, named so a rate never hides that the loop stepped in.
 ZERO_ARG_RETRY = "zero-arg-retry"              # a zero-parameter tool called with arguments ran with none
 SYNTHESIZED_ANSWER = "synthesized-answer"      # a follow-up failed after a tool ran; the answer is its result
 GRAMMAR_RUNTIME_RETRY = "grammar-runtime-retry"  # grammar sampling failed in the runtime; rewritten unconstrained
 NATIVE_FALLBACK = "native-fallback"            # fallback mode: a failed native attempt was rewritten under grammar
 THINKING_BUDGET_RETRY = "thinking-budget-retry"  # a reply cut inside its think block was rewritten with room
-# Why a turn's final text is not an answer (issue 17): each fails the answer checks it would otherwise pass.
+# Why a turn's final text is not an answer: each fails the answer checks it would otherwise pass.
 ECHOED_USER = "echoed-user"                    # the answer repeats a user message back: those words are not an
 #                                                answer (Gemma 270M's `My name is Priya. mendatang` loop)
 ECHOED_TOOL_MESSAGE = "echoed-tool-message"    # the answer repeats the tool message the harness sent

@@ -59,7 +59,7 @@ def json_failure(payload: str) -> str:
     return INVALID_JSON
 
 
-def _has_json_call_object(text: str, call_keys=()) -> bool:
+def has_json_call_object(text: str, call_keys=()) -> bool:
     """Whether a JSON object with a name, function or tool_name key, or one of the family's own `call_keys` (a
     call, alone or in a list), is in the text.
 
@@ -105,7 +105,7 @@ def classify_unmarked(text: str, own_markers, foreign_markers, call_keys=()) -> 
         return FOREIGN_MARKERS
     if _DOUBLE.search(text):
         return DOUBLE_BRACES
-    if _has_json_call_object(text, call_keys):
+    if has_json_call_object(text, call_keys):
         return FENCED_JSON if _FENCE.search(text) else BARE_JSON
     if _PY_DICT.search(text):
         return PYTHON_LITERALS

@@ -3,7 +3,7 @@
 What a small model most often gets wrong is what the grammar pins down: enum values become literal
 alternatives, integers/numbers/booleans/null their literal syntax, objects their keys in the schema's property
 order (required ones always, optional ones may be left out), arrays their item schema. Free strings stay "any
-string" of the syntax (seed 004: constraining them more makes the grammar large and buys nothing).
+string" of the syntax (constraining them more makes the grammar large and buys nothing).
 
 Syntaxes (dialects): JSON; Python literals (LFM2's `[name(key=value)]` calls); Gemma 4's call language
 (`{key:<|"|>text<|"|>}`, keys sorted as its template writes them); MiniMax-M3's nested elements. Markup families

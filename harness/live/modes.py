@@ -1,4 +1,4 @@
-"""How a run drives a model: native, grammar or fallback (issue 4).
+"""How a run drives a model: native, grammar or fallback.
 
 - native: the model's own template and parser (tools offered only when a family was detected).
 - grammar: every step is sampled under a grammar built from the tools' schemas in the model's family's call
@@ -26,7 +26,7 @@ from harness.core.values import MODES
 from harness.evaluation.scoring import is_call_attempt
 
 __all__ = ["MODES", "CALL_OR_ANSWER_PREAMBLE", "TOOL_PREAMBLE", "GrammarPlan", "grammar_plan", "parse_modes",
-           "plain_messages", "tool_preamble", "native_failed"]
+           "calls_as_text_messages", "tool_preamble", "native_failed"]
 
 _TOOLS = "You can call these tools:\n{tools}\n"
 _CALL = ('To call a tool, reply with only a JSON object of the form {{"name": "<tool name>", "arguments": '
@@ -96,7 +96,7 @@ def grammar_plan(family: str | None, scenario) -> GrammarPlan | None:
                        tool_preamble(scenario) if told else None)
 
 
-def plain_messages(messages: list, preamble: str | None, into_user: bool = False) -> list:
+def calls_as_text_messages(messages: list, preamble: str | None, into_user: bool = False) -> list:
     """The conversation for a template without a tool format: the preamble ahead of the system message, an
     assistant call as the JSON it is written in, tool results as user text, and consecutive user messages
     joined (Gemma's template only takes alternating user/assistant turns). into_user: the template refuses a

@@ -9,20 +9,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core.hashing import sha256_text
-from harness.backends import backend_class
+from harness.backends import DEFAULT_IN_PROCESS, backend_class
 from harness.core import constants
-from harness.core.errors import GenerationError, TemplateError
-from harness.template import detect as detection
+from harness.core.errors import GenerationError, SourcesError, TemplateError
+from harness.core.hashing import sha256_text
+from harness.evaluation.records import ModelRecord, ModelRef, SampleRecord, ScenarioRef
+from harness.evaluation.results import ResultsDir
 from harness.evaluation.scoring import score_sample
-from harness.core.errors import SourcesError
+from harness.live.modes import grammar_plan
+from harness.live.tool_loop import DrivenModel, first_prompt, run_sample, step_seed
 from harness.pins.digest import file_digest
 from harness.pins.sources import load_sources, model_path, resolve_template
-from harness.live.modes import grammar_plan
-from harness.live.tool_loop import Chat, first_prompt, run_sample, step_seed
+from harness.template import detect as detection
 from harness.template.kwargs import template_kwargs_for
-from harness.evaluation.results import ResultsDir
-from harness.evaluation.records import ModelRecord, ModelRef, SampleRecord, ScenarioRef
 from harness.evaluation.transcripts import GENERATION_FAILED, TranscriptWriter, now, read_transcript
 
 MODE = "native"  # the mode of a run that names none (harness.live.modes); the mode is part of every record and key
@@ -48,7 +47,7 @@ class OpenModel:
     id: str
     sha256: str
     filename: str
-    chat: Chat
+    chat: DrivenModel
     template_source: str     # "gguf", "sources.json:<id>" or "llama.cpp-default-chatml"
     template_id: str | None  # the official template sources.json expects this model to carry
     detection: object
@@ -57,20 +56,22 @@ class OpenModel:
     runtime: dict | None = None   # a served model: {"name", "endpoints", "served_model"}; None in process
 
 
-def open_model(model_id: str, sources=None, threads: int | None = None, template: str | None = None) -> OpenModel:
+def open_model(model_id: str, sources=None, threads: int | None = None, template: str | None = None,
+               backend_cls=None) -> OpenModel:
     """Load a verified model file and decide how it is driven: its embedded template, its special tokens
     and the family detected from that template, or declared by its pin (mode native, setting auto). `template` (a
-    pinned id or a .jinja path) replaces whatever template the model has: the run's id then names it (see _override)."""
+    pinned id or a .jinja path) replaces whatever template the model has: the run's id then names it (see
+    _override). `backend_cls`: a Backend that loads model files (default: the embedded one)."""
     sources = sources or load_sources()
     pin = sources.model(model_id)
-    backend = _load(model_path(model_id, sources), threads)
+    backend = _load(model_path(model_id, sources), threads, backend_cls)
     model = _driven(backend, model_id, pin.sha256, pin.filename, pin.template or pin.stand_in_template,
                     pin.template, sources, override=template)
     model.pin = model_id
     return model
 
 
-def open_gguf(path, template: str | None = None, threads: int | None = None) -> OpenModel:
+def open_gguf(path, template: str | None = None, threads: int | None = None, backend_cls=None) -> OpenModel:
     """An unpinned local GGUF (`harness run --model path.gguf`): its SHA-256 is computed and recorded, its id
     is its file name; `template` (a pinned id or a .jinja path) stands in when the file embeds none, and
     replaces the embedded one when it does (a packager trying a template on an existing GGUF)."""
@@ -79,7 +80,7 @@ def open_gguf(path, template: str | None = None, threads: int | None = None) -> 
         raise SourcesError(f"{path}: no such model file")
     _, sha256 = file_digest(path)
     model_id = served_id(path.stem)
-    backend = _load(path, threads)
+    backend = _load(path, threads, backend_cls)
     if not backend.embedded_template():
         return _driven(backend, model_id, sha256, path.name, template, None, load_sources())
     return _driven(backend, model_id, sha256, path.name, None, None, load_sources(), override=template)
@@ -103,14 +104,14 @@ def served_run_id(served_model: str, runtime: str) -> str:
 
 
 def template_chat(template: str, backend=None) -> tuple:
-    """(Chat, ResolvedTemplate, Detection) for a model known only by its template (a pinned id or a .jinja
+    """(DrivenModel, ResolvedTemplate, Detection) for a model known only by its template (a pinned id or a .jinja
     path): no weights in this process (`backend` is a server, or None); its special tokens are the pin's, its
     family is detected (or declared by its pin)."""
     ref = resolve_template(template)
     kwargs = template_kwargs_for(ref.text)
     bos, eos = ref.bos_token or "", ref.eos_token or ""
     found = detection.detect_declared(ref.text, bos, eos, **kwargs)
-    return Chat(backend, ref.text, bos, eos, found.family, kwargs), ref, found
+    return DrivenModel(backend, ref.text, bos, eos, found.family, kwargs), ref, found
 
 
 def served_id(name: str) -> str:
@@ -121,13 +122,15 @@ def served_id(name: str) -> str:
     return cleaned
 
 
-def _load(path, threads):
-    """The model file in this process: the embedded backend (imported here, so the binding loads only when a
-    model is really driven)."""
+def _load(path, threads, backend_cls=None):
+    """The model file in this process, loaded by `backend_cls` (default: the embedded backend, imported here, so
+    the binding loads only when a model is really driven)."""
+    cls = backend_cls or backend_class(DEFAULT_IN_PROCESS)
+    if not cls.loads_model_files:
+        raise SourcesError(f"the {cls.name} backend does not load model files: it needs --endpoint")
     if threads is None:
         constants.check_env("HARNESS_THREADS")
-    return backend_class("embedded").load(path, n_ctx=N_CTX,
-                                          n_threads=threads or constants.HARNESS_THREADS or DEFAULT_THREADS)
+    return cls.load(path, n_ctx=N_CTX, n_threads=threads or constants.HARNESS_THREADS or DEFAULT_THREADS)
 
 
 def _driven(backend, model_id, sha256, filename, fallback, pinned_template, sources, override=None) -> OpenModel:
@@ -143,7 +146,7 @@ def _driven(backend, model_id, sha256, filename, fallback, pinned_template, sour
     bos, eos = backend.special_tokens()
     kwargs = template_kwargs_for(template)
     found = detection.detect_declared(template, bos, eos, **kwargs)
-    chat = Chat(backend, template, bos, eos, found.family, kwargs)
+    chat = DrivenModel(backend, template, bos, eos, found.family, kwargs)
     return OpenModel(model_id, sha256, filename, chat, source, pinned_template, found)
 
 
@@ -193,6 +196,11 @@ def sample_record(model: OpenModel, scenario, index: int, seed: int, result: dic
     return record
 
 
+def default_modes(model_id: str, sources, model: OpenModel | None = None) -> tuple | None:
+    """The modes a model runs in when the run names none: an opened model's (model_modes_for), else its pin's."""
+    return model_modes_for(model, sources) if model is not None else sources.model(model_id).modes
+
+
 def model_modes_for(model: OpenModel, sources) -> tuple | None:
     """The modes a model runs in by default: its pin's, or native alone where its backend holds no grammar
     (a served model), whatever its pin would choose."""
@@ -226,15 +234,12 @@ def pending(model_id: str, sha256: str, scenarios, samples: int | None, base_see
 
 def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, progress=None, sources=None,
               results_dir=None, warn=print, threads: int | None = None, model: OpenModel | None = None,
-              modes=None) -> dict:
-    """Run every pending sample of one model (opened here unless `model` is already open: an unpinned GGUF or
-    a served model, which have no pin). Returns a summary: counts and wall time."""
+              modes=None, backend_cls=None) -> dict:
+    """Run every pending sample of one model (opened here, by `backend_cls`, unless `model` is already open: an
+    unpinned GGUF or a served model, which have no pin). Returns a summary: counts and wall time."""
     sources = sources or load_sources()
-    if model is None:
-        pin = sources.model(model_id)
-        sha256, model_modes = pin.sha256, pin.modes
-    else:
-        sha256, model_modes = model.sha256, model_modes_for(model, sources)
+    sha256 = model.sha256 if model is not None else sources.model(model_id).sha256
+    model_modes = default_modes(model_id, sources, model)
     path = ResultsDir.at(results_dir).transcript(model_id)
     existing = read_transcript(path)
     for message in existing.warnings:
@@ -251,7 +256,7 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
     if total == 0:
         return summary
     started = time.monotonic()
-    model = model or open_model(model_id, sources, threads)
+    model = model or open_model(model_id, sources, threads, backend_cls=backend_cls)
     summary["family"] = model.chat.family
     lock = threading.Lock()      # samples of a served model land from several threads
     with TranscriptWriter(path) as writer:
@@ -312,6 +317,6 @@ def _first_steps(model: OpenModel, scenario, todo: list, base_seed: int) -> list
     try:
         prompt = first_prompt(model.chat, scenario)
         seeds = [step_seed(sample_seed(base_seed, i), 0, 0) for i in todo]
-        return model.chat.backend.complete_many(model.chat, prompt, scenario.sampling, seeds)
+        return model.chat.complete_many(prompt, scenario.sampling, seeds)
     except (GenerationError, TemplateError):
         return [None] * len(todo)

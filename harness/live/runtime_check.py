@@ -33,7 +33,7 @@ def check_one(backend, chat, scenario, seed: int, template_id: str, runtime: str
         record.label, record.detail = "template-refused", str(exc)
         return record
     tools = scenario.tool_schemas() or None
-    generation = backend.complete(chat, prompt, record.sampling, seed)
+    generation = backend.complete(prompt, record.sampling, seed, bos_token=chat.bos_token)
     strict = families.parse(chat.family, generation.text, prompt)
     reply = backend.chat(messages, tools, record.sampling, seed, chat.template_kwargs)
     theirs = backend.applied_template(messages, tools, chat.template_kwargs)

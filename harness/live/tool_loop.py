@@ -1,14 +1,14 @@
 """One sample of a scenario: the agent loop a local chat runs, with stub tools, recorded step by step.
 
 Per user turn: render the conversation (and the tools, only when a family is in use: `auto` with no family
-chats without tools, as the seed ADR decides) through the model's template, generate, parse the raw reply
+chats without tools: no parser could read a call it wrote) through the model's template, generate, parse the raw reply
 with the family (passing the generation prompt, so a reasoning block the prompt opened is handled), type each
 call's arguments by the tool's schema, dispatch to the stub, and loop until the model answers in text or the
 step limit is reached. A typed-argument error, an unknown tool or a raising tool goes back to the model as a
-tool message {"error": ...} (seed 004 note). Each call is executed at most once, and a turn is never re-run
+tool message {"error": ...}, so the model can correct itself as a chat client would let it. Each call is executed at most once, and a turn is never re-run
 after a tool has run: a failed follow-up generation ends the sample instead.
 
-Message shapes follow the ADR: an assistant tool-call turn has string content ("" when there is no text) and
+Message shapes are those every supported template accepts (harness.template.probe): an assistant tool-call turn has string content ("" when there is no text) and
 call ids of nine alphanumerics (call00001, ...)."""
 
 import json
@@ -22,7 +22,7 @@ from harness.core.values import MAX_SEED
 from harness.evaluation.transcripts import GENERATION_FAILED
 from harness.formats.calls import ParseResult
 from harness.formats.reasoning import prompt_opens
-from harness.live.modes import grammar_plan, native_failed, plain_messages
+from harness.live.modes import grammar_plan, native_failed, calls_as_text_messages
 from harness.template.render import render
 
 # The parsers need only the end of the prompt (an open <think>, Functionary's ">>>"); scoring re-parses with it.
@@ -34,7 +34,7 @@ THINKING_BUDGET_FACTOR = 4
 
 
 @dataclass
-class Chat:
+class DrivenModel:
     """A model as the loop drives it: the backend that writes its replies (None: a template only, nothing is
     generated), its template (as embedded in the GGUF), special tokens, the family whose parser reads its
     replies (None: chat without tools) and extra template variables."""
@@ -46,6 +46,14 @@ class Chat:
     family: str | None = None
     template_kwargs: dict = field(default_factory=dict)
     step_timeout: float | None = DEFAULT_STEP_TIMEOUT
+
+    def complete(self, prompt: str, sampling: dict, seed: int, grammar=None):
+        """One reply from the backend, handed the two settings of this model it needs (not the model itself)."""
+        return self.backend.complete(prompt, sampling, seed, grammar, bos_token=self.bos_token,
+                                     timeout=self.step_timeout)
+
+    def complete_many(self, prompt: str, sampling: dict, seeds) -> list:
+        return self.backend.complete_many(prompt, sampling, seeds, timeout=self.step_timeout)
 
 
 def step_seed(sample_seed: int, turn: int, step: int) -> int:
@@ -62,28 +70,28 @@ def opening_messages(scenario) -> list:
     return messages
 
 
-def render_prompt(chat: Chat, scenario, messages: list, plan=None, plain: bool = False,
+def render_prompt(chat: DrivenModel, scenario, messages: list, plan=None, calls_as_text: bool = False,
                   required: bool = False) -> str:
     """plan: the GrammarPlan of a grammar attempt (its preamble, if any, goes ahead of the system message;
-    required: the attempt is held to a call). plain: the template has no tool format and the loop is not
-    native, so calls and results are written as text (see harness.live.modes.plain_messages)."""
+    required: the attempt is held to a call). calls_as_text: the template has no tool format and the loop is not
+    native, so calls and results are written as text (see harness.live.modes.calls_as_text_messages)."""
     tools = scenario.tool_schemas() if chat.family and scenario.tools else None
     preamble = plan.preamble_for(required) if plan is not None else None
-    if not (plain or preamble):
+    if not (calls_as_text or preamble):
         return _render(chat, messages, tools)
     try:
-        return _render(chat, plain_messages(messages, preamble), tools)
+        return _render(chat, calls_as_text_messages(messages, preamble), tools)
     except TemplateError:
         # A template that refuses the system role (Gemma's): the same text opens the first user message.
-        return _render(chat, plain_messages(messages, preamble, into_user=True), tools)
+        return _render(chat, calls_as_text_messages(messages, preamble, into_user=True), tools)
 
 
-def _render(chat: Chat, messages: list, tools) -> str:
+def _render(chat: DrivenModel, messages: list, tools) -> str:
     return render(chat.template, messages, tools=tools, add_generation_prompt=True, bos_token=chat.bos_token,
                   eos_token=chat.eos_token, **chat.template_kwargs)
 
 
-def first_prompt(chat: Chat, scenario) -> str:
+def first_prompt(chat: DrivenModel, scenario) -> str:
     """The prompt of the first step, which every sample of the scenario shares (batched generation)."""
     return render_prompt(chat, scenario, opening_messages(scenario) + [{"role": "user", "content": scenario.turns[0].user}])
 
@@ -108,7 +116,7 @@ class StubTools:
             return record
         typed = type_arguments(call.arguments, tool.parameters, notation)
         if not typed.ok and call.arguments and not tool.parameters.get("properties"):
-            # A tool that takes nothing, called with invented arguments (seed 004 note): the intent is clear,
+            # A tool that takes nothing, called with invented arguments (small models do): the intent is clear,
             # so it is retried once with no arguments before the call fails. Scoring names both.
             record["zero_arg_retry"] = {"invented": call.arguments, "errors": typed.errors}
             typed = type_arguments({}, tool.parameters)
@@ -141,13 +149,13 @@ def _step_record(prompt: str, seed: int, generation, parse: ParseResult | None, 
     }
 
 
-class _Writer:
-    """Writes one step's reply in a mode: the generation (under a grammar, with its runtime retry), the thinking
+class _StepGenerator:
+    """Generates one step's reply in a mode: the generation (under a grammar, with its runtime retry), the thinking
     budget, and the parse with the family that reads it."""
 
-    def __init__(self, chat: Chat, scenario, mode: str, plan):
+    def __init__(self, chat: DrivenModel, scenario, mode: str, plan):
         self.chat, self.scenario, self.mode, self.plan = chat, scenario, mode, plan
-        self.plain = mode != "native" and chat.family is None  # tools-less template: calls written as text
+        self.calls_as_text = mode != "native" and chat.family is None  # tools-less template: calls written as text
         self.thinks = False  # sticky: once a reply reasons, later steps get the larger budget too
 
     def sampling(self, prompt: str) -> dict:
@@ -160,7 +168,7 @@ class _Writer:
         """One attempt: {"prompt", "generation", "parse", "family", "extra"}; raises GenerationError and
         TemplateError (the caller records them). required: held to a call (fallback's retry of a near miss)."""
         plan = self.plan if grammar else None
-        prompt = render_prompt(self.chat, self.scenario, messages, plan, self.plain, required)
+        prompt = render_prompt(self.chat, self.scenario, messages, plan, self.calls_as_text, required)
         extra = {"grammar": "required" if required else "auto"} if plan is not None else {}
         spec = None if plan is None else plan.spec_for(required)
         if first is not None:
@@ -184,17 +192,17 @@ class _Writer:
 
     def _write(self, prompt, sampling, seed, spec, extra):
         if spec is None:
-            return self.chat.backend.complete(self.chat, prompt, sampling, seed)
+            return self.chat.complete(prompt, sampling, seed)
         try:
-            return self.chat.backend.complete(self.chat, prompt, sampling, seed, grammar=spec)
+            return self.chat.complete(prompt, sampling, seed, grammar=spec)
         except GrammarRuntimeError as exc:
-            # Grammar sampling failed inside the runtime (the seed saw it under GPU offload): retry once
+            # Grammar sampling failed inside the runtime (llama.cpp has, under GPU offload): retry once
             # unconstrained, and say so in the transcript.
             extra["grammar_runtime_retry"] = str(exc)
-            return self.chat.backend.complete(self.chat, prompt, sampling, seed)
+            return self.chat.complete(prompt, sampling, seed)
 
 
-def run_sample(chat: Chat, scenario, seed: int, first=None, mode: str = "native", plan=None) -> dict:
+def run_sample(chat: DrivenModel, scenario, seed: int, first=None, mode: str = "native", plan=None) -> dict:
     """Run every user turn of the scenario once in `mode` (harness.live.modes). `first` is the first step's
     Generation when it was written in a batch with the other samples (same prompt, this sample's seed; a
     native attempt). `plan` overrides the GrammarPlan built for the scenario (tests inject faults with it).
@@ -202,7 +210,7 @@ def run_sample(chat: Chat, scenario, seed: int, first=None, mode: str = "native"
     sample stopped there."""
     if mode != "native" and plan is None:
         plan = grammar_plan(chat.family, scenario)
-    writer = _Writer(chat, scenario, mode, plan)
+    writer = _StepGenerator(chat, scenario, mode, plan)
     tools = StubTools(scenario)
     messages = opening_messages(scenario)
     turns, counter = [], 0
@@ -221,7 +229,7 @@ def run_sample(chat: Chat, scenario, seed: int, first=None, mode: str = "native"
                         done["parse"], turn.expect.expects_call, bool(results)):
                     fallback_from = _record(done, seed_here, shared)
                     # Either the model meant to call and missed the shape, or it answered where the turn
-                    # needs a call (issue 4's "no parseable call where one was expected"): in both, an
+                    # needs a call ("no parseable call where one was expected"): in both, an
                     # "auto" grammar would let it write the same text again, so the retry is held to a call.
                     done = writer.attempt(messages, seed_here, True, required=True)
                     shared = False
@@ -245,7 +253,7 @@ def run_sample(chat: Chat, scenario, seed: int, first=None, mode: str = "native"
             steps.append(step)
             parse = done["parse"]
             if not parse.accepted:
-                # Text, or a near miss shown as text (the ADR never turns a near miss into a call).
+                # Text, or a near miss shown as text (a parser never repairs: a near miss never becomes a call).
                 messages.append(_assistant(parse.content, parse.reasoning))
                 break
             calls = []

@@ -454,6 +454,3 @@ def resolve_template(path_or_id: str | Path, sources: Sources | None = None) -> 
 def list_templates(sources: Sources | None = None) -> list:
     return list((sources or load_sources()).templates.values())
 
-
-def list_models(sources: Sources | None = None) -> list:
-    return list((sources or load_sources()).models.values())

@@ -60,7 +60,7 @@ def _panel(ax, passed, known, rows: list, cols: list, cmap, title: str):
     return image
 
 
-def _stage_panel(frame: pd.DataFrame):
+def stage_panel(frame: pd.DataFrame):
     """Rows 'model · mode' (modes in MODES order), columns the stages."""
     labels = row_labels(frame)
     order = sorted(set(zip(frame["model"], frame["runtime"], frame["mode"].map(mode_order), frame["mode"], labels)))
@@ -83,7 +83,7 @@ def draw_heatmap(frame: pd.DataFrame, path: Path) -> Path:
     present = set(frame["mode"])
     modes = [m for m in MODES if m in present] + sorted(present - set(MODES))
     panels = [(mode, models) for mode in modes]
-    stage = _stage_panel(frame)
+    stage = stage_panel(frame)
     heights = [len(stage[2]), *(max(1, len(rows)) for _, rows in panels)]
     # Constrained layout: the stage panel's slanted column titles and the panel titles below never overlap.
     size = (1.1 * len(cols) + 4.5, 0.36 * sum(heights) + 1.2 * len(heights) + 1)

@@ -173,7 +173,7 @@ def summary_markdown(collected: Collected) -> str:
     live = frame[~frame["replayed"]]
     quoted = frame[frame["replayed"]]
     names = lambda due: ", ".join(s.name for s in collected.scenarios if s.call_due is due)  # noqa: E731
-    lines = ["# Summary", "", _provenance(collected, quoted), "", LEGEND, "",
+    lines = ["# Summary", "", _provenance(collected, quoted), "", _reading_guide(collected), "", LEGEND, "",
              "## What each scenario checks", "", checks_table(collected.scenarios).to_markdown(index=False), "",
              *coverage_lines(collected.scenarios), ""]
     if not live.empty:
@@ -221,6 +221,17 @@ def _provenance(collected: Collected, quoted: pd.DataFrame) -> str:
     return (f"Rebuilt by `harness report` from {folder}/transcripts/*.jsonl and scenarios/replays/*.yaml, "
             "through the current parsers. Live samples only in the rates; the replies the seed ADR quotes are in "
             "a table of their own below.")
+
+
+READING_GUIDE = "docs/reading-the-reports.md"
+
+
+def _reading_guide(collected: Collected) -> str:
+    """Where the tables are explained: a link that resolves from the project's results/, the path elsewhere."""
+    source = collected.source
+    if source is None or source.is_project:
+        return f"How to read these tables: [{READING_GUIDE}](../{READING_GUIDE})."
+    return f"How to read these tables: {READING_GUIDE} in the harness checkout."
 
 
 def pass_grid(frame: pd.DataFrame) -> pd.DataFrame:

@@ -154,13 +154,13 @@ def row_labels(frame: pd.DataFrame) -> pd.Series:
     return frame["model"] + runtime + " · " + frame["mode"]
 
 
-def _known(values) -> list:
+def known_values(values) -> list:
     return [bool(v) for v in values if v is not None and v == v]  # NaN != NaN: pandas' missing value
 
 
 def rate_cell(values) -> str:
     """'k/n p% [lo–hi]' over the samples where the verdict applies; '–' when it applies to none."""
-    known = _known(values)
+    known = known_values(values)
     if not known:
         return "–"
     k, n = sum(known), len(known)
@@ -169,7 +169,7 @@ def rate_cell(values) -> str:
 
 
 def rate_value(values):
-    known = _known(values)
+    known = known_values(values)
     return (sum(known) / len(known)) if known else None
 
 

@@ -7,7 +7,7 @@ from collections import Counter
 import pandas as pd
 
 from harness.evaluation.scoring import wilson
-from harness.reports.tables import _known, by_mode, mode_order, of_class, rate_cell
+from harness.reports.tables import known_values, by_mode, mode_order, of_class, rate_cell
 
 RULE = ("Ranked by the lower end of the Wilson 95% interval of *all checks* over every live sample of the row "
         "(a rate over few samples cannot rank high on its point value alone); ties by the point rate, then by "
@@ -18,7 +18,7 @@ RULE = ("Ranked by the lower end of the Wilson 95% interval of *all checks* over
 
 def _bounds(values) -> tuple:
     """(Wilson lower end, point rate, samples) where the check applies; (0, 0, 0) where it never does."""
-    known = _known(values)
+    known = known_values(values)
     k, n = sum(known), len(known)
     return (wilson(k, n)[0] if n else 0.0, k / n if n else 0.0, n)
 
@@ -52,7 +52,7 @@ def verdict_sentence(live: pd.DataFrame) -> str:
     if not rest:
         return text
     second = rest[0]
-    known = _known(second[3]["passed"])
+    known = known_values(second[3]["passed"])
     overlaps = wilson(sum(known), len(known))[1] >= _bounds(best[3]["passed"])[0]
     return text + (f" Its interval overlaps the next row's ({second[0]}, {second[2]}: "
                    f"{rate_cell(second[3]['passed'])}): these samples do not separate the two." if overlaps else

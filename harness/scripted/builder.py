@@ -49,7 +49,9 @@ import numpy as np
 from gguf import GGMLQuantizationType
 from gguf.quants import Q8_0
 
-from harness.scripted.vocab import CONTEXT_LENGTH, PROFILES, Item, Profile, Vocab, _Writer, _write_kv, vocab_for
+from harness.scripted.vocab import (
+    CONTEXT_LENGTH, PROFILES, FastGGUFWriter, Item, Profile, Vocab, vocab_for, write_vocab_kv,
+)
 
 # Logits of the scripted next token (every unscripted token gets ~0): e^-40 times a 152k vocabulary is
 # ~1e-12, so sampling at any usual temperature, after a repeat penalty, still picks the scripted token.
@@ -236,8 +238,8 @@ def build_standin(path: str | Path, profile: str | Profile, scripts: Sequence[Sc
                    bias=bias if compact else None)
 
     path = Path(path)
-    w = _Writer(str(path), arch="gpt2")
-    _write_kv(w, vocab, n_embd, template)
+    w = FastGGUFWriter(str(path), arch="gpt2")
+    write_vocab_kv(w, vocab, n_embd, template)
     zeros = lambda *shape: np.zeros(shape, dtype=np.float32)  # noqa: E731
     ones = np.ones(n_embd, dtype=np.float32)
 

@@ -131,7 +131,7 @@ def _bytes_to_unicode() -> dict[int, str]:
     return dict(zip(bs, map(chr, cs)))
 
 
-_BYTE_ENCODER = _bytes_to_unicode()
+BYTE_ENCODER = _bytes_to_unicode()
 
 
 # --- GGUF key/value reader (vocabulary files hold no tensors) -------------------------------------------
@@ -228,7 +228,7 @@ class Vocab:
         if isinstance(item, bytes):
             if len(item) != 1:
                 raise ValueError(f"a byte item is one byte, got {item!r}")
-            key = _BYTE_ENCODER[item[0]] if self.model == "gpt2" else f"<0x{item[0]:02X}>"
+            key = BYTE_ENCODER[item[0]] if self.model == "gpt2" else f"<0x{item[0]:02X}>"
             return self._id[key]
         if item in self._id and self.types[self._id[item]] in (CONTROL, USER_DEFINED):
             return self._id[item]
@@ -239,7 +239,7 @@ class Vocab:
 
     def _internal(self, text: str) -> str:
         if self.model == "gpt2":
-            return "".join(_BYTE_ENCODER[b] for b in text.encode("utf-8"))
+            return "".join(BYTE_ENCODER[b] for b in text.encode("utf-8"))
         return text.replace(" ", "\u2581")
 
     def segment(self, text: str, avoid: Sequence[int] = (), repeats: bool = False) -> list[int]:
@@ -297,7 +297,7 @@ class Vocab:
 _PACKED: dict = {}
 
 
-class _Writer(GGUFWriter):
+class FastGGUFWriter(GGUFWriter):
     """GGUFWriter with a fast path for long arrays: packing 300k vocabulary strings one value at a time takes
     seconds. Same bytes (checked by loading the result in llama.cpp); relies on gguf 0.19's _pack_val."""
 
@@ -328,8 +328,8 @@ class _Writer(GGUFWriter):
 
 def write_vocab_gguf(vocab: Vocab, path: Path) -> None:
     """A vocabulary-only GGUF of the profile (no tensors): enough for a tokenizer, llama.cpp's or transformers'."""
-    w = _Writer(str(path), arch="gpt2")
-    _write_kv(w, vocab, n_embd=16)
+    w = FastGGUFWriter(str(path), arch="gpt2")
+    write_vocab_kv(w, vocab, n_embd=16)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.close()
@@ -341,7 +341,7 @@ def vocab_for(profile: str) -> Vocab:
     return Vocab(PROFILES[profile])
 
 
-def _write_kv(w: GGUFWriter, vocab: Vocab, n_embd: int, template: str | None = None) -> None:
+def write_vocab_kv(w: GGUFWriter, vocab: Vocab, n_embd: int, template: str | None = None) -> None:
     profile = vocab.profile
     w.add_name(f"stand-in {profile.name}")
     w.add_context_length(CONTEXT_LENGTH)

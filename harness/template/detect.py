@@ -1,4 +1,4 @@
-"""Detect a template's tool-call family from the template itself (seed ADR 0061).
+"""Detect a template's tool-call family from the template itself.
 
 Render a probe conversation without and with an assistant tool call, cut the difference at the
 end-of-turn token: that text is exactly what the template's model is trained to write for the call. The
@@ -268,7 +268,7 @@ def detect_declared(template: str, bos_token="", eos_token="", sources=None, **k
 
 
 def resolve(setting: str, template: str, bos_token="", eos_token="", **kwargs):
-    """The `tool_format` setting → (family name or None, notice or None), as the seed ADR specifies:
+    """The `tool_format` setting → (family name or None, notice or None):
     `auto` detects; `auto` with no match and `none` chat without tools; `auto` with no match says so."""
     if setting in NO_TOOLS_SETTINGS:
         return None, None

@@ -6,5 +6,6 @@ from harness.template.render import template_variables
 
 def template_kwargs_for(template: str) -> dict:
     """Templates that think by default (Qwen3, Granite, LFM2.5, Ling) are asked not to, where they take the
-    switch, so the reply reaches the parser without a reasoning block (seed 004 note)."""
+    switch, so the reply reaches the parser without a reasoning block: a small model's token budget goes to the
+    call or the answer, and the scenarios' token limits hold."""
     return {"enable_thinking": False} if "enable_thinking" in template_variables(template) else {}

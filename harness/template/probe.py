@@ -1,9 +1,9 @@
 """The probe tool, call and conversations that rendering tests and format detection put through every template.
 
-The shapes follow what every supported template accepts (ADR 0061, "Message shapes"): an assistant tool-call
-turn has string content ("" when there is no text, because Qwen3's GGUF template evaluates `'</think>' in
-message.content`), call ids are 9 alphanumerics (Mistral's templates raise on any other length), arguments are a
-dict (templates serialise them with tojson themselves) and turns alternate user/assistant around the tool result.
+The shapes follow what every supported template accepts: an assistant tool-call turn has string content (""
+when there is no text, because Qwen3's GGUF template evaluates `'</think>' in message.content`), call ids are 9
+alphanumerics (Mistral's templates raise on any other length), arguments are a dict (templates serialise them
+with tojson themselves) and turns alternate user/assistant around the tool result.
 
 The constants are shared: never mutate them. The functions return fresh copies that callers may change.
 """
@@ -87,7 +87,6 @@ def full_conversation() -> list[dict]:
 # (common_chat_params_init_firefunction_v2). The date is llama.cpp's earlier fixed one, so renders reproduce.
 HF_TOOLS = "tools"
 LLAMA_CPP_FUNCTIONS = "functions"
-TOOL_CARRIERS = (HF_TOOLS, LLAMA_CPP_FUNCTIONS)
 FUNCTIONS_DATETIME = "Jan 29 2025 13:00:00 GMT"
 
 

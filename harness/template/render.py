@@ -54,7 +54,7 @@ def _now() -> datetime:
     return datetime.now()
 
 
-class _BoundedSandbox(ImmutableSandboxedEnvironment):
+class BoundedSandbox(ImmutableSandboxedEnvironment):
     """HF's sandbox plus runaway guards. The hooks return exactly what the parent returns, so output is unchanged;
     they only raise when a render exceeds its budget. Attribute access, item access and calls happen in every
     loop that does work, which is where the clock is read."""
@@ -170,13 +170,13 @@ class _TemplateNamespace(jinja2.utils.Namespace):
             )
 
 
-def _make_environment() -> _BoundedSandbox:
+def _make_environment() -> BoundedSandbox:
     version = tuple(int(part) for part in jinja2.__version__.split(".")[:3] if part.isdigit())
     if version < _MIN_JINJA:
         raise TemplateError(
             f"jinja2 {jinja2.__version__} has known sandbox escapes; chat templates need jinja2>=3.1.6"
         )
-    env = _BoundedSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationBlock, jinja2.ext.loopcontrols],
+    env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationBlock, jinja2.ext.loopcontrols],
                           finalize=_finalize)
     env.filters["tojson"] = _tojson
     for name, check in limits.FILTER_CHECKS.items():
@@ -190,12 +190,12 @@ def _make_environment() -> _BoundedSandbox:
     return env
 
 
-_ENV = _make_environment()
+ENVIRONMENT = _make_environment()
 
 
 @lru_cache(maxsize=512)
-def _compile(template: str) -> jinja2.Template:
-    return _ENV.from_string(template)
+def compiled_cached(template: str) -> jinja2.Template:
+    return ENVIRONMENT.from_string(template)
 
 
 def compile_template(template: str) -> jinja2.Template:
@@ -206,7 +206,7 @@ def compile_template(template: str) -> jinja2.Template:
     # refuse such a fold, which leaves the expression to the render, where the refusal is reported.
     token = limits.budget_var.set(limits.Budget(seconds=MAX_RENDER_SECONDS, max_chars=MAX_OUTPUT_CHARS))
     try:
-        return _compile(template)
+        return compiled_cached(template)
     except jinja2.exceptions.TemplateSyntaxError as exc:
         raise TemplateError(f"template syntax error at line {exc.lineno}: {exc.message}") from exc
     except jinja2.exceptions.TemplateError as exc:
@@ -223,7 +223,7 @@ def compile_template(template: str) -> jinja2.Template:
 def template_variables(template: str) -> frozenset[str]:
     """Variables the template reads from outside (e.g. whether it reads `tools` at all)."""
     compile_template(template)
-    return frozenset(jinja2.meta.find_undeclared_variables(_ENV.parse(template)))
+    return frozenset(jinja2.meta.find_undeclared_variables(ENVIRONMENT.parse(template)))
 
 
 def _plain(value: Any) -> Any:

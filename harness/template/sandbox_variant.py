@@ -19,7 +19,7 @@ from harness.template import render as rendering
 NAME = "immutable sandbox with list methods allowed"
 
 
-class _ListMethodsSandbox(rendering._BoundedSandbox):
+class _ListMethodsSandbox(rendering.BoundedSandbox):
     def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
         if type(obj) is list:
             # The mutable sandbox's rule: everything but the immutability check.
@@ -29,7 +29,7 @@ class _ListMethodsSandbox(rendering._BoundedSandbox):
 
 @lru_cache(maxsize=1)
 def environment() -> _ListMethodsSandbox:
-    base = rendering._ENV
+    base = rendering.ENVIRONMENT
     env = _ListMethodsSandbox(trim_blocks=base.trim_blocks, lstrip_blocks=base.lstrip_blocks,
                               extensions=[type(extension) for extension in base.extensions.values()])
     # Whatever filters and globals the HF-faithful environment has (caps included), this one has too.

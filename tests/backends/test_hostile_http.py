@@ -46,7 +46,7 @@ def failure(call) -> str:
 
 
 def complete(server, **kwargs):
-    return lambda: backend(server, **kwargs).complete(None, "p", SAMPLING, seed=0)
+    return lambda: backend(server, **kwargs).complete("p", SAMPLING, seed=0)
 
 
 def test_an_endless_chunked_stream_ends_at_the_deadline():
@@ -161,7 +161,7 @@ def test_a_lone_surrogate_and_nan_reach_the_record_as_valid_json(tmp_path):
     from harness.evaluation.transcripts import TranscriptWriter, read_transcript
 
     with HostileServer(raw_json('{"choices": [{"text": "a\\ud800b"}]}')) as server:
-        text = backend(server).complete(None, "p", SAMPLING, seed=0).text
+        text = backend(server).complete("p", SAMPLING, seed=0).text
     assert text == "a\ud800b"               # valid JSON: the server may send it
     record = SampleRecord(ModelRef("m", "served"), ScenarioRef("s", "h"), 0, 0,
                           turns=[{"user": "u", "steps": [{"reply": text}]}], seconds=math.nan)

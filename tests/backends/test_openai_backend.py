@@ -64,7 +64,7 @@ def backend(*servers, **kwargs):
 
 def test_a_busy_server_is_retried_with_backoff():
     with Scripted(statuses=[503, 429]) as server:
-        generation = backend(server).complete(None, "p", SAMPLING, seed=7)
+        generation = backend(server).complete("p", SAMPLING, seed=7)
     assert (generation.text, generation.prompt_tokens, generation.finish_reason) == ("hi", 3, "stop")
     assert len(server.requests) == 3 and server.requests[0]["seed"] == 7 and server.requests[0]["model"] == "m"
 
@@ -72,7 +72,7 @@ def test_a_busy_server_is_retried_with_backoff():
 def test_a_request_the_server_refuses_is_not_retried():
     with Scripted(statuses=[400]) as server:
         with pytest.raises(GenerationError, match="HTTP 400: .*status 400"):
-            backend(server).complete(None, "p", SAMPLING, seed=0)
+            backend(server).complete("p", SAMPLING, seed=0)
     assert len(server.requests) == 1
 
 
@@ -86,17 +86,17 @@ def test_replicas_are_used_in_turn_and_a_dead_one_is_passed_over():
     with Scripted() as a, Scripted() as b:
         two = backend(a, b)
         for _ in range(4):
-            two.complete(None, "p", SAMPLING, seed=0)
+            two.complete("p", SAMPLING, seed=0)
         assert (len(a.requests), len(b.requests)) == (2, 2)
         with_dead = backend(_closed_port(), a)
-        assert with_dead.complete(None, "p", SAMPLING, seed=0).text == "hi"
+        assert with_dead.complete("p", SAMPLING, seed=0).text == "hi"
 
 
 def test_at_most_n_requests_are_in_flight_per_endpoint():
     with Scripted(delay=0.2) as server:
         limited = backend(server, in_flight=2)
         with ThreadPoolExecutor(max_workers=6) as pool:
-            list(pool.map(lambda _: limited.complete(None, "p", SAMPLING, seed=0), range(6)))
+            list(pool.map(lambda _: limited.complete("p", SAMPLING, seed=0), range(6)))
     assert len(server.requests) == 6 and server.most_open == 2
 
 
@@ -112,7 +112,7 @@ def test_a_server_that_never_answers_meets_the_deadline():
 
 def _failure(b) -> str:
     try:
-        b.complete(None, "p", SAMPLING, seed=0)
+        b.complete("p", SAMPLING, seed=0)
     except GenerationError as exc:
         return str(exc)
     return ""
@@ -120,4 +120,19 @@ def _failure(b) -> str:
 
 def test_grammar_is_refused_not_ignored():
     with Scripted() as server, pytest.raises(GenerationError, match="native mode only"):
-        backend(server).complete(None, "p", SAMPLING, seed=0, grammar="root ::= \"x\"")
+        backend(server).complete("p", SAMPLING, seed=0, grammar="root ::= \"x\"")
+
+
+class NativeOnly(OpenAIBackend):
+    """docs/adding-a-backend.md's example: llama-server's /completion only, never /v1/completions."""
+    name = "llamacpp-native"
+    completion_fallback = False
+
+
+def test_a_backend_without_the_completion_fallback_fails_where_the_server_has_no_completion():
+    with Scripted() as server:
+        native_only = NativeOnly([Endpoint(server.url, "m")], backoff=0.01)
+        with pytest.raises(GenerationError, match="llamacpp-native backend reads llama-server's /completion only"):
+            native_only.complete("p", SAMPLING, seed=0)
+        assert server.requests == []        # /v1/completions was never asked
+        assert backend(server).complete("p", SAMPLING, seed=0).text == "hi"

@@ -6,7 +6,7 @@ import pytest
 
 from harness.scripted import CONTEXT_LENGTH, vocab_for
 from harness.scripted.plan import pack, profile_for, reply_ids
-from harness.scripted.vocab import _BYTE_ENCODER
+from harness.scripted.vocab import BYTE_ENCODER
 from harness.core import constants
 
 
@@ -39,7 +39,7 @@ def _piece(vocab, token: int) -> bytes:
     if vocab.types[token] != 1:
         return text.encode("utf-8")
     if vocab.model == "gpt2":
-        decoder = {v: k for k, v in _BYTE_ENCODER.items()}
+        decoder = {v: k for k, v in BYTE_ENCODER.items()}
         return bytes(decoder[c] for c in text)
     if text.startswith("<0x") and text.endswith(">"):
         return bytes([int(text[3:-1], 16)])

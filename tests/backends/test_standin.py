@@ -10,7 +10,7 @@ from harness.scripted import CONTEXT_LENGTH, CONTROL, PROFILES, USER_DEFINED, Sc
 
 
 def test_fast_array_packing_writes_the_same_bytes_as_gguf():
-    fast, plain = standin_vocab._Writer(None, arch="gpt2"), GGUFWriter(None, arch="gpt2")
+    fast, plain = standin_vocab.FastGGUFWriter(None, arch="gpt2"), GGUFWriter(None, arch="gpt2")
     v, m = vocab_for("llama3.1"), vocab_for("mistral")
     # Slices keep gguf's own (slow) packer quick; the tails hold the odd unicode and the control tokens.
     arrays = [(v.tokens[-3000:], GGUFValueType.STRING), (v.types[-3000:], GGUFValueType.INT32),

@@ -58,7 +58,7 @@ def test_runtime_check_help_names_every_label_and_the_strict_path():
 
 
 def test_every_command_that_reports_takes_json():
-    # The README says so; a command added without it fails here.
+    # docs/commands.md says so; a command added without it fails here.
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     reporting = {"detect", "parse", "conformance", "verify", "fetch", "pin-template", "run", "report", "score",
                  "list", "runtime-check"}

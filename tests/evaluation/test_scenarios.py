@@ -82,7 +82,7 @@ def test_every_promise_of_a_shipped_scenario_is_a_check():
     """Descriptions say what a scenario is for; each "must" is an expect field (the loader refuses a
     description that promises one), and the reports write the fields out (harness.reports.tables)."""
     by_name = {s.name: s for s in load_scenarios()}
-    # The promises the issue found unchecked: a search for alex, a greeting answered.
+    # Promises a scenario once made in its description and never checked: a search for alex, a greeting answered.
     assert by_name["memory-search"].turns[0].expect.arguments == {"query": "alex"}
     assert by_name["greeting"].turns[0].expect.wants_answer
     assert [s.name for s in by_name.values() if s.call_due] == [

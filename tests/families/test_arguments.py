@@ -25,7 +25,7 @@ PARAMS = tool_parameters(TOOL)
 
 
 def test_strings_for_non_string_parameters_are_read_as_json():
-    # Live, Llama 3.2 1B wrote "start": "0" (seed ADR).
+    # Live, Llama 3.2 1B wrote "start": "0".
     typed = type_arguments({"source": "imprint/chat.py", "start": "0", "end": "2"}, PARAMS)
     assert typed.ok and typed.arguments == {"source": "imprint/chat.py", "start": 0, "end": 2}
     assert typed.coerced == ["start", "end"]

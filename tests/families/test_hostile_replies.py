@@ -1,4 +1,4 @@
-"""Hostile replies (issue 8): every family's parser answers with a result, never an exception, and what JSON or
+"""Hostile replies: every family's parser answers with a result, never an exception, and what JSON or
 Python's limits cannot hold (deep nesting, NaN, 1e999, 5000-digit integers, duplicate keys, bytes, sets, ...) is
 rejected with a named deviation. Parametrized over the registry, so a new family is held to it too."""
 
@@ -11,7 +11,7 @@ from harness import families as registry
 from harness.schema.arguments import type_arguments
 from harness.formats import deviations as dev
 from harness.formats.calls import ToolCall
-from harness.formats.deviations import _has_json_call_object
+from harness.formats.deviations import has_json_call_object
 
 FAMILIES = registry.families()
 NAMES = list(FAMILIES)
@@ -172,7 +172,7 @@ def test_finding_a_bare_call_decodes_each_character_a_bounded_number_of_times(mo
 
     monkeypatch.setattr(json.JSONDecoder, "raw_decode", counting)
     text = '{"a": [1, 2} ' * 300 + "{" * 3000 + '{"a": 1} ' * 300 + '{"name": "f", "arguments": {}}'
-    assert _has_json_call_object(text)
+    assert has_json_call_object(text)
     assert sum(decoded) <= 4 * len(text)
 
 
@@ -183,7 +183,7 @@ def test_finding_a_bare_call_decodes_each_character_a_bounded_number_of_times(mo
     "```json\n\n  \n[{\"name\": \"f\", \"arguments\": {}}]\n```",
 ])
 def test_bare_calls_inside_broken_or_nested_json_are_still_found(text):
-    assert _has_json_call_object(text)
+    assert has_json_call_object(text)
     assert dev.classify_unmarked(text, (), ()) in (dev.BARE_JSON, dev.FENCED_JSON)
 
 

@@ -203,7 +203,7 @@ def generic_call(name, arguments, raw=None):
     (generic_call("get_time", {"location": "Paris"}), False),  # another tool's arguments
     (generic_call("get_forecast", {"location": "Paris"}), False),  # not an offered tool
     (generic_call("ping", {}), True),
-    (generic_call("ping", {"verbose": True}), False),  # seed 004: invented arguments for a zero-parameter tool
+    (generic_call("ping", {"verbose": True}), False),  # invented arguments for a zero-parameter tool
     (generic_call("search_notes", {"query": "x", "limit": -1}), False),  # minimum >= 0 drops the minus sign
     (generic_call("create_event", {"title": "x", "when": {"date": "d", "hour": 9}, "attendees": [],
                                    "priority": -1.5e3, "private": False}), True),
@@ -432,7 +432,7 @@ SMOL_REPLIES = {
 RESCUED = '{"name": "get_weather", "arguments": {"location": "Paris", "unit": "celsius"}}'
 QWEN_PROMPT = ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
                "What is the weather in Paris?<|im_end|>\n<|im_start|>assistant\n")
-# Qwen2.5-0.5B's live near miss (seed ADR): double braces copied from its template; here with a bad enum too.
+# Qwen2.5-0.5B's live near miss: double braces copied from its template; here with a bad enum too.
 QWEN_NEAR_MISS = ('Checking. <tool_call>\n{{"name": "get_weather", "arguments": {"location": "Paris", '
                   '"unit": "kelvin"}}}\n</tool_call>')
 

@@ -1,11 +1,13 @@
-"""Modes without a model: --mode values, the scenario field, the grammar plan, and the plain conversation a
+"""Modes without a model: --mode values, the scenario field, the grammar plan, and the calls-as-text conversation a
 template without a tool format is given."""
 
 import pytest
 
 from harness.core.errors import HarnessError, ScenarioError
 from harness.grammar import GENERIC
-from harness.live.modes import CALL_OR_ANSWER_PREAMBLE, TOOL_PREAMBLE, grammar_plan, parse_modes, plain_messages, tool_preamble
+from harness.live.modes import (
+    CALL_OR_ANSWER_PREAMBLE, TOOL_PREAMBLE, calls_as_text_messages, grammar_plan, parse_modes, tool_preamble,
+)
 from harness.template.render import render
 from harness.evaluation.scenarios import load_scenarios
 from harness.core.constants import TEMPLATES_DIR
@@ -88,13 +90,13 @@ def test_a_model_without_tool_format_gets_the_generic_grammar_and_the_preamble(t
     assert hermes.spec.lazy and hermes.preamble is hermes.required_preamble is None  # the template carries the tools
 
 
-def test_plain_messages_alternate_for_gemma_and_keep_every_word():
+def test_calls_as_text_messages_alternate_for_gemma_and_keep_every_word():
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Ping."},
                 {"role": "assistant", "content": "", "tool_calls": [
                     {"id": "call00001", "type": "function", "function": {"name": "ping", "arguments": {}}}]},
                 {"role": "tool", "tool_call_id": "call00001", "name": "ping", "content": "pong"},
                 {"role": "user", "content": "Again?"}]
-    out = plain_messages(messages, "TOOLS", into_user=True)
+    out = calls_as_text_messages(messages, "TOOLS", into_user=True)
     assert [m["role"] for m in out] == ["user", "assistant", "user"]
     assert out[0]["content"] == "TOOLS\n\nBe brief.\n\nPing."
     assert out[1]["content"] == '{"name": "ping", "arguments": {}}'
@@ -102,7 +104,7 @@ def test_plain_messages_alternate_for_gemma_and_keep_every_word():
     gemma = (TEMPLATES_DIR / "google-gemma-2-2b-it.jinja").read_text()
     text = render(gemma, out, add_generation_prompt=True, bos_token="<bos>")
     assert "TOOLS" in text and "Result of ping: pong" in text
-    assert plain_messages(messages, "TOOLS")[0] == {"role": "system", "content": "TOOLS\n\nBe brief."}
+    assert calls_as_text_messages(messages, "TOOLS")[0] == {"role": "system", "content": "TOOLS\n\nBe brief."}
 
 
 @pytest.mark.needs_binding

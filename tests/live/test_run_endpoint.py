@@ -103,7 +103,7 @@ def test_a_local_server_s_samples_name_their_runtime(tmp_path, kind):
     from cached_models import cached_model
     from harness.backends.servers import LocalServer
 
-    # Served under the pinned id, as the issue saw it merge with the in-process samples of that id.
+    # Served under the pinned id, which once merged it with the in-process samples of that id.
     with LocalServer(kind, cached_model(SMOL), alias=SMOL, log_path=tmp_path / "server.log") as server:
         done = subprocess.run([sys.executable, "-m", "harness", "run", "--endpoint", server.base_url,
                                "--served-model", server.model, "--template", f"gguf-{SMOL}", "--scenario", "greeting",

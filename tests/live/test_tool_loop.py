@@ -14,7 +14,7 @@ from harness.scripted import PROFILES, Script, Vocab  # noqa: E402
 
 from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef  # noqa: E402
 from harness.evaluation.scoring import score_sample  # noqa: E402
-from harness.live.tool_loop import Chat, first_prompt, run_sample, step_seed  # noqa: E402
+from harness.live.tool_loop import DrivenModel, first_prompt, run_sample, step_seed  # noqa: E402
 from harness.template.kwargs import template_kwargs_for  # noqa: E402
 
 pytestmark = pytest.mark.needs_binding     # the stand-in runs in llama.cpp
@@ -74,7 +74,7 @@ def test_invalid_arguments_go_back_as_an_error_and_nothing_runs(chat, tmp_path):
 
 def test_without_a_family_the_tools_are_not_offered_and_a_call_is_text(chat, tmp_path):
     sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong", max_steps=2)
-    plain = Chat(chat.backend, chat.template, "", "<|im_end|>", None, {})
+    plain = DrivenModel(chat.backend, chat.template, "", "<|im_end|>", None, {})
     assert "ping" in first_prompt(chat, sc) and "ping" not in first_prompt(plain, sc)
     result = run_sample(plain, sc, seed=7)
     (step,) = result["turns"][0]["steps"]

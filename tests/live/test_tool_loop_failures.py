@@ -1,4 +1,4 @@
-"""The tool loop's failure-mode behaviours (issue 4, seed 004 note), each through the real binding on a stand-in
+"""The tool loop's failure-mode behaviours, each through the real binding on a stand-in
 GGUF with Qwen2.5's vocabulary and template, scripted to write the reply that provokes the behaviour. Each
 test asserts what the behaviour changes, so it fails when the behaviour is removed. (Raising tools and failed
 follow-ups are in test_tool_loop.py.)"""

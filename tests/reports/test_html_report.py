@@ -4,7 +4,7 @@ and the heat map's stage panel; the page is also opened in a real headless Chrom
 import pytest
 
 from harness.reports.examples import code_span
-from harness.reports.heatmap import _stage_panel
+from harness.reports.heatmap import stage_panel
 from harness.reports.report import write_reports
 from harness.reports.tables import collect
 from harness.evaluation.scenarios import load_scenarios
@@ -82,7 +82,7 @@ def test_code_span_holds_backticks_pipes_and_newlines_on_one_line():
 
 def test_heat_map_stage_panel_counts_each_check_per_model_and_mode(report):
     root, _ = report
-    passed, known, rows, cols = _stage_panel(collect(root / "results", root / "scenarios").samples)
+    passed, known, rows, cols = stage_panel(collect(root / "results", root / "scenarios").samples)
     assert rows == ["m1 · native", "m1 · grammar"]
     assert cols == ["call parsed", "intended tool", "right tool", "valid typed args", "expected args",
                     "no call made", "expected answer", "uses tool result", "all checks"]

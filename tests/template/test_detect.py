@@ -1,4 +1,4 @@
-"""Detection from the template itself, over every pinned template (seed ADR 0061): each is detected as the
+"""Detection from the template itself, over every pinned template: each is detected as the
 family that reads its rendered probe call back, or as none with a reason; a whole tool conversation renders."""
 
 import json

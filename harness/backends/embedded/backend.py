@@ -18,6 +18,7 @@ class EmbeddedBackend(Backend):
     name = "embedded"
     holds_grammar = True
     batches_samples = True
+    loads_model_files = True
 
     def __init__(self, llm, path: str | None = None):
         self.llm, self.path = llm, path
@@ -40,11 +41,14 @@ class EmbeddedBackend(Backend):
         tokenizer = SimpleNamespace(tokenize=model.tokenize, token_bos=model.token_bos, _model=model)
         return lambda prompt: prompt_token_ids(tokenizer, prompt)
 
-    def complete(self, chat, prompt: str, sampling: dict, seed: int, grammar=None) -> Generation:
-        return generate(self.llm, prompt, seed=seed, timeout=chat.step_timeout, grammar=grammar, **sampling)
+    def complete(self, prompt: str, sampling: dict, seed: int, grammar=None, *, bos_token: str = "",
+                 timeout: float | None = None) -> Generation:
+        # bos_token is not needed: the prompt is tokenized here, where the vocabulary's BOS rule is applied.
+        return generate(self.llm, prompt, seed=seed, timeout=timeout, grammar=grammar, **sampling)
 
-    def complete_many(self, chat, prompt: str, sampling: dict, seeds: Sequence[int]) -> list:
-        batch = generate_samples(self.llm, prompt, len(seeds), seeds=seeds, timeout=chat.step_timeout, **sampling)
+    def complete_many(self, prompt: str, sampling: dict, seeds: Sequence[int], *,
+                      timeout: float | None = None) -> list:
+        batch = generate_samples(self.llm, prompt, len(seeds), seeds=seeds, timeout=timeout, **sampling)
         return batch.generations
 
     def embedded_template(self) -> str | None:

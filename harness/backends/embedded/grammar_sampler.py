@@ -29,11 +29,6 @@ def make_sampler(vocab, gbnf: str, trigger_patterns=(), root: str = "root"):
     return sampler
 
 
-def spec_sampler(vocab, spec):
-    """make_sampler for a GrammarSpec (lazy when the spec is)."""
-    return make_sampler(vocab, spec.gbnf, spec.trigger_patterns, spec.root)
-
-
 def trigger_start(patterns, buffer: bytes) -> int | None:
     """Where llama.cpp's lazy grammar would start in `buffer` (the bytes generated so far), or None.
 

@@ -41,10 +41,10 @@ class Turn(TypedDict):
     steps: list
 
 
-_NONE = type(None)
+NULL = type(None)
 
 
-def _check(raw: dict, name: str, types: tuple, optional: bool = False):
+def check_field(raw: dict, name: str, types: tuple, optional: bool = False):
     """raw[name] if it has one of `types` (bool is not an int here), else RecordError naming it."""
     if name not in raw:
         if optional:
@@ -53,16 +53,16 @@ def _check(raw: dict, name: str, types: tuple, optional: bool = False):
     value = raw[name]
     if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
         shown = json.dumps(value, default=str)[:60]
-        expected = " or ".join("null" if t is _NONE else t.__name__ for t in types)
+        expected = " or ".join("null" if t is NULL else t.__name__ for t in types)
         raise RecordError(f"field {name!r} is {type(value).__name__} {shown}, not {expected}")
     return value
 
 
-def _nested(raw: dict, name: str) -> dict:
-    return _check(raw, name, (dict,))
+def nested_field(raw: dict, name: str) -> dict:
+    return check_field(raw, name, (dict,))
 
 
-def _check_steps(turns: list) -> list:
+def check_steps(turns: list) -> list:
     """The step log as a run writes it (Turn, Step), each declared field of the right type, named by its path
     (`turns[0].steps[1].calls[0].errors`) when not: the reports read these fields, and one record of the wrong
     shape must be skipped with its reason rather than end a report halfway."""
@@ -70,20 +70,20 @@ def _check_steps(turns: list) -> list:
         where = f"turns[{t}]"
         if not isinstance(turn, dict):
             raise RecordError(f"field {where!r} is {type(turn).__name__}, not dict")
-        _within(where, lambda: _check(turn, "user", (str,), optional=True))
-        steps = _within(where, lambda: _check(turn, "steps", (list,), optional=True)) or []
+        within_field(where, lambda: check_field(turn, "user", (str,), optional=True))
+        steps = within_field(where, lambda: check_field(turn, "steps", (list,), optional=True)) or []
         for s, step in enumerate(steps):
             _check_step(step, f"{where}.steps[{s}]")
     return turns
 
 
 # The fields of a Step the reports and scoring read, with the types a run writes (None where a run may).
-STEP_FIELDS = {"reply": (str, _NONE), "prompt_tail": (str,), "prompt_sha256": (str, _NONE),
-               "prompt_tokens": (int, _NONE), "completion_tokens": (int, _NONE), "finish_reason": (str, _NONE),
-               "seed": (int, _NONE), "shared_prompt": (bool,), "timings": (dict, _NONE), "parse": (dict, _NONE),
-               "calls": (list,), "error": (str, _NONE), "family": (str, _NONE), "grammar": (str, _NONE),
-               "grammar_from": (int, _NONE), "fallback_from": (dict, _NONE), "reply_sha256": (str,)}
-CALL_FIELDS = {"id": (str, _NONE), "name": (str, _NONE), "arguments": (dict, _NONE), "typed": (dict, _NONE),
+STEP_FIELDS = {"reply": (str, NULL), "prompt_tail": (str,), "prompt_sha256": (str, NULL),
+               "prompt_tokens": (int, NULL), "completion_tokens": (int, NULL), "finish_reason": (str, NULL),
+               "seed": (int, NULL), "shared_prompt": (bool,), "timings": (dict, NULL), "parse": (dict, NULL),
+               "calls": (list,), "error": (str, NULL), "family": (str, NULL), "grammar": (str, NULL),
+               "grammar_from": (int, NULL), "fallback_from": (dict, NULL), "reply_sha256": (str,)}
+CALL_FIELDS = {"id": (str, NULL), "name": (str, NULL), "arguments": (dict, NULL), "typed": (dict, NULL),
                "errors": (list,), "coerced": (list,), "executed": (bool,), "executions": (int,),
                "error": (bool,)}
 
@@ -92,7 +92,7 @@ def _check_step(step, where: str) -> None:
     if not isinstance(step, dict):
         raise RecordError(f"field {where!r} is {type(step).__name__}, not dict")
     for name, types in STEP_FIELDS.items():
-        _within(where, lambda: _check(step, name, types, optional=True))
+        within_field(where, lambda: check_field(step, name, types, optional=True))
     if isinstance(step.get("fallback_from"), dict):
         _check_step(step["fallback_from"], f"{where}.fallback_from")
     for c, call in enumerate(step.get("calls") or []):
@@ -100,13 +100,13 @@ def _check_step(step, where: str) -> None:
         if not isinstance(call, dict):
             raise RecordError(f"field {at!r} is {type(call).__name__}, not dict")
         for name, types in CALL_FIELDS.items():
-            _within(at, lambda: _check(call, name, types, optional=True))
+            within_field(at, lambda: check_field(call, name, types, optional=True))
         for e, error in enumerate(call.get("errors") or []):
             if not isinstance(error, str):
                 raise RecordError(f"field '{at}.errors[{e}]' is {type(error).__name__}, not str")
 
 
-def _within(prefix: str, check):
+def within_field(prefix: str, check):
     """check(), its RecordError naming the field by its dotted path under `prefix`."""
     try:
         return check()
@@ -114,10 +114,10 @@ def _within(prefix: str, check):
         raise RecordError(str(exc).replace("field '", f"field '{prefix}.", 1)) from None
 
 
-def _detection(raw: dict) -> dict | None:
+def detection_field(raw: dict) -> dict | None:
     """The detection a model record keeps; the reports print its family, reason and rendered call as text."""
-    detection = _check(raw, "detection", (dict, _NONE), optional=True)
+    detection = check_field(raw, "detection", (dict, NULL), optional=True)
     if detection is not None:
-        _within("detection", lambda: [_check(detection, k, (str, _NONE), optional=True)
+        within_field("detection", lambda: [check_field(detection, k, (str, NULL), optional=True)
                                       for k in ("family", "reason", "rendered_call", "status")])
     return detection

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from harness.evaluation.records.fields import (
-    _NONE, PARSER_AGREEMENT, RUNTIME_CHECK, RUNTIME_CONFORMANCE, SCHEMA_VERSION, _check, _nested, _within,
+    NULL, PARSER_AGREEMENT, RUNTIME_CHECK, RUNTIME_CONFORMANCE, SCHEMA_VERSION, check_field, nested_field, within_field,
 )
 from harness.evaluation.records.samples import ScenarioRef
 
@@ -37,21 +37,21 @@ class RuntimeCheckRecord:
 
     @classmethod
     def from_json(cls, raw: dict) -> "RuntimeCheckRecord":
-        scenario = _nested(raw, "scenario")
-        scenario = _within("scenario", lambda: ScenarioRef.from_json(scenario))
-        template = _nested(raw, "template")
-        _within("template", lambda: [_check(template, k, (str, _NONE)) for k in ("id", "sha256")])
-        return cls(runtime=_check(raw, "runtime", (str,)), served_model=_check(raw, "served_model", (str,)),
-                   scenario=scenario, seed=_check(raw, "seed", (int,)), template=template,
-                   label=_check(raw, "label", (str,)), detail=raw.get("detail"),
-                   endpoints=_check(raw, "endpoints", (list,), optional=True) or [],
-                   family=_check(raw, "family", (str, _NONE), optional=True),
-                   sampling=_check(raw, "sampling", (dict, _NONE), optional=True),
-                   template_kwargs=_check(raw, "template_kwargs", (dict, _NONE), optional=True) or {},
-                   recorded=_check(raw, "recorded", (str, _NONE), optional=True),
-                   strict=_check(raw, "strict", (dict, _NONE), optional=True),
-                   runtime_reply=_check(raw, "runtime_reply", (dict, _NONE), optional=True),
-                   schema=_check(raw, "schema", (int,), optional=True) or 0)
+        scenario = nested_field(raw, "scenario")
+        scenario = within_field("scenario", lambda: ScenarioRef.from_json(scenario))
+        template = nested_field(raw, "template")
+        within_field("template", lambda: [check_field(template, k, (str, NULL)) for k in ("id", "sha256")])
+        return cls(runtime=check_field(raw, "runtime", (str,)), served_model=check_field(raw, "served_model", (str,)),
+                   scenario=scenario, seed=check_field(raw, "seed", (int,)), template=template,
+                   label=check_field(raw, "label", (str,)), detail=raw.get("detail"),
+                   endpoints=check_field(raw, "endpoints", (list,), optional=True) or [],
+                   family=check_field(raw, "family", (str, NULL), optional=True),
+                   sampling=check_field(raw, "sampling", (dict, NULL), optional=True),
+                   template_kwargs=check_field(raw, "template_kwargs", (dict, NULL), optional=True) or {},
+                   recorded=check_field(raw, "recorded", (str, NULL), optional=True),
+                   strict=check_field(raw, "strict", (dict, NULL), optional=True),
+                   runtime_reply=check_field(raw, "runtime_reply", (dict, NULL), optional=True),
+                   schema=check_field(raw, "schema", (int,), optional=True) or 0)
 
     def to_json(self) -> dict:
         return {"schema": SCHEMA_VERSION, "runtime": self.runtime, "served_model": self.served_model,
@@ -98,29 +98,29 @@ class RuntimeConformanceRecord:
 
     @classmethod
     def from_json(cls, raw: dict) -> "RuntimeConformanceRecord":
-        template, case = _nested(raw, "template"), _nested(raw, "case")
-        _within("template", lambda: [_check(template, k, (str,)) for k in ("id", "sha256")])
-        _within("case", lambda: [_check(case, k, (str,)) for k in ("name", "hash")])
-        return cls(runtime=_check(raw, "runtime", (str,)), server=_check(raw, "server", (str,)),
-                   template=template, case=case, variant=_check(raw, "variant", (str,)),
-                   reply=_check(raw, "reply", (str,)), labels=_check(raw, "labels", (list,)),
-                   details=_check(raw, "details", (list,), optional=True) or [],
-                   family=_check(raw, "family", (str, _NONE), optional=True),
-                   profile=_check(raw, "profile", (str, _NONE), optional=True),
-                   request=_check(raw, "request", (dict, _NONE), optional=True),
-                   reply_tokens=_check(raw, "reply_tokens", (int, _NONE), optional=True),
-                   reply_ids=_check(raw, "reply_ids", (list, _NONE), optional=True),
-                   expect=_check(raw, "expect", (dict, _NONE), optional=True),
-                   ours=_check(raw, "ours", (dict, _NONE), optional=True),
-                   key=_check(raw, "key", (dict, _NONE), optional=True),
-                   model=_check(raw, "model", (str, _NONE), optional=True),
-                   plain=_check(raw, "plain", (dict, _NONE), optional=True),
-                   stream=_check(raw, "stream", (dict, _NONE), optional=True),
-                   recorded=_check(raw, "recorded", (str, _NONE), optional=True),
-                   endpoint=_check(raw, "endpoint", (str, _NONE), optional=True),
-                   manifest=_check(raw, "manifest", (str, _NONE), optional=True),
-                   served_model=_check(raw, "served_model", (str, _NONE), optional=True),
-                   schema=_check(raw, "schema", (int,), optional=True) or 0)
+        template, case = nested_field(raw, "template"), nested_field(raw, "case")
+        within_field("template", lambda: [check_field(template, k, (str,)) for k in ("id", "sha256")])
+        within_field("case", lambda: [check_field(case, k, (str,)) for k in ("name", "hash")])
+        return cls(runtime=check_field(raw, "runtime", (str,)), server=check_field(raw, "server", (str,)),
+                   template=template, case=case, variant=check_field(raw, "variant", (str,)),
+                   reply=check_field(raw, "reply", (str,)), labels=check_field(raw, "labels", (list,)),
+                   details=check_field(raw, "details", (list,), optional=True) or [],
+                   family=check_field(raw, "family", (str, NULL), optional=True),
+                   profile=check_field(raw, "profile", (str, NULL), optional=True),
+                   request=check_field(raw, "request", (dict, NULL), optional=True),
+                   reply_tokens=check_field(raw, "reply_tokens", (int, NULL), optional=True),
+                   reply_ids=check_field(raw, "reply_ids", (list, NULL), optional=True),
+                   expect=check_field(raw, "expect", (dict, NULL), optional=True),
+                   ours=check_field(raw, "ours", (dict, NULL), optional=True),
+                   key=check_field(raw, "key", (dict, NULL), optional=True),
+                   model=check_field(raw, "model", (str, NULL), optional=True),
+                   plain=check_field(raw, "plain", (dict, NULL), optional=True),
+                   stream=check_field(raw, "stream", (dict, NULL), optional=True),
+                   recorded=check_field(raw, "recorded", (str, NULL), optional=True),
+                   endpoint=check_field(raw, "endpoint", (str, NULL), optional=True),
+                   manifest=check_field(raw, "manifest", (str, NULL), optional=True),
+                   served_model=check_field(raw, "served_model", (str, NULL), optional=True),
+                   schema=check_field(raw, "schema", (int,), optional=True) or 0)
 
     def to_json(self) -> dict:
         served = {"endpoint": self.endpoint, "manifest": self.manifest, "served_model": self.served_model}
@@ -169,17 +169,17 @@ class ParserAgreementRecord:
 
     @classmethod
     def from_json(cls, raw: dict) -> "ParserAgreementRecord":
-        text = {k: _check(raw, k, (str,)) for k in ("project", "version", "parser", "family", "source", "case",
+        text = {k: check_field(raw, k, (str,)) for k in ("project", "version", "parser", "family", "source", "case",
                                                      "reply")}
-        return cls(**text, labels=_check(raw, "labels", (list,)),
-                   details=_check(raw, "details", (list,), optional=True) or [],
-                   streams=_check(raw, "streams", (int,)), splits=_check(raw, "splits", (int,)),
-                   seed=_check(raw, "seed", (int,)), fed=_check(raw, "fed", (str, _NONE), optional=True),
-                   profile=_check(raw, "profile", (str, _NONE), optional=True),
-                   tokens=_check(raw, "tokens", (int, _NONE), optional=True),
-                   expect=_check(raw, "expect", (dict, _NONE), optional=True),
-                   one_shot=_check(raw, "one_shot", (dict, _NONE), optional=True),
-                   schema=_check(raw, "schema", (int,), optional=True) or 0)
+        return cls(**text, labels=check_field(raw, "labels", (list,)),
+                   details=check_field(raw, "details", (list,), optional=True) or [],
+                   streams=check_field(raw, "streams", (int,)), splits=check_field(raw, "splits", (int,)),
+                   seed=check_field(raw, "seed", (int,)), fed=check_field(raw, "fed", (str, NULL), optional=True),
+                   profile=check_field(raw, "profile", (str, NULL), optional=True),
+                   tokens=check_field(raw, "tokens", (int, NULL), optional=True),
+                   expect=check_field(raw, "expect", (dict, NULL), optional=True),
+                   one_shot=check_field(raw, "one_shot", (dict, NULL), optional=True),
+                   schema=check_field(raw, "schema", (int,), optional=True) or 0)
 
     def to_json(self) -> dict:
         return {"schema": SCHEMA_VERSION, "kind": PARSER_AGREEMENT, "project": self.project,

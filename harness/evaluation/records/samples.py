@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from harness.evaluation.records.fields import (
-    _NONE, MODEL, SAMPLE, SCHEMA_VERSION, _check, _check_steps, _detection, _nested, _within,
+    NULL, MODEL, SAMPLE, SCHEMA_VERSION, check_field, check_steps, detection_field, nested_field, within_field,
 )
 
 @dataclass(frozen=True)
@@ -18,8 +18,8 @@ class ModelRef:
 
     @classmethod
     def from_json(cls, raw: dict, sha256_required: bool = False) -> "ModelRef":
-        sha = _check(raw, "sha256", (str,) if sha256_required else (str, _NONE), optional=not sha256_required)
-        return cls(_check(raw, "id", (str,)), sha, _check(raw, "file", (str, _NONE), optional=True))
+        sha = check_field(raw, "sha256", (str,) if sha256_required else (str, NULL), optional=not sha256_required)
+        return cls(check_field(raw, "id", (str,)), sha, check_field(raw, "file", (str, NULL), optional=True))
 
     def to_json(self) -> dict:
         out = {"id": self.id, "sha256": self.sha256}
@@ -35,7 +35,7 @@ class ScenarioRef:
 
     @classmethod
     def from_json(cls, raw: dict) -> "ScenarioRef":
-        return cls(_check(raw, "name", (str,)), _check(raw, "hash", (str,)))
+        return cls(check_field(raw, "name", (str,)), check_field(raw, "hash", (str,)))
 
     def to_json(self) -> dict:
         return {"name": self.name, "hash": self.hash}
@@ -75,30 +75,30 @@ class SampleRecord:
 
     @classmethod
     def from_json(cls, raw: dict) -> "SampleRecord":
-        model, scenario = _nested(raw, "model"), _nested(raw, "scenario")
-        model = _within("model", lambda: ModelRef.from_json(model))
-        scenario = _within("scenario", lambda: ScenarioRef.from_json(scenario))
+        model, scenario = nested_field(raw, "model"), nested_field(raw, "scenario")
+        model = within_field("model", lambda: ModelRef.from_json(model))
+        scenario = within_field("scenario", lambda: ScenarioRef.from_json(scenario))
         return cls(
             model=model, scenario=scenario,
-            sample=_check(raw, "sample", (int,)), seed=_check(raw, "seed", (int, _NONE)),
-            mode=_check(raw, "mode", (str,), optional=True) or "native",
-            family=_check(raw, "family", (str, _NONE), optional=True),
-            template=_check(raw, "template", (dict, _NONE), optional=True),
-            grammar=_check(raw, "grammar", (dict, _NONE), optional=True),
-            sampling=_check(raw, "sampling", (dict, _NONE), optional=True),
-            max_steps=_check(raw, "max_steps", (int, _NONE), optional=True),
-            template_kwargs=_check(raw, "template_kwargs", (dict, _NONE), optional=True) or {},
-            replayed=bool(_check(raw, "replayed", (bool, _NONE), optional=True)),
-            replay=_check(raw, "replay", (dict, _NONE), optional=True),
-            turns=_check_steps(_check(raw, "turns", (list,), optional=True) or []),
-            error=_check(raw, "error", (str, _NONE), optional=True),
-            executions=_check(raw, "executions", (dict, _NONE), optional=True),
-            started=_check(raw, "started", (str, _NONE), optional=True),
-            finished=_check(raw, "finished", (str, _NONE), optional=True),
-            seconds=_check(raw, "seconds", (int, float, _NONE), optional=True),
-            batch=_check(raw, "batch", (dict, _NONE), optional=True),
-            verdicts=_check(raw, "verdicts", (dict, _NONE), optional=True),
-            schema=_check(raw, "schema", (int,), optional=True) or 0,
+            sample=check_field(raw, "sample", (int,)), seed=check_field(raw, "seed", (int, NULL)),
+            mode=check_field(raw, "mode", (str,), optional=True) or "native",
+            family=check_field(raw, "family", (str, NULL), optional=True),
+            template=check_field(raw, "template", (dict, NULL), optional=True),
+            grammar=check_field(raw, "grammar", (dict, NULL), optional=True),
+            sampling=check_field(raw, "sampling", (dict, NULL), optional=True),
+            max_steps=check_field(raw, "max_steps", (int, NULL), optional=True),
+            template_kwargs=check_field(raw, "template_kwargs", (dict, NULL), optional=True) or {},
+            replayed=bool(check_field(raw, "replayed", (bool, NULL), optional=True)),
+            replay=check_field(raw, "replay", (dict, NULL), optional=True),
+            turns=check_steps(check_field(raw, "turns", (list,), optional=True) or []),
+            error=check_field(raw, "error", (str, NULL), optional=True),
+            executions=check_field(raw, "executions", (dict, NULL), optional=True),
+            started=check_field(raw, "started", (str, NULL), optional=True),
+            finished=check_field(raw, "finished", (str, NULL), optional=True),
+            seconds=check_field(raw, "seconds", (int, float, NULL), optional=True),
+            batch=check_field(raw, "batch", (dict, NULL), optional=True),
+            verdicts=check_field(raw, "verdicts", (dict, NULL), optional=True),
+            schema=check_field(raw, "schema", (int,), optional=True) or 0,
         )
 
     def to_json(self) -> dict:
@@ -134,19 +134,19 @@ class ModelRecord:
 
     @classmethod
     def from_json(cls, raw: dict) -> "ModelRecord":
-        model = _nested(raw, "model")
-        model = _within("model", lambda: ModelRef.from_json(model, sha256_required=True))
-        template = _nested(raw, "template")
-        _within("template", lambda: [_check(template, k, (str,)) for k in ("source", "sha256", "text")])
+        model = nested_field(raw, "model")
+        model = within_field("model", lambda: ModelRef.from_json(model, sha256_required=True))
+        template = nested_field(raw, "template")
+        within_field("template", lambda: [check_field(template, k, (str,)) for k in ("source", "sha256", "text")])
         return cls(model=model, template=template,
-                   family=_check(raw, "family", (str, _NONE), optional=True),
-                   detection=_detection(raw),
-                   bos_token=_check(raw, "bos_token", (str, _NONE), optional=True),
-                   eos_token=_check(raw, "eos_token", (str, _NONE), optional=True),
-                   template_kwargs=_check(raw, "template_kwargs", (dict, _NONE), optional=True) or {},
-                   recorded=_check(raw, "recorded", (str, _NONE), optional=True),
-                   runtime=_check(raw, "runtime", (dict, _NONE), optional=True),
-                   schema=_check(raw, "schema", (int,), optional=True) or 0)
+                   family=check_field(raw, "family", (str, NULL), optional=True),
+                   detection=detection_field(raw),
+                   bos_token=check_field(raw, "bos_token", (str, NULL), optional=True),
+                   eos_token=check_field(raw, "eos_token", (str, NULL), optional=True),
+                   template_kwargs=check_field(raw, "template_kwargs", (dict, NULL), optional=True) or {},
+                   recorded=check_field(raw, "recorded", (str, NULL), optional=True),
+                   runtime=check_field(raw, "runtime", (dict, NULL), optional=True),
+                   schema=check_field(raw, "schema", (int,), optional=True) or 0)
 
     def to_json(self) -> dict:
         out = {"schema": SCHEMA_VERSION, "kind": MODEL, "model": self.model.to_json(), "template": self.template,
