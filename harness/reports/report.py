@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.core.safe_writes import check_target, replacing, write_atomically
 from harness.evaluation import parser_agreement
 from harness.evaluation.records import ModelRecord
 from harness.evaluation.results import ResultsDir
@@ -245,24 +246,32 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     runtime_records = _conformance_records(results, collected.warnings)
     agreement_records = _records(results.runtime_record_files(), read_records, collected.warnings)
     parser_records = _records(results.parser_agreement_files(), parser_agreement.read_records, collected.warnings)
+    frame = collected.samples
+    models = sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations}) if not frame.empty else []
+    # Every file this report may write is checked before any is written: a link planted at one of them (to a
+    # file outside the folder) stops the report with its path, not half way through rewriting the others.
+    for path in [results.runtime_agreement, results.runtime_conformance_report, results.parser_agreement_report,
+                 results.summary, results.html, results.heatmap, *map(results.model_table, models)]:
+        check_target(path, results.root)
     written = (_write_agreement(results, agreement_records) + _write_conformance(results, runtime_records)
                + _write_parser_agreement(results, parser_records))
     if collected.samples.empty:
         return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped, "models": {}}
-    frame = collected.samples
-    for model in sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations}):
+    for model in models:
         path = results.model_table(model)
-        path.write_text(model_markdown(model, frame[frame["model"] == model], collected, sources), encoding="utf-8")
+        write_atomically(path, model_markdown(model, frame[frame["model"] == model], collected, sources), results.root)
         written.append(str(path))
     summary = results.summary
-    summary.write_text(summary_markdown(collected), encoding="utf-8")
+    write_atomically(summary, summary_markdown(collected), results.root)
     written.append(str(summary))
     written.append(str(write_html(collected, results.html, runtime_records, agreement_records,
                                   results.conformance[1], parser_records)))
     if plot and not frame[~frame["replayed"]].empty:
         from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
 
-        written.append(str(draw_heatmap(frame[~frame["replayed"]], results.heatmap)))
+        with replacing(results.heatmap, results.root) as temp:
+            draw_heatmap(frame[~frame["replayed"]], temp)
+        written.append(str(results.heatmap))
     return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped,
             "models": json_summary(collected)}
 
@@ -272,7 +281,7 @@ def _write_agreement(results: ResultsDir, records: list) -> list:
     if not records:
         return []
     out = results.runtime_agreement
-    out.write_text(agreement_markdown(records), encoding="utf-8")
+    write_atomically(out, agreement_markdown(records), results.root)
     return [str(out)]
 
 
@@ -282,7 +291,7 @@ def _write_parser_agreement(results: ResultsDir, records: list) -> list:
     if not records:
         return []
     out = results.parser_agreement_report
-    out.write_text(parser_agreement.agreement_markdown(records, parser_agreement.unmapped()), encoding="utf-8")
+    write_atomically(out, parser_agreement.agreement_markdown(records, parser_agreement.unmapped()), results.root)
     return [str(out)]
 
 
@@ -308,7 +317,7 @@ def _write_conformance(results: ResultsDir, records: list) -> list:
     asked = {r.template["sha256"]: r.template["id"] for r in records}
     unscripted = [(t, why) for t, why in unscripted_templates(results.root, asked) if t not in asked.values()]
     out = results.runtime_conformance_report
-    out.write_text(conformance_markdown(records, unscripted), encoding="utf-8")
+    write_atomically(out, conformance_markdown(records, unscripted), results.root)
     return [str(out)]
 
 
