@@ -245,6 +245,8 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
         existing = read_transcript(path)
         for message in existing.warnings:
             warn(message)
+        if model is not None:     # before the done set is consulted: another model's samples are not this one's
+            _checked(writer, existing, model, sources, path)
         work = pending(model_id, sha256, scenarios, samples, base_seed, existing.done(), modes, model_modes)
         total = sum(len(todo) for _, _, todo in work)
         skipped = planned_count(scenarios, samples, model_modes, modes) - total
@@ -258,12 +260,13 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
             writer.discard_if_empty()
             return summary
         started = time.monotonic()
-        try:
-            model = model or open_model(model_id, sources, threads)
-            _check_one_model(existing, model, sources, path)
-        except BaseException:
-            writer.discard_if_empty()     # a model that cannot run leaves no empty transcript behind
-            raise
+        if model is None:
+            try:
+                model = open_model(model_id, sources, threads)
+            except BaseException:
+                writer.discard_if_empty()     # a model that cannot load leaves no empty transcript behind
+                raise
+            _checked(writer, existing, model, sources, path)
         summary["family"] = model.chat.family
         if model.sha256 not in existing.models() or _changed(existing.models()[model.sha256], model):
             writer.append(model_record(model))
@@ -318,6 +321,14 @@ def _run_work(model: OpenModel, work: list, base_seed: int, writer, summary: dic
             pool.shutdown(wait=True, cancel_futures=True)
             raise
         pool.shutdown(wait=True)
+
+
+def _checked(writer, existing, model: OpenModel, sources, path) -> None:
+    try:
+        _check_one_model(existing, model, sources, path)
+    except SourcesError:
+        writer.discard_if_empty()
+        raise
 
 
 def _check_one_model(existing, model: OpenModel, sources, path) -> None:
