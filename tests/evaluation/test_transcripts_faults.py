@@ -150,3 +150,33 @@ def test_a_second_writer_that_will_not_wait_names_the_process_holding_the_transc
     with TranscriptWriter(path, wait=False) as writer:      # released: taken at once
         writer.append(record(0))
     assert [r.sample for r in read_transcript(path).samples()] == [0]
+
+
+WRITING_CHILD = """
+import os, sys
+from harness.evaluation.transcripts import TranscriptWriter, encode_line
+from tests_records import record
+with TranscriptWriter(sys.argv[1]) as writer:
+    writer.append(record(0))
+    line = encode_line(record(1, "z" * 5000).to_json())
+    os.write(writer._file.fileno(), line[:2000])      # a line half written, the run still alive
+    print("writing", flush=True)
+    sys.stdin.read()
+    os.write(writer._file.fileno(), line[2000:])
+"""
+
+
+def test_a_transcript_read_while_a_run_writes_it_is_a_whole_prefix_not_a_malformed_record(tmp_path):
+    path = tmp_path / "m.jsonl"
+    child = _child(tmp_path, WRITING_CHILD, path)
+    try:
+        assert child.stdout.readline() == "writing\n"
+        done = subprocess.run([sys.executable, "-m", "harness", "score", str(path), "--json"], capture_output=True,
+                              text=True)
+    finally:
+        child.communicate("")
+    # The half-written line is being written, not damage: exit 0, and the sample before it is scored.
+    assert done.returncode == 0, done.stderr
+    assert "torn last line (2000 bytes: being written by a run now" in done.stderr
+    assert [e["sample"] for e in json.loads(done.stdout)] == [0]
+    assert [r.sample for r in read_transcript(path).samples()] == [0, 1]
