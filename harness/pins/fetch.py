@@ -118,7 +118,8 @@ def fetch_template(pin: TemplatePin, sources: Sources, *, endpoint: str | None =
         else:
             stored = store_verified(path, lambda w: stream_hub_file(
                 w, repo=pin.repo, filename=pin.hub["filename"], revision=pin.revision,
-                endpoint=endpoint or constants.HF_ENDPOINT), size=pin.size, sha256=pin.sha256, label=label)
+                endpoint=endpoint or constants.HF_ENDPOINT, expected_size=pin.size), size=pin.size,
+                sha256=pin.sha256, label=label)
             return FetchResult("template", pin.id, path, "fetched", f"hub {pin.repo}/{pin.hub['filename']}",
                                stored.size, stored.sha256)
         stored = store_verified(path, lambda w: w.write(data), size=pin.size, sha256=pin.sha256, label=label)

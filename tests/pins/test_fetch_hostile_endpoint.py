@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.hub_server import COMMIT
-from tests.pins.test_fetch import DATA, fetch, leftovers, model_entry
+from harness.pins.fetch import fetch_template
+from harness.pins.sources import load_sources
+from tests.pins.test_fetch import DATA, TEMPLATE, fetch, leftovers, model_entry, template_entry, write_root
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "backends"))
 from hostile_server import ThreadedServer, _Handler, endless_chunks  # noqa: E402
@@ -22,19 +24,19 @@ class _WithHead(_Handler):
 class Impostor(ThreadedServer):
     """HEAD answered as the Hub answers it (the pinned file's ETag, commit and size); GET by `answer`."""
 
-    def __init__(self, answer):
+    def __init__(self, answer, pinned: bytes = DATA):
         super().__init__(_WithHead)
-        self.answer, self.sent, self.paths = self._route(answer), 0, []
+        self.answer, self.sent, self.paths = self._route(answer, pinned), 0, []
 
     @staticmethod
-    def _route(answer):
+    def _route(answer, pinned):
         def route(h):
             if h.command != "HEAD":
                 return answer(h)
             h.send_response(200)
-            h.send_header("ETag", f'"{hashlib.sha256(DATA).hexdigest()}"')
+            h.send_header("ETag", f'"{hashlib.sha256(pinned).hexdigest()}"')
             h.send_header("X-Repo-Commit", COMMIT)
-            h.send_header("Content-Length", str(len(DATA)))
+            h.send_header("Content-Length", str(len(pinned)))
             h.send_header("Accept-Ranges", "bytes")
             h.send_header("Connection", "close")        # the GET comes on a connection of its own
             h.end_headers()
@@ -80,3 +82,14 @@ def test_a_hostile_endpoint_fails_the_fetch_with_its_url_and_stores_nothing(tmp_
     assert {m for m, _ in server.paths} == {"HEAD", "GET"}
     # Read to the pinned size, not to the server's end (what it counts as sent includes the sockets' buffers).
     assert sent <= 64 << 20, sent
+
+
+def test_a_template_from_an_endless_body_is_cut_off_at_its_pinned_size(tmp_path):
+    spec = {"filename": "chat_template.jinja", "key": "chat_template", "name": None}
+    sources = load_sources(write_root(tmp_path, templates=[template_entry("t", TEMPLATE.encode(), spec)]))
+    with Impostor(endless_chunks(), pinned=TEMPLATE.encode()) as server:
+        result = fetch_template(sources.template("t"), sources, endpoint=server.url, offline=False)
+        sent = server.sent
+    assert result.status == "failed" and server.url in result.detail, result.detail
+    assert f"more than the pinned {len(TEMPLATE.encode())} bytes" in result.detail
+    assert leftovers(tmp_path / "templates") == [] and sent <= 64 << 20
