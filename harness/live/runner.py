@@ -3,6 +3,7 @@ model's transcript as soon as it finishes. Samples already recorded (same model 
 sample index and seed) are skipped, so a killed run resumes where it stopped."""
 
 import re
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -312,12 +313,18 @@ def _run_work(model: OpenModel, work: list, base_seed: int, writer, summary: dic
                 one(index, first)
             continue
         pool = ThreadPoolExecutor(max_workers=model.parallel)
+        futures = []
         try:
-            for future in [pool.submit(one, i, f) for i, f in zip(todo, firsts)]:
+            futures = [pool.submit(one, i, f) for i, f in zip(todo, firsts)]
+            for future in futures:
                 future.result()
         except BaseException:
             # Ctrl-C or a write that failed: the samples not yet started are dropped, not run to the end
-            # behind a run that is stopping (those in flight finish, and are written, or not).
+            # behind a run that is stopping; those in flight finish (each request within its deadline), and
+            # are written, or not.
+            running = sum(f.running() for f in futures)
+            if running and progress is not None:
+                progress.write(f"harness run: stopping: waiting for {running} request(s) in flight", file=sys.stderr)
             pool.shutdown(wait=True, cancel_futures=True)
             raise
         pool.shutdown(wait=True)

@@ -4,6 +4,7 @@ cannot grow, a folder gone read-only, and two served models whose names map to o
 
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -117,6 +118,24 @@ def test_a_stopped_run_says_what_is_recorded_and_the_same_command_resumes(tmp_pa
         out, err = again.communicate()
     assert again.returncode == 0 and "ran 2, already recorded 1" in out, out + err
     assert samples(tmp_path) == [0, 1, 2]
+
+
+def test_a_stopped_run_with_requests_in_flight_says_it_waits_for_them_and_drops_the_rest(tmp_path):
+    server_answer = Gated(free=1)
+    with HostileServer(server_answer) as server:
+        run = start(tmp_path, server.url, "--in-flight", "2", samples=4)
+        assert until(lambda: server_answer.asked >= 3, run), run.communicate()
+        run.send_signal(signal.SIGINT)
+        said = []
+        for line in run.stderr:             # until it says it waits (or ends without saying so)
+            said.append(line)
+            if "stopping: waiting for" in line:
+                break
+        server_answer.release()
+        out, err = run.communicate()
+    assert any(re.search(r"stopping: waiting for [23] request\(s\) in flight", line) for line in said), said
+    assert run.returncode == 130 and "3 new sample(s) recorded by this run" in err, out + err
+    assert sorted(samples(tmp_path)) == [0, 1, 2] and server_answer.asked == 3       # the fourth never asked
 
 
 def test_a_file_that_cannot_grow_stops_the_run_and_the_rerun_resumes(tmp_path):
