@@ -229,7 +229,8 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
               results_dir=None, warn=print, threads: int | None = None, model: OpenModel | None = None,
               modes=None) -> dict:
     """Run every pending sample of one model (opened here unless `model` is already open: an unpinned GGUF or
-    a served model, which have no pin). Returns a summary: counts and wall time."""
+    a served model, which have no pin). Returns a summary: counts and wall time. `progress` (harness.cli.run's):
+    update(n) for samples run, skip(n) for samples already recorded, write(message, file) for a line."""
     sources = sources or load_sources()
     if model is None:
         pin = sources.model(model_id)
