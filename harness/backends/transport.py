@@ -7,6 +7,7 @@ that says which of these it was and whether asking again may help."""
 
 from __future__ import annotations
 
+import difflib
 import http.client
 import json
 import socket
@@ -27,13 +28,25 @@ def check_url(url: str) -> str:
     """url if it is an http(s) URL with a host, else ServerReplyError saying what is wrong with it."""
     parts = urllib.parse.urlsplit(url) if isinstance(url, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        hint = f" (did you mean http://{url}?)" if isinstance(url, str) and "://" not in url else ""
+        hint = f" (did you mean {_likely_url(url)}?{' A URL holds no spaces.' if ' ' in url else ''})" \
+            if isinstance(url, str) and "://" not in url else ""
         raise ServerReplyError(f"{url!r} is not an http:// or https:// URL with a host{hint}", retry=False)
     try:
         parts.port
     except ValueError as exc:
         raise ServerReplyError(f"{url!r}: {exc}", retry=False) from None
     return url
+
+
+def _likely_url(text: str) -> str:
+    """The URL a mistyped one most likely meant: a scheme close to http(s) written with one slash or none
+    ("htp:/host" -> "http://host"), else the text as a host, after http:// ("localhost:8080")."""
+    scheme, colon, rest = text.partition(":")
+    if colon and not rest.lstrip("/").split("/")[0].isdigit():
+        close = difflib.get_close_matches(scheme.lower(), ["http", "https"], n=1, cutoff=0.6)
+        if close:
+            return f"{close[0]}://{rest.lstrip('/')}"
+    return f"http://{text}"
 
 
 class Exchange:

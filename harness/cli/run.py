@@ -1,5 +1,6 @@
 """`harness run`: the live matrix (models × scenarios × samples), resumable, one transcript per model."""
 
+import signal
 import sys
 import time
 from pathlib import Path
@@ -26,7 +27,8 @@ def register(subparsers) -> None:
                         help="model id from sources.json, or the path of an unpinned .gguf file (its SHA-256 is "
                              "recorded) (repeatable; default: the models marked default)")
     parser.add_argument("--template", metavar="PATH_OR_ID",
-                        help="the template to render with: required for a served model (--endpoint), the stand-in "
+                        help="the template to render with: for a served model (--endpoint), taken from the pin "
+                             "when --model ID or --served-model names a pinned model; the stand-in "
                              "for a GGUF that embeds none; for a pinned model or a GGUF with its own template it "
                              "replaces that one, and the samples go to MODEL--template-ID, a transcript and "
                              "tables of their own whose header names the template")
@@ -48,8 +50,10 @@ def register(subparsers) -> None:
                         help="with --endpoint: retries of a failed request, with exponential backoff (default 3)")
     parser.add_argument("--timeout", type=seconds_argument(), metavar="SECONDS",
                         help="with --endpoint: deadline of one request, retries included (default 180)")
-    parser.add_argument("--scenario", action="append", metavar="NAME",
-                        help="scenario name from scenarios/*.yaml (repeatable; default: all)")
+    parser.add_argument("--scenario", action="append", metavar="NAME_OR_PATH",
+                        help="scenario name from scenarios/*.yaml, or the path of a scenario file kept elsewhere "
+                             "(its tools from library/tools.yaml beside it, else the shipped library) "
+                             "(repeatable; default: all)")
     parser.add_argument("--samples", type=int_argument(1, MAX_SAMPLES), metavar="N",
                         help=f"samples per scenario, 1 to {MAX_SAMPLES} (default: each scenario's own `samples`)")
     parser.add_argument("--mode", action="append", metavar="MODE",
@@ -93,6 +97,8 @@ def run(args) -> int:
     for model_id in pinned:
         sources.model(model_id)  # unknown ids fail before any work
     backend_cls = backend_class(args.backend or (DEFAULT_SERVED if args.endpoint else DEFAULT_IN_PROCESS))
+    if args.endpoint:
+        pinned = []                  # --model ID names the pin the server runs (its template), not a run here
     opened = _opened_models(args, sources, modes, backend_cls)
     if args.template and pinned and not args.endpoint:
         opened += _with_template(pinned, args, sources, backend_cls)
@@ -102,19 +108,26 @@ def run(args) -> int:
     total = sum(planned_count(scenarios, args.samples, default_modes(m, sources, by_id.get(m)), modes)
                 for m in models)
     summaries, failures = [], []
-    with _progress(total) as bar:
-        for model_id in models:
-            bar.set_description(model_id)
-            try:
-                summaries.append(run_model(model_id, scenarios, args.samples, args.seed, bar, sources,
-                                           results_dir=args.results_dir,
-                                           warn=lambda m: bar.write(f"warning: {m}", file=sys.stderr),
-                                           threads=args.threads, modes=modes, model=by_id.get(model_id),
-                                           backend_cls=backend_cls))
-            except HarnessError as exc:
-                # A missing or drifted model file says how to fetch it; the other models still run.
-                failures.append({"model": model_id, "error": str(exc)})
-                bar.write(f"harness run: {model_id}: {exc}", file=sys.stderr)
+    with _progress(total) as bar, _stop_on_signals():
+        try:
+            for model_id in models:
+                bar.set_description(model_id)
+                try:
+                    summaries.append(run_model(model_id, scenarios, args.samples, args.seed, bar, sources,
+                                               results_dir=args.results_dir,
+                                               warn=lambda m: bar.write(f"warning: {m}", file=sys.stderr),
+                                               threads=args.threads, modes=modes, model=by_id.get(model_id),
+                                               backend_cls=backend_cls))
+                except HarnessError as exc:
+                    # A missing or drifted model file says how to fetch it, a transcript another run holds who
+                    # holds it; the other models still run.
+                    failures.append({"model": model_id, "error": str(exc)})
+                    bar.write(f"harness run: {model_id}: {exc}", file=sys.stderr)
+        except Stopped as stop:
+            bar.write(f"harness run: stopped by {stop.name}: {bar.ran} new sample(s) recorded by this run"
+                      f" ({bar.ran + bar.skipped} recorded in all, of {total} planned); every recorded sample is "
+                      "kept: run the same command again to resume", file=sys.stderr)
+            return 128 + stop.signum
     if args.json:
         emit_json({"models": summaries, "failures": failures})
     else:
@@ -148,8 +161,13 @@ def _opened_models(args, sources, modes, cls) -> list:
     if not cls.loads_model_files:
         from harness.backends.openai import Endpoint, identify_runtime
 
-        if not args.endpoint or not args.served_model or not args.template:
-            raise HarnessError(f"--backend {name} needs --endpoint URL, --served-model NAME and --template PATH_OR_ID")
+        template = args.template or _pinned_template(args, sources)
+        missing = [flag for flag, given in (("--endpoint URL", args.endpoint), ("--served-model NAME",
+                   args.served_model), ("--template PATH_OR_ID (or --model ID of the pinned model it serves)",
+                   template)) if not given]
+        if missing:
+            raise HarnessError(f"the {name} backend (a served model) also needs {' and '.join(missing)}")
+        args.template = template
         if args.runtime is not None:
             check_runtime_name(args.runtime)
         endpoints = [Endpoint(url, args.served_model) for url in args.endpoint]
@@ -188,11 +206,100 @@ def _with_template(pinned: list, args, sources, backend_cls) -> list:
     return opened
 
 
+def _pinned_template(args, sources) -> str | None:
+    """The template of the pinned model a server runs, when --model ID or --served-model names a pin (by id, or
+    by its file's stem, the name a local server gives it): said on stderr, since it was not given."""
+    if args.model and len(args.model) > 1:
+        raise HarnessError("--endpoint serves one model: give one --model ID (the pin whose template to use)")
+    names = [m for m in args.model or () if not m.endswith(".gguf")] or (
+        [args.served_model] if args.served_model else [])
+    for name in names:
+        pin = sources.models.get(name) or next((p for p in sources.models.values()
+                                                if Path(p.filename).stem == name), None)
+        if pin is None:
+            if args.model:
+                sources.model(name)         # an unknown --model id: its error names the close ones
+            return None
+        template = pin.template or pin.stand_in_template
+        if template is None:
+            raise HarnessError(f"{pin.id}: its pin names no template (its GGUF's own is not pinned): give "
+                               "--template PATH_OR_ID")
+        print(f"harness run: --template {template}: the template pinned for {pin.id}", file=sys.stderr)
+        return template
+    return None
+
+
+class Stopped(BaseException):
+    """SIGINT (Ctrl-C) or SIGTERM during a run. A BaseException, as KeyboardInterrupt is: no `except Exception`
+    on the way swallows it, and a record being written is cut back to the last whole one
+    (harness.evaluation.transcripts)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+        self.name = "Ctrl-C (SIGINT)" if signum == signal.SIGINT else signal.Signals(signum).name
+
+
+class _stop_on_signals:
+    """SIGINT and SIGTERM raise Stopped in the main thread while the block runs; the old handlers come back."""
+
+    def __enter__(self):
+        self.previous = {}
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self.previous[signum] = signal.signal(signum, self._raise)
+            except ValueError:          # not the main thread: signals stay as they were
+                pass
+        return self
+
+    def __exit__(self, *exc):
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        return False
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise Stopped(signum)
+
+
 def _progress(total: int):
     if not sys.stderr.isatty():
         return LineProgress(total)
-    from tqdm import tqdm
-    return tqdm(total=total, unit="sample", file=sys.stderr, dynamic_ncols=True)
+    return BarProgress(total)
+
+
+class BarProgress:
+    """A progress bar on a terminal (tqdm). Samples already recorded leave the total rather than count as done,
+    so the rate and the time left are those of the samples this run writes."""
+
+    def __init__(self, total: int):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, unit="sample", file=sys.stderr, dynamic_ncols=True)
+        self.ran = self.skipped = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.bar.close()
+        return False
+
+    def set_description(self, model: str) -> None:
+        self.bar.set_description(model)
+
+    def write(self, message: str, file=None) -> None:
+        self.bar.write(message, file=file or sys.stderr)
+
+    def skip(self, n: int) -> None:
+        self.skipped += n
+        if n > 0:
+            self.bar.total -= n
+            self.bar.refresh()
+
+    def update(self, n: int = 1) -> None:
+        self.ran += n
+        self.bar.update(n)
 
 
 class LineProgress:
@@ -202,6 +309,7 @@ class LineProgress:
 
     def __init__(self, total: int, stream=None):
         self.total, self.done, self.model = total, 0, ""
+        self.ran = self.skipped = 0
         self.stream = stream or sys.stderr
         self.started = time.monotonic()
 
@@ -217,10 +325,18 @@ class LineProgress:
     def write(self, message: str, file=None) -> None:
         print(message, file=file or self.stream, flush=True)
 
+    def skip(self, n: int) -> None:
+        """Samples already recorded: out of the total, so the estimate is that of the samples still to run."""
+        if n > 0:
+            self.skipped += n
+            self.total -= n
+            self.write(f"harness run: {self.model}: {n} sample(s) already recorded, skipped")
+
     def update(self, n: int = 1) -> None:
         if n <= 0:
             return
         self.done += n
+        self.ran += n
         elapsed = time.monotonic() - self.started
         left = ""
         if self.done < self.total and elapsed > 0:

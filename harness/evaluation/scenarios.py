@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.hashing import sha256_text
-from harness.core import constants
 from harness.schema.arguments import type_arguments
 from harness.core.errors import ScenarioError
 from harness.core.values import DEFAULT_SAMPLING as BINDING_SAMPLING, MAX_SAMPLES, MODES, valid_modes
-from harness.core.yaml_source import Located, load_located
+from harness.core.yaml_source import Located
+# Loading (the folder, names, paths, the tool library) lives in scenario_files.py; callers import it from here.
+from harness.evaluation.scenario_files import LIBRARY_PATH, declared_tools, load_library, load_scenarios  # noqa: F401
 
-LIBRARY_PATH = Path("library") / "tools.yaml"
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # The binding's chat defaults (harness.core.values); max_tokens bounds a reply.
@@ -354,42 +354,3 @@ def parse_scenario(doc: Located, library: dict) -> Scenario:
     return Scenario(name, description, tuple(tools.values()), tuple(turns), system, history, sampling, samples,
                     max_steps, doc.path, modes)
 
-
-def load_library(path: Path) -> dict:
-    """Declared tools by name, as raw mappings (a scenario may override the stub's result per tool)."""
-    if not path.is_file():
-        return {}
-    doc = load_located(path, ScenarioError)
-    c = _Checker(doc)
-    if not isinstance(doc.data, dict) or not isinstance(doc.data.get("tools"), list):
-        c.fail((), "the tool library needs a 'tools' list")
-    library = {}
-    for i, raw in enumerate(doc.data["tools"]):
-        tool = _tool(c, raw, ("tools", i), {})
-        if tool.name in library:
-            c.fail(("tools", i, "name"), f"tool {tool.name!r} is declared twice")
-        library[tool.name] = raw
-    return library
-
-
-def load_scenarios(directory: Path | None = None, names=None) -> list:
-    """Every scenario in the directory (sorted by name), or the named ones, in the order named."""
-    directory = Path(directory or constants.SCENARIOS_DIR)
-    library = load_library(directory / LIBRARY_PATH)
-    found = {}
-    for path in sorted(directory.glob("*.yaml")):
-        scenario = parse_scenario(load_located(path, ScenarioError), library)
-        if scenario.name in found:
-            raise ScenarioError(f"{path}:1: name: {scenario.name!r} is also defined in {found[scenario.name].path}")
-        found[scenario.name] = scenario
-    if not names:
-        return sorted(found.values(), key=lambda s: s.name)
-    missing = [n for n in names if n not in found]
-    if missing:
-        raise ScenarioError(f"no scenario named {', '.join(missing)} in {directory} (known: {', '.join(sorted(found))})")
-    return [found[n] for n in names]
-
-
-def declared_tools(directory: Path | None = None) -> list:
-    directory = Path(directory or constants.SCENARIOS_DIR)
-    return list(load_library(directory / LIBRARY_PATH))

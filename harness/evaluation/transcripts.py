@@ -1,8 +1,8 @@
 """Append-only JSONL transcripts, one file per model: results/transcripts/<model>.jsonl.
 
-Every sample is one line, written, flushed and fsynced as soon as it finishes, so a killed run loses at most
-the sample in flight. A line cut short by a kill is detected when read (ignored with a warning) and, before
-the next append, moved aside to <model>.jsonl.torn rather than glued to the next record. Besides samples, a
+Every sample is one line, written and fsynced as soon as it finishes, so a killed run loses at most the sample
+in flight. A line cut short by a kill is detected when read (ignored with a warning) and, before the next
+append, moved aside whole to <model>.jsonl.torn rather than glued to the next record. Besides samples, a
 `model` record holds once per model file what the report needs without the model: the embedded template's
 text and the detection."""
 
@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from harness.core.errors import HarnessError
+from harness.core.safe_writes import UnsafeWriteError, lock_holder, open_append
 from harness.evaluation.records import (
     MODEL, SAMPLE, SCHEMA_VERSION, ModelRecord, RecordError, SampleRecord, record_from_json,
 )
@@ -96,8 +97,8 @@ def read_transcript(path: Path, kinds=(SAMPLE, MODEL)) -> Transcript:
                 record = _without_lone_surrogates(record)
         except (ValueError, RecursionError) as exc:
             if last and torn_tail:
-                out.warnings.append(f"{path}:{number}: torn last line ({len(raw)} bytes, a run was killed "
-                                    "while writing it) ignored")
+                out.warnings.append(f"{path}:{number}: torn last line ({len(raw)} bytes: being written by a run "
+                                    "now, or left by one that was killed) ignored")
             else:
                 out.skip(f"{path}:{number}: unreadable record skipped: {exc}")
             continue
@@ -162,20 +163,43 @@ def read_all(results_dir=None) -> list:
     return [read_transcript(p) for p in ResultsDir.at(results_dir).transcript_files()]
 
 
-class TranscriptWriter:
-    """Appends records to one transcript under an exclusive lock (two runs on one model interleave whole
-    lines, never bytes)."""
+class TranscriptBusyError(TranscriptError):
+    """Another process holds the transcript's lock (a run already writing it)."""
 
-    def __init__(self, path: Path):
+
+class TranscriptWriter:
+    """Appends records to one transcript under an exclusive lock held from open to close (two writers of one
+    file interleave whole lines, never bytes). A caller that decides what to write from what the file holds
+    (harness run's done set) reads it after entering, under the lock. `wait=False`: a transcript another process
+    holds is refused at once, naming that process, instead of waiting for it. `root`: the folder the transcript
+    must stay inside (harness.core.safe_writes), by default its own."""
+
+    def __init__(self, path: Path, root: Path | None = None, wait: bool = True):
         self.path = Path(path)
+        self.root = Path(root) if root is not None else self.path.parent
+        self.wait = wait
         self.warnings: list = []
         self._file = None
 
     def __enter__(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a+b")
-        fcntl.flock(self._file.fileno(), fcntl.LOCK_EX)
-        self._repair_tail()
+        while True:
+            f = _open(self.path, self.root)
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | (0 if self.wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                holder = lock_holder(f.fileno())
+                f.close()
+                raise TranscriptBusyError(f"{self.path} is being written by {holder}: wait for that run to end "
+                                          "or stop it, then run this again (it resumes)") from None
+            if _still_there(f, self.path):
+                break
+            f.close()        # removed or replaced while we waited for its lock: lock the file there now
+        self._file = f
+        try:
+            self._repair_tail()
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc):
@@ -183,46 +207,109 @@ class TranscriptWriter:
         self._file.close()
         self._file = None
 
+    def discard_if_empty(self) -> None:
+        """Remove the transcript if it holds nothing (opened for a model that then failed to load). Safe under
+        the lock: a writer that opened the old file finds it gone once it holds the lock, and opens again."""
+        if self._file is not None and os.fstat(self._file.fileno()).st_size == 0:
+            self.path.unlink(missing_ok=True)
+
     def _repair_tail(self):
-        """A torn last line would swallow the next record; move it aside (nothing is thrown away)."""
-        f = self._file
-        size = f.seek(0, os.SEEK_END)
-        if size == 0:
+        """A torn last line (a kill while writing it, of any length) would swallow the next record: it is moved
+        whole to <transcript>.torn (nothing is thrown away) and the transcript cut back to its last whole line."""
+        fd = self._file.fileno()
+        size = os.fstat(fd).st_size
+        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
             return
-        f.seek(size - 1)
-        if f.read(1) == b"\n":
+        start = _line_start(fd, size)
+        if size - start <= _WHOLE_CHECK and _is_record(os.pread(fd, size - start, start)):
+            _write_all(fd, b"\n")  # a complete record that lost only its newline
+            os.fsync(fd)
             return
-        chunk = min(size, 1 << 20)
-        f.seek(size - chunk)
-        tail = f.read(chunk)
-        cut = tail.rfind(b"\n")
-        start = size - chunk + cut + 1 if cut >= 0 else size - chunk
-        f.seek(start)
-        fragment = f.read()
+        side = self.path.with_name(self.path.name + ".torn")
         try:
-            json.loads(fragment.decode("utf-8"))
-            whole = True
-        except ValueError:
-            whole = False
-        if whole:
-            f.write(b"\n")  # a complete record that lost only its newline
-        else:
-            with open(self.path.with_suffix(self.path.suffix + ".torn"), "ab") as side:
-                side.write(fragment + b"\n")
-                side.flush()
-                os.fsync(side.fileno())
-            f.truncate(start)
-            self.warnings.append(f"{self.path}: torn last line ({len(fragment)} bytes) moved to "
-                                 f"{self.path.name}.torn")
-        f.flush()
-        os.fsync(f.fileno())
+            with _open(side, self.root) as out:
+                before = os.fstat(out.fileno()).st_size
+                try:
+                    for offset in range(start, size, _CHUNK):
+                        _write_all(out.fileno(), os.pread(fd, min(_CHUNK, size - offset), offset))
+                    _write_all(out.fileno(), b"\n")
+                    os.fsync(out.fileno())
+                except BaseException:
+                    os.ftruncate(out.fileno(), before)
+                    raise
+        except OSError as exc:
+            raise TranscriptError(f"{self.path}: its torn last line ({size - start} bytes) cannot be set aside in "
+                                  f"{side.name}: {exc}; the transcript is left as it was") from exc
+        os.ftruncate(fd, start)
+        os.fsync(fd)
+        self.warnings.append(f"{self.path}: torn last line ({size - start} bytes) moved to {side.name}")
 
     def append(self, record) -> None:
-        """Write one typed record (harness.evaluation.records) as one line."""
+        """Write one typed record (harness.evaluation.records) as one line. A write that fails part way (a full
+        disk, a folder gone read-only, a signal) is cut back, so the file ends with its last whole record."""
         if self._file is None:
             raise TranscriptError(f"{self.path}: writer is not open")
         line = encode_line(record.to_json())
-        self._file.seek(0, os.SEEK_END)
-        self._file.write(line)
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        fd = self._file.fileno()
+        start = os.fstat(fd).st_size
+        try:
+            _write_all(fd, line)
+            os.fsync(fd)
+        except BaseException as exc:
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                pass        # the next writer's repair sets the torn line aside
+            if isinstance(exc, OSError):
+                raise TranscriptError(f"{self.path}: cannot write a record: {exc.strerror or exc}; the records "
+                                      "before it are intact, and the same command resumes once it can write")
+            raise
+
+
+# A torn tail up to this size is read whole to tell a record that lost only its newline from a cut one; a longer
+# one is set aside unread (nothing is lost either way).
+_WHOLE_CHECK = 64 << 20
+_CHUNK = 1 << 20
+
+
+def _open(path: Path, root: Path):
+    try:
+        return open_append(path, root)
+    except UnsafeWriteError:
+        raise
+    except OSError as exc:
+        raise TranscriptError(f"{path}: cannot open for writing: {exc.strerror or exc}") from exc
+
+
+def _still_there(f, path: Path) -> bool:
+    try:
+        now_there = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(f.fileno())
+    return (now_there.st_dev, now_there.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def _line_start(fd: int, size: int) -> int:
+    """Where the last line of a file starts: after its last newline, looked for backwards chunk by chunk."""
+    end = size
+    while end > 0:
+        begin = max(0, end - _CHUNK)
+        cut = os.pread(fd, end - begin, begin).rfind(b"\n")
+        if cut >= 0:
+            return begin + cut + 1
+        end = begin
+    return 0
+
+
+def _is_record(fragment: bytes) -> bool:
+    try:
+        return isinstance(json.loads(fragment.decode("utf-8")), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]

@@ -3,6 +3,7 @@ model's transcript as soon as it finishes. Samples already recorded (same model 
 sample index and seed) are skipped, so a killed run resumes where it stopped."""
 
 import re
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -235,73 +236,153 @@ def pending(model_id: str, sha256: str, scenarios, samples: int | None, base_see
 def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, progress=None, sources=None,
               results_dir=None, warn=print, threads: int | None = None, model: OpenModel | None = None,
               modes=None, backend_cls=None) -> dict:
-    """Run every pending sample of one model (opened here, by `backend_cls`, unless `model` is already open: an
-    unpinned GGUF or a served model, which have no pin). Returns a summary: counts and wall time."""
+    """Run every pending sample of one model (opened here, by `backend_cls`, unless `model` is already open: an unpinned GGUF or
+    a served model, which have no pin). Returns a summary: counts and wall time. `progress` (harness.cli.run's):
+    update(n) for samples run, skip(n) for samples already recorded, write(message, file) for a line."""
     sources = sources or load_sources()
     sha256 = model.sha256 if model is not None else sources.model(model_id).sha256
     model_modes = default_modes(model_id, sources, model)
-    path = ResultsDir.at(results_dir).transcript(model_id)
-    existing = read_transcript(path)
-    for message in existing.warnings:
-        warn(message)
-    work = pending(model_id, sha256, scenarios, samples, base_seed, existing.done(), modes, model_modes)
-    total = sum(len(todo) for _, _, todo in work)
-    skipped = planned_count(scenarios, samples, model_modes, modes) - total
-    # errors: samples stopped by an error (a template that raised is a finding about the model); failed: those
-    # stopped because generation failed, which a later run asks again.
-    summary = {"model": model_id, "transcript": str(path), "ran": 0, "skipped": skipped, "seconds": 0.0,
-               "errors": 0, "failed": 0, "family": None}
-    if progress is not None:
-        progress.update(skipped)
-    if total == 0:
-        return summary
-    started = time.monotonic()
-    model = model or open_model(model_id, sources, threads, backend_cls=backend_cls)
-    summary["family"] = model.chat.family
-    lock = threading.Lock()      # samples of a served model land from several threads
-    with TranscriptWriter(path) as writer:
+    results = ResultsDir.at(results_dir)
+    path = results.transcript(model_id)
+    # The lock is taken before the done set is read: a second run on this transcript stops here, naming the run
+    # that holds it, instead of reading the same done set and running the same samples beside it.
+    with TranscriptWriter(path, root=results.root, wait=False) as writer:
         for message in writer.warnings:
             warn(message)
+        existing = read_transcript(path)
+        for message in existing.warnings:
+            warn(message)
+        if model is not None:     # before the done set is consulted: another model's samples are not this one's
+            _checked(writer, existing, model, sources, path)
+        work = pending(model_id, sha256, scenarios, samples, base_seed, existing.done(), modes, model_modes)
+        total = sum(len(todo) for _, _, todo in work)
+        skipped = planned_count(scenarios, samples, model_modes, modes) - total
+        # errors: samples stopped by an error (a template that raised is a finding about the model); failed:
+        # those stopped because generation failed, which a later run asks again.
+        summary = {"model": model_id, "transcript": str(path), "ran": 0, "skipped": skipped, "seconds": 0.0,
+                   "errors": 0, "failed": 0, "family": None}
+        if progress is not None:
+            progress.skip(skipped)
+        if total == 0:
+            writer.discard_if_empty()
+            return summary
+        started = time.monotonic()
+        if model is None:
+            try:
+                model = open_model(model_id, sources, threads, backend_cls=backend_cls)
+            except BaseException:
+                writer.discard_if_empty()     # a model that cannot load leaves no empty transcript behind
+                raise
+            _checked(writer, existing, model, sources, path)
+        summary["family"] = model.chat.family
         if model.sha256 not in existing.models() or _changed(existing.models()[model.sha256], model):
             writer.append(model_record(model))
-        for scenario, mode, todo in work:
-            if not todo:
-                continue
-            clock = time.monotonic()
-            plan = grammar_plan(model.chat.family, scenario) if mode != "native" else None
-            # Native and fallback samples open with a native attempt, written in one batch; grammar samples
-            # go one by one (the batch's sampler chains hold no GrammarGate).
-            batched = mode != "grammar" and model.chat.backend.batches_samples   # a server batches on its own
-            firsts = _first_steps(model, scenario, todo, base_seed) if batched else [None] * len(todo)
-            batch = None
-            if any(firsts):
-                batch = {"size": len(todo), "seconds": round(time.monotonic() - clock, 3)}
-            # A sample's time: its own steps plus its share of the batched first step.
-            share = batch["seconds"] / batch["size"] if batch else 0.0
-
-            def one(index, first):
-                seed = sample_seed(base_seed, index)
-                began, clock = now(), time.monotonic()
-                result = run_sample(model.chat, scenario, seed, first=first, mode=mode, plan=plan)
-                seconds = time.monotonic() - clock + share
-                record = sample_record(model, scenario, index, seed, result, began, seconds, batch, mode, plan)
-                with lock:
-                    writer.append(record)
-                    summary["ran"] += 1
-                    summary["errors"] += bool(result["error"])
-                    summary["failed"] += (result["error"] or "").startswith(GENERATION_FAILED)
-                    if progress is not None:
-                        progress.update(1)
-
-            if model.parallel == 1:
-                for index, first in zip(todo, firsts):
-                    one(index, first)
-                continue
-            with ThreadPoolExecutor(max_workers=model.parallel) as pool:
-                for future in [pool.submit(one, i, f) for i, f in zip(todo, firsts)]:
-                    future.result()
+        _run_work(model, work, base_seed, writer, summary, progress)
     summary["seconds"] = round(time.monotonic() - started, 1)
     return summary
+
+
+def _run_work(model: OpenModel, work: list, base_seed: int, writer, summary: dict, progress) -> None:
+    """Every pending sample of `work`, each written to the transcript as it finishes."""
+    lock = threading.Lock()      # samples of a served model land from several threads
+    for scenario, mode, todo in work:
+        if not todo:
+            continue
+        clock = time.monotonic()
+        plan = grammar_plan(model.chat.family, scenario) if mode != "native" else None
+        # Native and fallback samples open with a native attempt, written in one batch; grammar samples
+        # go one by one (the batch's sampler chains hold no GrammarGate).
+        batched = mode != "grammar" and model.chat.backend.batches_samples   # a server batches on its own
+        firsts = _first_steps(model, scenario, todo, base_seed) if batched else [None] * len(todo)
+        batch = None
+        if any(firsts):
+            batch = {"size": len(todo), "seconds": round(time.monotonic() - clock, 3)}
+        # A sample's time: its own steps plus its share of the batched first step.
+        share = batch["seconds"] / batch["size"] if batch else 0.0
+
+        def one(index, first):
+            seed = sample_seed(base_seed, index)
+            began, clock = now(), time.monotonic()
+            result = run_sample(model.chat, scenario, seed, first=first, mode=mode, plan=plan)
+            seconds = time.monotonic() - clock + share
+            record = sample_record(model, scenario, index, seed, result, began, seconds, batch, mode, plan)
+            with lock:
+                writer.append(record)
+                summary["ran"] += 1
+                summary["errors"] += bool(result["error"])
+                summary["failed"] += (result["error"] or "").startswith(GENERATION_FAILED)
+                if progress is not None:
+                    progress.update(1)
+
+        if model.parallel == 1:
+            for index, first in zip(todo, firsts):
+                one(index, first)
+            continue
+        pool = ThreadPoolExecutor(max_workers=model.parallel)
+        futures = []
+        try:
+            futures = [pool.submit(one, i, f) for i, f in zip(todo, firsts)]
+            for future in futures:
+                future.result()
+        except BaseException:
+            # Ctrl-C or a write that failed: the samples not yet started are dropped, not run to the end
+            # behind a run that is stopping; those in flight finish (each request within its deadline), and
+            # are written, or not.
+            running = sum(f.running() for f in futures)
+            if running and progress is not None:
+                progress.write(f"harness run: stopping: waiting for {running} request(s) in flight", file=sys.stderr)
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+
+
+def _checked(writer, existing, model: OpenModel, sources, path) -> None:
+    try:
+        _check_one_model(existing, model, sources, path)
+    except SourcesError:
+        writer.discard_if_empty()
+        raise
+
+
+def _check_one_model(existing, model: OpenModel, sources, path) -> None:
+    """One model per transcript. Ids are file names made from model names (served_id), so two models can map to
+    one id ("a/b" and "a--b" are both "a--b"), and an unpinned GGUF can be named as a pin is: their samples would
+    mix in one file and one table. Refused, naming both."""
+    mine = _identity(model)
+    pin = sources.models.get(model.id) if model.pin is None and model.runtime is None else None
+    if pin is not None and pin.sha256 != model.sha256:
+        raise SourcesError(f"{model.filename}: its id {model.id!r} is a pinned model's, but the file is not that "
+                           f"pin's (SHA-256 {model.sha256[:12]}…, the pin's {pin.sha256[:12]}…): their samples "
+                           "would mix in one transcript; rename the file")
+    for record in existing.records:
+        if isinstance(record, ModelRecord) and record.model.id == model.id:
+            theirs = _identity(record)
+            # A pin's file renamed by a later pin, or the same bytes under another name, is the same model.
+            if theirs == mine or mine[0] == theirs[0] == "file" and (model.pin is not None
+                                                                     or record.model.sha256 == model.sha256):
+                continue
+            raise SourcesError(f"{path} holds the samples of {_describe(theirs)}, and {_describe(mine)} maps to "
+                               f"the same id {model.id!r}: they would mix in one file; {_way_out(mine)}")
+
+
+def _identity(model) -> tuple:
+    """What a transcript's id stands for: the served model and its runtime, or (in process) the file name."""
+    runtime = model.runtime
+    if runtime is not None:
+        return "served", runtime.get("served_model"), runtime.get("name")
+    return "file", model.filename if isinstance(model, OpenModel) else model.model.file
+
+
+def _describe(identity: tuple) -> str:
+    if identity[0] == "served":
+        return f"served model {identity[1]!r} on runtime {identity[2]!r}"
+    return f"model file {identity[1]!r}"
+
+
+def _way_out(identity: tuple) -> str:
+    if identity[0] == "served":
+        return "name the runtime apart with --runtime, or keep this run in its own --results-dir"
+    return "rename the file, or keep this run in its own --results-dir"
 
 
 def _changed(recorded: ModelRecord, model: OpenModel) -> bool:

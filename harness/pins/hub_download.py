@@ -235,7 +235,7 @@ def stream_hub_file(writer, *, repo: str, filename: str, revision: str | None, e
     retry or resume: a cut connection fails the whole download, and the caller's store discards it.
     """
     from huggingface_hub import get_hf_file_metadata
-    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+    from huggingface_hub.utils import build_hf_headers
 
     url = hub_url(repo, filename, revision, endpoint)
     try:
@@ -248,14 +248,34 @@ def stream_hub_file(writer, *, repo: str, filename: str, revision: str | None, e
         raise DownloadError(f"{url}: the server resolved revision {revision} to commit {meta.commit_hash}")
     headers = build_hf_headers()
     headers["Accept-Encoding"] = "identity"     # the pin is over the file's bytes, not a compressed body
+    try:
+        _stream_body(writer, url, headers, expected_size)
+    except HarnessError:
+        raise
+    except Exception as exc:        # a server that hangs up, loops its redirects, or speaks no HTTP
+        raise DownloadError(f"{url}: {_one_line(exc)}; nothing was stored") from exc
+
+
+def _stream_body(writer, url: str, headers: dict, expected_size: int | None) -> None:
+    """The GET of stream_hub_file. A body longer than the pinned size is cut off where it passes it (a server
+    sending a gigabyte, or without end, for a small file), whatever its headers announced."""
+    from huggingface_hub.utils import get_session, hf_raise_for_status
+
     with get_session().stream("GET", url, headers=headers, follow_redirects=True, timeout=HUB_TIMEOUT) as resp:
         hf_raise_for_status(resp)
         # Content-Length counts the body as sent; it only measures the file when the body is not encoded.
         encoded = resp.headers.get("Content-Encoding", "identity").lower() != "identity"
         announced = None if encoded else resp.headers.get("Content-Length")
+        if announced is not None and expected_size is not None and announced.isdigit() \
+                and int(announced) > expected_size:
+            raise DownloadError(f"{url}: the body is announced at {announced} bytes, the pin says {expected_size}; "
+                                "nothing was stored")
         received = 0
         # Unchunked: each network read reaches the writer, whose deadline then sees a trickle as it arrives.
         for chunk in resp.iter_bytes():
+            if expected_size is not None and received + len(chunk) > expected_size:
+                raise DownloadError(f"{url}: the server sent more than the pinned {expected_size} bytes; "
+                                    "nothing was stored")
             writer.write(chunk)
             received += len(chunk)
         if announced is not None and received != int(announced):

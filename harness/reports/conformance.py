@@ -2,6 +2,7 @@
 
 import pandas as pd
 
+from harness.core.safe_writes import check_target, write_atomically
 from harness.evaluation.results import ResultsDir
 from harness.formats import deviations
 from harness.template.conformance import dumps
@@ -131,6 +132,8 @@ def _matrix_section(m) -> list:
 def write(report: dict, results: ResultsDir) -> tuple:
     results.root.mkdir(parents=True, exist_ok=True)
     md, js = results.conformance
-    md.write_text(markdown(report), encoding="utf-8")
-    js.write_text(dumps(report), encoding="utf-8")
+    for path in (md, js):
+        check_target(path, results.root)
+    write_atomically(md, markdown(report), results.root)
+    write_atomically(js, dumps(report), results.root)
     return md, js

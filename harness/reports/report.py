@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.core.safe_writes import check_target, replacing, write_atomically
 from harness.evaluation import suite
 from harness.evaluation.records import ModelRecord
 from harness.evaluation.results import ResultsDir
@@ -250,24 +251,32 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     results = ResultsDir.at(results_dir)
     collected = collect(results, scenarios_dir, replays)
     sources = load_sources()
+    frame = collected.samples
+    models = sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations}) if not frame.empty else []
+    # Every file this report may write is checked before any is written: a link planted at one of them (to a
+    # file outside the folder) stops the report with its path, not half way through rewriting the others.
+    for path in [results.runtime_agreement, results.runtime_conformance_report, results.parser_agreement_report,
+                 results.summary, results.html, results.heatmap, *map(results.model_table, models)]:
+        check_target(path, results.root)
     suites = {name: s.read_all(results.root, collected.warnings) for name, s in suite.registered().items()}
     written = write_pages(results.root, suites)
     if collected.samples.empty:
         return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped, "models": {}}
-    frame = collected.samples
-    for model in sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations}):
+    for model in models:
         path = results.model_table(model)
-        path.write_text(model_markdown(model, frame[frame["model"] == model], collected, sources), encoding="utf-8")
+        write_atomically(path, model_markdown(model, frame[frame["model"] == model], collected, sources), results.root)
         written.append(str(path))
     summary = results.summary
-    summary.write_text(summary_markdown(collected), encoding="utf-8")
+    write_atomically(summary, summary_markdown(collected), results.root)
     written.append(str(summary))
     written.append(str(write_html(collected, results.html, suites["runtime-conformance"], suites["runtime-check"],
                                   results.conformance[1], suites["parser-agreement"])))
     if plot and not frame[~frame["replayed"]].empty:
         from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
 
-        written.append(str(draw_heatmap(frame[~frame["replayed"]], results.heatmap)))
+        with replacing(results.heatmap, results.root) as temp:
+            draw_heatmap(frame[~frame["replayed"]], temp)
+        written.append(str(results.heatmap))
     return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped,
             "models": json_summary(collected)}
 

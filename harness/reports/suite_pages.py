@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from harness.core.safe_writes import write_atomically
 from harness.evaluation import parser_agreement, runtime_agreement, runtime_conformance
 from harness.evaluation.judging import cell, fork
 from harness.evaluation.suite import Suite, registered
@@ -200,6 +201,6 @@ def write_pages(results_dir: Path, records: dict) -> list:
     for name, suite in registered().items():
         if records.get(name):
             out = Path(results_dir) / suite.page
-            out.write_text(page_for(suite)(records[name], Path(results_dir)), encoding="utf-8")
+            write_atomically(out, page_for(suite)(records[name], Path(results_dir)), Path(results_dir))
             written.append(str(out))
     return written
