@@ -118,6 +118,7 @@ def _detection(raw: dict) -> dict | None:
     """The detection a model record keeps; the reports print its family, reason and rendered call as text."""
     detection = _check(raw, "detection", (dict, _NONE), optional=True)
     if detection is not None:
-        _within("detection", lambda: [_check(detection, k, (str, _NONE), optional=True)
+        # Detection always gives a reason (the reports print it); the others are null where nothing was found.
+        _within("detection", lambda: [_check(detection, k, (str,) if k == "reason" else (str, _NONE), optional=True)
                                       for k in ("family", "reason", "rendered_call", "status")])
     return detection

@@ -78,9 +78,13 @@ class SampleRecord:
         model, scenario = _nested(raw, "model"), _nested(raw, "scenario")
         model = _within("model", lambda: ModelRef.from_json(model))
         scenario = _within("scenario", lambda: ScenarioRef.from_json(scenario))
+        replayed = bool(_check(raw, "replayed", (bool, _NONE), optional=True))
+        # A run seeds every sample it writes (the reports sort and pair samples by seed); only a replayed reply,
+        # quoted rather than generated, has none.
+        seed = _check(raw, "seed", (int, _NONE) if replayed else (int,))
         return cls(
             model=model, scenario=scenario,
-            sample=_check(raw, "sample", (int,)), seed=_check(raw, "seed", (int, _NONE)),
+            sample=_check(raw, "sample", (int,)), seed=seed,
             mode=_check(raw, "mode", (str,), optional=True) or "native",
             family=_check(raw, "family", (str, _NONE), optional=True),
             template=_check(raw, "template", (dict, _NONE), optional=True),
@@ -88,7 +92,7 @@ class SampleRecord:
             sampling=_check(raw, "sampling", (dict, _NONE), optional=True),
             max_steps=_check(raw, "max_steps", (int, _NONE), optional=True),
             template_kwargs=_check(raw, "template_kwargs", (dict, _NONE), optional=True) or {},
-            replayed=bool(_check(raw, "replayed", (bool, _NONE), optional=True)),
+            replayed=replayed,
             replay=_check(raw, "replay", (dict, _NONE), optional=True),
             turns=_check_steps(_check(raw, "turns", (list,), optional=True) or []),
             error=_check(raw, "error", (str, _NONE), optional=True),
