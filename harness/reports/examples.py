@@ -5,10 +5,12 @@ Chosen deterministically: failed samples by seed (then sample index); the lowest
 label differs from it (a second example of the same failure says less than a different one), else the next."""
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import pandas as pd
 
 from harness.evaluation.scoring import VERDICTS, parse_steps
+from harness.evaluation.transcripts import RecordRef, load_record
 
 MARKDOWN_WIDTH = 72  # characters of a reply shown in a markdown cell; the HTML report shows it whole
 
@@ -43,8 +45,21 @@ def _pick_step(record) -> tuple:
     return last or (0, 0, "", None)
 
 
+@lru_cache(maxsize=1024)
+def _picked(ref: RecordRef) -> tuple:
+    """_pick_step of a record read again from its transcript: the markdown and the HTML table ask for the
+    same examples, and the record is read once for both."""
+    return _pick_step(load_record(ref))
+
+
+def forget_read_records() -> None:
+    """Drop the records read for examples: a new report reads transcripts that may have changed since."""
+    _picked.cache_clear()
+
+
 def example_of(row: dict) -> Example:
-    turn, step, reply, deviation = _pick_step(row["record"])
+    record = row["record"]
+    turn, step, reply, deviation = _picked(record) if isinstance(record, RecordRef) else _pick_step(record)
     failed = [name.replace("_", " ") for name in VERDICTS if _failed(row.get(name))]
     label = deviation or ("no deviation; checks failed: " + ", ".join(failed) if failed else "no deviation")
     return Example(row["model"], row["scenario"], row["mode"], int(row["sample"]), int(row["seed"]),
@@ -54,15 +69,18 @@ def example_of(row: dict) -> Example:
 def failing_examples(group: pd.DataFrame, limit: int = 2) -> list:
     rows = [r for r in group.to_dict("records") if _failed(r["passed"])]
     rows.sort(key=lambda r: (r["seed"], r["sample"]))
-    candidates = [example_of(r) for r in rows]
-    chosen = candidates[:1]
-    rest = candidates[1:]
-    while rest and len(chosen) < limit:
-        different = [c for c in rest if c.label not in {e.label for e in chosen}]
-        pick = (different or rest)[0]
-        chosen.append(pick)
-        rest.remove(pick)
-    return chosen
+    # In seed order, each failure whose label no chosen example has; then, when too few labels differ, the
+    # lowest seeds not chosen. Records are read only until enough labels are found.
+    chosen, passed_over = [], []
+    for row in rows:
+        if len(chosen) == limit:
+            break
+        example = example_of(row)
+        if example.label in {e.label for e in chosen}:
+            passed_over.append(example)
+        else:
+            chosen.append(example)
+    return chosen + passed_over[:limit - len(chosen)]
 
 
 def code_span(text: str) -> str:

@@ -22,6 +22,7 @@ from harness.evaluation.runtime_conformance import conformance_markdown
 from harness.evaluation.runtime_conformance import read_records as read_conformance
 from harness.pins.sources import load_sources, resolve_template
 from harness.reports.html_report import write_html
+from harness.reports.staged import StagedWrites
 from harness.reports.tables import (
     FIRST_REPLIES, IN_PROCESS, LEGEND, RATES, Collected, checks_table, class_table, collect, coverage_lines,
     family_name, illustration_lines, mode_order, mode_table, rate_value, replay_table, row_labels,
@@ -245,45 +246,56 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     runtime_records = _conformance_records(results, collected.warnings)
     agreement_records = _records(results.runtime_record_files(), read_records, collected.warnings)
     parser_records = _records(results.parser_agreement_files(), parser_agreement.read_records, collected.warnings)
-    written = (_write_agreement(results, agreement_records) + _write_conformance(results, runtime_records)
-               + _write_parser_agreement(results, parser_records))
-    if collected.samples.empty:
-        return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped, "models": {}}
-    frame = collected.samples
-    for model in sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations}):
-        path = results.model_table(model)
-        path.write_text(model_markdown(model, frame[frame["model"] == model], collected, sources), encoding="utf-8")
-        written.append(str(path))
-    summary = results.summary
-    summary.write_text(summary_markdown(collected), encoding="utf-8")
-    written.append(str(summary))
-    written.append(str(write_html(collected, results.html, runtime_records, agreement_records,
-                                  results.conformance[1], parser_records)))
-    if plot and not frame[~frame["replayed"]].empty:
-        from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
+    # Every file to a temporary name first, all put in place at the end: a report that fails halfway leaves
+    # the previous reports whole.
+    with StagedWrites() as staged:
+        written = (_write_agreement(results, agreement_records, staged)
+                   + _write_conformance(results, runtime_records, staged)
+                   + _write_parser_agreement(results, parser_records, staged))
+        if collected.samples.empty:
+            staged.commit()
+            return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped,
+                    "models": {}}
+        frame = collected.samples
+        for model in sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations}):
+            text = model_markdown(model, frame[frame["model"] == model], collected, sources)
+            written.append(str(staged.text(results.model_table(model), text)))
+        written.append(str(staged.text(results.summary, summary_markdown(collected))))
+        written += write_html(collected, results.html, runtime_records, agreement_records,
+                              results.conformance[1], parser_records, staged)
+        if plot and not frame[~frame["replayed"]].empty:
+            from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
 
-        written.append(str(draw_heatmap(frame[~frame["replayed"]], results.heatmap)))
+            draw_heatmap(frame[~frame["replayed"]], staged.file(results.heatmap))
+            written.append(str(results.heatmap))
+        staged.commit()
+    _remove_stale_pages(results, written)
     return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped,
             "models": json_summary(collected)}
 
 
-def _write_agreement(results: ResultsDir, records: list) -> list:
+def _remove_stale_pages(results: ResultsDir, written: list) -> None:
+    """Sample pages of an earlier report that this one did not write (fewer samples, a model gone)."""
+    kept = set(written)
+    for path in results.sample_page_files():
+        if str(path) not in kept:
+            path.unlink()
+
+
+def _write_agreement(results: ResultsDir, records: list, staged) -> list:
     """results/runtime-agreement.md from the records of results/runtimes/*.jsonl (harness runtime-check)."""
     if not records:
         return []
-    out = results.runtime_agreement
-    out.write_text(agreement_markdown(records), encoding="utf-8")
-    return [str(out)]
+    return [str(staged.text(results.runtime_agreement, agreement_markdown(records)))]
 
 
-def _write_parser_agreement(results: ResultsDir, records: list) -> list:
+def _write_parser_agreement(results: ResultsDir, records: list, staged) -> list:
     """results/parser-agreement.md from the records of results/parser-agreement/*.jsonl (harness
     parser-agreement), as that command writes it: CI rebuilds it without the peers environment."""
     if not records:
         return []
-    out = results.parser_agreement_report
-    out.write_text(parser_agreement.agreement_markdown(records, parser_agreement.unmapped()), encoding="utf-8")
-    return [str(out)]
+    text = parser_agreement.agreement_markdown(records, parser_agreement.unmapped())
+    return [str(staged.text(results.parser_agreement_report, text))]
 
 
 def _conformance_records(results: ResultsDir, warnings: list) -> list:
@@ -301,15 +313,13 @@ def _records(paths: list, read, warnings: list) -> list:
     return records
 
 
-def _write_conformance(results: ResultsDir, records: list) -> list:
+def _write_conformance(results: ResultsDir, records: list, staged) -> list:
     """results/runtime-conformance.md from the records."""
     if not records:
         return []
     asked = {r.template["sha256"]: r.template["id"] for r in records}
     unscripted = [(t, why) for t, why in unscripted_templates(results.root, asked) if t not in asked.values()]
-    out = results.runtime_conformance_report
-    out.write_text(conformance_markdown(records, unscripted), encoding="utf-8")
-    return [str(out)]
+    return [str(staged.text(results.runtime_conformance_report, conformance_markdown(records, unscripted)))]
 
 
 def unscripted_templates(results_dir: Path, asked: dict) -> list:
