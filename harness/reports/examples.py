@@ -2,7 +2,9 @@
 model actually wrote, so a reader sees the near miss behind a rate without opening the transcript.
 
 Chosen deterministically: failed samples by seed (then sample index); the lowest first, then the lowest whose
-label differs from it (a second example of the same failure says less than a different one), else the next."""
+label differs from it (a second example of the same failure says less than a different one), else the next.
+The label is looked for among the SCANNED lowest failures: each is a record read again from its transcript, and
+a row of thousands of samples failing alike would otherwise read them all for the table."""
 
 from dataclasses import dataclass
 from functools import lru_cache
@@ -11,7 +13,9 @@ import pandas as pd
 
 from harness.evaluation.scoring import VERDICTS, parse_steps
 from harness.evaluation.transcripts import RecordRef, load_record
+from harness.reports.markdown import visible_controls
 
+SCANNED = 64  # failed samples of a row whose labels are compared, lowest seeds first
 MARKDOWN_WIDTH = 72  # characters of a reply shown in a markdown cell; the HTML report shows it whole
 
 
@@ -67,8 +71,10 @@ def example_of(row: dict) -> Example:
 
 
 def failing_examples(group: pd.DataFrame, limit: int = 2) -> list:
-    rows = [r for r in group.to_dict("records") if _failed(r["passed"])]
-    rows.sort(key=lambda r: (r["seed"], r["sample"]))
+    failed = group[[_failed(v) for v in group["passed"]]]
+    keys = list(zip(failed["seed"].tolist(), failed["sample"].tolist(), range(len(failed))))
+    order = [i for *_, i in sorted(keys)]
+    rows = failed.iloc[order[:SCANNED]].to_dict("records")
     # In seed order, each failure whose label no chosen example has; then, when too few labels differ, the
     # lowest seeds not chosen. Records are read only until enough labels are found.
     chosen, passed_over = [], []
@@ -96,8 +102,9 @@ def code_span(text: str) -> str:
 
 
 def short(reply: str, width: int = MARKDOWN_WIDTH) -> str:
-    """One line: newlines, tabs and carriage returns written as escapes, cropped to width."""
-    flat = reply.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    """One line: newlines, tabs, carriage returns and every other control character written as escapes (an
+    ESC sent raw would reach the reader's terminal), cropped to width."""
+    flat = visible_controls(reply.replace("\\", "\\\\"))
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 

@@ -16,6 +16,7 @@ import pandas as pd
 from harness.evaluation.results import file_stem
 from harness.evaluation.transcripts import RecordRef, load_record
 from harness.reports.html_samples import sample_html, status, token_pattern
+from harness.reports.markdown import visible_controls
 from harness.reports.tables import RATES, by_mode, mode_order
 
 FOLDER = "samples"  # beside report.html (harness.evaluation.results.ResultsDir.samples)
@@ -171,7 +172,8 @@ def page_html(model: str, number: int, count: int, parts: list, tokens, css: str
                 for r in part.rows]
         out.append("</section>\n")
     out.append(f"</main><script>{SAMPLES_JS}</script></body></html>\n")
-    return "".join(out)
+    # A control character left in a user message, a tool result or an id is shown as its escape, never raw.
+    return visible_controls("".join(out), keep="\n\t")
 
 
 def write_sample_pages(layout: SampleLayout, models: dict, results, staged, css: str) -> list:

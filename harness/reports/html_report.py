@@ -19,6 +19,7 @@ from harness.evaluation.results import ResultsDir
 from harness.reports.examples import failing_examples
 from harness.reports.html_pages import FOLDER, PAGE_SAMPLES, SampleLayout, write_sample_pages
 from harness.reports.html_samples import STATUS_TEXT, names_html, status
+from harness.reports.markdown import visible_controls
 from harness.reports.staged import StagedWrites
 from harness.reports.tables import EXAMPLES, by_mode, mode_order, mode_table, replay_table, scenario_table
 
@@ -96,7 +97,8 @@ JS = """
 
 def _examples_html(group: pd.DataFrame, model: str, layout: SampleLayout) -> str:
     items = [f'<a href="{escape(layout.href(model, e.scenario, e.mode, e.sample))}">seed {e.seed}</a> '
-             f"({escape(e.label)}): <code class=\"ex\">{escape(e.reply[:160])}{'…' if len(e.reply) > 160 else ''}"
+             f"({escape(e.label)}): <code class=\"ex\">{escape(visible_controls(e.reply[:160], keep=chr(10) + chr(9)))}"
+             f"{'…' if len(e.reply) > 160 else ''}"
              "</code>" for e in failing_examples(group)]
     return "<br>".join(items) or "–"
 
@@ -183,7 +185,8 @@ def page(collected, sections: str = "", layout: SampleLayout | None = None) -> s
     layout = layout if layout is not None else SampleLayout.of(frame)
     body += [model_html(m, frame[frame["model"] == m], collected.models.get(m),
                         [i for i in collected.illustrations if i["model"] == m], layout) for m in models]
-    return "".join([head, *body, f"</main><script>{JS}</script></body></html>\n"])
+    # Any control character left in a model id, a reason or a name is shown as its escape, never sent raw.
+    return visible_controls("".join([head, *body, f"</main><script>{JS}</script></body></html>\n"]), keep="\n\t")
 
 
 def write_html(collected, path: Path, runtime_records: list = (), agreement_records: list = (),

@@ -21,11 +21,12 @@ from harness.evaluation.runtime_agreement import agreement_markdown, read_record
 from harness.evaluation.runtime_conformance import conformance_markdown
 from harness.evaluation.runtime_conformance import read_records as read_conformance
 from harness.pins.sources import load_sources, resolve_template
+from harness.reports import markdown
 from harness.reports.html_report import write_html
 from harness.reports.staged import StagedWrites
 from harness.reports.tables import (
-    FIRST_REPLIES, IN_PROCESS, LEGEND, RATES, Collected, checks_table, class_table, collect, coverage_lines,
-    family_name, illustration_lines, mode_order, mode_table, rate_value, replay_table, row_labels,
+    EXAMPLES, FIRST_REPLIES, IN_PROCESS, LEGEND, RATES, Collected, checks_table, class_table, collect,
+    coverage_lines, family_name, illustration_lines, mode_order, mode_table, rate_value, replay_table, row_labels,
     scenario_table, trade_off_lines,
 )
 from harness.reports.verdict import top_deviations_lines, verdict_lines
@@ -101,12 +102,13 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
     replayed = frame[frame["replayed"]] if not frame.empty else frame
     illustrations = [i for i in collected.illustrations if i["model"] == model_id]
     record = collected.models.get(model_id)
-    lines = [f"# {model_id}", ""]
+    lines = [f"# {markdown.line(model_id)}", ""]
     if record is not None:
         det = record.detection or {}
         lines += [_model_file_line(r) for (m, _), r in sorted(collected.model_files.items()) if m == model_id]
         lines += [
-                  f"- Family: **{record.family or 'none (chat without tools)'}**: {det.get('reason', '')}"]
+                  f"- Family: **{markdown.line(record.family or 'none (chat without tools)')}**: "
+                  f"{markdown.line(det.get('reason', ''))}"]
         if record.template_kwargs:
             lines.append(f"- Template variables: {record.template_kwargs}")
     if record is not None:
@@ -139,13 +141,13 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
             lines += [f"## Modes{where}", "", "All scenarios together, per mode (native: the model's template and "
                       "parser; grammar: sampling constrained by a grammar from the tool schemas; fallback: native, "
                       f"with a failed step rewritten under the grammar; {FIRST_REPLIES}: its native first replies, "
-                      "before the rewrite).", "", mode_table(part).to_markdown(index=False), "",
-                      *trade_off_lines(part), ""]
-        lines += [f"## Live, by scenario and mode{where}", "", scenario_table(part).to_markdown(index=False), ""]
+                      "before the rewrite).", "", markdown.table(mode_table(part)), "",
+                      *map(markdown.line, trade_off_lines(part)), ""]
+        lines += [f"## Live, by scenario and mode{where}", "", markdown.table(scenario_table(part), verbatim=(EXAMPLES,)), ""]
     if not replayed.empty:
         lines += ["## Quoted by the seed ADR (not run here)", "",
                   "Replies the ADR quotes verbatim, each scored on its own (one reply is no rate; the ADR quotes no "
-                  "answer, so the answer checks do not apply).", "", replay_table(replayed).to_markdown(index=False), ""]
+                  "answer, so the answer checks do not apply).", "", markdown.table(replay_table(replayed), verbatim=("reply",)), ""]
         for _, r in replayed.iterrows():
             lines.append(f"- {r['scenario']}: the ADR: “{r['quote']}”"
                          + (f" Note: {r['note']}" if isinstance(r["note"], str) else ""))
@@ -178,7 +180,7 @@ def summary_markdown(collected: Collected) -> str:
     quoted = frame[frame["replayed"]]
     names = lambda due: ", ".join(s.name for s in collected.scenarios if s.call_due is due)  # noqa: E731
     lines = ["# Summary", "", _provenance(collected, quoted), "", LEGEND, "",
-             "## What each scenario checks", "", checks_table(collected.scenarios).to_markdown(index=False), "",
+             "## What each scenario checks", "", markdown.table(checks_table(collected.scenarios)), "",
              *coverage_lines(collected.scenarios), ""]
     if not live.empty:
         lines += ["## Verdict: which model, which mode", "", *verdict_lines(live), "",
@@ -186,10 +188,10 @@ def summary_markdown(collected: Collected) -> str:
                   "The named near misses (deviations) and behaviours (findings) each model's live samples show "
                   "most, over all its modes.", "", *top_deviations_lines(live), ""]
         lines += ["## Models and modes", "", f"### Call due ({names(True)})", "",
-                  class_table(live, True).to_markdown(index=False), "",
-                  f"### No call due ({names(False)})", "", class_table(live, False).to_markdown(index=False), "",
-                  "### All scenarios", "", class_table(live, None).to_markdown(index=False), ""]
-    trade = trade_off_lines(live)
+                  markdown.table(class_table(live, True)), "",
+                  f"### No call due ({names(False)})", "", markdown.table(class_table(live, False)), "",
+                  "### All scenarios", "", markdown.table(class_table(live, None)), ""]
+    trade = [markdown.line(t) for t in trade_off_lines(live)]
     if trade:
         lines += ["## The trade-off: what a grammar buys", "",
                   "A grammar makes the call's syntax right once it is triggered; whether the model then picks the "
@@ -199,7 +201,7 @@ def summary_markdown(collected: Collected) -> str:
     if not live.empty:
         grid = pass_grid(live)
         cells = grid.map(lambda v: "–" if v is None or v != v else f"{100 * v:.0f}%")
-        lines += ["## All checks passed, by scenario", "", cells.to_markdown(), "",
+        lines += ["## All checks passed, by scenario", "", markdown.table(cells, index=True), "",
                   "The heat map adds, per model and mode, each stage a sample passes through (call parsed, intended "
                   "tool, right tool, valid typed args, expected args, no call made, expected answer, uses tool "
                   "result, all checks). Every sample's transcript (raw replies, parses, deviations, verdicts) is "
@@ -207,7 +209,7 @@ def summary_markdown(collected: Collected) -> str:
     if not quoted.empty:
         lines += ["## Quoted by the seed ADR (not run here)", "",
                   "Replies the ADR quotes verbatim, scored one by one (the ADR quotes no answers).", "",
-                  replay_table(quoted, with_model=True).to_markdown(index=False), ""]
+                  markdown.table(replay_table(quoted, with_model=True), verbatim=("reply",)), ""]
     if collected.illustrations:
         lines += ["Reconstructed from the ADR's description, shown as illustrations and never scored: "
                   + "; ".join(sorted({f"{i['model']} ({i['scenario']})" for i in collected.illustrations}))

@@ -21,6 +21,7 @@ from harness.evaluation.scenarios import load_scenarios
 from harness.evaluation.scored import score_transcripts
 from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, parse_steps, score_sample, wilson
 from harness.reports.examples import forget_read_records, markdown_cell
+from harness.reports.markdown import visible_controls
 
 # Rates every table shows, in order, with their column titles.
 RATES = {"parsed": "parsed as expected", "call_readable": "call attempts read", "intended_tool": "intended tool",
@@ -301,7 +302,8 @@ def replay_table(frame: pd.DataFrame, with_model: bool = False) -> pd.DataFrame:
     rows = []
     for _, r in frame.iterrows():
         rows.append({**({"model": r["model"]} if with_model else {}), "scenario": r["scenario"],
-                     "reply": "`" + str(r["reply"]).replace("\n", "\\n").replace("|", "\\|")[:160] + "`",
+                     "reply": "`" + visible_controls(str(r["reply"]).replace("\n", "\\n")).replace("|", "\\|")[:160]
+                              + "`",
                      **{RATES[k]: _yes_no(r[k]) for k in ("parsed", "intended_tool", "right_tool",
                                                           "valid_arguments", "expected_arguments", "passed")},
                      "deviations": named_counts([r["deviations"]]), "findings": named_counts([r["findings"]])})
