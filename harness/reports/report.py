@@ -143,11 +143,13 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
                       f"with a failed step rewritten under the grammar; {FIRST_REPLIES}: its native first replies, "
                       "before the rewrite).", "", markdown.table(mode_table(part)), "",
                       *map(markdown.line, trade_off_lines(part)), ""]
-        lines += [f"## Live, by scenario and mode{where}", "", markdown.table(scenario_table(part), verbatim=(EXAMPLES,)), ""]
+        lines += [f"## Live, by scenario and mode{where}", "",
+                  markdown.table(scenario_table(part), verbatim=(EXAMPLES,)), ""]
     if not replayed.empty:
         lines += ["## Quoted by the seed ADR (not run here)", "",
                   "Replies the ADR quotes verbatim, each scored on its own (one reply is no rate; the ADR quotes no "
-                  "answer, so the answer checks do not apply).", "", markdown.table(replay_table(replayed), verbatim=("reply",)), ""]
+                  "answer, so the answer checks do not apply).", "",
+                  markdown.table(replay_table(replayed), verbatim=("reply",)), ""]
         for _, r in replayed.iterrows():
             lines.append(f"- {r['scenario']}: the ADR: “{r['quote']}”"
                          + (f" Note: {r['note']}" if isinstance(r["note"], str) else ""))
