@@ -58,3 +58,15 @@ def test_a_report_that_fails_halfway_leaves_the_previous_reports_whole(tmp_path,
         write_reports(results, scenarios, plot=False)
     after = {p: p.read_bytes() for p in results.rglob("*") if p.is_file() and "transcripts" not in p.parts}
     assert after == before  # every report as it was, and no temporary file left beside them
+
+
+def test_the_tables_keep_where_each_record_is_not_its_replies(tmp_path):
+    from harness.evaluation.transcripts import RecordRef, load_record
+    from harness.reports.tables import collect
+
+    scenarios, results = setup(tmp_path)
+    frame = collect(results, scenarios).samples
+    refs = list(frame["record"])
+    assert all(isinstance(r, RecordRef) for r in refs) and frame["reply"].isna().all()
+    # Read again on demand, each is the record at that line.
+    assert [load_record(r).sample for r in refs] == [0, 1, 2] and [r.line for r in refs] == [2, 3, 4]
