@@ -2,9 +2,7 @@
 model actually wrote, so a reader sees the near miss behind a rate without opening the transcript.
 
 Chosen deterministically: failed samples by seed (then sample index); the lowest first, then the lowest whose
-label differs from it (a second example of the same failure says less than a different one), else the next.
-The label is looked for among the SCANNED lowest failures: each is a record read again from its transcript, and
-a row of thousands of samples failing alike would otherwise read them all for the table."""
+label differs from it (a second example of the same failure says less than a different one), else the next."""
 
 from dataclasses import dataclass
 from functools import lru_cache
@@ -15,7 +13,6 @@ from harness.evaluation.scoring import VERDICTS, parse_steps
 from harness.evaluation.transcripts import RecordRef, load_record
 from harness.reports.markdown import visible_controls
 
-SCANNED = 64  # failed samples of a row whose labels are compared, lowest seeds first
 MARKDOWN_WIDTH = 72  # characters of a reply shown in a markdown cell; the HTML report shows it whole
 
 
@@ -49,7 +46,7 @@ def _pick_step(record) -> tuple:
     return last or (0, 0, "", None)
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=256)
 def _picked(ref: RecordRef) -> tuple:
     """_pick_step of a record read again from its transcript: the markdown and the HTML table ask for the
     same examples, and the record is read once for both."""
@@ -61,32 +58,43 @@ def forget_read_records() -> None:
     _picked.cache_clear()
 
 
+def _label(deviation, row: dict) -> str:
+    failed = [name.replace("_", " ") for name in VERDICTS if _failed(row.get(name))]
+    return deviation or ("no deviation; checks failed: " + ", ".join(failed) if failed else "no deviation")
+
+
+def label_of(row: dict) -> str:
+    """An example's label from the row alone where it can be: the scored deviations are those of the record's
+    replies in order (harness.evaluation.scoring), so the first is the first reply's deviation _pick_step
+    finds; a record with turns the scenario does not score is read to find it."""
+    if row.get("turns", 0) > len(row.get("turn_verdicts") or ()):
+        return example_of(row).label
+    return _label(row["deviations"][0] if row["deviations"] else None, row)
+
+
 def example_of(row: dict) -> Example:
     record = row["record"]
     turn, step, reply, deviation = _picked(record) if isinstance(record, RecordRef) else _pick_step(record)
-    failed = [name.replace("_", " ") for name in VERDICTS if _failed(row.get(name))]
-    label = deviation or ("no deviation; checks failed: " + ", ".join(failed) if failed else "no deviation")
     return Example(row["model"], row["scenario"], row["mode"], int(row["sample"]), int(row["seed"]),
-                   turn, step, reply, label)
+                   turn, step, reply, _label(deviation, row))
 
 
 def failing_examples(group: pd.DataFrame, limit: int = 2) -> list:
     failed = group[[_failed(v) for v in group["passed"]]]
     keys = list(zip(failed["seed"].tolist(), failed["sample"].tolist(), range(len(failed))))
-    order = [i for *_, i in sorted(keys)]
-    rows = failed.iloc[order[:SCANNED]].to_dict("records")
+    rows = failed.iloc[[i for *_, i in sorted(keys)]].to_dict("records")
     # In seed order, each failure whose label no chosen example has; then, when too few labels differ, the
-    # lowest seeds not chosen. Records are read only until enough labels are found.
+    # lowest seeds not chosen. Labels come from the rows; only the chosen records are read for their replies.
     chosen, passed_over = [], []
     for row in rows:
         if len(chosen) == limit:
             break
-        example = example_of(row)
-        if example.label in {e.label for e in chosen}:
-            passed_over.append(example)
+        label = label_of(row)
+        if label in {label_of(c) for c in chosen}:
+            passed_over.append(row)
         else:
-            chosen.append(example)
-    return chosen + passed_over[:limit - len(chosen)]
+            chosen.append(row)
+    return [example_of(r) for r in chosen + passed_over[:limit - len(chosen)]]
 
 
 def code_span(text: str) -> str:

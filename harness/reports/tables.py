@@ -100,7 +100,7 @@ def _row(record: SampleRecord, scenario, verdicts: dict, runtime: str = IN_PROCE
         "deviations": verdicts["deviations"], "findings": verdicts["findings"],
         "parse_changed": verdicts["parse_changed"], "seconds": record.seconds,
         "completion_tokens": sum(s.get("completion_tokens") or 0 for s in steps),
-        "steps": len(steps), "error": record.error,
+        "steps": len(steps), "turns": len(record.turns), "error": record.error,
         "errored": bool(record.error) or any(s.get("error") for s in steps),
         # The grammar or the fallback wrote a step of this sample: what "what a grammar buys" compares.
         "acted": any(s.get("fallback_from") or (s.get("grammar") and s.get("grammar_from", 0) is not None)
