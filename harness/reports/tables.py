@@ -110,7 +110,8 @@ def _row(record: SampleRecord, scenario, verdicts: dict, runtime: str = IN_PROCE
         "quote": replay.get("quote"), "note": replay.get("note"),
         # The record (or where to read it) and its per-turn verdicts: the HTML transcripts and the example
         # replies read them.
-        "record": record if ref is None else ref, "turn_verdicts": verdicts["turns"],
+        "record": record if ref is None else ref,
+        "turn_verdicts": [{k: t.get(k) for k in VERDICTS} for t in verdicts["turns"]],  # not their answers' text
         "model_sha256": record.model.sha256,
     }
 
