@@ -5,7 +5,8 @@ tables of results/<model>.md, each row linking to its samples. The samples' tran
 
 Self-contained (inline CSS and JS, no request leaves the file; links to the sample pages only) and
 byte-identical on repeat (no timestamp, models, scenarios, modes and seeds in a fixed order), so CI's comparison
-of results/ holds. The script adds a model filter and scrolls to the anchor. Anchors: #overview, #<model>."""
+of results/ holds. The script adds a model filter and scrolls to the anchor. Anchors: #overview, #<model>; a
+sample's or a row's anchor (#<model>--<scenario>--<mode>[--<sample>]) leads on to its page."""
 
 from html import escape
 from pathlib import Path
@@ -80,8 +81,19 @@ JS = """
     });
     document.getElementById('shown').textContent = shown + ' of ' + all + ' samples shown';
   }
+  function follow(id) {
+    // A sample's or a row's anchor (#<model>--<scenario>--<mode>[--<sample>]): its page beside the report, by
+    // the table link to the sample or, failing that, to its row's first page.
+    var links = Array.prototype.slice.call(document.querySelectorAll('main a[href*="#"]'));
+    var row = id.replace(/--[0-9]+$/, '');
+    var link = links.filter(function (a) { return decodeURIComponent(a.hash.slice(1)) === id; })[0] ||
+               links.filter(function (a) { return decodeURIComponent(a.hash.slice(1)) === row; })[0];
+    if (link) location.href = link.href.split('#')[0] + '#' + encodeURIComponent(id);
+  }
   function reveal() {
-    var target = document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    var id = decodeURIComponent(location.hash.slice(1));
+    var target = document.getElementById(id);
+    if (!target && id) { follow(id); return; }
     if (!target) return;
     var section = target.closest('section.model');
     if (section && section.hidden) { form.elements.model.value = ''; apply(); }

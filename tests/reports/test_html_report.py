@@ -120,6 +120,15 @@ def test_chromium_renders_the_tables_and_opens_a_failing_sample_from_its_anchor(
 
 
 @pytest.mark.browser
+def test_a_sample_anchor_on_the_report_leads_on_to_the_sample_on_its_page(report, browser):
+    browser.open((report[0] / "results" / "report.html").as_uri() + "#m1--arithmetic--native--3")
+    if browser.evaluate("location.pathname").endswith("/report.html"):
+        browser.wait_for("Page.loadEventFired")  # the report's script moves on to the page that holds it
+    assert browser.evaluate("location.pathname").endswith("/results/samples/m1.1.html")
+    assert browser.evaluate("document.getElementById('m1--arithmetic--native--3').open") is True
+
+
+@pytest.mark.browser
 def test_chromium_filters_by_mode_and_failure_and_jumps_to_the_next_failed_sample(report, browser):
     browser.open((report[0] / "results" / "samples" / "m1.1.html").as_uri())
     visible = "[...document.querySelectorAll('details.sample')].filter(s => !s.hidden).map(s => s.id)"
