@@ -43,7 +43,9 @@ SAMPLES_JS = """
     document.getElementById('shown').textContent = shown + ' of ' + samples.length + ' samples shown';
   }
   function reveal() {
-    var target = document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    var id = decodeURIComponent(location.hash.slice(1));
+    // A sample on another page of its row (the report knows only where each row starts): its row, here.
+    var target = document.getElementById(id) || document.getElementById(id.replace(/--[0-9]+$/, ''));
     if (!target) return;
     for (var el = target; el; el = el.parentElement) if (el.hidden) el.hidden = false;
     if (target.tagName === 'DETAILS') target.open = true;
