@@ -44,8 +44,15 @@ SAMPLES_JS = """
   }
   function reveal() {
     var id = decodeURIComponent(location.hash.slice(1));
-    // A sample on another page of its row (the report knows only where each row starts): its row, here.
-    var target = document.getElementById(id) || document.getElementById(id.replace(/--[0-9]+$/, ''));
+    // A sample on a later page of its row (the report links to where each row starts): on to the next page
+    // while the row goes on there, else the row here.
+    var row = document.getElementById(id.replace(/--[0-9]+$/, ''));
+    var onward = document.querySelector('a[rel=next]');
+    if (!document.getElementById(id) && row && row.dataset.continues && onward) {
+      location.href = onward.href.split('#')[0] + location.hash;
+      return;
+    }
+    var target = document.getElementById(id) || row;
     if (!target) return;
     for (var el = target; el; el = el.parentElement) if (el.hidden) el.hidden = false;
     if (target.tagName === 'DETAILS') target.open = true;
@@ -78,6 +85,7 @@ class Part:
     first: bool        # the group starts on this page
     total: int         # samples in the whole group
     failed: int        # failed samples in the whole group
+    continues: bool = False  # the group goes on on the next page
 
 
 @dataclass
@@ -105,7 +113,8 @@ class SampleLayout:
                         pages.append([])
                         room = per_page
                     part, rows = rows[:room], rows[room:]
-                    pages[-1].append(Part(scenario, mode, part, len(part) + len(rows) == total, total, failed))
+                    pages[-1].append(Part(scenario, mode, part, len(part) + len(rows) == total, total, failed,
+                                          bool(rows)))
                     for row in part:
                         out.at.setdefault((model, scenario, mode, row["sample"]), len(pages))
                     room -= len(part)
@@ -168,7 +177,8 @@ def page_html(model: str, number: int, count: int, parts: list, tokens, css: str
     for part in parts:
         group = anchor(model, part.scenario, part.mode)
         more = "" if part.first else " (continued from the previous page)"
-        out.append(f'<section class="group" id="{escape(group)}"><h4>{escape(part.scenario)} · '
+        goes_on = ' data-continues="next"' if part.continues else ""
+        out.append(f'<section class="group" id="{escape(group)}"{goes_on}><h4>{escape(part.scenario)} · '
                    f"{escape(part.mode)}: {part.failed} of {part.total} failed{more}</h4>\n")
         out += [sample_html(_resolved(r), anchor(model, part.scenario, part.mode, r["sample"]), RATES, tokens)
                 for r in part.rows]

@@ -70,3 +70,25 @@ def test_the_tables_keep_where_each_record_is_not_its_replies(tmp_path):
     assert all(isinstance(r, RecordRef) for r in refs) and frame["reply"].isna().all()
     # Read again on demand, each is the record at that line.
     assert [load_record(r).sample for r in refs] == [0, 1, 2] and [r.line for r in refs] == [2, 3, 4]
+
+
+@pytest.mark.browser
+def test_a_sample_anchor_on_the_report_reaches_the_later_page_that_holds_it(tmp_path, monkeypatch):
+    from tests import chromium
+
+    scenarios, results = setup(tmp_path)
+    _add_samples(results, 4)
+    monkeypatch.setattr(html_pages, "PAGE_SAMPLES", 3)
+    write_reports(results, scenarios, plot=False)
+    browser = chromium.Browser()
+    try:
+        # Sample 6 is on page 3; the report links only to where its row starts (page 1), which passes it on.
+        browser.open((results / "report.html").as_uri() + "#m1--arithmetic--native--6")
+        for _ in range(3):  # report -> page 1 -> page 2 -> page 3, at most
+            if browser.evaluate("location.pathname").endswith("/samples/m1.3.html"):
+                break
+            browser.wait_for("Page.loadEventFired")
+        assert browser.evaluate("location.pathname").endswith("/samples/m1.3.html")
+        assert browser.evaluate("document.getElementById('m1--arithmetic--native--6').open") is True
+    finally:
+        browser.close()
