@@ -1,6 +1,8 @@
-"""`harness report`: rebuild results/*.md, results/heatmap.png and results/report.html from transcripts alone."""
+"""`harness report`: rebuild results/*.md, results/heatmap.png, results/report.html and the sample pages beside it
+(results/samples/) from transcripts alone."""
 
 import sys
+from pathlib import Path
 
 from harness.cli.common import add_results_dir, emit_json
 from harness.core.errors import HarnessError
@@ -11,7 +13,8 @@ def register(subparsers) -> None:
         "report", help="rebuild the result tables and heat map from results/transcripts (no model loaded)",
         description="Re-score every recorded sample through the current parsers, add the seed ADR's replayed "
                     "replies, and write results/<model>.md, results/summary.md, results/heatmap.png and "
-                    "results/report.html (the tables with every sample's transcript).")
+                    "results/report.html (the tables), with every sample's transcript on pages beside it in "
+                    "results/samples/. Every file is put in place only once all are written.")
     add_results_dir(parser, "read DIR/transcripts and DIR/runtimes and write the reports into DIR")
     parser.add_argument("--no-plot", action="store_true", help="skip the heat map")
     parser.add_argument("--json", action="store_true", help="print the rates as JSON on stdout")
@@ -36,8 +39,13 @@ def run(args) -> int:
     if args.json:
         emit_json(result)
     else:
+        pages = str(args.results_dir.samples)
+        paged = [p for p in result["written"] if str(Path(p).parent) == pages]
         for path in result["written"]:
-            print(path)
+            if path not in paged:
+                print(path)
+        if paged:
+            print(f"{pages}/ ({len(paged)} page{'s' if len(paged) > 1 else ''} of samples)")
         if not result["written"] and not result["skipped"]:
             print("no transcripts yet: run `harness run` first", file=sys.stderr)
     if result["skipped"]:

@@ -36,8 +36,8 @@ def _files(paths) -> list:
             if not found:
                 raise HarnessError(f"{path}: no *.jsonl transcript in this folder")
             files += found
-        elif path.is_file():
-            files.append(path)
+        elif path.exists():
+            files.append(path)  # a FIFO or a device is refused by name when read, never opened for reading
         else:
             raise HarnessError(f"{path}: no such file or folder")
     return files
@@ -47,11 +47,12 @@ def run(args) -> int:
     from harness.cli.common import emit_json
     from harness.evaluation.scenarios import load_scenarios
     from harness.evaluation.scored import sample_entry, score_transcripts
-    from harness.evaluation.transcripts import read_transcript
 
     scenarios = {s.name: s for s in load_scenarios(args.scenarios_dir)}
-    scored = score_transcripts([read_transcript(p) for p in _files(args.paths)], scenarios)
-    entries = [sample_entry(record, scenario, verdicts) for record, scenario, verdicts in scored.samples]
+    # Streamed: each record is scored as it is read and only its entry kept.
+    scored = score_transcripts(_files(args.paths), scenarios,
+                               keep=lambda record, scenario, verdicts, ref: sample_entry(record, scenario, verdicts))
+    entries = list(scored.samples)
     entries += [sample_entry(record, None, None) for record in scored.stale]
     entries += [sample_entry(record, None, None, "not_generated") for record in scored.not_generated]
     for warning in scored.warnings:

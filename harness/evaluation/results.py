@@ -6,6 +6,7 @@
       runtime-conformance/<runtime>.jsonl   scripted replies through a runtime, append-only
       <model>.md, summary.md, heatmap.png, report.html, runtime-agreement.md, runtime-conformance.md
                                     (harness report)
+      samples/<model>.<n>.html      the samples' transcripts, paged, linked from report.html (harness report)
       conformance.md, conformance.json                                          (harness conformance)
 
 A run or report pointed at another folder (`--results-dir`) leaves the committed one alone."""
@@ -112,6 +113,17 @@ class ResultsDir:
     @property
     def html(self) -> Path:
         return self.root / "report.html"
+
+    @property
+    def samples(self) -> Path:
+        """Beside report.html: every sample's transcript, a page of them per file, linked from the report."""
+        return self.root / "samples"
+
+    def sample_page(self, model_id: str, page: int) -> Path:
+        return self.samples / f"{file_stem(model_id)}.{page}.html"
+
+    def sample_page_files(self) -> list:
+        return sorted(self.samples.glob("*.html"))
 
     @property
     def runtime_agreement(self) -> Path:

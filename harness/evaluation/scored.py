@@ -4,11 +4,12 @@ a person reading the tables see the same verdicts."""
 
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from harness import families as registry
 from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, score_sample
 from harness.evaluation.records import ModelRecord, SampleRecord
-from harness.evaluation.transcripts import GENERATION_FAILED
+from harness.evaluation.transcripts import GENERATION_FAILED, Transcript, scan_transcript
 
 
 @dataclass
@@ -25,45 +26,79 @@ class Scored:
         return Counter((r.model.id, r.scenario.name) for r in self.stale)
 
 
-def score_transcripts(transcripts, scenarios: dict) -> Scored:
-    """Score every sample of the transcripts (harness.evaluation.transcripts.Transcript) against the named
-    scenarios. A record whose scenario hash differs was run on a conversation the scenario no longer holds:
-    it is not comparable, and listed as stale rather than scored."""
+def _whole(record, scenario, verdicts, ref):
+    return record, scenario, verdicts
+
+
+def _sources(source, out: "Scored"):
+    """(record, RecordRef or None) of a transcript given as a path (streamed, one record in memory at a time) or
+    as a Transcript already read; the read warnings of a path are gathered in a Transcript of their own."""
+    if isinstance(source, Transcript):
+        for record in source.records:
+            yield record, None, source.where(record)
+        out.warnings += source.warnings
+        out.skipped += source.skipped
+        return
+    read = Transcript(Path(source))
+    try:
+        for record, ref in scan_transcript(source, read):
+            yield record, ref, str(ref)
+    finally:
+        out.warnings += read.warnings
+        out.skipped += read.skipped
+
+
+def score_transcripts(transcripts, scenarios: dict, keep=_whole, slim=lambda record: record) -> Scored:
+    """Score every sample of the transcripts (paths, streamed; or harness.evaluation.transcripts.Transcript)
+    against the named scenarios, the last record of each sample's key winning (a key recorded twice was run
+    twice). A record whose scenario hash differs was run on a conversation the scenario no longer holds: it is
+    not comparable, and listed as stale rather than scored.
+
+    What is kept of each scored sample is keep(record, scenario, verdicts, ref) (by default the record with its
+    scenario and verdicts), and of a stale or not-generated one slim(record): a report keeps only what its
+    tables count, so its memory follows the number of samples, not the size of their replies."""
     out = Scored()
     for transcript in transcripts:
-        out.warnings += transcript.warnings
-        out.skipped += transcript.skipped
-        for record in transcript.records:
+        latest = {}   # key -> (list name, kept value, warning or None), in the order keys were first seen
+        models = []
+        for record, ref, where in _sources(transcript, out):
             if isinstance(record, ModelRecord):
-                out.models[record.model.id] = record
-                out.model_files[(record.model.id, record.model.sha256)] = record
-        for record in transcript.samples():
-            scenario = scenarios.get(record.scenario.name)
-            if scenario is None or scenario.hash != record.scenario.hash:
-                out.stale.append(record)
-                continue
-            if (record.error or "").startswith(GENERATION_FAILED):
-                # Nothing was written (a server down, a deadline, a refused prompt): a verdict would score the
-                # runtime's absence as the model's failure. A later run asks the sample again.
-                out.not_generated.append(record)
-                out.warnings.append(f"{transcript.where(record)}: not generated, not scored ({record.error}); "
-                                    "run again to ask it")
-                continue
-            unknown = _unknown_family(record)
-            if unknown:
-                problem = f"{transcript.where(record)}: malformed record skipped: {unknown}"
-                out.skipped.append(problem)
+                models.append(record)
+            elif isinstance(record, SampleRecord):
+                latest[record.key()] = _score_one(record, ref, where, scenarios, keep, slim)
+        for record in models:
+            out.models[record.model.id] = record
+            out.model_files[(record.model.id, record.model.sha256)] = record
+        for kind, kept, problem in latest.values():
+            if kind is not None:
+                getattr(out, kind).append(kept)
+            if problem:
                 out.warnings.append(problem)
-                continue
-            try:
-                out.samples.append((record, scenario, score_sample(scenario, record)))
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                # Turns or steps unlike any a run writes: that record is lost, not the whole report.
-                problem = f"{transcript.where(record)}: malformed record skipped: cannot be scored: " \
-                          f"{type(exc).__name__}: {exc}"
-                out.skipped.append(problem)
-                out.warnings.append(problem)
+                if kind is None:
+                    out.skipped.append(problem)
     return out
+
+
+def _score_one(record: SampleRecord, ref, where: str, scenarios: dict, keep, slim) -> tuple:
+    """(the Scored list it goes to, or None when skipped; what is kept; the warning about it, if any)."""
+    scenario = scenarios.get(record.scenario.name)
+    if scenario is None or scenario.hash != record.scenario.hash:
+        return "stale", slim(record), None
+    if (record.error or "").startswith(GENERATION_FAILED):
+        # Nothing was written (a server down, a deadline, a refused prompt): a verdict would score the runtime's
+        # absence as the model's failure. A later run asks the sample again.
+        return "not_generated", slim(record), (f"{where}: not generated, not scored ({record.error}); "
+                                               "run again to ask it")
+    unknown = _unknown_family(record)
+    if unknown:
+        return None, None, f"{where}: malformed record skipped: {unknown}"
+    try:
+        verdicts = score_sample(scenario, record)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        # Turns or steps unlike any a run writes: that record is lost, not the whole report.
+        return None, None, (f"{where}: malformed record skipped: cannot be scored: "
+                            f"{type(exc).__name__}: {exc}")
+    return "samples", keep(record, scenario, verdicts, ref), None
 
 
 def _unknown_family(record: SampleRecord) -> str | None:

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -73,51 +74,138 @@ class Transcript:
                 and not (r.error or "").startswith(GENERATION_FAILED)}
 
 
+# The longest record line read: a sample of many long replies stays far below it, and a file whose "line" runs
+# past it (a device, a file with no newline) is a malformed record named by its line, not an allocation of
+# gigabytes.
+MAX_RECORD_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class RecordRef:
+    """Where a record sits in its transcript (the byte offset of its line): a report keeps this instead of the
+    record and reads it again when it writes the sample out, so its memory does not grow with the replies."""
+    path: Path
+    offset: int
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+def _open_regular(path: Path):
+    """The file opened for reading, or TranscriptError when it is not a regular file. Opened without blocking
+    (a FIFO opened for reading otherwise waits for a writer) and checked on the open descriptor, so nothing
+    swapped in between a check and the open is read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise TranscriptError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a folder" if stat.S_ISDIR(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file")
+        raise TranscriptError(f"{path}: not a regular file ({kind}); only regular transcript files are read")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def _decode(raw: bytes):
+    record = json.loads(raw.decode("utf-8"))
+    if _SURROGATE_ESCAPE.search(raw):
+        record = _without_lone_surrogates(record)
+    return record
+
+
+def scan_transcript(path: Path, out: "Transcript", kinds=(SAMPLE, MODEL)):
+    """Every complete record of a transcript, typed, one at a time as (record, RecordRef): memory holds one line
+    (at most MAX_RECORD_BYTES), whatever the file's size. What is wrong goes to `out`: unreadable lines, records
+    of the wrong shape or past the bound are skipped naming file:line; a torn last line is a warning; a file that
+    is not a regular one (a FIFO, /dev/zero) is skipped whole, unopened for reading. A missing file has none."""
+    path = Path(path)
+    try:
+        handle = _open_regular(path)
+    except FileNotFoundError:
+        return
+    except TranscriptError as exc:
+        out.skip(str(exc))
+        return
+    with handle:
+        number = offset = 0
+        while True:
+            raw = handle.readline(MAX_RECORD_BYTES + 1)
+            if not raw:
+                return
+            number += 1
+            start = offset
+            offset += len(raw)
+            ended = raw.endswith(b"\n")
+            if not ended and len(raw) > MAX_RECORD_BYTES:
+                rest = _skip_line(handle)
+                offset += rest
+                out.skip(f"{path}:{number}: record over the {MAX_RECORD_BYTES}-byte bound ({len(raw) + rest} "
+                         "bytes) skipped unread")
+                continue
+            if not raw.strip():
+                continue
+            try:
+                record = _decode(raw)
+            except (ValueError, RecursionError) as exc:
+                if not ended:
+                    out.warnings.append(f"{path}:{number}: torn last line ({len(raw)} bytes: being written by a "
+                                        "run now, or left by one that was killed) ignored")
+                else:
+                    out.skip(f"{path}:{number}: unreadable record skipped: {exc}")
+                continue
+            schema = record.get("schema", 0) if isinstance(record, dict) else 0
+            if isinstance(schema, int) and schema > SCHEMA_VERSION:
+                # A later harness wrote it, perhaps in a shape this one cannot read: left alone, not called damaged.
+                out.warnings.append(f"{path}:{number}: schema {schema} is newer than this harness "
+                                    f"({SCHEMA_VERSION}); record ignored")
+                continue
+            try:
+                typed = record_from_json(record, kinds)
+            except RecordError as wrong:
+                out.skip(f"{path}:{number}: malformed record skipped: {wrong}")
+                continue
+            if not ended:
+                # Valid JSON without its newline: the kill came between the record and its "\n". Keep it.
+                out.warnings.append(f"{path}:{number}: last record has no final newline")
+            yield typed, RecordRef(path, start, number)
+
+
+def _skip_line(handle) -> int:
+    """Read past the rest of an over-long line, a chunk at a time; the bytes skipped."""
+    skipped = 0
+    while True:
+        chunk = handle.readline(1 << 20)
+        skipped += len(chunk)
+        if not chunk or chunk.endswith(b"\n"):
+            return skipped
+
+
+def load_record(ref: RecordRef, kinds=(SAMPLE, MODEL)):
+    """The record at `ref`, read again (a report writing out a sample it kept only the place of)."""
+    with _open_regular(ref.path) as handle:
+        handle.seek(ref.offset)
+        raw = handle.readline(MAX_RECORD_BYTES + 1)
+    try:
+        return record_from_json(_decode(raw), kinds)
+    except (ValueError, RecursionError, RecordError) as exc:
+        raise TranscriptError(f"{ref}: changed since it was read ({exc})") from exc
+
+
 def read_transcript(path: Path, kinds=(SAMPLE, MODEL)) -> Transcript:
     """Every complete record of a transcript, typed (harness.evaluation.records), of the `kinds` it may hold
-    (runtime checks keep their own files of their own kind). Unreadable lines and records of the wrong shape are
-    skipped with a warning naming the line; a missing file is an empty transcript."""
-    path = Path(path)
-    out = Transcript(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return out
-    except OSError as exc:
-        raise TranscriptError(f"{path}: cannot read: {exc}") from exc
-    lines = data.split(b"\n")
-    torn_tail = lines[-1] != b""
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        last = number == len(lines)
-        try:
-            record = json.loads(raw.decode("utf-8"))
-            if _SURROGATE_ESCAPE.search(raw):
-                record = _without_lone_surrogates(record)
-        except (ValueError, RecursionError) as exc:
-            if last and torn_tail:
-                out.warnings.append(f"{path}:{number}: torn last line ({len(raw)} bytes: being written by a run "
-                                    "now, or left by one that was killed) ignored")
-            else:
-                out.skip(f"{path}:{number}: unreadable record skipped: {exc}")
-            continue
-        schema = record.get("schema", 0) if isinstance(record, dict) else 0
-        if isinstance(schema, int) and schema > SCHEMA_VERSION:
-            # A later harness wrote it, perhaps in a shape this one cannot read: left alone, not called damaged.
-            out.warnings.append(f"{path}:{number}: schema {schema} is newer than this harness "
-                                f"({SCHEMA_VERSION}); record ignored")
-            continue
-        try:
-            typed = record_from_json(record, kinds)
-        except RecordError as wrong:
-            out.skip(f"{path}:{number}: malformed record skipped: {wrong}")
-            continue
-        if last and torn_tail:
-            # Valid JSON without its newline: the kill came between the record and its "\n". Keep it.
-            out.warnings.append(f"{path}:{number}: last record has no final newline")
+    (runtime checks keep their own files of their own kind), in memory (scan_transcript streams them).
+    Unreadable lines and records of the wrong shape are skipped with a warning naming the line; a missing file
+    is an empty transcript."""
+    out = Transcript(Path(path))
+    for typed, ref in scan_transcript(path, out, kinds):
         out.records.append(typed)
-        out.lines[id(typed)] = number
+        out.lines[id(typed)] = ref.line
     return out
 
 

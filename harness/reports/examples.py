@@ -5,10 +5,13 @@ Chosen deterministically: failed samples by seed (then sample index); the lowest
 label differs from it (a second example of the same failure says less than a different one), else the next."""
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import pandas as pd
 
 from harness.evaluation.scoring import VERDICTS, parse_steps
+from harness.evaluation.transcripts import RecordRef, load_record
+from harness.reports.markdown import visible_controls
 
 MARKDOWN_WIDTH = 72  # characters of a reply shown in a markdown cell; the HTML report shows it whole
 
@@ -43,26 +46,55 @@ def _pick_step(record) -> tuple:
     return last or (0, 0, "", None)
 
 
-def example_of(row: dict) -> Example:
-    turn, step, reply, deviation = _pick_step(row["record"])
+@lru_cache(maxsize=256)
+def _picked(ref: RecordRef) -> tuple:
+    """_pick_step of a record read again from its transcript: the markdown and the HTML table ask for the
+    same examples, and the record is read once for both."""
+    return _pick_step(load_record(ref))
+
+
+def forget_read_records() -> None:
+    """Drop the records read for examples: a new report reads transcripts that may have changed since."""
+    _picked.cache_clear()
+
+
+def _label(deviation, row: dict) -> str:
     failed = [name.replace("_", " ") for name in VERDICTS if _failed(row.get(name))]
-    label = deviation or ("no deviation; checks failed: " + ", ".join(failed) if failed else "no deviation")
+    return deviation or ("no deviation; checks failed: " + ", ".join(failed) if failed else "no deviation")
+
+
+def label_of(row: dict) -> str:
+    """An example's label from the row alone where it can be: the scored deviations are those of the record's
+    replies in order (harness.evaluation.scoring), so the first is the first reply's deviation _pick_step
+    finds; a record with turns the scenario does not score is read to find it."""
+    if row.get("turns", 0) > len(row.get("turn_verdicts") or ()):
+        return example_of(row).label
+    return _label(row["deviations"][0] if row["deviations"] else None, row)
+
+
+def example_of(row: dict) -> Example:
+    record = row["record"]
+    turn, step, reply, deviation = _picked(record) if isinstance(record, RecordRef) else _pick_step(record)
     return Example(row["model"], row["scenario"], row["mode"], int(row["sample"]), int(row["seed"]),
-                   turn, step, reply, label)
+                   turn, step, reply, _label(deviation, row))
 
 
 def failing_examples(group: pd.DataFrame, limit: int = 2) -> list:
-    rows = [r for r in group.to_dict("records") if _failed(r["passed"])]
-    rows.sort(key=lambda r: (r["seed"], r["sample"]))
-    candidates = [example_of(r) for r in rows]
-    chosen = candidates[:1]
-    rest = candidates[1:]
-    while rest and len(chosen) < limit:
-        different = [c for c in rest if c.label not in {e.label for e in chosen}]
-        pick = (different or rest)[0]
-        chosen.append(pick)
-        rest.remove(pick)
-    return chosen
+    failed = group[[_failed(v) for v in group["passed"]]]
+    keys = list(zip(failed["seed"].tolist(), failed["sample"].tolist(), range(len(failed))))
+    rows = failed.iloc[[i for *_, i in sorted(keys)]].to_dict("records")
+    # In seed order, each failure whose label no chosen example has; then, when too few labels differ, the
+    # lowest seeds not chosen. Labels come from the rows; only the chosen records are read for their replies.
+    chosen, passed_over = [], []
+    for row in rows:
+        if len(chosen) == limit:
+            break
+        label = label_of(row)
+        if label in {label_of(c) for c in chosen}:
+            passed_over.append(row)
+        else:
+            chosen.append(row)
+    return [example_of(r) for r in chosen + passed_over[:limit - len(chosen)]]
 
 
 def code_span(text: str) -> str:
@@ -78,8 +110,9 @@ def code_span(text: str) -> str:
 
 
 def short(reply: str, width: int = MARKDOWN_WIDTH) -> str:
-    """One line: newlines, tabs and carriage returns written as escapes, cropped to width."""
-    flat = reply.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    """One line: newlines, tabs, carriage returns and every other control character written as escapes (an
+    ESC sent raw would reach the reader's terminal), cropped to width."""
+    flat = visible_controls(reply.replace("\\", "\\\\"))
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 

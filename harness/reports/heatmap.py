@@ -103,6 +103,7 @@ def draw_heatmap(frame: pd.DataFrame, path: Path) -> Path:
     bar = fig.colorbar(image, ax=list(axes[:, 0]), fraction=0.025, pad=0.01)
     bar.set_label("pass rate")
     path = Path(path)
-    fig.savefig(path, metadata={"Software": None}, bbox_inches="tight")  # no version stamp: CI compares bytes
+    # No version stamp (CI compares bytes); the format named, as the report writes to a temporary name first.
+    fig.savefig(path, format="png", metadata={"Software": None}, bbox_inches="tight")
     plt.close(fig)
     return path

@@ -1,13 +1,12 @@
 """results/report.html: an overview first (harness.reports.html_overview: the verdict, the models × modes
 tables, a heat map, runtime agreement and conformance, the pinned templates' conformance), then the per-model
-tables of results/<model>.md and, under them, every sample's transcript (harness.reports.html_samples), on one
-static page.
+tables of results/<model>.md, each row linking to its samples. The samples' transcripts are on pages beside it
+(results/samples/, harness.reports.html_pages), so the report opens as fast whatever the number of samples.
 
-Self-contained (inline CSS and JS, no request leaves the file) and byte-identical on repeat (no timestamp,
-models, scenarios, modes and seeds in a fixed order), so CI's comparison of results/ holds. Without JS every
-sample is still there, collapsed; the script adds filters (model, mode, failed only, a deviation or finding
-name) and opens the sample an anchor points at. Anchors: #overview, #<model>, #<model>--<scenario>--<mode> (a
-table row's samples), #<model>--<scenario>--<mode>--<sample> (one sample)."""
+Self-contained (inline CSS and JS, no request leaves the file; links to the sample pages only) and
+byte-identical on repeat (no timestamp, models, scenarios, modes and seeds in a fixed order), so CI's comparison
+of results/ holds. The script adds a model filter and scrolls to the anchor. Anchors: #overview, #<model>; a
+sample's or a row's anchor (#<model>--<scenario>--<mode>[--<sample>]) leads on to its page."""
 
 from html import escape
 from pathlib import Path
@@ -17,9 +16,13 @@ import pandas as pd
 from harness.reports.html_overview import (
     agreement_html, conformance_html, overview_html, parser_agreement_html, runtime_conformance_html, table_html,
 )
-from harness.reports.html_samples import STATUS_TEXT, names_html, sample_html, status, token_pattern
+from harness.evaluation.results import ResultsDir
 from harness.reports.examples import failing_examples
-from harness.reports.tables import EXAMPLES, RATES, by_mode, mode_order, mode_table, replay_table, scenario_table
+from harness.reports.html_pages import FOLDER, PAGE_SAMPLES, SampleLayout, write_sample_pages
+from harness.reports.html_samples import STATUS_TEXT, names_html, status
+from harness.reports.markdown import visible_controls
+from harness.reports.staged import StagedWrites
+from harness.reports.tables import EXAMPLES, by_mode, mode_order, mode_table, replay_table, scenario_table
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d1d1f}
@@ -66,43 +69,37 @@ code.ex{font-size:11px}
 JS = """
 (function () {
   var form = document.getElementById('filter');
-  var samples = Array.prototype.slice.call(document.querySelectorAll('details.sample'));
-  var groups = document.querySelectorAll('section.group');
-  var next = -1;
   var models = document.querySelectorAll('[data-model]');
   function apply() {
-    var mode = form.elements.mode.value, failed = form.elements.failed.checked, name = form.elements.name.value;
     var model = form.elements.model.value;
     Array.prototype.forEach.call(models, function (m) { m.hidden = model && m.dataset.model !== model; });
-    var shown = 0;
-    samples.forEach(function (s) {
-      var keep = (!mode || s.dataset.mode === mode) && (!failed || s.dataset.status === 'fail') &&
-                 (!name || s.dataset.names.split(' ').indexOf(name) >= 0) &&
-                 !s.closest('section.model').hidden;
-      s.hidden = !keep;
-      if (keep) shown += 1;
+    var shown = 0, all = 0;
+    Array.prototype.forEach.call(document.querySelectorAll('section.model'), function (s) {
+      var n = Number(s.dataset.samples);
+      all += n;
+      if (!s.hidden) shown += n;
     });
-    Array.prototype.forEach.call(groups, function (g) {
-      g.hidden = !g.querySelector('details.sample:not([hidden])');
-    });
-    document.getElementById('shown').textContent = shown + ' of ' + samples.length + ' samples shown';
+    document.getElementById('shown').textContent = shown + ' of ' + all + ' samples shown';
+  }
+  function follow(id) {
+    // A sample's or a row's anchor (#<model>--<scenario>--<mode>[--<sample>]): its page beside the report, by
+    // the table link to the sample or, failing that, to its row's first page.
+    var links = Array.prototype.slice.call(document.querySelectorAll('main a[href*="#"]'));
+    var row = id.replace(/--[0-9]+$/, '');
+    var link = links.filter(function (a) { return decodeURIComponent(a.hash.slice(1)) === id; })[0] ||
+               links.filter(function (a) { return decodeURIComponent(a.hash.slice(1)) === row; })[0];
+    if (link) location.href = link.href.split('#')[0] + '#' + encodeURIComponent(id);
   }
   function reveal() {
-    var target = document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    var id = decodeURIComponent(location.hash.slice(1));
+    var target = document.getElementById(id);
+    if (!target && id) { follow(id); return; }
     if (!target) return;
     var section = target.closest('section.model');
     if (section && section.hidden) { form.elements.model.value = ''; apply(); }
-    for (var el = target; el; el = el.parentElement) if (el.hidden) el.hidden = false;
-    if (target.tagName === 'DETAILS') target.open = true;
     target.scrollIntoView();
   }
   form.addEventListener('change', apply);
-  document.getElementById('next-failed').addEventListener('click', function () {
-    var failed = samples.filter(function (s) { return s.dataset.status === 'fail' && !s.hidden; });
-    if (!failed.length) return;
-    next = (next + 1) % failed.length;
-    location.hash = failed[next].id;
-  });
   window.addEventListener('hashchange', reveal);
   apply();
   reveal();
@@ -110,44 +107,37 @@ JS = """
 """
 
 
-def anchor(*parts) -> str:
-    return "--".join(str(p) for p in parts)
-
-
-def _examples_html(group: pd.DataFrame, model: str) -> str:
-    items = [f'<a href="#{escape(anchor(model, e.scenario, e.mode, e.sample))}">seed {e.seed}</a> '
-             f"({escape(e.label)}): <code class=\"ex\">{escape(e.reply[:160])}{'…' if len(e.reply) > 160 else ''}"
+def _examples_html(group: pd.DataFrame, model: str, layout: SampleLayout) -> str:
+    items = [f'<a href="{escape(layout.href(model, e.scenario, e.mode, e.sample))}">seed {e.seed}</a> '
+             f"({escape(e.label)}): <code class=\"ex\">{escape(visible_controls(e.reply[:160], keep=chr(10) + chr(9)))}"
+             f"{'…' if len(e.reply) > 160 else ''}"
              "</code>" for e in failing_examples(group)]
     return "<br>".join(items) or "–"
 
 
-def _live_tables(model: str, live: pd.DataFrame) -> list:
+def _live_tables(model: str, live: pd.DataFrame, layout: SampleLayout) -> list:
     parts = []
     if live["mode"].nunique() > 1:
         parts += ["<h3>Modes</h3>", table_html(mode_table(live))]
     table = scenario_table(live).drop(columns=[EXAMPLES])
     cells = {}
     for i, ((scenario, mode), group) in enumerate(by_mode(live, ["scenario", "mode"])):
-        cells[(i, "scenario")] = f'<a href="#{escape(anchor(model, scenario, mode))}">{escape(scenario)}</a>'
+        cells[(i, "scenario")] = f'<a href="{escape(layout.href(model, scenario, mode))}">{escape(scenario)}</a>'
         cells[(i, "deviations")] = names_html(d for ds in group["deviations"] for d in ds)
         cells[(i, "findings")] = names_html(f for fs in group["findings"] for f in fs)
-        cells[(i, EXAMPLES)] = _examples_html(group, model)
+        cells[(i, EXAMPLES)] = _examples_html(group, model, layout)
     table[EXAMPLES] = ""
     return [*parts, "<h3>Live, by scenario and mode</h3>", table_html(table, cells)]
 
 
-def _samples(model: str, frame: pd.DataFrame, tokens) -> list:
-    parts = ["<h3>Samples</h3>"]
-    for (scenario, mode), group in by_mode(frame, ["scenario", "mode"]):
-        # Replayed samples have no seed (NaN here, which sorts unreliably): they go by index after live ones.
-        rows = sorted(group.to_dict("records"),
-                      key=lambda r: (r["replayed"], -1 if r["replayed"] else r["seed"], r["sample"]))
-        failed = sum(status(r["passed"]) == "fail" for r in rows)
-        parts.append(f'<section class="group" id="{escape(anchor(model, scenario, mode))}">'
-                     f"<h4>{escape(scenario)} · {escape(mode)}: {failed} of {len(rows)} failed</h4>\n")
-        parts += [sample_html(r, anchor(model, scenario, mode, r["sample"]), RATES, tokens) for r in rows]
-        parts.append("</section>\n")
-    return parts
+def _samples(model: str, frame: pd.DataFrame, layout: SampleLayout) -> list:
+    """Links to the pages that hold the model's samples (harness.reports.html_pages), not the samples."""
+    names = layout.page_names(model)
+    failed = sum(status(v) == "fail" for v in frame["passed"])
+    links = " ".join(f'<a href="{escape(name)}">{n}</a>' for n, name in enumerate(names, start=1))
+    return ["<h3>Samples</h3>", f"<p>Every sample's transcript ({len(frame)} samples, {failed} failed), on "
+            f"{len(names)} page{'s' if len(names) > 1 else ''} of up to {PAGE_SAMPLES} beside this report: "
+            f"{links}. Each table row links to its samples.</p>"]
 
 
 def _illustrations_html(illustrations: list) -> str:
@@ -157,30 +147,31 @@ def _illustrations_html(illustrations: list) -> str:
             f"<ul>{items}</ul>")
 
 
-def model_html(model: str, frame: pd.DataFrame, record, illustrations=()) -> str:
+def model_html(model: str, frame: pd.DataFrame, record, illustrations=(), layout: SampleLayout | None = None
+               ) -> str:
+    layout = layout if layout is not None else SampleLayout.of(frame)
     live = frame[~frame["replayed"]] if not frame.empty else frame
     replayed = frame[frame["replayed"]] if not frame.empty else frame
-    parts = [f'<section class="model" id="{escape(model)}" data-model="{escape(model)}"><h2>{escape(model)}</h2>']
+    parts = [f'<section class="model" id="{escape(model)}" data-model="{escape(model)}" '
+             f'data-samples="{len(frame)}"><h2>{escape(model)}</h2>']
     if record is not None:
         parts.append(f"<p>family: <strong>{escape(record.family or 'none (chat without tools)')}</strong>: "
                      f"{escape((record.detection or {}).get('reason', ''))}</p>")
     if not live.empty:
-        parts += _live_tables(model, live)
+        parts += _live_tables(model, live, layout)
     if not replayed.empty:
         parts += ["<h3>Quoted by the seed ADR (not run here)</h3>", table_html(replay_table(replayed))]
     if illustrations:
         parts.append(_illustrations_html(illustrations))
     if not frame.empty:
-        parts += _samples(model, frame, token_pattern(record))
+        parts += _samples(model, frame, layout)
     parts.append("</section>")
     return "".join(parts)
 
 
-def page(collected, sections: str = "") -> str:
+def page(collected, sections: str = "", layout: SampleLayout | None = None) -> str:
     frame = collected.samples
     models = sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations})
-    names = sorted({n for col in ("deviations", "findings") for ns in frame[col] for n in ns})
-    modes = sorted(set(frame["mode"]), key=lambda m: (mode_order(m), m))
     head = ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
             f"<title>harness: live results and transcripts</title><style>{CSS}</style></head><body>")
@@ -191,33 +182,39 @@ def page(collected, sections: str = "") -> str:
     nav = "".join(f'<a href="#{k}">{escape(t)}</a>' for k, t in links)
     form = ('<form id="filter"><label>model <select name="model"><option value="">all</option>'
             + "".join(f'<option value="{escape(m)}">{escape(m)}</option>' for m in models)
-            + '</select></label><label>mode <select name="mode"><option value="">all</option>'
-            + "".join(f'<option value="{escape(m)}">{escape(m)}</option>' for m in modes)
-            + '</select></label><label><input type="checkbox" name="failed"> failed samples only</label>'
-            '<label>deviation or finding <select name="name"><option value="">any</option>'
-            + "".join(f'<option value="{escape(n)}">{escape(n)}</option>' for n in names)
-            + '</select></label><button type="button" id="next-failed">next failed sample</button>'
-            f'<span id="shown">{len(frame)} samples</span></form>')
+            + f'</select></label><span id="shown">{len(frame)} samples</span></form>')
     source = collected.source
     folder = "results" if source is None or source.is_project else str(source.root)
     replays = " and the seed ADR's replayed replies" if frame["replayed"].any() or collected.illustrations else ""
     legend = (f"<p>Rebuilt by <code>harness report</code> from {escape(folder)}/transcripts/*.jsonl{replays}, "
-              "re-parsed by the current parsers. Below the overview, each model's tables, then every sample: "
-              "table rows link to their samples; a sample opens to its transcript. A sample is "
-              f"{STATUS_TEXT['pass']} when every check that applies holds. Hover a deviation or finding name for "
-              "its explanation; pick a model above to show it alone.</p>")
+              "re-parsed by the current parsers. Below the overview, each model's tables; every sample's "
+              f"transcript is on the pages beside this report ({FOLDER}/), a few hundred samples a page, where it "
+              "opens from a table row's link and samples filter by mode, failure, deviation or finding. A sample "
+              f"is {STATUS_TEXT['pass']} when every check that applies holds. Hover a deviation or finding name "
+              "for its explanation; pick a model above to show it alone.</p>")
     body = [f"<header><h1>Live results and transcripts</h1><nav>{nav}</nav>{form}</header><main>",
             overview_html(collected, legend), sections]
+    layout = layout if layout is not None else SampleLayout.of(frame)
     body += [model_html(m, frame[frame["model"] == m], collected.models.get(m),
-                        [i for i in collected.illustrations if i["model"] == m]) for m in models]
-    return "".join([head, *body, f"</main><script>{JS}</script></body></html>\n"])
+                        [i for i in collected.illustrations if i["model"] == m], layout) for m in models]
+    # Any control character left in a model id, a reason or a name is shown as its escape, never sent raw.
+    return visible_controls("".join([head, *body, f"</main><script>{JS}</script></body></html>\n"]), keep="\n\t")
 
 
 def write_html(collected, path: Path, runtime_records: list = (), agreement_records: list = (),
-               conformance_json: Path | None = None, parser_records: list = ()) -> Path:
+               conformance_json: Path | None = None, parser_records: list = (), staged=None) -> list:
+    """report.html at `path` and the sample pages beside it (harness.reports.html_pages), staged in `staged`
+    (harness.reports.staged) or, without one, put in place at once; their paths."""
+    if staged is None:
+        with StagedWrites() as own:
+            written = write_html(collected, path, runtime_records, agreement_records, conformance_json,
+                                 parser_records, own)
+            own.commit()
+            return written
     path = Path(path)
     sections = (agreement_html(list(agreement_records)) + runtime_conformance_html(list(runtime_records))
                 + parser_agreement_html(list(parser_records))
                 + (conformance_html(conformance_json) if conformance_json else ""))
-    path.write_text(page(collected, sections), encoding="utf-8")
-    return path
+    layout = SampleLayout.of(collected.samples)
+    staged.text(path, page(collected, sections, layout))
+    return [str(path), *write_sample_pages(layout, collected.models, ResultsDir(path.parent), staged, CSS)]

@@ -12,11 +12,14 @@ from harness.evaluation import scoring
 from harness.template.detect import END_OF_TURN
 from harness.formats import deviations
 from harness.evaluation.scoring import VERDICTS, parse_steps
+from harness.reports.markdown import visible_controls
 
 # `<|im_end|>`-shaped tokens and DeepSeek's fullwidth ones, besides the end-of-turn markers detection knows.
 _TOKEN_SHAPES = (r"<\|[^<>|\s]{1,40}\|>", r"<｜[^<>]{1,40}｜>")
 _NAME_LINE = re.compile(r'^[A-Z_]+ = "([a-z][a-z-]*)"\s+#\s?(.*)$')
 _MORE_LINE = re.compile(r"^#\s{2,}(.*)$")
+# Control characters a page shows as escapes; newlines and tabs are laid out as they are.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 @lru_cache(maxsize=None)
@@ -50,14 +53,21 @@ def token_pattern(model_record) -> re.Pattern:
     return re.compile("|".join([*literal, *_TOKEN_SHAPES]))
 
 
+def _shown(text: str) -> str:
+    """Text escaped, control characters (a raw ESC, a bidi override) marked as their escapes: the page shows
+    them, the browser never acts on them."""
+    return _CONTROL.sub(lambda m: f'<span class="tok">{escape(visible_controls(m.group()))}</span>', escape(text))
+
+
 def raw_html(text: str, tokens: re.Pattern) -> str:
-    """The reply escaped, special tokens marked: every character of the reply is shown as it was written."""
+    """The reply escaped, special tokens and control characters marked: every character of the reply is shown
+    as it was written."""
     out, at = [], 0
     for match in tokens.finditer(text):
-        out.append(escape(text[at:match.start()]))
-        out.append(f'<span class="tok">{escape(match.group())}</span>')
+        out.append(_shown(text[at:match.start()]))
+        out.append(f'<span class="tok">{_shown(match.group())}</span>')
         at = match.end()
-    out.append(escape(text[at:]))
+    out.append(_shown(text[at:]))
     return f'<pre class="raw">{"".join(out)}</pre>' if text else '<pre class="raw empty">(empty reply)</pre>'
 
 

@@ -13,16 +13,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.core.safe_writes import check_target, replacing, write_atomically
+from harness.core.safe_writes import check_target
 from harness.evaluation import suite
 from harness.evaluation.records import ModelRecord
 from harness.evaluation.results import ResultsDir
 from harness.pins.sources import load_sources, resolve_template
+from harness.reports import markdown
 from harness.reports.html_report import write_html
+from harness.reports.staged import StagedWrites
 from harness.reports.suite_pages import write_pages
 from harness.reports.tables import (
-    FIRST_REPLIES, IN_PROCESS, LEGEND, RATES, Collected, checks_table, class_table, collect, coverage_lines,
-    family_name, illustration_lines, mode_order, mode_table, rate_value, replay_table, row_labels,
+    EXAMPLES, FIRST_REPLIES, IN_PROCESS, LEGEND, RATES, Collected, checks_table, class_table, collect,
+    coverage_lines, family_name, illustration_lines, mode_order, mode_table, rate_value, replay_table, row_labels,
     scenario_table, trade_off_lines,
 )
 from harness.reports.verdict import top_deviations_lines, verdict_lines
@@ -98,12 +100,13 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
     replayed = frame[frame["replayed"]] if not frame.empty else frame
     illustrations = [i for i in collected.illustrations if i["model"] == model_id]
     record = collected.models.get(model_id)
-    lines = [f"# {model_id}", ""]
+    lines = [f"# {markdown.line(model_id)}", ""]
     if record is not None:
         det = record.detection or {}
         lines += [_model_file_line(r) for (m, _), r in sorted(collected.model_files.items()) if m == model_id]
         lines += [
-                  f"- Family: **{record.family or 'none (chat without tools)'}**: {det.get('reason', '')}"]
+                  f"- Family: **{markdown.line(record.family or 'none (chat without tools)')}**: "
+                  f"{markdown.line(det.get('reason', ''))}"]
         if record.template_kwargs:
             lines.append(f"- Template variables: {record.template_kwargs}")
     if record is not None:
@@ -136,13 +139,15 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
             lines += [f"## Modes{where}", "", "All scenarios together, per mode (native: the model's template and "
                       "parser; grammar: sampling constrained by a grammar from the tool schemas; fallback: native, "
                       f"with a failed step rewritten under the grammar; {FIRST_REPLIES}: its native first replies, "
-                      "before the rewrite).", "", mode_table(part).to_markdown(index=False), "",
-                      *trade_off_lines(part), ""]
-        lines += [f"## Live, by scenario and mode{where}", "", scenario_table(part).to_markdown(index=False), ""]
+                      "before the rewrite).", "", markdown.table(mode_table(part)), "",
+                      *map(markdown.line, trade_off_lines(part)), ""]
+        lines += [f"## Live, by scenario and mode{where}", "",
+                  markdown.table(scenario_table(part), verbatim=(EXAMPLES,)), ""]
     if not replayed.empty:
         lines += ["## Quoted by the seed ADR (not run here)", "",
                   "Replies the ADR quotes verbatim, each scored on its own (one reply is no rate; the ADR quotes no "
-                  "answer, so the answer checks do not apply).", "", replay_table(replayed).to_markdown(index=False), ""]
+                  "answer, so the answer checks do not apply).", "",
+                  markdown.table(replay_table(replayed), verbatim=("reply",)), ""]
         for _, r in replayed.iterrows():
             lines.append(f"- {r['scenario']}: the ADR: “{r['quote']}”"
                          + (f" Note: {r['note']}" if isinstance(r["note"], str) else ""))
@@ -175,7 +180,7 @@ def summary_markdown(collected: Collected) -> str:
     quoted = frame[frame["replayed"]]
     names = lambda due: ", ".join(s.name for s in collected.scenarios if s.call_due is due)  # noqa: E731
     lines = ["# Summary", "", _provenance(collected, quoted), "", _reading_guide(collected), "", LEGEND, "",
-             "## What each scenario checks", "", checks_table(collected.scenarios).to_markdown(index=False), "",
+             "## What each scenario checks", "", markdown.table(checks_table(collected.scenarios)), "",
              *coverage_lines(collected.scenarios), ""]
     if not live.empty:
         lines += ["## Verdict: which model, which mode", "", *verdict_lines(live), "",
@@ -183,10 +188,10 @@ def summary_markdown(collected: Collected) -> str:
                   "The named near misses (deviations) and behaviours (findings) each model's live samples show "
                   "most, over all its modes.", "", *top_deviations_lines(live), ""]
         lines += ["## Models and modes", "", f"### Call due ({names(True)})", "",
-                  class_table(live, True).to_markdown(index=False), "",
-                  f"### No call due ({names(False)})", "", class_table(live, False).to_markdown(index=False), "",
-                  "### All scenarios", "", class_table(live, None).to_markdown(index=False), ""]
-    trade = trade_off_lines(live)
+                  markdown.table(class_table(live, True)), "",
+                  f"### No call due ({names(False)})", "", markdown.table(class_table(live, False)), "",
+                  "### All scenarios", "", markdown.table(class_table(live, None)), ""]
+    trade = [markdown.line(t) for t in trade_off_lines(live)]
     if trade:
         lines += ["## The trade-off: what a grammar buys", "",
                   "A grammar makes the call's syntax right once it is triggered; whether the model then picks the "
@@ -196,7 +201,7 @@ def summary_markdown(collected: Collected) -> str:
     if not live.empty:
         grid = pass_grid(live)
         cells = grid.map(lambda v: "–" if v is None or v != v else f"{100 * v:.0f}%")
-        lines += ["## All checks passed, by scenario", "", cells.to_markdown(), "",
+        lines += ["## All checks passed, by scenario", "", markdown.table(cells, index=True), "",
                   "The heat map adds, per model and mode, each stage a sample passes through (call parsed, intended "
                   "tool, right tool, valid typed args, expected args, no call made, expected answer, uses tool "
                   "result, all checks). Every sample's transcript (raw replies, parses, deviations, verdicts) is "
@@ -204,7 +209,7 @@ def summary_markdown(collected: Collected) -> str:
     if not quoted.empty:
         lines += ["## Quoted by the seed ADR (not run here)", "",
                   "Replies the ADR quotes verbatim, scored one by one (the ADR quotes no answers).", "",
-                  replay_table(quoted, with_model=True).to_markdown(index=False), ""]
+                  markdown.table(replay_table(quoted, with_model=True), verbatim=("reply",)), ""]
     if collected.illustrations:
         lines += ["Reconstructed from the ADR's description, shown as illustrations and never scored: "
                   + "; ".join(sorted({f"{i['model']} ({i['scenario']})" for i in collected.illustrations}))
@@ -259,26 +264,37 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
                  results.summary, results.html, results.heatmap, *map(results.model_table, models)]:
         check_target(path, results.root)
     suites = {name: s.read_all(results.root, collected.warnings) for name, s in suite.registered().items()}
-    written = write_pages(results.root, suites)
-    if collected.samples.empty:
-        return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped, "models": {}}
-    for model in models:
-        path = results.model_table(model)
-        write_atomically(path, model_markdown(model, frame[frame["model"] == model], collected, sources), results.root)
-        written.append(str(path))
-    summary = results.summary
-    write_atomically(summary, summary_markdown(collected), results.root)
-    written.append(str(summary))
-    written.append(str(write_html(collected, results.html, suites["runtime-conformance"], suites["runtime-check"],
-                                  results.conformance[1], suites["parser-agreement"])))
-    if plot and not frame[~frame["replayed"]].empty:
-        from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
+    # Every file to a temporary name first, all put in place at the end: a report that fails halfway leaves
+    # the previous reports whole.
+    with StagedWrites() as staged:
+        written = write_pages(results.root, suites, staged)
+        if collected.samples.empty:
+            staged.commit()
+            return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped,
+                    "models": {}}
+        for model in models:
+            text = model_markdown(model, frame[frame["model"] == model], collected, sources)
+            written.append(str(staged.text(results.model_table(model), text)))
+        written.append(str(staged.text(results.summary, summary_markdown(collected))))
+        written += write_html(collected, results.html, suites["runtime-conformance"], suites["runtime-check"],
+                              results.conformance[1], suites["parser-agreement"], staged)
+        if plot and not frame[~frame["replayed"]].empty:
+            from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
 
-        with replacing(results.heatmap, results.root) as temp:
-            draw_heatmap(frame[~frame["replayed"]], temp)
-        written.append(str(results.heatmap))
+            draw_heatmap(frame[~frame["replayed"]], staged.file(results.heatmap))
+            written.append(str(results.heatmap))
+        staged.commit()
+    _remove_stale_pages(results, written)
     return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped,
             "models": json_summary(collected)}
+
+
+def _remove_stale_pages(results: ResultsDir, written: list) -> None:
+    """Sample pages of an earlier report that this one did not write (fewer samples, a model gone)."""
+    kept = set(written)
+    for path in results.sample_page_files():
+        if str(path) not in kept:
+            path.unlink()
 
 
 def json_summary(collected: Collected) -> dict:

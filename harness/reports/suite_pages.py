@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.core.safe_writes import write_atomically
 from harness.evaluation import parser_agreement, runtime_agreement, runtime_conformance
 from harness.evaluation.judging import cell, fork
 from harness.evaluation.suite import Suite, registered
@@ -194,13 +193,13 @@ def page_for(suite: Suite):
     return PAGES.get(suite.name) or (lambda records, results_dir: labels_page(suite, records))
 
 
-def write_pages(results_dir: Path, records: dict) -> list:
+def write_pages(results_dir: Path, records: dict, staged) -> list:
     """DIR/<page> of every registered suite that has records (records: suite name -> its records), in the
-    table's order; the paths written."""
+    table's order, staged (harness.reports.staged) to be put in place with the rest of the report; the paths."""
     written = []
     for name, suite in registered().items():
         if records.get(name):
             out = Path(results_dir) / suite.page
-            write_atomically(out, page_for(suite)(records[name], Path(results_dir)), Path(results_dir))
+            staged.text(out, page_for(suite)(records[name], Path(results_dir)))
             written.append(str(out))
     return written

@@ -8,7 +8,7 @@ carries no tools is only the share of scenarios where no call is due."""
 
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -20,8 +20,8 @@ from harness.evaluation.results import ResultsDir
 from harness.evaluation.scenarios import load_scenarios
 from harness.evaluation.scored import score_transcripts
 from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, parse_steps, score_sample, wilson
-from harness.evaluation.transcripts import read_all
-from harness.reports.examples import markdown_cell
+from harness.reports.examples import forget_read_records, markdown_cell
+from harness.reports.markdown import visible_controls
 
 # Rates every table shows, in order, with their column titles.
 RATES = {"parsed": "parsed as expected", "call_readable": "call attempts read", "intended_tool": "intended tool",
@@ -72,18 +72,20 @@ class Collected:
 IN_PROCESS = "in process"   # llama-cpp-python in this process: a sample with no runtime of its own
 
 
-def runtime_of(record: SampleRecord, model_files: dict) -> str:
+def runtime_of(model_id: str, sha256: str, model_files: dict) -> str:
     """Where a sample's replies came from. A served sample (its weights' hash is "served") names the runtime
     of its model record (`harness run --endpoint` writes it), or "served" when the record names none; any
     other ran in process. Rows are kept apart by it, so served and in-process samples of one id never merge."""
-    if record.model.sha256 != "served":
+    if sha256 != "served":
         return IN_PROCESS
-    runtime = getattr(model_files.get((record.model.id, "served")), "runtime", None)
+    runtime = getattr(model_files.get((model_id, "served")), "runtime", None)
     name = runtime.get("name") if isinstance(runtime, dict) else None
     return name if isinstance(name, str) and name else "served"
 
 
-def _row(record: SampleRecord, scenario, verdicts: dict, runtime: str = IN_PROCESS) -> dict:
+def _row(record: SampleRecord, scenario, verdicts: dict, runtime: str = IN_PROCESS, ref=None) -> dict:
+    """One sample's row: what the tables count. A sample read from a transcript keeps the place of its record
+    (`ref`), not the record: the pages that show it read it again, one at a time."""
     steps = [s for t in record.turns for s in t.get("steps", [])]
     # Steps written under an "auto" grammar, and how many of them it constrained (a lazy one only once its
     # trigger fired): a grammar mode that scores as native did because the grammar never took over.
@@ -98,16 +100,19 @@ def _row(record: SampleRecord, scenario, verdicts: dict, runtime: str = IN_PROCE
         "deviations": verdicts["deviations"], "findings": verdicts["findings"],
         "parse_changed": verdicts["parse_changed"], "seconds": record.seconds,
         "completion_tokens": sum(s.get("completion_tokens") or 0 for s in steps),
-        "steps": len(steps), "error": record.error,
+        "steps": len(steps), "turns": len(record.turns), "error": record.error,
         "errored": bool(record.error) or any(s.get("error") for s in steps),
         # The grammar or the fallback wrote a step of this sample: what "what a grammar buys" compares.
         "acted": any(s.get("fallback_from") or (s.get("grammar") and s.get("grammar_from", 0) is not None)
                      for s in steps),
         "auto_steps": len(auto), "auto_took_over": sum(s["grammar_from"] is not None for s in auto),
-        "reply": steps[0].get("reply") if steps else None,
+        "reply": (steps[0].get("reply") if steps else None) if ref is None else None,  # the replay tables' reply
         "quote": replay.get("quote"), "note": replay.get("note"),
-        # The whole record and its per-turn verdicts: the HTML transcripts and the example replies read them.
-        "record": record, "turn_verdicts": verdicts["turns"],
+        # The record (or where to read it) and its per-turn verdicts: the HTML transcripts and the example
+        # replies read them.
+        "record": record if ref is None else ref,
+        "turn_verdicts": [{k: t.get(k) for k in VERDICTS} for t in verdicts["turns"]],  # not their answers' text
+        "model_sha256": record.model.sha256,
     }
 
 
@@ -128,11 +133,17 @@ def collect(results_dir: Path | None = None, scenarios_dir: Path | None = None,
     folder holds an experiment's transcripts, and the replays are not part of it)."""
     results = ResultsDir.at(results_dir)
     scenarios = {s.name: s for s in load_scenarios(scenarios_dir)}
-    scored = score_transcripts(read_all(results), scenarios)
+    forget_read_records()
+    # A stream over the transcripts: each record is scored as it is read and only its row kept (the row holds
+    # where the record is, not its replies), so memory follows the number of samples, not their size.
+    scored = score_transcripts(results.transcript_files(), scenarios,
+                               keep=lambda record, scenario, verdicts, ref: _row(record, scenario, verdicts, ref=ref),
+                               slim=_slim)
     out = Collected(pd.DataFrame(), scored.models, scored.stale_counts(), scored.warnings, scored.skipped,
                     scenarios=list(scenarios.values()), source=results, model_files=scored.model_files)
-    rows = [_row(record, scenario, verdicts, runtime_of(record, scored.model_files))
-            for record, scenario, verdicts in scored.samples]
+    rows = scored.samples
+    for row in rows:
+        row["runtime"] = runtime_of(row["model"], row["model_sha256"], scored.model_files)
     if replays is None:
         replays = results.is_project
     replays = load_replays(scenarios_dir, scenarios) if replays else Replays([], [], {})
@@ -146,6 +157,11 @@ def collect(results_dir: Path | None = None, scenarios_dir: Path | None = None,
     out.described = replays.described
     out.samples = pd.DataFrame(rows)
     return out
+
+
+def _slim(record: SampleRecord) -> SampleRecord:
+    """A stale or not-generated record as the reports count it: without its step log."""
+    return replace(record, turns=[], verdicts=None, template=None, grammar=None)
 
 
 def row_labels(frame: pd.DataFrame) -> pd.Series:
@@ -287,7 +303,8 @@ def replay_table(frame: pd.DataFrame, with_model: bool = False) -> pd.DataFrame:
     rows = []
     for _, r in frame.iterrows():
         rows.append({**({"model": r["model"]} if with_model else {}), "scenario": r["scenario"],
-                     "reply": "`" + str(r["reply"]).replace("\n", "\\n").replace("|", "\\|")[:160] + "`",
+                     "reply": "`" + visible_controls(str(r["reply"]).replace("\n", "\\n")).replace("|", "\\|")[:160]
+                              + "`",
                      **{RATES[k]: _yes_no(r[k]) for k in ("parsed", "intended_tool", "right_tool",
                                                           "valid_arguments", "expected_arguments", "passed")},
                      "deviations": named_counts([r["deviations"]]), "findings": named_counts([r["findings"]])})

@@ -7,6 +7,7 @@ from collections import Counter
 import pandas as pd
 
 from harness.evaluation.scoring import wilson
+from harness.reports import markdown
 from harness.reports.tables import known_values, by_mode, mode_order, of_class, rate_cell
 
 RULE = ("Ranked by the lower end of the Wilson 95% interval of *all checks* over every live sample of the row "
@@ -60,7 +61,7 @@ def verdict_sentence(live: pd.DataFrame) -> str:
 
 
 def verdict_lines(live: pd.DataFrame) -> list:
-    return [RULE, "", verdict_sentence(live), "", ranking_table(live).to_markdown(index=False)]
+    return [RULE, "", markdown.line(verdict_sentence(live)), "", markdown.table(ranking_table(live))]
 
 
 def top_names(live: pd.DataFrame, top: int = 3) -> list:
@@ -77,5 +78,5 @@ def top_names(live: pd.DataFrame, top: int = 3) -> list:
 def top_deviations_lines(live: pd.DataFrame, top: int = 3) -> list:
     """Per model (and runtime), the deviations and findings its live samples show most, over all modes."""
     shown = lambda pairs: ", ".join(f"`{name}` ×{n}" for name, n in pairs) or "none"  # noqa: E731
-    return [f"- **{label}** ({n} samples): deviations {shown(devs)}; findings {shown(finds)}"
+    return [f"- **{markdown.line(label)}** ({n} samples): deviations {shown(devs)}; findings {shown(finds)}"
             for label, n, devs, finds in top_names(live, top)]

@@ -51,7 +51,7 @@ def test_report_html_is_written_self_contained_and_byte_identical_on_repeat(repo
 
 
 def test_each_sample_shows_reply_parse_deviation_explanation_and_verdicts(report):
-    text = (report[0] / "results" / "report.html").read_text(encoding="utf-8")
+    text = (report[0] / "results" / "samples" / "m1.1.html").read_text(encoding="utf-8")
     start = text.index('id="m1--arithmetic--native--1"')
     block = text[start:text.index("</details>", start)]
     assert 'data-status="fail"' in block and 'data-names="bare-json past-end-of-turn"' in block
@@ -69,7 +69,7 @@ def test_failing_rows_list_example_replies_lowest_seeds_first_with_different_lab
     assert "<br>seed 2 (no deviation; checks failed: answer): `<script>" in row
     assert "seed 3" not in row and "seed 0" not in row
     html = (report[0] / "results" / "report.html").read_text(encoding="utf-8")
-    assert '<a href="#m1--arithmetic--native--1">seed 1</a> (bare-json)' in html
+    assert '<a href="samples/m1.1.html#m1--arithmetic--native--1">seed 1</a> (bare-json)' in html
     grammar = next(line for line in table.splitlines() if line.startswith("| arithmetic") and "| grammar" in line)
     assert grammar.rstrip(" |").endswith("–")  # a row without failures has no example
 
@@ -103,12 +103,15 @@ def browser():
 
 @pytest.mark.browser
 def test_chromium_renders_the_tables_and_opens_a_failing_sample_from_its_anchor(report, browser):
-    page = (report[0] / "results" / "report.html").as_uri()
-    browser.open(page + "#m1--arithmetic--native--1")
-    assert browser.evaluate("document.title") == "harness: live results and transcripts"  # no script ran
+    browser.open((report[0] / "results" / "report.html").as_uri())
     headers = browser.evaluate("[...document.querySelectorAll('#m1 table tr:first-child th')]"
                                ".map(th => th.textContent)")
     assert "all checks" in headers and "example replies of failed samples" in headers
+    # The example's link leads to the sample on its page beside the report, opened.
+    browser.evaluate("document.querySelector('#m1 a[href$=\"#m1--arithmetic--native--1\"]').click()")
+    browser.wait_for("Page.loadEventFired")
+    assert browser.evaluate("location.pathname").endswith("/results/samples/m1.1.html")
+    assert browser.evaluate("document.title") == "harness: m1: samples, page 1 of 1"  # no script ran
     sample = "document.getElementById('m1--arithmetic--native--1')"
     assert browser.evaluate(f"{sample}.open") is True
     text = browser.evaluate(f"{sample}.innerText")
@@ -117,8 +120,17 @@ def test_chromium_renders_the_tables_and_opens_a_failing_sample_from_its_anchor(
 
 
 @pytest.mark.browser
+def test_a_sample_anchor_on_the_report_leads_on_to_the_sample_on_its_page(report, browser):
+    browser.open((report[0] / "results" / "report.html").as_uri() + "#m1--arithmetic--native--3")
+    if browser.evaluate("location.pathname").endswith("/report.html"):
+        browser.wait_for("Page.loadEventFired")  # the report's script moves on to the page that holds it
+    assert browser.evaluate("location.pathname").endswith("/results/samples/m1.1.html")
+    assert browser.evaluate("document.getElementById('m1--arithmetic--native--3').open") is True
+
+
+@pytest.mark.browser
 def test_chromium_filters_by_mode_and_failure_and_jumps_to_the_next_failed_sample(report, browser):
-    browser.open((report[0] / "results" / "report.html").as_uri())
+    browser.open((report[0] / "results" / "samples" / "m1.1.html").as_uri())
     visible = "[...document.querySelectorAll('details.sample')].filter(s => !s.hidden).map(s => s.id)"
     assert len(browser.evaluate(visible)) == 5
     browser.evaluate("document.querySelector('input[name=failed]').click()")

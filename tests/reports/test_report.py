@@ -69,7 +69,7 @@ def test_markdown_json_and_heat_map_are_written_and_deterministic(tmp_path, monk
     scenarios, results = setup(tmp_path)
     out = write_reports(results, scenarios)
     names = sorted(p.split("/")[-1] for p in out["written"])
-    assert names == ["heatmap.png", "m1.md", "report.html", "summary.md"]
+    assert names == ["heatmap.png", "m1.1.html", "m1.md", "report.html", "summary.md"]
     table = (results / "m1.md").read_text()
     assert "| arithmetic |" in table and "2/3 67% [21–94]" in table and "Wilson 95%" in table
     assert out["models"]["m1"]["arithmetic"]["passed"] == 2 / 3

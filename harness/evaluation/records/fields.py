@@ -118,6 +118,7 @@ def detection_field(raw: dict) -> dict | None:
     """The detection a model record keeps; the reports print its family, reason and rendered call as text."""
     detection = check_field(raw, "detection", (dict, NULL), optional=True)
     if detection is not None:
-        within_field("detection", lambda: [check_field(detection, k, (str, NULL), optional=True)
+        # Detection always gives a reason (the reports print it); the others are null where nothing was found.
+        within_field("detection", lambda: [check_field(detection, k, (str,) if k == "reason" else (str, NULL), optional=True)
                                       for k in ("family", "reason", "rendered_call", "status")])
     return detection

@@ -78,9 +78,13 @@ class SampleRecord:
         model, scenario = nested_field(raw, "model"), nested_field(raw, "scenario")
         model = within_field("model", lambda: ModelRef.from_json(model))
         scenario = within_field("scenario", lambda: ScenarioRef.from_json(scenario))
+        replayed = bool(check_field(raw, "replayed", (bool, NULL), optional=True))
+        # A run seeds every sample it writes (the reports sort and pair samples by seed); only a replayed reply,
+        # quoted rather than generated, has none.
+        seed = check_field(raw, "seed", (int, NULL) if replayed else (int,))
         return cls(
             model=model, scenario=scenario,
-            sample=check_field(raw, "sample", (int,)), seed=check_field(raw, "seed", (int, NULL)),
+            sample=check_field(raw, "sample", (int,)), seed=seed,
             mode=check_field(raw, "mode", (str,), optional=True) or "native",
             family=check_field(raw, "family", (str, NULL), optional=True),
             template=check_field(raw, "template", (dict, NULL), optional=True),
@@ -88,7 +92,7 @@ class SampleRecord:
             sampling=check_field(raw, "sampling", (dict, NULL), optional=True),
             max_steps=check_field(raw, "max_steps", (int, NULL), optional=True),
             template_kwargs=check_field(raw, "template_kwargs", (dict, NULL), optional=True) or {},
-            replayed=bool(check_field(raw, "replayed", (bool, NULL), optional=True)),
+            replayed=replayed,
             replay=check_field(raw, "replay", (dict, NULL), optional=True),
             turns=check_steps(check_field(raw, "turns", (list,), optional=True) or []),
             error=check_field(raw, "error", (str, NULL), optional=True),
