@@ -11,7 +11,7 @@ from harness import families as registry
 from harness.template.detect import detect_declared, with_string_arguments
 from harness.core.errors import TemplateError
 from harness.template.probe import HF_TOOLS, full_conversation, probe_tools, tool_variables
-from harness.template.render import render
+from harness.template.render import in_render_process, render
 from harness.template.round_trip import round_trip
 from harness.template.walls import wall_for
 
@@ -29,7 +29,12 @@ def full_conversation_renders(template: str, bos: str, eos: str, arguments_style
 
 
 def check_template(ref) -> dict:
-    """ref: a resolved template (id, text, bos_token, eos_token, sha256)."""
+    """ref: a resolved template (id, text, bos_token, eos_token, sha256). Every render of the check runs in
+    the render process in one call, each render bounded there."""
+    return in_render_process(_check_here, ref)
+
+
+def _check_here(ref) -> dict:
     text = ref.text
     found = detect_declared(text, ref.bos_token or "", ref.eos_token or "")
     renders, render_error = full_conversation_renders(text, ref.bos_token or "", ref.eos_token or "",

@@ -227,7 +227,11 @@ def _probe(template, bos_token, eos_token, candidates, carrier, render, kwargs) 
 def detect(template: str, bos_token="", eos_token="", candidates=None, **kwargs) -> Detection:
     """Detect as Hugging Face renders. A template that takes no `tools` is tried with llama.cpp's Firefunction
     v2 variables; one the immutable sandbox refuses for `list.append` keeps that verdict, with a finding
-    naming what it renders once list methods are allowed."""
+    naming what it renders once list methods are allowed. All of it runs in the render process, in one call."""
+    return rendering.in_render_process(_detect_here, template, bos_token, eos_token, candidates, **kwargs)
+
+
+def _detect_here(template: str, bos_token="", eos_token="", candidates=None, **kwargs) -> Detection:
     found = _probe(template, bos_token, eos_token, candidates, HF_TOOLS, rendering.render, kwargs)
     if found.error or (found.status == "no tools" and not found.rendered_call):
         other = _probe(template, bos_token, eos_token, candidates, LLAMA_CPP_FUNCTIONS, rendering.render, kwargs)

@@ -7,7 +7,9 @@ renderer that differs from the model maker's tooling would test the wrong prompt
 imported at runtime (it is a test-only dependency); tests/template/test_render.py compares both on every template.
 
 Templates are untrusted code: they run in Jinja's immutable sandbox, and a render is bounded in time and size
-(harness.template.limits sizes every operation that could build more than the budget before it runs).
+(harness.template.limits sizes every operation that could build more than the budget before it runs). Those
+checks are cooperative, so every render also runs in a child process with hard time and memory limits
+(harness.template.render_worker); `in_render_process` runs a whole batch of renders there in one call.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import jinja2.nodes
 import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from harness.template import limits
+from harness.template import limits, render_worker
 from harness.core.errors import TemplateError, TemplateRaisedError
 
 # Older Jinja releases have known sandbox escapes; transformers refuses them for the same reason.
@@ -36,6 +38,9 @@ _MIN_JINJA = (3, 1, 6)
 # Real templates render in milliseconds and produce kilobytes; these bounds only stop runaway templates.
 MAX_RENDER_SECONDS = 10.0
 MAX_OUTPUT_CHARS = 8_000_000
+# Compiling is bounded apart from rendering: Python's compiler takes seconds on a 1 MB expression before it
+# refuses it, which is a clear error worth waiting for.
+MAX_COMPILE_SECONDS = 30.0
 
 # Names that apply_chat_template consumes itself instead of passing to the template. Accepting them as template
 # variables would silently render something HF never renders.
@@ -52,6 +57,29 @@ _TEMPLATE_FILENAME = "<template>"
 def _now() -> datetime:
     # strftime_now reads the clock through this name, so tests and reproducible runs can freeze it.
     return datetime.now()
+
+
+# In the render process: the caller's time budget and clock for the call being served (its _now and
+# MAX_RENDER_SECONDS, read when the call was made, since the child is a copy of an earlier moment).
+_caller: tuple[float, datetime] | None = None
+
+
+def in_render_process(func: Any, *args: Any, **kwargs: Any) -> Any:
+    """func(*args, **kwargs) run in the render process (harness.template.render_worker), where its renders run
+    directly: one round trip for a batch of renders. func must be a module-level function."""
+    if render_worker.inside():
+        return func(*args, **kwargs)
+    return render_worker.call(_as_caller, (MAX_RENDER_SECONDS, _now(), func, args, kwargs),
+                              seconds=MAX_RENDER_SECONDS)
+
+
+def _as_caller(seconds: float, now: datetime, func: Any, args: tuple, kwargs: dict) -> Any:
+    global _caller
+    _caller = (seconds, now)
+    try:
+        return func(*args, **kwargs)
+    finally:
+        _caller = None
 
 
 class _BoundedSandbox(ImmutableSandboxedEnvironment):
@@ -133,7 +161,7 @@ def _tojson(
 
 
 def _strftime_now(format: str) -> str:
-    return _now().strftime(format)
+    return (_now() if _caller is None else _caller[1]).strftime(format)
 
 
 class _TemplateDict:
@@ -315,12 +343,29 @@ def render(
     variable None, as HF does; `tools=[]` passes an empty list, which some templates treat differently. A token
     given as None is left undefined, as HF leaves out tokens a tokenizer does not have.
     Raises TemplateError (TemplateRaisedError when the template itself rejected the input via raise_exception).
+    The render runs in the render process (harness.template.render_worker), killed if it overruns.
     """
+    return in_render_process(_render_here, template, messages, tools=tools,
+                             add_generation_prompt=add_generation_prompt, bos_token=bos_token,
+                             eos_token=eos_token, **kwargs)
+
+
+def _render_here(
+    template: str,
+    messages: list[dict],
+    *,
+    tools: list[dict] | None = None,
+    add_generation_prompt: bool = False,
+    bos_token: str | None = "",
+    eos_token: str | None = "",
+    **kwargs: Any,
+) -> str:
     consumed = sorted(_HF_CONSUMED & kwargs.keys())
     if consumed:
         raise TemplateError(f"{', '.join(consumed)}: not template variables, and not supported by this renderer")
     # A second opinion in another sandbox (harness.template.sandbox_variant) reuses everything else here; None is HF's.
     environment = kwargs.pop("_environment", None)
+    render_worker.started(MAX_COMPILE_SECONDS)
     compiled = compile_template(template) if environment is None else environment.from_string(template)
     documents = kwargs.pop("documents", None)
     if documents is not None and not all(isinstance(document, Mapping) for document in documents):
@@ -333,7 +378,9 @@ def render(
         "add_generation_prompt": add_generation_prompt,
         **_plain({**special, **kwargs}),
     }
-    budget = limits.Budget(seconds=MAX_RENDER_SECONDS, max_chars=MAX_OUTPUT_CHARS)
+    seconds = MAX_RENDER_SECONDS if _caller is None else _caller[0]
+    render_worker.started(seconds)
+    budget = limits.Budget(seconds=seconds, max_chars=MAX_OUTPUT_CHARS)
     token = limits.budget_var.set(budget)
     chunks: list[str] = []
     size = 0

@@ -45,4 +45,9 @@ def refused_list_method(exc: BaseException) -> bool:
 
 
 def render(template: str, messages: list, **kwargs) -> str:
-    return rendering.render(template, messages, _environment=environment(), **kwargs)
+    # In the render process, as every render is; the environment is built there, not sent.
+    return rendering.in_render_process(_render_here, template, messages, **kwargs)
+
+
+def _render_here(template: str, messages: list, **kwargs) -> str:
+    return rendering._render_here(template, messages, _environment=environment(), **kwargs)
