@@ -395,14 +395,15 @@ def _render_here(
     except TemplateRaisedError as exc:
         raise TemplateRaisedError(f"template raised{_at_line(exc)}: {exc}", template_message=str(exc)) from None
     except limits.LimitExceeded as exc:
-        raise TemplateError(f"render stopped{_at_line(exc)}: {exc}") from None
+        raise render_worker.RenderLimitError(f"render stopped{_at_line(exc)}: {exc}") from None
     except jinja2.exceptions.SecurityError as exc:
         raise TemplateError(f"sandbox refused{_at_line(exc)}: {exc}") from exc
     except RecursionError as exc:
         raise TemplateError(f"render stopped: recursion too deep ({exc})") from None
     except MemoryError:
         # Sizes are checked before the big allocations, but a machine can run out below the budget.
-        raise TemplateError(f"render stopped: out of memory (the budget is {budget.max_chars} characters)") from None
+        raise render_worker.RenderLimitError(
+            f"render stopped: out of memory (the budget is {budget.max_chars} characters)") from None
     except Exception as exc:  # noqa: BLE001 -- any failure inside untrusted template code is a template error
         raise TemplateError(f"render failed{_at_line(exc)}: {type(exc).__name__}: {exc}") from exc
     finally:

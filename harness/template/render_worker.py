@@ -32,6 +32,11 @@ MEMORY_HEADROOM = 1 << 30
 # template line that ran long.
 GRACE_SECONDS = 1.0
 
+class RenderLimitError(TemplateError):
+    """A render went past its time, size or memory budget: the template, not its input, is at fault, and
+    asking again with other input is not worth the wait."""
+
+
 _inside = False            # True in the child
 _conn = None               # the child's end of the pipe
 _lock = threading.Lock()   # one call at a time talks to the child
@@ -99,13 +104,13 @@ class _Worker:
         budget = seconds
         while True:
             if not self.conn.poll(budget + GRACE_SECONDS):
-                raise TemplateError(f"render stopped: render took longer than {budget:g} s "
+                raise RenderLimitError(f"render stopped: render took longer than {budget:g} s "
                                     "(its process was killed)")
             try:
                 kind, value = self.conn.recv()
             except (EOFError, OSError):
                 self.process.join(5)
-                raise TemplateError(f"render stopped: {_death(self.process.exitcode)}") from None
+                raise RenderLimitError(f"render stopped: {_death(self.process.exitcode)}") from None
             if kind != "tick":
                 return kind, value
             budget = value

@@ -116,3 +116,27 @@ def test_detect_and_parse_read_the_template_a_gguf_embeds(tmp_path):
     writer.close()
     code, _, err = run("detect", str(empty))
     assert code == 2 and "carries no tokenizer.chat_template" in err and "Traceback" not in err
+
+
+def test_not_json_names_the_offset_of_the_error_not_of_the_value():
+    call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {'location': 'Paris'}}\n</tool_call>"
+    code, out, _ = run("parse", "--template", "Qwen-Qwen2.5-7B-Instruct", "--json", stdin=call)
+    detail = json.loads(out)["detail"]
+    error_at, value_at = call.index("'location'"), call.index("{")
+    assert f"not JSON at offset {error_at}:" in detail and f"from offset {value_at}" in detail, detail
+
+
+def _wall(tmp_path) -> Path:
+    # Qwen2.5's template with the arguments printed as a Python dict: hermes markup, Python literals inside.
+    text = (ROOT / "templates" / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text(encoding="utf-8")
+    path = tmp_path / "python-args.jinja"
+    path.write_text(text.replace("tool_call.arguments | tojson", "tool_call.arguments"), encoding="utf-8")
+    return path
+
+
+def test_detect_on_a_wall_names_the_nearest_family_and_its_deviation(tmp_path):
+    code, out, _ = run("detect", str(_wall(tmp_path)))
+    assert code == 1 and "nearest family: hermes: python-literals" in out, out
+    code, out, _ = run("detect", str(_wall(tmp_path)), "--json")
+    assert json.loads(out)["nearest"][0]["family"] == "hermes"
+    assert json.loads(out)["nearest"][0]["deviation"] == "python-literals"

@@ -217,3 +217,27 @@ def test_a_gguf_template_too_large_to_hold_is_refused_before_it_is_read(tmp_path
         f.truncate(path.stat().st_size + n)        # sparse: the bytes are there, nothing is written
     with pytest.raises(SourcesError, match="more than 16777216 is refused"):
         read_template_source(path)
+
+
+def test_a_wall_is_pinned_with_a_warning_and_exit_status_1(tree, tmp_path):
+    # Qwen2.5's template with the arguments printed as a Python dict: no family reads its call.
+    src = tmp_path / "python-args.jinja"
+    src.write_text(QWEN.read_text(encoding="utf-8").replace("tool_call.arguments | tojson", "tool_call.arguments"),
+                   encoding="utf-8")
+    done = harness(tree, "pin-template", src, "--id", "python-args")
+    assert done.returncode == 1, done.stderr
+    assert "warning: python-args is a wall" in done.stderr and "exit status 1" in done.stderr
+    assert "nearest family: hermes: python-literals" in done.stdout
+    assert "python-args" in load_sources(tree / "sources.json").templates
+
+
+def test_a_template_that_hangs_is_not_pinned(tree, tmp_path):
+    # No Jinja hook runs inside these loops: only the render process's kill ends the probe render.
+    src = tmp_path / "hangs.jinja"
+    src.write_text("{% set s = 'x' * 6000000 %}{% for a in s %}{% for b in s %}{% endfor %}{% endfor %}",
+                   encoding="utf-8")
+    before = _unchanged(tree)
+    done = harness(tree, "pin-template", src, "--id", "hangs")
+    assert done.returncode == 2 and "not pinned" in done.stderr and "nothing was written" in done.stderr, done.stderr
+    assert "its process was killed" in done.stderr and "Traceback" not in done.stderr
+    assert _unchanged(tree) == before

@@ -1,0 +1,64 @@
+"""The render process: a template that overruns is stopped by a kill, whatever it does, and the next render
+gets a fresh process; detection and conformance report such a template as a wall instead of hanging."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+import harness.template.render as render_module
+from harness.core.errors import TemplateError
+from harness.template import render_worker
+from harness.template.conformance import check_template
+from harness.template.detect import detect
+from harness.template.render import render
+
+USER = [{"role": "user", "content": "hi"}]
+# No Jinja hook runs inside these loops, so only the kill can end them.
+HANGS = "{% set s = 'x' * 6000000 %}{% for a in s %}{% for b in s %}{% endfor %}{% endfor %}"
+
+
+@pytest.fixture
+def short_budget(monkeypatch):
+    monkeypatch.setattr(render_module, "MAX_RENDER_SECONDS", 0.5)
+
+
+def test_a_loop_without_hooks_is_killed_and_the_next_render_works(short_budget):
+    with pytest.raises(render_worker.RenderLimitError, match=r"longer than 0.5 s \(its process was killed\)"):
+        render(HANGS, USER)
+    assert render("{{ messages[0].content }}", USER) == "hi"
+
+
+def test_a_template_error_keeps_its_cause_across_the_process():
+    with pytest.raises(TemplateError, match="sandbox refused") as caught:
+        render("{{ [].append(1) }}", USER)
+    assert caught.value.__cause__ is not None and "unsafe" in str(caught.value.__cause__)
+
+
+def test_the_template_message_of_raise_exception_survives_the_process():
+    from harness.core.errors import TemplateRaisedError
+    with pytest.raises(TemplateRaisedError) as caught:
+        render("{{ raise_exception('roles must alternate') }}", USER)
+    assert caught.value.template_message == "roles must alternate"
+
+
+def test_memory_past_the_process_limit_is_a_named_error(monkeypatch):
+    # Sixty copies of 7 MB stay under the size budget each, and together pass what the process may add.
+    monkeypatch.setattr(render_worker, "MEMORY_HEADROOM", 300 << 20)
+    monkeypatch.setattr(render_worker, "_worker", None)      # a process forked under the smaller cap
+    template = "{% set a = 'x' * 7000000 %}{{ [" + ", ".join(f"a ~ {i}" for i in range(60)) + "]|length }}"
+    with pytest.raises(render_worker.RenderLimitError, match="out of memory|killed"):
+        render(template, USER)
+
+
+def test_detection_of_a_hanging_template_is_a_wall_after_one_overrun(short_budget):
+    found = detect(HANGS)
+    assert found.status == "wall" and found.family is None
+    assert "longer than 0.5 s" in found.reason
+
+
+def test_conformance_reports_a_hanging_template_as_a_wall(short_budget):
+    row = check_template(SimpleNamespace(id="hangs", text=HANGS, bos_token="", eos_token=""))
+    assert row["status"] == "wall" and not row["full_conversation_renders"]
+    assert "longer than 0.5 s" in row["full_conversation_error"]
