@@ -140,3 +140,13 @@ def test_detect_on_a_wall_names_the_nearest_family_and_its_deviation(tmp_path):
     code, out, _ = run("detect", str(_wall(tmp_path)), "--json")
     assert json.loads(out)["nearest"][0]["family"] == "hermes"
     assert json.loads(out)["nearest"][0]["deviation"] == "python-literals"
+
+
+def test_conformance_takes_an_unpinned_template_file_and_writes_nothing(tmp_path):
+    results = sorted(p.name for p in (ROOT / "results").iterdir())
+    code, out, err = run("conformance", "--template", str(_wall(tmp_path)), "--template", "Qwen-Qwen2.5-7B-Instruct")
+    assert code == 1, err
+    assert "python-args: none (wall)" in out and "Qwen-Qwen2.5-7B-Instruct: hermes (detected)" in out
+    code, out, err = run("conformance", "--template", "Qwen-Qwen2.5-7B-Instruct", "--json")
+    assert code == 0 and json.loads(out)["templates"][0]["round_trips"] is True, err
+    assert sorted(p.name for p in (ROOT / "results").iterdir()) == results
