@@ -17,6 +17,7 @@ from harness.evaluation.records import RuntimeConformanceRecord
 from harness.evaluation.transcripts import TranscriptWriter, now
 from harness.families import get as family_get
 from harness.live.runtime_conformance import EXTRA_TOKENS, TIMEOUT, request_switches
+from harness.scripted.manifest import read_manifest
 
 
 def entry_hash(entry: dict) -> str:
@@ -27,7 +28,7 @@ def entry_hash(entry: dict) -> str:
 def run_manifest(url: str, served_model: str, manifest_path: Path, runtime: str, path: Path, done: set,
                  cases=None, variants=None, log=print) -> list:
     """done: (template sha256, case, hash, variant) already recorded. Returns the records written."""
-    manifest = json.loads(Path(manifest_path).read_text(encoding="utf-8"))
+    manifest = read_manifest(manifest_path)
     names = [m["served_name"] for m in manifest["models"]]
     model = next((m for m in manifest["models"] if m["served_name"] == served_model), None)
     if model is None:

@@ -3,6 +3,7 @@ shape are named with their case and field, and what a build will write is said f
 with nothing written."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -74,3 +75,52 @@ def test_a_build_past_the_byte_bound_says_its_size_and_writes_nothing(tmp_path):
     assert "more than the 30 MB a build may write" in done.stderr
     assert "--max-bytes" in done.stderr and "Traceback" not in done.stderr
     assert not list(out.glob("*.gguf"))
+
+
+def _manifest():
+    entry = {"case": "c1", "variant": "auto", "request": {"messages": []}, "reply": "Hi", "prompt_tokens": 12,
+             "key_source": "render", "reply_tokens": 2, "reply_ids": [1, 2], "expect": {"calls": []}}
+    return {"template": {"id": QWEN, "sha256": "0" * 64}, "family": "hermes", "vocabulary": "qwen2.5",
+            "key_from": "render", "models": [{"file": "m.gguf", "served_name": "m", "requests": [entry]}]}
+
+
+def _broken(change):
+    manifest = _manifest()
+    change(manifest)
+    return manifest
+
+
+@pytest.mark.parametrize("manifest, message", [
+    ("[1, 2", r"the manifest is not JSON: .* at line 1"),
+    ([], "the manifest must be an object, not a list"),
+    (_broken(lambda m: m.pop("models")), "models is missing"),
+    (_broken(lambda m: m.update(models={})), "models must be a list, not an object"),
+    (_broken(lambda m: m["template"].pop("sha256")), r"template\.sha256 is missing"),
+    (_broken(lambda m: m["models"][0].update(served_name=3)), r"models\[0\]\.served_name must be text, not an integer"),
+    (_broken(lambda m: m["models"][0]["requests"][0].update(reply_tokens="2")),
+     r"models\[0\]\.requests\[0\]\.reply_tokens must be an integer, not text"),
+    (_broken(lambda m: m["models"][0]["requests"][0].update(prompt_tokens=True)),
+     r"models\[0\]\.requests\[0\]\.prompt_tokens must be an integer, not a boolean"),
+    (_broken(lambda m: m["models"][0]["requests"][0].update(reply_ids=["a"])), r"models\[0\]\.requests\[0\]\.reply_ids must be a list of token ids"),
+    (_broken(lambda m: m["models"][0]["requests"].append(7)), r"models\[0\]\.requests\[1\] must be an object"),
+], ids=["not-json", "a-list", "no-models", "models-object", "no-sha", "name-int", "tokens-text", "tokens-bool",
+        "ids-text", "entry-int"])
+def test_a_malformed_manifest_is_one_error_naming_file_and_field(tmp_path, manifest, message):
+    from harness.live.runtime_endpoint import run_manifest
+
+    path = tmp_path / "x.manifest.json"
+    path.write_text(manifest if isinstance(manifest, str) else json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(HarnessError, match=f"^{re.escape(str(path))}: {message}"):
+        run_manifest("http://127.0.0.1:9", "m", path, "rt", tmp_path / "records.jsonl", set())
+    assert not (tmp_path / "records.jsonl").exists()
+
+
+def test_a_manifest_scripted_model_writes_reads_back(tmp_path):
+    from harness.scripted.manifest import read_manifest
+
+    path = tmp_path / "ok.manifest.json"
+    path.write_text(json.dumps(_manifest()), encoding="utf-8")
+    assert read_manifest(path) == _manifest()
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(HarnessError, match="fifo: not a regular file"):
+        read_manifest(tmp_path / "fifo")
