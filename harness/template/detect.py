@@ -14,6 +14,7 @@ from harness.template import render as rendering
 from harness.template import sandbox_variant
 from harness.template.render_worker import RenderLimitError
 from harness.core.errors import SourcesError, TemplateError
+from harness.core import constants
 from harness.core.hashing import sha256_text
 from harness.pins.sources import load_sources
 from harness.template.probe import HF_TOOLS, LLAMA_CPP_FUNCTIONS, PROBE_CALL, PROBE_TOOL, probe_messages, tool_variables
@@ -101,11 +102,17 @@ class Detection:
 
 
 def common_prefix_length(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    # Halving on slice comparisons (done in C): renders are kilobytes, compared a few times per template.
+    lo, hi = 0, min(len(a), len(b))
+    if a[:hi] == b[:hi]:
+        return hi
+    while hi - lo > 1:         # a[:lo] == b[:lo] and a[:hi] != b[:hi]
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def reply_start(prompt: str, history: str) -> int:
@@ -272,15 +279,34 @@ def declaration_for(template: str, sources=None) -> dict | None:
     """The family a pin in sources.json declares for these exact template bytes (a GGUF carrying a pinned
     template gets its declaration too), or None; outside a checkout there are no pins, so none."""
     try:
-        sources = sources or load_sources()
+        declared = _declarations(sources or _project_sources())
     except SourcesError:
         return None
-    digest = sha256_text(template)
-    for pin in sources.templates.values():
-        if pin.declared_family and pin.sha256 == digest:
-            registry.get(pin.declared_family["family"])  # a declared name the registry lacks fails loudly
-            return dict(pin.declared_family)
-    return None
+    found = declared.get(sha256_text(template))
+    if found is not None:
+        registry.get(found["family"])  # a declared name the registry lacks fails loudly
+    return dict(found) if found is not None else None
+
+
+def _declarations(sources) -> dict:
+    return {pin.sha256: pin.declared_family for pin in sources.templates.values() if pin.declared_family}
+
+
+_sources_seen: list = [None, None]     # (sources.json's size and mtime, its Sources)
+
+
+def _project_sources():
+    """The project's sources.json, read again only when it changed: conformance asks once per template."""
+    path = constants.SOURCES_PATH
+    try:
+        info = path.stat()
+        stamp = (str(path), info.st_size, info.st_mtime_ns)
+    except OSError:
+        stamp = None
+    if stamp is None or _sources_seen[0] != stamp:
+        _sources_seen[:] = [None, load_sources()]
+        _sources_seen[0] = stamp
+    return _sources_seen[1]
 
 
 # Deviations a parser names once it has read the family's markup and is inside the call's payload: a family

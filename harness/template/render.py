@@ -73,6 +73,17 @@ def in_render_process(func: Any, *args: Any, **kwargs: Any) -> Any:
                               seconds=MAX_RENDER_SECONDS)
 
 
+def map_in_render_process(func: Any, items: list) -> list:
+    """[(True, func(item)) or (False, its exception)] for every item, all run in the render process in one batch
+    (no round trip per item); an item past its limits gets a RenderLimitError and the rest still run."""
+    packed = [(MAX_RENDER_SECONDS, _now(), func, (item,), {}) for item in items]
+    return render_worker.map_calls(_as_caller_packed, packed, seconds=MAX_RENDER_SECONDS)
+
+
+def _as_caller_packed(packed: tuple) -> Any:
+    return _as_caller(*packed)
+
+
 def _as_caller(seconds: float, now: datetime, func: Any, args: tuple, kwargs: dict) -> Any:
     global _caller
     _caller = (seconds, now)
@@ -247,6 +258,12 @@ def compile_template(template: str) -> jinja2.Template:
         limits.budget_var.reset(token)
 
 
+@lru_cache(maxsize=64)
+def _compile_in(environment: jinja2.Environment, template: str) -> jinja2.Template:
+    # Another sandbox's compiled templates (sandbox_variant), cached as HF's are: detection renders each a few times.
+    return environment.from_string(template)
+
+
 @lru_cache(maxsize=512)
 def template_variables(template: str) -> frozenset[str]:
     """Variables the template reads from outside (e.g. whether it reads `tools` at all)."""
@@ -366,7 +383,7 @@ def _render_here(
     # A second opinion in another sandbox (harness.template.sandbox_variant) reuses everything else here; None is HF's.
     environment = kwargs.pop("_environment", None)
     render_worker.started(MAX_COMPILE_SECONDS)
-    compiled = compile_template(template) if environment is None else environment.from_string(template)
+    compiled = compile_template(template) if environment is None else _compile_in(environment, template)
     documents = kwargs.pop("documents", None)
     if documents is not None and not all(isinstance(document, Mapping) for document in documents):
         raise TemplateError("documents must be a list of dicts with 'title' and 'text' keys")

@@ -62,3 +62,20 @@ def test_conformance_reports_a_hanging_template_as_a_wall(short_budget):
     row = check_template(SimpleNamespace(id="hangs", text=HANGS, bos_token="", eos_token=""))
     assert row["status"] == "wall" and not row["full_conversation_renders"]
     assert "longer than 0.5 s" in row["full_conversation_error"]
+
+
+def test_a_batch_goes_on_after_an_item_that_overruns(short_budget):
+    refs = [SimpleNamespace(id=name, text=text, bos_token="", eos_token="")
+            for name, text in (("first", "{{ messages[0].content }}"), ("hangs", HANGS),
+                               ("after", "{{ messages[0].content }}!"))]
+    from harness.template.conformance import check_templates
+    rows = check_templates(refs)
+    assert [row["id"] for row in rows] == ["first", "hangs", "after"]
+    assert rows[1]["status"] == "wall" and "longer than 0.5 s" in rows[1]["full_conversation_error"]
+    assert rows[0]["status"] == rows[2]["status"] == "no tools"
+
+
+def test_the_caller_s_clock_reaches_the_render_process(monkeypatch):
+    from datetime import datetime
+    monkeypatch.setattr(render_module, "_now", lambda: datetime(2024, 7, 26))
+    assert render("{{ strftime_now('%Y-%m-%d') }}", USER) == "2024-07-26"
