@@ -215,8 +215,12 @@ def _make_environment() -> _BoundedSandbox:
         raise TemplateError(
             f"jinja2 {jinja2.__version__} has known sandbox escapes; chat templates need jinja2>=3.1.6"
         )
+    # optimized=False skips Jinja's constant folding pass: a fold evaluates at compile time what the render
+    # evaluates anyway (same output), and a chat template is rendered a handful of times per compile, so the
+    # pass costs more than it saves (about a seventh of compiling); it also leaves every constant expression
+    # to the render, where the size guards see it with the line it is on.
     env = _BoundedSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationBlock, jinja2.ext.loopcontrols],
-                          finalize=_finalize)
+                          finalize=_finalize, optimized=False)
     env.filters["tojson"] = _tojson
     for name, check in limits.FILTER_CHECKS.items():
         env.filters[name] = limits.guarded(env.filters[name], check)

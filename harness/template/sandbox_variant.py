@@ -31,7 +31,8 @@ class _ListMethodsSandbox(rendering._BoundedSandbox):
 def environment() -> _ListMethodsSandbox:
     base = rendering._ENV
     env = _ListMethodsSandbox(trim_blocks=base.trim_blocks, lstrip_blocks=base.lstrip_blocks,
-                              extensions=[type(extension) for extension in base.extensions.values()])
+                              extensions=[type(extension) for extension in base.extensions.values()],
+                              finalize=base.finalize, optimized=base.optimized)
     # Whatever filters and globals the HF-faithful environment has (caps included), this one has too.
     env.filters.update(base.filters)
     env.globals.update(base.globals)
