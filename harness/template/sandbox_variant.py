@@ -2,7 +2,7 @@
 
 transformers refuses those templates too, so the refusal stays the verdict. This sandbox differs from HF's in
 one permission only: methods that modify a list (append, extend, ...) are allowed. Every list a template can
-reach is either one it built or a copy the renderer made for this render (render._plain), so nothing outside
+reach is either one it built or a copy the renderer made for this render (render_inputs._plain), so nothing outside
 the render is mutated; dicts, sets and every other sandbox rule stay as HF has them. It is still a Jinja
 sandbox with the same filters, globals and budgets: never plain jinja2."""
 
