@@ -44,7 +44,7 @@ class RenderLimitError(TemplateError):
 
 _inside = False            # True in the child
 _clock = None              # in the child: the shared [start, budget] of the render running
-_lock = threading.Lock()   # one call at a time talks to the child
+_lock = threading.RLock()  # one batch at a time talks to the child (threads take turns)
 _worker: "_Worker | None" = None
 
 
@@ -93,20 +93,21 @@ def map_calls(func: Callable, items: list, *, seconds: float) -> list:
         return [_attempt(func, item) for item in items]
     out: list = []
     pending = list(items)
-    while pending:
-        worker = _current()
-        try:
-            got, failure = worker.map(func, pending, seconds)
-        except BaseException:
-            # Interrupted (Ctrl-C) mid-batch: the answers still on their way would reach the next caller.
+    with _lock:
+        while pending:
+            worker = _current()
+            try:
+                got, failure = worker.map(func, pending, seconds)
+            except BaseException:
+                # Interrupted (Ctrl-C) mid-batch: the answers still on their way would reach the next caller.
+                _discard(worker)
+                raise
+            out += got
+            if failure is None:
+                break
             _discard(worker)
-            raise
-        out += got
-        if failure is None:
-            break
-        _discard(worker)
-        out.append((False, failure))
-        pending = pending[len(got) + 1:]
+            out.append((False, failure))
+            pending = pending[len(got) + 1:]
     return out
 
 

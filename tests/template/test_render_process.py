@@ -79,3 +79,18 @@ def test_the_caller_s_clock_reaches_the_render_process(monkeypatch):
     from datetime import datetime
     monkeypatch.setattr(render_module, "_now", lambda: datetime(2024, 7, 26))
     assert render("{{ strftime_now('%Y-%m-%d') }}", USER) == "2024-07-26"
+
+
+def test_renders_from_several_threads_each_get_their_own_answer():
+    import threading
+    out = {}
+
+    def one(n):
+        out[n] = [render("{{ messages[0].content }}", [{"role": "user", "content": f"{n}-{k}"}]) for k in range(20)]
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert out == {n: [f"{n}-{k}" for k in range(20)] for n in range(4)}
