@@ -46,10 +46,13 @@ def test_the_template_message_of_raise_exception_survives_the_process():
 def test_memory_past_the_process_limit_is_a_named_error(monkeypatch):
     # Sixty copies of 7 MB stay under the size budget each, and together pass what the process may add.
     monkeypatch.setattr(render_worker, "MEMORY_HEADROOM", 300 << 20)
-    monkeypatch.setattr(render_worker, "_worker", None)      # a process forked under the smaller cap
+    render_worker.stop()                                     # the next render forks under the smaller cap
     template = "{% set a = 'x' * 7000000 %}{{ [" + ", ".join(f"a ~ {i}" for i in range(60)) + "]|length }}"
-    with pytest.raises(render_worker.RenderLimitError, match="out of memory|killed"):
-        render(template, USER)
+    try:
+        with pytest.raises(render_worker.RenderLimitError, match="out of memory|killed"):
+            render(template, USER)
+    finally:
+        render_worker.stop()
 
 
 def test_detection_of_a_hanging_template_is_a_wall_after_one_overrun(short_budget):
