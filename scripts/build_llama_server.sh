@@ -21,9 +21,18 @@ if "$BINARY" --version >/dev/null 2>&1; then
 fi
 
 mkdir -p "$(dirname "$DEST")"
-# Two builds at once (two terminals, a test run and CI) would share the build folder: one waits.
-exec 9>"$DEST.lock"
-flock 9
+# Two builds at once (two terminals, a test run and CI) would share the build folder: one waits, and says so
+# (a build takes about 30 minutes on 2 cores). The holder writes its pid into the lock file once it has the lock;
+# the file is opened without truncating it, so a waiter can read who holds it.
+LOCK="$DEST.lock"
+exec 9<>"$LOCK"
+if ! flock -n 9; then
+    holder=$(head -c 200 "$LOCK" 2>/dev/null | tr -d '\n' || true)
+    echo "waiting for another build of llama-server to finish: $LOCK is locked${holder:+ by $holder}" \
+         "(a build takes about 30 minutes on 2 cores; this one continues when that one ends)" >&2
+    flock 9
+fi
+printf 'pid %s (%s) since %s\n' "$$" "$0" "$(date -u +%FT%TZ)" > "$LOCK"
 if "$BINARY" --version >/dev/null 2>&1; then
     echo "llama-server is already built: $BINARY"
     exit 0

@@ -79,7 +79,7 @@ def chat_stream(url: str, body: dict, timeout: float) -> dict:
     """The same request streamed: server-sent deltas accumulated as a client does (content and reasoning
     concatenated, tool calls by index with their argument fragments joined), with the number of chunks. The
     whole stream shares one deadline and one byte cap."""
-    content, reasoning, calls, finish, chunks, problems = [], [], {}, None, 0, []
+    content, reasoning, calls, finish, chunks, problems, done = [], [], {}, None, 0, [], False
     try:
         with Exchange(url, {**body, "stream": True}, timeout) as exchange:
             exchange.check_status()
@@ -89,6 +89,7 @@ def chat_stream(url: str, body: dict, timeout: float) -> dict:
                     continue
                 payload = line[5:].strip()
                 if payload == "[DONE]":
+                    done = True
                     break
                 event = loads(payload.encode("utf-8"), url)
                 if isinstance(event, dict) and "error" in event:
@@ -99,9 +100,25 @@ def chat_stream(url: str, body: dict, timeout: float) -> dict:
         return {"error": str(exc), "status": exc.status}
     out = {"status": 200, "content": "".join(content) or None, "reasoning": "".join(reasoning) or None,
            "tool_calls": [calls[i] for i in sorted(calls)], "finish_reason": finish, "chunks": chunks}
+    cut = _cut_short(done, finish, out["tool_calls"], out["content"])
+    if cut:
+        # A stream that stops early reads as a shorter answer: named, so it is never taken for a clean one.
+        out["cut_short"] = cut
+        problems.append(cut)
     if problems:
         out["problems"] = problems
     return out
+
+
+def _cut_short(done: bool, finish, calls: list, content) -> str | None:
+    """Why the stream did not end as a complete answer does ([DONE] after a chunk with a finish_reason), or
+    None; with what it stopped in, since a call cut mid-arguments looks like a short call."""
+    missing = [what for what, absent in (("[DONE]", not done), ("a finish_reason", finish is None)) if absent]
+    if not missing:
+        return None
+    last = calls[-1]["arguments"] if calls else content
+    tail = f"; it stopped after {shown(last[-40:], 60)}" if last else ""
+    return f"cut short: the stream ended without {' and without '.join(missing)}{tail}"
 
 
 def _delta(event, number: int, content: list, reasoning: list, calls: dict, problems: list):

@@ -4,7 +4,8 @@
         ...  # requests to server.base_url + "/v1/chat/completions"
 
 A server listens on 127.0.0.1 (a free port unless one is given), writes its output to a log file, and is ready
-when it answers its health check (llama-server: GET /health; llama-cpp-python: GET /v1/models). One that dies
+when it answers its health check (llama-server: GET /health; llama-cpp-python: GET /v1/models) and the socket
+listening on its port is its own (harness.backends.listeners), not another process's that took the port first. One that dies
 or never gets ready raises ServerStartError quoting the end of its log. It is stopped on leaving the block (SIGTERM,
 then SIGKILL after a grace period), also when the block raises; kill() ends it at once, as a crash would, and
 start() brings it back on the same port (on a new one if the port was picked here and is taken meanwhile).
@@ -34,6 +35,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from harness.backends import listeners
 from harness.core import constants
 from harness.core.errors import ServerStartError
 
@@ -142,6 +144,7 @@ class LocalServer:
         self.port = port
         self.log_path = Path(log_path) if log_path else None
         self._proc: subprocess.Popen | None = None
+        self._impostor = False
 
     @property
     def base_url(self) -> str:
@@ -219,6 +222,7 @@ class LocalServer:
                 self.port = None
 
     def _spawn(self) -> None:
+        self._impostor = False
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         command = self.command()
         with open(self.log_path, "ab") as log:
@@ -243,6 +247,7 @@ class LocalServer:
             try:
                 with urllib.request.urlopen(url, timeout=5) as response:
                     if response.status == 200 and self._proc.poll() is None and not self._lost_port_race():
+                        self._check_listener()
                         return
                     last = f"HTTP {response.status}"
             except urllib.error.HTTPError as exc:
@@ -255,7 +260,21 @@ class LocalServer:
                                   f"it was stopped; {self._tail()}")
             time.sleep(0.05)
 
+    def _check_listener(self) -> None:
+        """The answer came from our child, listening on its port: another process that took the port first
+        answers the health check too (and our child then fails to bind). Raises after stopping our child."""
+        if listeners.listener_is(self._proc.pid, self.port) is not False:
+            return
+        others = listeners.holders(listeners.listening_inodes(self.port) or set()) or ["a process not visible here"]
+        self.stop()
+        self._impostor = True
+        raise ServerStartError(f"port {self.port} is taken: another process listens on 127.0.0.1:{self.port} "
+                               f"({', '.join(others)}) and answered the health check in place of {self.kind} "
+                               f"(pid {self._proc.pid}), which was stopped")
+
     def _lost_port_race(self) -> bool:
+        if self._impostor:
+            return True
         return any(marker in self._log_text().lower() for marker in _BIND_FAILURES)
 
     def _log_text(self) -> str:

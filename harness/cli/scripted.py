@@ -16,6 +16,12 @@ def run(args) -> int:
     from harness.live.runtime_conformance import TemplateRun, requests_for, template_sha
     from harness.pins.sources import resolve_template
 
+    from harness.scripted.plan import WriteBudget, write_budget
+
+    if args.max_bytes is not None and args.max_bytes < 0:
+        raise HarnessError(f"--max-bytes {args.max_bytes}: a number of bytes, 0 or more")
+    write_budget.set(WriteBudget(args.max_bytes if args.max_bytes is not None else write_budget.get().max_bytes,
+                                 say=lambda message: print(message, file=sys.stderr, flush=True)))
     ref = resolve_template(args.template)
     corpus = cases_from_file(args.cases, ref) if args.cases else build_corpus(ref)
     if not corpus.cases:
@@ -68,4 +74,7 @@ def register(subparsers) -> None:
     p.add_argument("--key-from", choices=KEY_SOURCES, default="render",
                    help="where prompt lengths come from (default render: ours; a runtime is exact for it)")
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for the GGUFs and the manifest")
+    p.add_argument("--max-bytes", type=int, metavar="N",
+                   help="write up to N bytes of new model files (default 2,000,000,000); the size is said before "
+                        "anything is written, and a build past the bound writes nothing")
     p.set_defaults(func=run)

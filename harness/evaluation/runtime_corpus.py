@@ -275,6 +275,41 @@ def _unclosed(reply: str, end_of_turn: str | None = None) -> str | None:
     return None
 
 
+_CASE_TYPES = {"tools": (list, "a list of tools"), "variants": (list, "a list of variant names"),
+               "template_kwargs": (dict, "a mapping of template variables")}
+
+
+def _check_case_fields(located, i: int, raw: dict) -> None:
+    """Wrong-typed optional fields and text no model can write (a lone surrogate), named with case and field."""
+    from harness.core.errors import HarnessError
+
+    name = raw["name"]
+    for key, (kind, what) in _CASE_TYPES.items():
+        if raw.get(key) is not None and not isinstance(raw[key], kind):
+            raise HarnessError(f"{located.where(i, key)}: case {name!r}: {key} must be {what}, not "
+                               f"{type(raw[key]).__name__}")
+    for key in ("reply", "messages", "tools"):
+        at = _surrogate_at(raw.get(key))
+        if at is not None:
+            raise HarnessError(f"{located.where(i, key)}: case {name!r}: {key}{at} holds a lone surrogate (half a "
+                               "UTF-16 pair): no UTF-8 text, so no model, can write it")
+
+
+def _surrogate_at(value, where: str = "") -> str | None:
+    """Where in a YAML value a string holds a lone surrogate ("" for the value itself, "[0].content" inside)."""
+    stack = [(value, where)]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, str):
+            if any("\ud800" <= ch <= "\udfff" for ch in item):
+                return at
+        elif isinstance(item, dict):
+            stack += [(v, f"{at}.{k}") for k, v in item.items()]
+        elif isinstance(item, list):
+            stack += [(v, f"{at}[{n}]") for n, v in enumerate(item)]
+    return None
+
+
 def cases_from_file(path, ref, found=None) -> Corpus:
     """Cases a user writes: a YAML list of {name, messages, tools, reply, variants?, template_kwargs?}. The
     strict parse of each reply is computed here; errors name file, line and field."""
@@ -296,8 +331,10 @@ def cases_from_file(path, ref, found=None) -> Corpus:
         if missing or unknown:
             raise HarnessError(f"{located.where(i)}: " + "; ".join(
                 ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(unknown)}"] if unknown else [])))
-        if raw["name"] in names or not isinstance(raw["reply"], str) or not isinstance(raw["messages"], list):
-            raise HarnessError(f"{located.where(i, 'name')}: names are unique, reply is text, messages a list")
+        if not isinstance(raw["name"], str) or raw["name"] in names or not isinstance(raw["reply"], str) \
+                or not isinstance(raw["messages"], list):
+            raise HarnessError(f"{located.where(i, 'name')}: names are unique text, reply is text, messages a list")
+        _check_case_fields(located, i, raw)
         variants = tuple(raw.get("variants") or (AUTO,))
         bad = [v for v in variants if v not in VARIANTS]
         if bad:

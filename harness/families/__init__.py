@@ -23,10 +23,17 @@ __all__ = ["Family", "NearMiss", "ParseResult", "ToolCall", "families", "detecta
            "all_markers", "names"]
 
 
+_markers_of: list = [None, ()]      # (the family table, its markers): every parse asks, the table rarely changes
+
+
 def all_markers() -> tuple:
     """Markers that name a foreign family when they turn up in a reply. Punctuation-only markers (`>>>`,
     `{`) occur in ordinary answers (a Python prompt, a JSON example), so they never count as foreign."""
-    return tuple(dict.fromkeys(m for f in families().values() for m in f.markers if any(c.isalpha() for c in m)))
+    table = families()
+    if _markers_of[0] is not table:
+        _markers_of[:] = [table, tuple(dict.fromkeys(m for f in table.values() for m in f.markers
+                                                     if any(c.isalpha() for c in m)))]
+    return _markers_of[1]
 
 
 def load_table(directory: Path, package: str) -> dict:

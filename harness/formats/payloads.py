@@ -175,7 +175,8 @@ def decode_json(text, pos):
         name = dev.json_failure(tail)
         if name == dev.INVALID_JSON and tail.lstrip()[:1] in "{[" and _unterminated(tail):
             name = dev.UNCLOSED_CALL
-        raise Mismatch(name, f"not JSON at offset {pos}: {exc.msg}") from None
+        # exc.pos is where the decoder stopped in the same text: the error itself, not the value's start.
+        raise Mismatch(name, f"not JSON at offset {exc.pos}: {exc.msg} (in the value from offset {pos})") from None
 
 
 def _unterminated(tail: str) -> bool:

@@ -24,6 +24,7 @@ from harness.evaluation.runtime_conformance import conformance_record
 from harness.evaluation.transcripts import TranscriptWriter, now
 from harness.families import get as family_get
 from harness.live.runtime_conformance import EXTRA_TOKENS, TIMEOUT, request_switches
+from harness.scripted.manifest import read_manifest
 
 
 def entry_hash(entry: dict) -> str:
@@ -55,7 +56,7 @@ def run_manifest(url: str, served_model: str, manifest_path: Path, runtime: str,
                  deadline: float | None = None) -> EndpointRun:
     """done: (template sha256, case, hash, variant) already recorded; timeout: seconds per request (each of the
     two answers); deadline: seconds for the whole run, None for no bound."""
-    manifest = json.loads(Path(manifest_path).read_text(encoding="utf-8"))
+    manifest = read_manifest(manifest_path)
     names = [m["served_name"] for m in manifest["models"]]
     model = next((m for m in manifest["models"] if m["served_name"] == served_model), None)
     if model is None:

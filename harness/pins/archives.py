@@ -132,7 +132,13 @@ def _extract(archive: Path, pin: ArchivePin, into: Path) -> int:
                                             f"{member.linkname}, outside {pin.extract!r}; nothing was unpacked")
                     member.linkname = member.linkname[len(pin.extract):]
                 # The "data" filter refuses absolute names, '..', links leaving the folder and device files.
-                tar.extract(member, into, filter="data")
+                try:
+                    tar.extract(member, into, filter="data")
+                except KeyError:
+                    # tarfile looks a hard link's target up among the members and raises KeyError when none is.
+                    raise DownloadError(f"archive {pin.id}: {pin.extract}{member.name} is a hard link to "
+                                        f"{pin.extract}{member.linkname}, which the archive does not hold; nothing "
+                                        "was unpacked") from None
                 count += member.isfile()
     except (tarfile.TarError, OSError) as exc:
         raise DownloadError(f"archive {pin.id}: cannot unpack {archive}: {exc}") from None

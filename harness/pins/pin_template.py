@@ -106,7 +106,10 @@ def _check_token(key: str, value) -> None:
 
 
 def pin_template(tid: str, path: Path, *, origin: str | None = None, force: bool = False,
-                 variant: str | None = None, **provenance) -> dict:
+                 variant: str | None = None, check=None, **provenance) -> dict:
+    """Pin the template in `path` as `tid`. `check(text, bos_token, eos_token)`, when given, runs on the bytes
+    read before anything is written, and stops the pin by raising (a template that does not render within
+    its limits is refused, not pinned and then found to hang)."""
     if not ID_PATTERN.match(tid):
         raise SourcesError(f"template id {tid!r} must be letters, digits, '.', '_' or '-', starting with a letter "
                            f"or digit")
@@ -116,6 +119,8 @@ def pin_template(tid: str, path: Path, *, origin: str | None = None, force: bool
             provenance[key] = value
     for key in ("bos_token", "eos_token"):
         _check_token(key, provenance.get(key))
+    if check is not None:
+        check(data.decode("utf-8"), provenance.get("bos_token") or "", provenance.get("eos_token") or "")
     if provenance.get("repo") and not provenance.get("repo_basis"):
         provenance["repo_basis"] = "given to harness pin-template"
     entry = template_entry(tid, data, origin=origin or f"pinned by `harness pin-template` from {path.name}",

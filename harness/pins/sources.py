@@ -421,10 +421,16 @@ def resolve_template(path_or_id: str | Path, sources: Sources | None = None) -> 
     looks_like_path = candidate.suffix == ".jinja" or os.sep in str(path_or_id) or candidate.is_file()
     if looks_like_path:
         if not candidate.is_file():
-            raise SourcesError(f"template file {candidate} does not exist")
+            what = "is not a regular file" if candidate.exists() else "does not exist"
+            raise SourcesError(f"template file {candidate} {what}")
         if is_gguf(candidate):
             text, bos, eos = embedded_template(candidate)
             return ResolvedTemplate(candidate.stem, candidate, text, bos, eos, entry=None)
+        if candidate.suffix.lower() == ".gguf":
+            # Read as template text it would render as a template of binary junk: say what it is instead.
+            with open(candidate, "rb") as f:
+                head = f.read(4)
+            raise SourcesError(f"{candidate}: not a GGUF file: it starts with {head!r}, not b'GGUF' (wrong magic)")
         try:
             sources = sources or load_sources()
         except SourcesError:

@@ -191,6 +191,30 @@ def _check_margins(out: np.ndarray, embd: np.ndarray, pos: np.ndarray, by_token,
             check(x, nxt, f"position {p}")
 
 
+def _layout(by_token: dict, by_position: dict, eot: int, quantized: bool) -> tuple:
+    """(token slots, compact, code targets, their codes, code width, model width) of a stand-in."""
+    n_tok_slots = 1 + len(by_token)  # slot 0: every unscripted token
+    compact = not by_token
+    # A compact model's end of turn needs no code: a position without one writes it, as an unscripted one does.
+    targets = sorted(set(by_position.values()) - ({eot} if compact else set()))
+    dims = _pair_codes(len(targets)) if compact else [(i,) for i in range(len(targets))]
+    n_code = max((d + 1 for code in dims for d in code), default=0)
+    step = 32 if quantized else 16  # Q8_0 blocks are 32 wide
+    n_embd = max(step, math.ceil((n_tok_slots + n_code) / step) * step)
+    return n_tok_slots, compact, targets, dims, n_code, n_embd
+
+
+def tensor_bytes(vocab: Vocab, scripts: Sequence[Script | Turn], quantized: bool) -> int:
+    """The bytes of the tensors build_standin writes for these scripts (the file adds its header and
+    vocabulary), computed without building them: so a caller can say what a batch of models will take first."""
+    by_token, by_position, _ = _links(vocab, scripts)
+    n = _layout(by_token, by_position, vocab.id(vocab.profile.end_of_turn), quantized)[-1]
+    matrix = (34 / 32) if quantized else 4           # a Q8_0 block: 32 values in 34 bytes
+    head = (34 / 32) if quantized else 2
+    return int(len(vocab) * n * 2 + CONTEXT_LENGTH * n * 4 + 6 * n * n * matrix + len(vocab) * n * head
+               + 12 * n * 4)
+
+
 def build_standin(path: str | Path, profile: str | Profile, scripts: Sequence[Script | Turn],
                   vocab: Vocab | None = None, quantized: bool = False, template: str | None = None) -> StandIn:
     """Write a stand-in GGUF at `path` that follows `scripts` (vocab defaults to the session's cached one),
@@ -203,14 +227,7 @@ def build_standin(path: str | Path, profile: str | Profile, scripts: Sequence[Sc
     by_token, by_position, replies = _links(vocab, scripts)
     eot = vocab.id(profile.end_of_turn)
     n_vocab = len(vocab)
-    n_tok_slots = 1 + len(by_token)  # slot 0: every unscripted token
-    compact = not by_token
-    # A compact model's end of turn needs no code: a position without one writes it, as an unscripted one does.
-    targets = sorted(set(by_position.values()) - ({eot} if compact else set()))
-    dims = _pair_codes(len(targets)) if compact else [(i,) for i in range(len(targets))]
-    n_code = max((d + 1 for code in dims for d in code), default=0)
-    step = 32 if quantized else 16  # Q8_0 blocks are 32 wide
-    n_embd = max(step, math.ceil((n_tok_slots + n_code) / step) * step)
+    n_tok_slots, compact, targets, dims, n_code, n_embd = _layout(by_token, by_position, eot, quantized)
     code = {b: [n_tok_slots + d for d in c] for b, c in zip(targets, dims)}
 
     # After layer norm a lone one-hot entry is ~sqrt(n_embd); next to a position entry POSITION_GAIN times

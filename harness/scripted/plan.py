@@ -10,11 +10,17 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import shutil
+import tempfile
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-from harness.scripted.builder import WEIGHTS_VERSION, Turn, build_standin
-from harness.scripted.vocab import CONTEXT_LENGTH, CONTROL, PROFILES, USER_DEFINED, Vocab, vocab_for
+from harness.core.errors import HarnessError
+from harness.scripted.builder import WEIGHTS_VERSION, Turn, build_standin, tensor_bytes
+from harness.scripted.vocab import (CONTEXT_LENGTH, CONTROL, PROFILES, USER_DEFINED, Vocab, vocab_for,
+                                    write_vocab_gguf)
 
 # Which vocabulary a template gets: the first profile whose end-of-turn token the template writes (its markers are
 # then real special tokens where the family has them); any other template gets GPT-2's byte-level BPE, which
@@ -25,6 +31,9 @@ DEFAULT_PROFILE = "gpt2"
 # The output head (vocabulary × width) is most of a scripted model's work per token; Q8_0 stores these weights
 # exactly and runs the quantized kernels.
 QUANTIZED = True
+# A build writes at most this much of new models unless asked for more (--max-bytes): the built-in corpus of a
+# template takes a few files of ~22 MB; a few hundred user cases can take gigabytes.
+DEFAULT_MAX_BYTES = 2_000_000_000
 
 
 def profile_for(template: str) -> str:
@@ -116,20 +125,66 @@ def pack(wanted: list) -> tuple:
     return models, refused
 
 
+@dataclass
+class WriteBudget:
+    """How many bytes of new models one build may write, and where to say what it will write before it does."""
+    max_bytes: int = DEFAULT_MAX_BYTES
+    say: Callable[[str], None] | None = None
+
+
+# The command line sets this for the build it asks for (its --max-bytes); every other build gets the default.
+write_budget: ContextVar[WriteBudget] = ContextVar("scripted_write_budget", default=WriteBudget())
+
+
 def build_models(directory: Path, stem: str, profile: str, template: str, models: list) -> list:
     """Write each planned model as `stem-N.gguf` in `directory`; returns their paths. A file whose name already
     says what it holds (a hash of the weights' version, template and turns) is kept: a resumed run does not write
-    it again."""
+    it again. What the new files will take is said first, and refused past the write budget or the free space."""
     vocab = vocab_for(profile) if PROFILES.get(profile) else None
-    paths = []
+    planned = []
     for n, plan in enumerate(models):
         turns = [Turn(s.after, s.ids) for s in plan.slots]
         digest = hashlib.sha256(repr((WEIGHTS_VERSION, profile, template, [(t.after, t.reply) for t in turns]))
                                 .encode()).hexdigest()
-        path = Path(directory) / f"{stem}-{n}-{digest[:10]}.gguf"
+        planned.append((Path(directory) / f"{stem}-{n}-{digest[:10]}.gguf", turns))
+    _check_room(Path(directory), profile, template, vocab, [(p, t) for p, t in planned if not p.is_file()],
+                len(planned))
+    for path, turns in planned:
         if not path.is_file():
             tmp = path.with_suffix(".part")
             build_standin(tmp, profile, turns, vocab=vocab, template=template, quantized=QUANTIZED)
             tmp.replace(path)
-        paths.append(path)
-    return paths
+    return [path for path, _ in planned]
+
+
+def _check_room(directory: Path, profile: str, template: str, vocab, new: list, total: int) -> None:
+    if not new:
+        return
+    vocab = vocab or vocab_for(profile)
+    each = _vocabulary_bytes(profile) + len(template.encode("utf-8"))
+    size = sum(each + tensor_bytes(vocab, turns, QUANTIZED) for _, turns in new)
+    budget = write_budget.get()
+    kept = f", {total - len(new)} already written" if total > len(new) else ""
+    if budget.say:
+        budget.say(f"writing {len(new)} scripted model(s) into {directory}: about {_mb(size)}{kept}")
+    if size > budget.max_bytes:
+        raise HarnessError(f"{len(new)} scripted models would take about {_mb(size)} in {directory}, more than "
+                           f"the {_mb(budget.max_bytes)} a build may write: pass --max-bytes {size} (or more) to "
+                           "write them anyway, or fewer cases (--case NAME); nothing was written")
+    free = shutil.disk_usage(directory).free
+    if size > free:
+        raise HarnessError(f"{len(new)} scripted models would take about {_mb(size)}, and {directory} has "
+                           f"{_mb(free)} free; nothing was written")
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.0f} MB" if n < 1e9 else f"{n / 1e9:,.1f} GB"
+
+
+@functools.lru_cache(maxsize=None)
+def _vocabulary_bytes(profile: str) -> int:
+    """What a model file spends on its header and vocabulary: the same in every model of the profile."""
+    with tempfile.TemporaryDirectory(prefix="scripted-size-") as tmp:
+        path = Path(tmp) / "vocab.gguf"
+        write_vocab_gguf(vocab_for(profile), path)
+        return path.stat().st_size

@@ -254,29 +254,51 @@ class Vocab:
         out: list[int] = []
         dead: set[int] = set()  # with repeats, a position that failed once always fails
         budget = [20_000]  # without repeats the search can explode ("\n" * 300): give up, don't hang
+        # A depth-first search with its own stack: one level per token, so a reply of thousands of tokens
+        # must not take Python's recursion. frames[k] = [position, the next end to try there]; out[k] is the
+        # token frame k chose, on its way to frame k + 1.
+        frames: list[list[int]] = []
 
-        def walk(i: int) -> bool:
-            if i == len(text):
-                return True
+        def enter(i: int) -> bool:
             budget[0] -= 1
             if i in dead or budget[0] < 0:
                 return False
-            for j in range(min(len(text), i + 24), i, -1):
-                tid = self._id.get(self._internal(text[i:j]))
-                if tid is None or tid in used or self.types[tid] != NORMAL:
-                    continue
-                if not repeats:
-                    used.add(tid)
-                out.append(tid)
-                if walk(j):
-                    return True
-                used.discard(tid)
-                out.pop()
-            if repeats:
-                dead.add(i)
+            frames.append([i, min(len(text), i + 24)])
+            return True
+
+        def walk() -> bool:
+            if not text:
+                return True
+            if not enter(0):
+                return False
+            while frames:
+                frame = frames[-1]
+                i = frame[0]
+                while frame[1] > i:
+                    j = frame[1]
+                    frame[1] -= 1
+                    tid = self._id.get(self._internal(text[i:j]))
+                    if tid is None or tid in used or self.types[tid] != NORMAL:
+                        continue
+                    if not repeats:
+                        used.add(tid)
+                    out.append(tid)
+                    if j == len(text):
+                        return True
+                    if enter(j):
+                        break
+                    used.discard(tid)
+                    out.pop()
+                else:
+                    # Every end tried from here failed: this position fails, and so does the choice before it.
+                    if repeats:
+                        dead.add(i)
+                    frames.pop()
+                    if frames:
+                        used.discard(out.pop())
             return False
 
-        if not walk(0):
+        if not walk():
             why = "without repeating a token" if not repeats else "with normal tokens"
             raise ValueError(f"cannot spell {text!r} {why}" + (" (search gave up)" if budget[0] < 0 else ""))
         return out

@@ -8,10 +8,11 @@ from harness import __version__
 from harness.core.hashing import sha256_text
 from harness.template import matrix
 from harness import families as registry
-from harness.template.detect import detect_declared, with_string_arguments
+from harness.template.detect import Detection, declaration_for, detect_declared, with_string_arguments
 from harness.core.errors import TemplateError
 from harness.template.probe import HF_TOOLS, full_conversation, probe_tools, tool_variables
-from harness.template.render import render
+from harness.template.render import in_render_process, map_in_render_process, render
+from harness.template.render_worker import RenderLimitError
 from harness.template.round_trip import round_trip
 from harness.template.walls import wall_for
 
@@ -29,12 +30,43 @@ def full_conversation_renders(template: str, bos: str, eos: str, arguments_style
 
 
 def check_template(ref) -> dict:
-    """ref: a resolved template (id, text, bos_token, eos_token, sha256)."""
+    """ref: a resolved template (id, text, bos_token, eos_token, sha256). Every render of the check runs in
+    the render process in one call, each render bounded there."""
+    try:
+        return in_render_process(_check_here, ref)
+    except RenderLimitError as exc:
+        return _overrun_row(ref, exc)
+
+
+def check_templates(refs) -> list:
+    """check_template of each, all in one batch in the render process."""
+    rows = []
+    for ref, (ok, value) in zip(refs, map_in_render_process(_check_here, list(refs))):
+        if not ok and not isinstance(value, RenderLimitError):
+            raise value
+        rows.append(value if ok else _overrun_row(ref, value))
+    return rows
+
+
+def _overrun_row(ref, exc: RenderLimitError) -> dict:
+    # The render process was killed mid-check: the template is a wall whose probe does not render.
+    found = Detection(None, f"the template fails to render the probe conversation: {exc}", error=str(exc))
+    return _row(ref, found.with_declaration(declaration_for(ref.text)), False, str(exc), None)
+
+
+def _check_here(ref) -> dict:
     text = ref.text
     found = detect_declared(text, ref.bos_token or "", ref.eos_token or "")
+    if found.error and isinstance(found._failure, RenderLimitError):
+        return _row(ref, found, False, found.error, None)
     renders, render_error = full_conversation_renders(text, ref.bos_token or "", ref.eos_token or "",
                                                       found.arguments_style, found.carrier)
     trip = round_trip(text, found, ref.bos_token or "", ref.eos_token or "")
+    return _row(ref, found, renders, render_error, trip)
+
+
+def _row(ref, found, renders: bool, render_error: str | None, trip) -> dict:
+    text = ref.text
     wall = wall_for(ref.id)
     status = "wall" if wall and not found.family else found.status
     return {
@@ -60,7 +92,7 @@ def check_template(ref) -> dict:
 
 
 def run(refs) -> dict:
-    rows = [check_template(ref) for ref in refs]
+    rows = check_templates(refs)
     prompts = {row["id"]: row.pop("_prompt") for row in rows}
     result = matrix.run(rows, prompts)
     families = registry.detectable()

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from harness import families as registry
 from harness.template import render as rendering
 from harness.template import sandbox_variant
+from harness.template.render_worker import RenderLimitError
 from harness.core.errors import SourcesError, TemplateError
+from harness.core import constants
 from harness.core.hashing import sha256_text
 from harness.pins.sources import load_sources
 from harness.template.probe import HF_TOOLS, LLAMA_CPP_FUNCTIONS, PROBE_CALL, PROBE_TOOL, probe_messages, tool_variables
@@ -100,11 +102,17 @@ class Detection:
 
 
 def common_prefix_length(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    # Halving on slice comparisons (done in C): renders are kilobytes, compared a few times per template.
+    lo, hi = 0, min(len(a), len(b))
+    if a[:hi] == b[:hi]:
+        return hi
+    while hi - lo > 1:         # a[:lo] == b[:lo] and a[:hi] != b[:hi]
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def reply_start(prompt: str, history: str) -> int:
@@ -162,6 +170,8 @@ def _reads_tools(template, prompt, bos_token, eos_token, carrier, render, **kwar
     try:
         without = render(template, probe_messages(with_call=False), add_generation_prompt=True,
                          bos_token=bos_token, eos_token=eos_token, **{**tool_variables(carrier, None), **kwargs})
+    except RenderLimitError:
+        raise
     except TemplateError:
         return True  # it fails without tools, so it reads them
     return without != prompt
@@ -173,6 +183,8 @@ def _passes_content_through(template, prompt, bos_token, eos_token, carrier, **k
     try:
         history = rendering.render(template, messages, bos_token=bos_token, eos_token=eos_token,
                                    **{**tool_variables(carrier, [PROBE_TOOL]), **kwargs})
+    except RenderLimitError:
+        raise
     except TemplateError:
         return False
     region = history[reply_start(prompt, history):]
@@ -186,6 +198,8 @@ def _probe(template, bos_token, eos_token, candidates, carrier, render, kwargs) 
         try:
             shared_prompt, prompt, reply_region = render_probe(template, bos_token, eos_token, style, carrier,
                                                                render, **kwargs)
+        except RenderLimitError as exc:
+            return _over_limits(exc)
         except TemplateError as exc:
             failure = failure or exc
             continue
@@ -227,8 +241,23 @@ def _probe(template, bos_token, eos_token, candidates, carrier, render, kwargs) 
 def detect(template: str, bos_token="", eos_token="", candidates=None, **kwargs) -> Detection:
     """Detect as Hugging Face renders. A template that takes no `tools` is tried with llama.cpp's Firefunction
     v2 variables; one the immutable sandbox refuses for `list.append` keeps that verdict, with a finding
-    naming what it renders once list methods are allowed."""
+    naming what it renders once list methods are allowed. All of it runs in the render process, in one call;
+    a render past its limits ends the detection there (the template is the fault: no other variables help)."""
+    try:
+        return rendering.in_render_process(_detect_here, template, bos_token, eos_token, candidates, **kwargs)
+    except RenderLimitError as exc:
+        return _over_limits(exc)
+
+
+def _over_limits(exc: RenderLimitError) -> Detection:
+    return Detection(None, f"the template fails to render the probe conversation: {exc}", error=str(exc),
+                     _failure=exc)
+
+
+def _detect_here(template: str, bos_token="", eos_token="", candidates=None, **kwargs) -> Detection:
     found = _probe(template, bos_token, eos_token, candidates, HF_TOOLS, rendering.render, kwargs)
+    if isinstance(found._failure, RenderLimitError):
+        return found
     if found.error or (found.status == "no tools" and not found.rendered_call):
         other = _probe(template, bos_token, eos_token, candidates, LLAMA_CPP_FUNCTIONS, rendering.render, kwargs)
         if other.family:
@@ -250,15 +279,57 @@ def declaration_for(template: str, sources=None) -> dict | None:
     """The family a pin in sources.json declares for these exact template bytes (a GGUF carrying a pinned
     template gets its declaration too), or None; outside a checkout there are no pins, so none."""
     try:
-        sources = sources or load_sources()
+        declared = _declarations(sources or _project_sources())
     except SourcesError:
         return None
-    digest = sha256_text(template)
-    for pin in sources.templates.values():
-        if pin.declared_family and pin.sha256 == digest:
-            registry.get(pin.declared_family["family"])  # a declared name the registry lacks fails loudly
-            return dict(pin.declared_family)
-    return None
+    found = declared.get(sha256_text(template))
+    if found is not None:
+        registry.get(found["family"])  # a declared name the registry lacks fails loudly
+    return dict(found) if found is not None else None
+
+
+def _declarations(sources) -> dict:
+    return {pin.sha256: pin.declared_family for pin in sources.templates.values() if pin.declared_family}
+
+
+_sources_seen: list = [None, None]     # (sources.json's size and mtime, its Sources)
+
+
+def _project_sources():
+    """The project's sources.json, read again only when it changed: conformance asks once per template."""
+    path = constants.SOURCES_PATH
+    try:
+        info = path.stat()
+        stamp = (str(path), info.st_size, info.st_mtime_ns)
+    except OSError:
+        stamp = None
+    if stamp is None or _sources_seen[0] != stamp:
+        _sources_seen[:] = [None, load_sources()]
+        _sources_seen[0] = stamp
+    return _sources_seen[1]
+
+
+# Deviations a parser names once it has read the family's markup and is inside the call's payload: a family
+# that names one of these got further into the rendered call than one that stopped at the markup.
+_PAYLOAD_DEVIATIONS = frozenset({
+    "python-literals", "double-braces", "nested-function-shape", "unknown-key", "missing-key", "unexpected-value",
+    "invalid-json", "arguments-not-object", "stringified-arguments", "duplicate-argument", "duplicate-key",
+    "non-finite-number", "number-too-long", "nesting-too-deep", "non-json-value", "lone-surrogate", "json-null",
+})
+
+
+def nearest_families(found: Detection) -> list:
+    """For a wall that renders a call: [(family, deviation, detail)] of the families that read the call's
+    markup as theirs but name what deviates, those that got into the payload first. Families that see another
+    family's markers say nothing about this call and are left out."""
+    if found.family or not found.rendered_call:
+        return []
+    near = []
+    for name in registry.detectable():
+        result = registry.parse(name, found.rendered_call, found.prompt or "")
+        if result.deviation and result.deviation != "foreign-markers":
+            near.append((name, result.deviation, result.detail))
+    return sorted(near, key=lambda item: item[1] not in _PAYLOAD_DEVIATIONS)
 
 
 def detect_declared(template: str, bos_token="", eos_token="", sources=None, **kwargs) -> Detection:

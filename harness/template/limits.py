@@ -118,6 +118,8 @@ def check_binop(operator: str, left: Any, right: Any) -> None:
             raise LimitExceeded(f"the template computed a product of more than {MAX_INT_BITS} bits")
     if operator == "%" and isinstance(left, str):
         check_percent(left, right)
+        # `'%s' % (d,)` prints every value: a dict holding one big string 150 times is small in memory only.
+        refuse_over("a %-format", len(left) + weight(right, budget.max_chars))
     if operator == "**" and isinstance(left, (int, float)) and _is_int(right):
         if abs(left) > 1 and right > 0 and right * math.log2(abs(left)) > MAX_INT_BITS:
             raise LimitExceeded(f"the template computed a power of more than {MAX_INT_BITS} bits")
@@ -173,6 +175,9 @@ def check_str_method(method: Any, args: tuple, kwargs: dict) -> None:
         mapping = args[0] if name == "format_map" and args and isinstance(args[0], dict) else {}
         sizes = [*_format_spec_widths(s), *(v for v in mapping.values() if _is_int(v))]
         refuse_over(f"str.{name}", max(sizes, default=0))
+        # Each value is printed, possibly more than once ('{0}{0}'): its printed size times the fields.
+        fields = max(1, s.count("{"))
+        refuse_over(f"str.{name}", len(s) + fields * weight([*args, *kwargs.values()], limit // fields + 1))
     elif name == "replace" and isinstance(bound.get("old"), str) and isinstance(bound.get("new"), str):
         refuse_over("str.replace", _replaced_size(s, bound["old"], bound["new"], bound.get("count", -1)))
     elif name == "join" and "iterable" in bound:
@@ -235,7 +240,20 @@ def _pprint(a: dict, limit: int) -> None:
     refuse_over("|pprint", weight(a["value"], limit))
 
 
+def _printed(name: str) -> Callable[[dict, int], None]:
+    # These filters print their input first (str(value)): a container is sized by what printing it writes.
+    def check(a: dict, limit: int) -> None:
+        for value in a.values():
+            if isinstance(value, (list, tuple, dict)):
+                refuse_over(f"|{name}", weight(value, limit))
+    return check
+
+
+_PRINTING = ("string", "e", "escape", "forceescape", "safe", "trim", "upper", "lower", "title", "capitalize",
+             "wordwrap", "wordcount", "truncate", "striptags", "urlize", "urlencode")
+
 FILTER_CHECKS = {
+    **{name: _printed(name) for name in _PRINTING},
     "center": _center, "indent": _indent, "format": _format, "slice": _pieces("slice", "slices"),
     "batch": _batch, "join": _join, "replace": _replace, "tojson": _tojson, "pprint": _pprint,
 }

@@ -7,12 +7,13 @@ renderer that differs from the model maker's tooling would test the wrong prompt
 imported at runtime (it is a test-only dependency); tests/template/test_render.py compares both on every template.
 
 Templates are untrusted code: they run in Jinja's immutable sandbox, and a render is bounded in time and size
-(harness.template.limits sizes every operation that could build more than the budget before it runs).
+(harness.template.limits sizes every operation that could build more than the budget before it runs). Those
+checks are cooperative, so every render also runs in a child process with hard time and memory limits
+(harness.template.render_worker); `in_render_process` runs a whole batch of renders there in one call.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping
 from datetime import datetime
@@ -27,7 +28,8 @@ import jinja2.nodes
 import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from harness.template import limits
+from harness.template import limits, render_worker
+from harness.template.render_inputs import _plain, _prepare_messages, _prepare_tools
 from harness.core.errors import TemplateError, TemplateRaisedError
 
 # Older Jinja releases have known sandbox escapes; transformers refuses them for the same reason.
@@ -36,6 +38,9 @@ _MIN_JINJA = (3, 1, 6)
 # Real templates render in milliseconds and produce kilobytes; these bounds only stop runaway templates.
 MAX_RENDER_SECONDS = 10.0
 MAX_OUTPUT_CHARS = 8_000_000
+# Compiling is bounded apart from rendering: Python's compiler takes seconds on a 1 MB expression before it
+# refuses it, which is a clear error worth waiting for.
+MAX_COMPILE_SECONDS = 30.0
 
 # Names that apply_chat_template consumes itself instead of passing to the template. Accepting them as template
 # variables would silently render something HF never renders.
@@ -43,8 +48,6 @@ _HF_CONSUMED = frozenset(
     {"chat_template", "continue_final_message", "return_assistant_tokens_mask", "tokenize", "return_dict",
      "sanitize_control_tokens", "padding", "truncation", "max_length", "return_tensors", "tokenizer_kwargs"}
 )
-# Names a message's reasoning is passed under; transformers copies the first one found to the others.
-_REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 # Jinja names the template's frames in a rewritten traceback like this when the template came from a string.
 _TEMPLATE_FILENAME = "<template>"
 
@@ -52,6 +55,40 @@ _TEMPLATE_FILENAME = "<template>"
 def _now() -> datetime:
     # strftime_now reads the clock through this name, so tests and reproducible runs can freeze it.
     return datetime.now()
+
+
+# In the render process: the caller's time budget and clock for the call being served (its _now and
+# MAX_RENDER_SECONDS, read when the call was made, since the child is a copy of an earlier moment).
+_caller: tuple[float, datetime] | None = None
+
+
+def in_render_process(func: Any, *args: Any, **kwargs: Any) -> Any:
+    """func(*args, **kwargs) run in the render process (harness.template.render_worker), where its renders run
+    directly: one round trip for a batch of renders. func must be a module-level function."""
+    if render_worker.inside():
+        return func(*args, **kwargs)
+    return render_worker.call(_as_caller, (MAX_RENDER_SECONDS, _now(), func, args, kwargs),
+                              seconds=MAX_RENDER_SECONDS)
+
+
+def map_in_render_process(func: Any, items: list) -> list:
+    """[(True, func(item)) or (False, its exception)] for every item, all run in the render process in one batch
+    (no round trip per item); an item past its limits gets a RenderLimitError and the rest still run."""
+    packed = [(MAX_RENDER_SECONDS, _now(), func, (item,), {}) for item in items]
+    return render_worker.map_calls(_as_caller_packed, packed, seconds=MAX_RENDER_SECONDS)
+
+
+def _as_caller_packed(packed: tuple) -> Any:
+    return _as_caller(*packed)
+
+
+def _as_caller(seconds: float, now: datetime, func: Any, args: tuple, kwargs: dict) -> Any:
+    global _caller
+    _caller = (seconds, now)
+    try:
+        return func(*args, **kwargs)
+    finally:
+        _caller = None
 
 
 class BoundedSandbox(ImmutableSandboxedEnvironment):
@@ -133,7 +170,7 @@ def _tojson(
 
 
 def _strftime_now(format: str) -> str:
-    return _now().strftime(format)
+    return (_now() if _caller is None else _caller[1]).strftime(format)
 
 
 class _TemplateDict:
@@ -176,8 +213,12 @@ def _make_environment() -> BoundedSandbox:
         raise TemplateError(
             f"jinja2 {jinja2.__version__} has known sandbox escapes; chat templates need jinja2>=3.1.6"
         )
+    # optimized=False skips Jinja's constant folding pass: a fold evaluates at compile time what the render
+    # evaluates anyway (same output), and a chat template is rendered a handful of times per compile, so the
+    # pass costs more than it saves (about a seventh of compiling); it also leaves every constant expression
+    # to the render, where the size guards see it with the line it is on.
     env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationBlock, jinja2.ext.loopcontrols],
-                          finalize=_finalize)
+                          finalize=_finalize, optimized=False)
     env.filters["tojson"] = _tojson
     for name, check in limits.FILTER_CHECKS.items():
         env.filters[name] = limits.guarded(env.filters[name], check)
@@ -219,72 +260,17 @@ def compile_template(template: str) -> jinja2.Template:
         limits.budget_var.reset(token)
 
 
+@lru_cache(maxsize=64)
+def _compile_in(environment: jinja2.Environment, template: str) -> jinja2.Template:
+    # Another sandbox's compiled templates (sandbox_variant), cached as HF's are: detection renders each a few times.
+    return environment.from_string(template)
+
+
 @lru_cache(maxsize=512)
 def template_variables(template: str) -> frozenset[str]:
     """Variables the template reads from outside (e.g. whether it reads `tools` at all)."""
     compile_template(template)
     return frozenset(jinja2.meta.find_undeclared_variables(ENVIRONMENT.parse(template)))
-
-
-def _plain(value: Any) -> Any:
-    """Rebuild a value out of plain JSON types, as transformers' `_plain_template_data` does: the template then
-    never sees (or mutates) the caller's objects, and methods of rich objects stay out of the sandbox."""
-    if value is None or type(value) in (str, int, float, bool):
-        return value
-    if isinstance(value, str):
-        return str.__str__(value)
-    if isinstance(value, int):
-        return int.__int__(value)
-    if isinstance(value, float):
-        return float.__float__(value)
-    if isinstance(value, Mapping):
-        return {_plain(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_plain(item) for item in value]
-    if isinstance(value, tuple):
-        return tuple(_plain(item) for item in value)
-    if any(cls.__module__ == "numpy" and cls.__name__ == "generic" for cls in type(value).__mro__):
-        return _plain(value.item())  # numpy scalars: np.bool_(False) must not become a truthy placeholder
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {field.name: _plain(getattr(value, field.name)) for field in dataclasses.fields(value)}
-    if callable(getattr(value, "model_dump", None)):
-        return _plain(value.model_dump())
-    return f"<{type(value).__name__}>"
-
-
-def _prepare_messages(messages: Any) -> list[dict]:
-    if not isinstance(messages, (list, tuple)):
-        raise TemplateError(f"messages must be a list of dicts, got {type(messages).__name__}")
-    if not messages:
-        raise TemplateError("Cannot apply chat template to an empty conversation. Provide at least one message.")
-    prepared = []
-    for index, message in enumerate(messages):
-        if dataclasses.is_dataclass(message) and not isinstance(message, type):
-            message = {field.name: getattr(message, field.name) for field in dataclasses.fields(message)}
-        elif callable(getattr(message, "model_dump", None)):
-            message = message.model_dump()
-        if not isinstance(message, Mapping):
-            raise TemplateError(f"message {index} must be a dict, got {type(message).__name__}: {message!r}")
-        # apply_chat_template drops keys whose value is None (e.g. OpenAI's content=None): many templates crash on
-        # them or print "None", while they handle a missing key.
-        message = _plain({key: item for key, item in message.items() if item is not None})
-        reasoning = next((message[key] for key in _REASONING_FIELDS if message.get(key) is not None), None)
-        if reasoning is not None:
-            # Same key order as transformers: `thinking` first (gpt-oss reads it), `reasoning_content` overwritten.
-            message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
-        prepared.append(message)
-    return prepared
-
-
-def _prepare_tools(tools: Any) -> list[dict] | None:
-    if tools is None:
-        return None
-    if not isinstance(tools, (list, tuple)):
-        raise TemplateError(f"tools must be a list of JSON-schema dicts, got {type(tools).__name__}")
-    for index, tool in enumerate(tools):
-        if not isinstance(tool, Mapping):
-            raise TemplateError(f"tool {index} must be a JSON-schema dict, got {type(tool).__name__}")
-    return _plain(list(tools))
 
 
 def _at_line(exc: BaseException) -> str:
@@ -315,13 +301,30 @@ def render(
     variable None, as HF does; `tools=[]` passes an empty list, which some templates treat differently. A token
     given as None is left undefined, as HF leaves out tokens a tokenizer does not have.
     Raises TemplateError (TemplateRaisedError when the template itself rejected the input via raise_exception).
+    The render runs in the render process (harness.template.render_worker), killed if it overruns.
     """
+    return in_render_process(_render_here, template, messages, tools=tools,
+                             add_generation_prompt=add_generation_prompt, bos_token=bos_token,
+                             eos_token=eos_token, **kwargs)
+
+
+def _render_here(
+    template: str,
+    messages: list[dict],
+    *,
+    tools: list[dict] | None = None,
+    add_generation_prompt: bool = False,
+    bos_token: str | None = "",
+    eos_token: str | None = "",
+    **kwargs: Any,
+) -> str:
     consumed = sorted(_HF_CONSUMED & kwargs.keys())
     if consumed:
         raise TemplateError(f"{', '.join(consumed)}: not template variables, and not supported by this renderer")
     # A second opinion in another sandbox (harness.template.sandbox_variant) reuses everything else here; None is HF's.
     environment = kwargs.pop("_environment", None)
-    compiled = compile_template(template) if environment is None else environment.from_string(template)
+    render_worker.started(MAX_COMPILE_SECONDS)
+    compiled = compile_template(template) if environment is None else _compile_in(environment, template)
     documents = kwargs.pop("documents", None)
     if documents is not None and not all(isinstance(document, Mapping) for document in documents):
         raise TemplateError("documents must be a list of dicts with 'title' and 'text' keys")
@@ -333,7 +336,9 @@ def render(
         "add_generation_prompt": add_generation_prompt,
         **_plain({**special, **kwargs}),
     }
-    budget = limits.Budget(seconds=MAX_RENDER_SECONDS, max_chars=MAX_OUTPUT_CHARS)
+    seconds = MAX_RENDER_SECONDS if _caller is None else _caller[0]
+    render_worker.started(seconds)
+    budget = limits.Budget(seconds=seconds, max_chars=MAX_OUTPUT_CHARS)
     token = limits.budget_var.set(budget)
     chunks: list[str] = []
     size = 0
@@ -348,14 +353,15 @@ def render(
     except TemplateRaisedError as exc:
         raise TemplateRaisedError(f"template raised{_at_line(exc)}: {exc}", template_message=str(exc)) from None
     except limits.LimitExceeded as exc:
-        raise TemplateError(f"render stopped{_at_line(exc)}: {exc}") from None
+        raise render_worker.RenderLimitError(f"render stopped{_at_line(exc)}: {exc}") from None
     except jinja2.exceptions.SecurityError as exc:
         raise TemplateError(f"sandbox refused{_at_line(exc)}: {exc}") from exc
     except RecursionError as exc:
         raise TemplateError(f"render stopped: recursion too deep ({exc})") from None
     except MemoryError:
         # Sizes are checked before the big allocations, but a machine can run out below the budget.
-        raise TemplateError(f"render stopped: out of memory (the budget is {budget.max_chars} characters)") from None
+        raise render_worker.RenderLimitError(
+            f"render stopped: out of memory (the budget is {budget.max_chars} characters)") from None
     except Exception as exc:  # noqa: BLE001 -- any failure inside untrusted template code is a template error
         raise TemplateError(f"render failed{_at_line(exc)}: {type(exc).__name__}: {exc}") from exc
     finally:

@@ -5,6 +5,9 @@ runtime types them), the call id the parser read, the text around the calls as c
 
 from __future__ import annotations
 
+import copy
+import json
+
 from harness import families as registry
 from harness.schema.arguments import tool_parameters, type_arguments
 from harness.core.errors import TemplateError
@@ -18,12 +21,29 @@ _CONTEXT = 30
 def parsed_message(parsed) -> dict:
     message = {"role": "assistant", "content": parsed.content or "", "tool_calls": [
         {"id": call.id or PROBE_CALL_ID, "type": "function",
-         "function": {"name": call.name,
-                      "arguments": type_arguments(call.arguments, tool_parameters(PROBE_TOOL)).arguments}}
+         "function": {"name": call.name, "arguments": _typed_probe_arguments(call.arguments)}}
         for call in parsed.calls]}
     if parsed.reasoning:
         message["reasoning_content"] = parsed.reasoning
     return message
+
+
+def _typed_probe_arguments(arguments: dict) -> dict:
+    # Most templates' calls parse to the same few argument dicts, and typing builds a schema validator each time.
+    # Keys keep their order in the text: the typed dict is rendered back in that order.
+    key = json.dumps(arguments, ensure_ascii=False, default=repr)
+    return copy.deepcopy(_typed_by_text(key, arguments))
+
+
+_typed_cache: dict = {}
+
+
+def _typed_by_text(key: str, arguments: dict) -> dict:
+    if key not in _typed_cache:
+        if len(_typed_cache) > 1024:
+            _typed_cache.clear()
+        _typed_cache[key] = type_arguments(arguments, tool_parameters(PROBE_TOOL)).arguments
+    return _typed_cache[key]
 
 
 def fork(a: str, b: str) -> dict:

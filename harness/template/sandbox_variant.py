@@ -2,7 +2,7 @@
 
 transformers refuses those templates too, so the refusal stays the verdict. This sandbox differs from HF's in
 one permission only: methods that modify a list (append, extend, ...) are allowed. Every list a template can
-reach is either one it built or a copy the renderer made for this render (render._plain), so nothing outside
+reach is either one it built or a copy the renderer made for this render (render_inputs._plain), so nothing outside
 the render is mutated; dicts, sets and every other sandbox rule stay as HF has them. It is still a Jinja
 sandbox with the same filters, globals and budgets: never plain jinja2."""
 
@@ -31,7 +31,8 @@ class _ListMethodsSandbox(rendering.BoundedSandbox):
 def environment() -> _ListMethodsSandbox:
     base = rendering.ENVIRONMENT
     env = _ListMethodsSandbox(trim_blocks=base.trim_blocks, lstrip_blocks=base.lstrip_blocks,
-                              extensions=[type(extension) for extension in base.extensions.values()])
+                              extensions=[type(extension) for extension in base.extensions.values()],
+                              finalize=base.finalize, optimized=base.optimized)
     # Whatever filters and globals the HF-faithful environment has (caps included), this one has too.
     env.filters.update(base.filters)
     env.globals.update(base.globals)
@@ -45,4 +46,9 @@ def refused_list_method(exc: BaseException) -> bool:
 
 
 def render(template: str, messages: list, **kwargs) -> str:
-    return rendering.render(template, messages, _environment=environment(), **kwargs)
+    # In the render process, as every render is; the environment is built there, not sent.
+    return rendering.in_render_process(_render_here, template, messages, **kwargs)
+
+
+def _render_here(template: str, messages: list, **kwargs) -> str:
+    return rendering._render_here(template, messages, _environment=environment(), **kwargs)

@@ -256,3 +256,43 @@ def test_a_stream_that_never_ends_its_line_stops_at_the_cap():
         out = chat_stream(server.url + "/v1/chat/completions", {}, HANG_GUARD)
     assert f"over the {MAX_BODY}-byte cap" in out["error"]
     assert server.sent < 2 * MAX_BODY
+
+
+def cut_stream(events):
+    """A server-sent event stream that stops after these events: no [DONE], the connection closed."""
+    def answer(h):
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.end_headers()
+        for event in events:
+            h.send(b"data: " + json.dumps(event).encode() + b"\n\n")
+    return answer
+
+
+def test_a_stream_cut_mid_call_is_named_not_a_clean_answer():
+    from harness.backends.chat_answers import chat_stream
+
+    events = [{"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": "get_weather"}}]}}]},
+              {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"location": "Par'}}]}}]}]
+    with HostileServer(cut_stream(events)) as server:
+        out = chat_stream(server.url + "/v1/chat/completions", {}, HANG_GUARD)
+    assert out["tool_calls"] == [{"name": "get_weather", "arguments": '{"location": "Par'}]
+    assert out["cut_short"].startswith("cut short: the stream ended without [DONE] and without a finish_reason")
+    assert '{\\"location\\": \\"Par' in out["cut_short"] and out["problems"] == [out["cut_short"]]
+
+
+def test_a_stream_with_done_but_no_finish_reason_is_named():
+    from harness.backends.chat_answers import chat_stream
+
+    with HostileServer(sse([{"choices": [{"delta": {"content": "Hi"}}]}])) as server:
+        out = chat_stream(server.url + "/v1/chat/completions", {}, HANG_GUARD)
+    assert out["content"] == "Hi" and out["cut_short"] == 'cut short: the stream ended without a finish_reason; ' \
+        'it stopped after "Hi"'
+
+
+def test_a_complete_stream_is_not_cut_short():
+    from harness.backends.chat_answers import chat_stream
+
+    with HostileServer(sse([{"choices": [{"delta": {"content": "Hi"}, "finish_reason": "stop"}]}])) as server:
+        out = chat_stream(server.url + "/v1/chat/completions", {}, HANG_GUARD)
+    assert out["content"] == "Hi" and "cut_short" not in out and "problems" not in out

@@ -70,3 +70,17 @@ def test_a_server_dies_with_its_killed_parent(tmp_path):
             parent.kill()
         if _state(started["pid"]) not in (None, "Z"):
             os.kill(started["pid"], signal.SIGKILL)
+
+
+def test_an_impostor_on_the_picked_port_is_not_taken_for_the_server(tmp_path, monkeypatch):
+    # The impostor wins the race for the port the server was given: it listens first and answers every health
+    # check with 200, while our child fails to bind. Every pick lands on it, so each try meets it.
+    import harness.backends.servers as servers
+    with HostileServer(raw_json('{"data": []}')) as other:
+        port = other.server_address[1]
+        monkeypatch.setattr(servers, "free_port", lambda: port)
+        server = LocalServer("llama-cpp-python", tmp_path / "model.gguf", log_path=tmp_path / "server.log")
+        with pytest.raises(ServerStartError, match=f"port {port} is taken: another process listens on "
+                                                   rf"127.0.0.1:{port} \({os.getpid()} \("):
+            server.start()
+    assert not server.running

@@ -116,3 +116,37 @@ def test_detect_and_parse_read_the_template_a_gguf_embeds(tmp_path):
     writer.close()
     code, _, err = run("detect", str(empty))
     assert code == 2 and "carries no tokenizer.chat_template" in err and "Traceback" not in err
+
+
+def test_not_json_names_the_offset_of_the_error_not_of_the_value():
+    call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {'location': 'Paris'}}\n</tool_call>"
+    code, out, _ = run("parse", "--template", "Qwen-Qwen2.5-7B-Instruct", "--json", stdin=call)
+    detail = json.loads(out)["detail"]
+    error_at, value_at = call.index("'location'"), call.index("{")
+    assert f"not JSON at offset {error_at}:" in detail and f"from offset {value_at}" in detail, detail
+
+
+def _wall(tmp_path) -> Path:
+    # Qwen2.5's template with the arguments printed as a Python dict: hermes markup, Python literals inside.
+    text = (ROOT / "templates" / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text(encoding="utf-8")
+    path = tmp_path / "python-args.jinja"
+    path.write_text(text.replace("tool_call.arguments | tojson", "tool_call.arguments"), encoding="utf-8")
+    return path
+
+
+def test_detect_on_a_wall_names_the_nearest_family_and_its_deviation(tmp_path):
+    code, out, _ = run("detect", str(_wall(tmp_path)))
+    assert code == 1 and "nearest family: hermes: python-literals" in out, out
+    code, out, _ = run("detect", str(_wall(tmp_path)), "--json")
+    assert json.loads(out)["nearest"][0]["family"] == "hermes"
+    assert json.loads(out)["nearest"][0]["deviation"] == "python-literals"
+
+
+def test_conformance_takes_an_unpinned_template_file_and_writes_nothing(tmp_path):
+    results = sorted(p.name for p in (ROOT / "results").iterdir())
+    code, out, err = run("conformance", "--template", str(_wall(tmp_path)), "--template", "Qwen-Qwen2.5-7B-Instruct")
+    assert code == 1, err
+    assert "python-args: none (wall)" in out and "Qwen-Qwen2.5-7B-Instruct: hermes (detected)" in out
+    code, out, err = run("conformance", "--template", "Qwen-Qwen2.5-7B-Instruct", "--json")
+    assert code == 0 and json.loads(out)["templates"][0]["round_trips"] is True, err
+    assert sorted(p.name for p in (ROOT / "results").iterdir()) == results

@@ -145,3 +145,13 @@ def test_a_cache_that_cannot_be_written_is_a_clear_error(tmp_path, downloads, ho
         (cache / "archives").chmod(0o555)
     with pytest.raises(DownloadError, match="cannot write into the cache at .*HARNESS_CACHE"):
         archive_tree("pkg-1.0", sources=sources, cache_dir=cache, find_links=downloads)
+
+
+def test_a_hard_link_to_a_member_the_archive_lacks_is_a_clear_error(tmp_path):
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    sources = _sources(tmp_path, _tar_with_link(folder / "pkg-1.0.tar.gz", PREFIX + "templates/gone.jinja"))
+    with pytest.raises(DownloadError, match=r"templates/b.jinja is a hard link to .*templates/gone.jinja, which the "
+                                            "archive does not hold; nothing was unpacked"):
+        archive_tree("pkg-1.0", sources=sources, cache_dir=tmp_path / "cache", find_links=folder)
+    assert not (tmp_path / "cache" / "archives" / "pkg-1.0").exists()

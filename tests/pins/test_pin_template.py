@@ -217,3 +217,81 @@ def test_a_gguf_template_too_large_to_hold_is_refused_before_it_is_read(tmp_path
         f.truncate(path.stat().st_size + n)        # sparse: the bytes are there, nothing is written
     with pytest.raises(SourcesError, match="more than 16777216 is refused"):
         read_template_source(path)
+
+
+def test_a_wall_is_pinned_with_a_warning_and_exit_status_1(tree, tmp_path):
+    # Qwen2.5's template with the arguments printed as a Python dict: no family reads its call.
+    src = tmp_path / "python-args.jinja"
+    src.write_text(QWEN.read_text(encoding="utf-8").replace("tool_call.arguments | tojson", "tool_call.arguments"),
+                   encoding="utf-8")
+    done = harness(tree, "pin-template", src, "--id", "python-args")
+    assert done.returncode == 1, done.stderr
+    assert "warning: python-args is a wall" in done.stderr and "exit status 1" in done.stderr
+    assert "nearest family: hermes: python-literals" in done.stdout
+    assert "python-args" in load_sources(tree / "sources.json").templates
+
+
+def test_a_template_that_hangs_is_not_pinned(tree, tmp_path):
+    # No Jinja hook runs inside these loops: only the render process's kill ends the probe render.
+    src = tmp_path / "hangs.jinja"
+    src.write_text("{% set s = 'x' * 6000000 %}{% for a in s %}{% for b in s %}{% endfor %}{% endfor %}",
+                   encoding="utf-8")
+    before = _unchanged(tree)
+    done = harness(tree, "pin-template", src, "--id", "hangs")
+    assert done.returncode == 2 and "not pinned" in done.stderr and "nothing was written" in done.stderr, done.stderr
+    assert "its process was killed" in done.stderr and "Traceback" not in done.stderr
+    assert _unchanged(tree) == before
+
+
+def _sparse_gguf(path: Path, keys: int, tail: bytes = b"") -> Path:
+    # Terabytes that take no disk: past the header every byte reads as zero, and zeros are valid empty keys
+    # of type uint8, so only a bound on the work stops the reader.
+    head = b"GGUF" + (3).to_bytes(4, "little") + (0).to_bytes(8, "little") + keys.to_bytes(8, "little") + tail
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(1 << 40)
+    return path
+
+
+@pytest.mark.parametrize("keys, tail, message", [
+    (1 << 40, b"", "claims 1099511627776 keys"),
+    (1, _str(b"tokenizer.ggml.tokens") + (9).to_bytes(4, "little") + (8).to_bytes(4, "little")
+     + (1 << 24).to_bytes(8, "little"), "more than 8388608 items in all"),
+    (1, _str(b"tokenizer.ggml.tokens") + (9).to_bytes(4, "little") + (8).to_bytes(4, "little")
+     + (1 << 36).to_bytes(8, "little"), "runs past its first 1073741824 bytes"),
+    (2, _str(b"a") + (9).to_bytes(4, "little") + (0).to_bytes(4, "little") + (1 << 22).to_bytes(8, "little"),
+     "more than 8388608 items in all"),
+], ids=["keys-2^40", "tokens-2^24", "tokens-2^36", "arrays-add-up"])
+def test_a_sparse_terabyte_gguf_is_refused_without_reading_it(tmp_path, keys, tail, message):
+    from harness.core.errors import HarnessError
+    from harness.pins.gguf_header import read_gguf_metadata
+    path = _sparse_gguf(tmp_path / "sparse.gguf", keys, tail)
+    if keys == 2:
+        # Two arrays of 2^22 + 2^22 + 1 uint8 items: each under the bound, together over it.
+        with open(path, "r+b") as f:
+            f.seek(len(tail) + 24 + (1 << 22))
+            f.write(_str(b"b") + (9).to_bytes(4, "little") + (0).to_bytes(4, "little") + ((1 << 22) + 1).to_bytes(8, "little"))
+    with pytest.raises(HarnessError, match=message):
+        read_gguf_metadata(path)
+
+
+def test_detect_on_a_malformed_or_odd_gguf_says_what_is_wrong(tmp_path):
+    bad_magic = tmp_path / "magic.gguf"
+    bad_magic.write_bytes(b"GGUG" + bytes(20))
+    truncated = _gguf(tmp_path / "cut.gguf", [("tokenizer.chat_template", 8, (1 << 62).to_bytes(8, "little"))])
+    fifo = tmp_path / "fifo.gguf"
+    os.mkfifo(fifo)
+    for path, said in ((truncated, "goes past the end of the file"), (fifo, "is not a regular file"),
+                       (_sparse_gguf(tmp_path / "sparse.gguf", 1 << 40), "claims 1099511627776 keys")):
+        done = harness(tmp_path, "detect", path)
+        assert done.returncode == 2 and str(path) in done.stderr and said in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+    done = harness(tmp_path, "detect", bad_magic)
+    assert done.returncode == 2 and "not a GGUF file: it starts with b'GGUG'" in done.stderr, done.stderr
+
+
+def test_a_model_with_a_malformed_header_is_not_handed_to_llama_cpp(tmp_path):
+    from harness.backends.embedded.generate import load_model
+    from harness.core.errors import ModelLoadError
+    with pytest.raises(ModelLoadError, match=r"sparse.gguf: GGUF metadata claims 1099511627776 keys"):
+        load_model(_sparse_gguf(tmp_path / "sparse.gguf", 1 << 40))

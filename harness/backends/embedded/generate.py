@@ -28,10 +28,11 @@ from harness.backends.embedded.decoding import (
 )
 from harness.backends.embedded.gated import generate_gated
 from harness.backends.holdback import StreamHoldback
-from harness.core.errors import GenerationError, ModelLoadError
+from harness.core.errors import GenerationError, HarnessError, ModelLoadError
 from harness.core.replies import FINISH_REASONS, Generation, Timings
 from harness.core.values import DEFAULT_SAMPLING
 from harness.grammar import GrammarSpec
+from harness.pins.gguf_header import check_gguf_header
 
 __all__ = [
     "DEFAULT_SAMPLING", "FINISH_REASONS", "Generation", "Samples", "StreamHoldback", "Timings",
@@ -52,6 +53,11 @@ def load_model(path: str | Path, *, n_ctx: int = 4096, seed: int = 0, n_threads:
     path = Path(path)
     if not path.is_file():
         raise ModelLoadError(f"model file not found: {path}")
+    try:
+        # llama.cpp trusts the header's counts and lengths; a malformed one is named here, in bounded work.
+        check_gguf_header(path)
+    except HarnessError as exc:
+        raise ModelLoadError(f"cannot load {path}: {exc}") from None
     try:
         with model_params(use_extra_bufts=extra_buffer_types):
             return Llama(model_path=str(path), n_ctx=n_ctx, seed=seed, n_threads=n_threads,

@@ -1,0 +1,99 @@
+"""The render process: a template that overruns is stopped by a kill, whatever it does, and the next render
+gets a fresh process; detection and conformance report such a template as a wall instead of hanging."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+import harness.template.render as render_module
+from harness.core.errors import TemplateError
+from harness.template import render_worker
+from harness.template.conformance import check_template
+from harness.template.detect import detect
+from harness.template.render import render
+
+USER = [{"role": "user", "content": "hi"}]
+# No Jinja hook runs inside these loops, so only the kill can end them.
+HANGS = "{% set s = 'x' * 6000000 %}{% for a in s %}{% for b in s %}{% endfor %}{% endfor %}"
+
+
+@pytest.fixture
+def short_budget(monkeypatch):
+    monkeypatch.setattr(render_module, "MAX_RENDER_SECONDS", 0.5)
+
+
+def test_a_loop_without_hooks_is_killed_and_the_next_render_works(short_budget):
+    with pytest.raises(render_worker.RenderLimitError, match=r"longer than 0.5 s \(its process was killed\)"):
+        render(HANGS, USER)
+    assert render("{{ messages[0].content }}", USER) == "hi"
+
+
+def test_a_template_error_keeps_its_cause_across_the_process():
+    with pytest.raises(TemplateError, match="sandbox refused") as caught:
+        render("{{ [].append(1) }}", USER)
+    assert caught.value.__cause__ is not None and "unsafe" in str(caught.value.__cause__)
+
+
+def test_the_template_message_of_raise_exception_survives_the_process():
+    from harness.core.errors import TemplateRaisedError
+    with pytest.raises(TemplateRaisedError) as caught:
+        render("{{ raise_exception('roles must alternate') }}", USER)
+    assert caught.value.template_message == "roles must alternate"
+
+
+def test_memory_past_the_process_limit_is_a_named_error(monkeypatch):
+    # Sixty copies of 7 MB stay under the size budget each, and together pass what the process may add.
+    monkeypatch.setattr(render_worker, "MEMORY_HEADROOM", 300 << 20)
+    render_worker.stop()                                     # the next render forks under the smaller cap
+    template = "{% set a = 'x' * 7000000 %}{{ [" + ", ".join(f"a ~ {i}" for i in range(60)) + "]|length }}"
+    try:
+        with pytest.raises(render_worker.RenderLimitError, match="out of memory|killed"):
+            render(template, USER)
+    finally:
+        render_worker.stop()
+
+
+def test_detection_of_a_hanging_template_is_a_wall_after_one_overrun(short_budget):
+    found = detect(HANGS)
+    assert found.status == "wall" and found.family is None
+    assert "longer than 0.5 s" in found.reason
+
+
+def test_conformance_reports_a_hanging_template_as_a_wall(short_budget):
+    row = check_template(SimpleNamespace(id="hangs", text=HANGS, bos_token="", eos_token=""))
+    assert row["status"] == "wall" and not row["full_conversation_renders"]
+    assert "longer than 0.5 s" in row["full_conversation_error"]
+
+
+def test_a_batch_goes_on_after_an_item_that_overruns(short_budget):
+    refs = [SimpleNamespace(id=name, text=text, bos_token="", eos_token="")
+            for name, text in (("first", "{{ messages[0].content }}"), ("hangs", HANGS),
+                               ("after", "{{ messages[0].content }}!"))]
+    from harness.template.conformance import check_templates
+    rows = check_templates(refs)
+    assert [row["id"] for row in rows] == ["first", "hangs", "after"]
+    assert rows[1]["status"] == "wall" and "longer than 0.5 s" in rows[1]["full_conversation_error"]
+    assert rows[0]["status"] == rows[2]["status"] == "no tools"
+
+
+def test_the_caller_s_clock_reaches_the_render_process(monkeypatch):
+    from datetime import datetime
+    monkeypatch.setattr(render_module, "_now", lambda: datetime(2024, 7, 26))
+    assert render("{{ strftime_now('%Y-%m-%d') }}", USER) == "2024-07-26"
+
+
+def test_renders_from_several_threads_each_get_their_own_answer():
+    import threading
+    out = {}
+
+    def one(n):
+        out[n] = [render("{{ messages[0].content }}", [{"role": "user", "content": f"{n}-{k}"}]) for k in range(20)]
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert out == {n: [f"{n}-{k}" for k in range(20)] for n in range(4)}
