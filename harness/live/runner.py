@@ -110,7 +110,7 @@ def template_chat(template: str, backend=None) -> tuple:
     kwargs = template_kwargs_for(ref.text)
     bos, eos = ref.bos_token or "", ref.eos_token or ""
     found = detection.detect_declared(ref.text, bos, eos, **kwargs)
-    return Chat(backend, ref.text, bos, eos, found.family, kwargs), ref, found
+    return Chat(backend, ref.text, bos, eos, found.family, kwargs, tool_placement=found.tool_placement), ref, found
 
 
 def served_id(name: str) -> str:
@@ -143,7 +143,7 @@ def _driven(backend, model_id, sha256, filename, fallback, pinned_template, sour
     bos, eos = backend.special_tokens()
     kwargs = template_kwargs_for(template)
     found = detection.detect_declared(template, bos, eos, **kwargs)
-    chat = Chat(backend, template, bos, eos, found.family, kwargs)
+    chat = Chat(backend, template, bos, eos, found.family, kwargs, tool_placement=found.tool_placement)
     return OpenModel(model_id, sha256, filename, chat, source, pinned_template, found)
 
 

@@ -24,6 +24,7 @@ from harness.formats.calls import ParseResult
 from harness.formats.reasoning import prompt_opens
 from harness.live.modes import grammar_plan, native_failed, plain_messages
 from harness.template.render import render
+from harness.template.system_tools import place
 
 # The parsers need only the end of the prompt (an open <think>, Functionary's ">>>"); scoring re-parses with it.
 PROMPT_TAIL = 256
@@ -46,6 +47,9 @@ class Chat:
     family: str | None = None
     template_kwargs: dict = field(default_factory=dict)
     step_timeout: float | None = DEFAULT_STEP_TIMEOUT
+    # A template that renders calls but takes no `tools`: where the tool list is written instead
+    # (harness.template.system_tools.Placement; the detection in the transcript names it).
+    tool_placement: object = None
 
 
 def step_seed(sample_seed: int, turn: int, step: int) -> int:
@@ -79,6 +83,8 @@ def render_prompt(chat: Chat, scenario, messages: list, plan=None, plain: bool =
 
 
 def _render(chat: Chat, messages: list, tools) -> str:
+    if chat.tool_placement is not None:
+        messages, tools = place(chat.tool_placement, messages, tools), None
     return render(chat.template, messages, tools=tools, add_generation_prompt=True, bos_token=chat.bos_token,
                   eos_token=chat.eos_token, **chat.template_kwargs)
 
