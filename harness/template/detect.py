@@ -211,7 +211,8 @@ def _probe(template, bos_token, eos_token, candidates, carrier, render, kwargs) 
         if not reads_tools:
             return Detection(None, f"no tool format: the template reads neither the `{carrier}` variable (offered "
                              "tools never reach the model) nor an assistant's `tool_calls` (a past call renders "
-                             "as nothing)", carrier=carrier, reads_tools=False)
+                             "as nothing)", generation_prompt=prompt, carrier=carrier,
+                             reads_tools=False)
         found = Detection(None, "the template does not render the assistant's tool call", rendered or None,
                           shared_prompt, generation_prompt=prompt, carrier=carrier)
         if _passes_content_through(template, prompt, bos_token, eos_token, carrier, **kwargs):

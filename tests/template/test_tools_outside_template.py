@@ -59,6 +59,8 @@ def test_the_r1_llama_distill_is_declared_and_placed_like_its_qwen_sibling():
     assert detect(resolve_template("deepseek-ai-DeepSeek-R1-Distill-Llama-8B").text).status == "no tools"
     assert found.tool_placement is placement_for("deepseek-r1")
     assert "content is null" in found.reason
+    family, prompt, source = found.reading_family()      # the forced-open <think> is the reply's to close
+    assert (family, source) == ("deepseek-r1", "declared") and prompt.endswith("<｜Assistant｜><think>\n")
 
 
 def test_deepseek_v31_prompt_carries_the_model_cards_tool_block_after_the_system_prompt():
