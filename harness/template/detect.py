@@ -209,10 +209,9 @@ def _probe(template, bos_token, eos_token, candidates, carrier, render, kwargs) 
     reads_tools = _reads_tools(template, prompt, bos_token, eos_token, carrier, render, **kwargs)
     if PROBE_CALL["name"] not in rendered:
         if not reads_tools:
-            return Detection(None, f"no tool format: the template reads neither the `{carrier}` variable (offered "
-                             "tools never reach the model) nor an assistant's `tool_calls` (a past call renders "
-                             "as nothing)", generation_prompt=prompt, carrier=carrier,
-                             reads_tools=False)
+            return Detection(None, f"no tool format: the template reads neither `{carrier}` (offered tools never "
+                             "reach the model) nor an assistant's `tool_calls` (a past call renders as nothing)",
+                             generation_prompt=prompt, carrier=carrier, reads_tools=False)
         found = Detection(None, "the template does not render the assistant's tool call", rendered or None,
                           shared_prompt, generation_prompt=prompt, carrier=carrier)
         if _passes_content_through(template, prompt, bos_token, eos_token, carrier, **kwargs):
@@ -255,7 +254,7 @@ def _tools_outside_template(found: Detection) -> None:
         found.tool_placement = placement
         where = "the system message" if placement.message == "system" else "the first user message"
         detail = f"live runs and runtime conformance write the tool list into {where}, as {placement.source} says"
-    found.findings.append({"name": "tools-in-system-prompt", "detail": (
+    found.findings.append({"name": "tools-in-system-prompt", "family": found.family, "detail": (
         f"The template renders an assistant's calls in the {found.family} family but never reads `tools`: the "
         f"tool list must go in the prompt by hand; {detail}.")})
 

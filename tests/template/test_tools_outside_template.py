@@ -42,7 +42,7 @@ def test_a_rendered_call_is_detected_though_tools_are_never_read(template_id):
 def test_no_tools_says_both_halves_are_missing(template_id):
     _, found = _found(template_id)
     assert found.status == "no tools" and found.tool_placement is None
-    assert "reads neither the `tools` variable" in found.reason and "`tool_calls`" in found.reason
+    assert "reads neither `tools`" in found.reason and "`tool_calls`" in found.reason
 
 
 def test_granite_33_is_declared_from_its_own_instruction():
