@@ -55,3 +55,24 @@ def test_the_ledgers_spellings_are_what_the_parsers_do(spelling):
         assert result.accepted and any(c.json_literals for c in result.calls)
     else:
         assert result.deviation == spelling["deviation"] and not result.calls
+
+
+def test_scoring_names_lfm2_json_literals():
+    from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef
+    from harness.evaluation.scenarios import load_scenarios
+    from harness.evaluation.scoring import score_sample
+
+    scenario = {s.name: s for s in load_scenarios()}["file-chunks"]
+
+    def verdicts(reply):
+        step = {"reply": reply, "prompt_tail": "<|im_start|>assistant\n", "calls": []}
+        record = SampleRecord(ModelRef("m"), ScenarioRef("s", "h"), sample=0, seed=0, family="lfm2", replayed=True,
+                              mode="native", turns=[{"steps": [step]}])
+        return score_sample(scenario, record)
+
+    json_spelt = verdicts('<|tool_call_start|>[file_chunks(source="imprint/chat.py", start=0, end=null)]'
+                          "<|tool_call_end|>")
+    python_spelt = verdicts('<|tool_call_start|>[file_chunks(source="imprint/chat.py", start=0, end=None)]'
+                            "<|tool_call_end|>")
+    assert json_spelt["parsed"] and "json-notation-arguments" in json_spelt["findings"]
+    assert python_spelt["parsed"] and "json-notation-arguments" not in python_spelt["findings"]
