@@ -28,7 +28,7 @@ from harness.template import detect as detection
 from harness.template import render as rendering
 from harness.template.kwargs import template_kwargs_for
 from harness.template.probe import PROBE_TOOL, tool_variables
-from harness.template.system_tools import place
+from harness.template.system_tools import calls_into_content, place
 
 GET_TIME = {"type": "function", "function": {
     "name": "get_time", "description": "The current time in UTC.",
@@ -114,6 +114,8 @@ class Renderer:
         placement = getattr(self.found, "tool_placement", None)
         if placement is not None:
             messages, tools = place(placement, messages, tools), None
+        if self.found.declared:
+            messages = calls_into_content(messages, self.found.family)
         return messages, {**tool_variables(self.found.carrier, tools), **kwargs}
 
     def prompt(self, messages, tools, kwargs) -> str:
@@ -124,8 +126,9 @@ class Renderer:
     def reply(self, messages, assistant, tools, kwargs) -> str:
         """The text the template puts after the generation prompt for `assistant`, cut at the end of turn."""
         prompt = self.prompt(messages, tools, kwargs)
-        if self.found.declared and assistant.get("tool_calls"):
-            assistant = self.written_calls(assistant)
+        if self.found.declared:
+            # The template renders no call: the calls go into content as the family writes them (format()).
+            assistant = calls_into_content([assistant], self.found.family)[0]
         if self.found.arguments_style == "string":
             assistant = detection.with_string_arguments([assistant])[0]
         history_messages, variables = self.variables(messages + [assistant], tools, kwargs)
@@ -145,15 +148,6 @@ class Renderer:
                 region = next((region[len(c):] for _, c in self.pairs
                                if tail.rstrip().endswith(c) and region.startswith(c)), region)
         return self.answer(prompt, detection.cut_at_end_of_turn(region, self.eos))
-
-    def written_calls(self, assistant: dict) -> dict:
-        """A declared family's template renders no call (it passes content through): the calls go into the
-        content as the family writes them (its format()), and the template renders that text."""
-        calls = [ToolCall(c["function"]["name"], copy.deepcopy(c["function"]["arguments"]))
-                 for c in assistant["tool_calls"]]
-        out = {k: v for k, v in assistant.items() if k != "tool_calls"}
-        out["content"] = (assistant.get("content") or "") + family_get(self.found.family).format(calls)
-        return out
 
     def answer(self, prompt: str, text: str) -> str:
         """`text` as the model writes it after `prompt`: a generation prompt that opens a reasoning block

@@ -13,6 +13,9 @@ import json
 from dataclasses import dataclass
 from typing import Callable
 
+from harness import families
+from harness.formats.calls import ToolCall
+
 SYSTEM, FIRST_USER = "system", "first-user"
 
 
@@ -88,4 +91,20 @@ def place(placement: Placement | None, messages: list, tools: list | None) -> li
         out.insert(0, {"role": "user", "content": text})
     else:
         first["content"] = f"{text}{placement.joiner}{first.get('content') or ''}"
+    return out
+
+
+def calls_into_content(messages: list, family: str) -> list:
+    """For a template that renders no call but passes an assistant's content through (a declared family: LFM2,
+    Granite 3.3): each past call written into its turn's content as the family writes it, so the history shows
+    the model its own calls (fresh copies)."""
+    out = []
+    for message in messages:
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        if calls:
+            written = families.get(family).format([ToolCall(c["function"]["name"], c["function"]["arguments"])
+                                                   for c in calls])
+            message = {k: v for k, v in message.items() if k != "tool_calls"}
+            message["content"] = (message.get("content") or "") + written
+        out.append(copy.deepcopy(message))
     return out

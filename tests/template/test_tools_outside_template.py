@@ -119,3 +119,18 @@ def test_conformance_rows_keep_the_verdicts_apart():
     assert rows["deepseek-ai-DeepSeek-V3.1"]["round_trips"] is True
     assert [f["name"] for f in rows["deepseek-ai-DeepSeek-V3.1"]["findings"]] == ["tools-in-system-prompt"]
     assert rows["google-gemma-2-2b-it"]["status"] == "no tools"
+
+
+@pytest.mark.parametrize("template_id,written", [
+    ("ibm-granite-granite-3.3-2B-Instruct", '<|tool_call|>[{"name": "get_weather", "arguments": {"location": "Paris"}}]'),
+    ("deepseek-ai-DeepSeek-R1-Distill-Llama-8B", "function<｜tool▁sep｜>get_weather\n```json\n{\"location\": \"Paris\"}"),
+])
+def test_a_declared_template_shows_past_calls_as_the_family_writes_them(template_id, written):
+    chat, _, _ = template_chat(template_id)
+    assert chat.calls_in_content
+    call = {"id": "call00001", "type": "function", "function": {"name": "get_weather", "arguments": {"location": "Paris"}}}
+    messages = [{"role": "user", "content": "Weather?"}, {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call00001", "name": "get_weather", "content": "sunny"}]
+    assert written in _render(chat, messages, probe_tools())
+    chat.calls_in_content = False
+    assert written not in _render(chat, messages, probe_tools())
