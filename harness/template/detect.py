@@ -248,15 +248,17 @@ def _tools_outside_template(found: Detection) -> None:
     if not found.declared:
         found.reason += (f", but the template does not read the `{found.carrier}` variable: offered tools never "
                          "reach the model through it")
+    wording = None
     if placement is None:
         detail = "no model card wording for the tool list is known for this family: live runs offer no tools"
     else:
+        wording = placement.write([PROBE_TOOL])   # the card's wording, for the probe tool
         found.tool_placement = placement
         where = "the system message" if placement.message == "system" else "the first user message"
         detail = f"live runs and runtime conformance write the tool list into {where}, as {placement.source} says"
     found.findings.append({"name": "tools-in-system-prompt", "family": found.family, "detail": (
         f"The template renders an assistant's calls in the {found.family} family but never reads `tools`: the "
-        f"tool list must go in the prompt by hand; {detail}.")})
+        f"tool list must go in the prompt by hand; {detail}."), **({"wording": wording} if wording else {})})
 
 
 def detect(template: str, bos_token="", eos_token="", candidates=None, **kwargs) -> Detection:

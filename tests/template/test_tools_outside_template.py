@@ -36,6 +36,7 @@ def test_a_rendered_call_is_detected_though_tools_are_never_read(template_id):
     [finding] = [f for f in found.findings if f["name"] == "tools-in-system-prompt"]
     assert found.tool_placement.message == message and found.tool_placement.source in finding["detail"]
     assert found.to_json()["tool_placement"]["family"] == family
+    assert "get_weather" in finding["wording"] and "<｜tool▁calls▁begin｜>" in finding["wording"]
 
 
 @pytest.mark.parametrize("template_id", NEITHER)
