@@ -54,6 +54,9 @@ def _type_calls(out: dict, tools: dict) -> tuple:
     findings, branches = [], []
     as_text = writes_values_as_text(out["family"])
     for index, call in enumerate(out["calls"]):
+        if call.get("json_literals"):
+            findings.append({"name": JSON_NOTATION, "call": index, "detail": "JSON's true/false/null where the "
+                             f"template writes Python's True/False/None: {', '.join(call['json_literals'])}"})
         tool = tools.get(call["name"])
         if tool is None:
             findings.append({"name": UNKNOWN_TOOL, "call": index,

@@ -28,6 +28,7 @@ from harness.template import detect as detection
 from harness.template import render as rendering
 from harness.template.kwargs import template_kwargs_for
 from harness.template.probe import PROBE_TOOL, tool_variables
+from harness.template.system_tools import calls_into_content, place
 
 GET_TIME = {"type": "function", "function": {
     "name": "get_time", "description": "The current time in UTC.",
@@ -107,17 +108,31 @@ class Renderer:
         parser = family_get(found.family).parser if found.family else None
         self.pairs = getattr(parser, "reasoning", None) or DEFAULT_PAIRS
 
+    def variables(self, messages, tools, kwargs) -> tuple:
+        """(messages, render variables): a template that takes no `tools` gets the tool list where its model card
+        puts it (harness.template.system_tools), as live runs do."""
+        placement = getattr(self.found, "tool_placement", None)
+        if placement is not None:
+            messages, tools = place(placement, messages, tools), None
+        if self.found.declared:
+            messages = calls_into_content(messages, self.found.family)
+        return messages, {**tool_variables(self.found.carrier, tools), **kwargs}
+
     def prompt(self, messages, tools, kwargs) -> str:
+        messages, variables = self.variables(messages, tools, kwargs)
         return rendering.render(self.text, messages, add_generation_prompt=True, bos_token=self.bos,
-                                eos_token=self.eos, **{**tool_variables(self.found.carrier, tools), **kwargs})
+                                eos_token=self.eos, **variables)
 
     def reply(self, messages, assistant, tools, kwargs) -> str:
         """The text the template puts after the generation prompt for `assistant`, cut at the end of turn."""
         prompt = self.prompt(messages, tools, kwargs)
+        if self.found.declared:
+            # The template renders no call: the calls go into content as the family writes them (format()).
+            assistant = calls_into_content([assistant], self.found.family)[0]
         if self.found.arguments_style == "string":
             assistant = detection.with_string_arguments([assistant])[0]
-        history = rendering.render(self.text, messages + [assistant], bos_token=self.bos, eos_token=self.eos,
-                                   **{**tool_variables(self.found.carrier, tools), **kwargs})
+        history_messages, variables = self.variables(messages + [assistant], tools, kwargs)
+        history = rendering.render(self.text, history_messages, bos_token=self.bos, eos_token=self.eos, **variables)
         if history.startswith(prompt):
             region = history[len(prompt):]
         else:
@@ -146,8 +161,8 @@ class Renderer:
 
 def build_corpus(ref, found=None) -> Corpus:
     """Every case this template can be given, and why the others cannot (ref: a ResolvedTemplate)."""
-    found = found or detection.detect(ref.text, ref.bos_token or "", ref.eos_token or "",
-                                      **template_kwargs_for(ref.text))
+    found = found or detection.detect_declared(ref.text, ref.bos_token or "", ref.eos_token or "",
+                                               **template_kwargs_for(ref.text))
     if not found.family:
         return Corpus(ref.id, None, [], [("*", f"no family detected ({found.status}): {found.reason}")], found)
     family = family_get(found.family)

@@ -31,7 +31,7 @@ INVENTED_ARGUMENTS = "invented-arguments"      # arguments given to a tool that 
 INVALID_ARGUMENTS = "invalid-arguments"        # the schema rejects a call's arguments (wrong type, missing, unknown)
 STRING_COERCED = "string-coerced-arguments"    # "10" written for an integer and read as JSON (Llama 3.2 1B does)
 PYTHON_NOTATION = "python-notation-arguments"  # True / None / {'a': 1} written for a typed parameter
-JSON_NOTATION = "json-notation-arguments"      # true / null where the template writes Python's str() (MiniCPM 5)
+JSON_NOTATION = "json-notation-arguments"      # true / null where the template writes Python (MiniCPM 5, LFM2)
 UNKNOWN_TOOL = "unknown-tool"                  # a call to a tool that was not offered
 REPEATED_CALL = "repeated-call"                # the same call (tool and arguments) twice in one turn
 STEP_LIMIT = "step-limit"                      # the turn ran out of steps while still calling tools
@@ -277,6 +277,8 @@ def _findings(scenario, turn: _Turn, family, replayed=False) -> list:
     found = []
     seen = set()
     for _, call, typed in turn.calls:
+        if call.json_literals:
+            found.append(JSON_NOTATION)     # read, but not the Python notation the template writes
         tool = scenario.tool(call.name)
         if tool is None:
             found.append(UNKNOWN_TOOL)

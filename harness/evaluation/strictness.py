@@ -37,6 +37,46 @@ REASONS = {
 }
 
 
+# Value spellings the field reads that a family's template never writes, and what the strict parser does with
+# each: read (and named on the call), or refused with its deviation. tests/families/test_value_spellings.py
+# parses every `text` with its family, so a row cannot drift from the parser.
+SPELLINGS = (
+    {"family": "lfm2", "text": '<|tool_call_start|>[set_config(config={"enabled": true, "note": null})]'
+                               "<|tool_call_end|>",
+     "peers": "llama.cpp's LFM2 parser", "verdict": "read", "deviation": None,
+     "why": "JSON's true, false and null inside a Python call have one meaning each, the values Python spells "
+            "True, False and None; nothing is guessed. The call is read, names where (`json_literals`), and "
+            "scoring and `harness parse --tools` give the finding `json-notation-arguments`: the model did not "
+            "write the notation its template trains."},
+    {"family": "gemma4", "text": "<|tool_call>call:set_config{value:null}<tool_call|>",
+     "peers": "llama.cpp's and vLLM's Gemma 4 parsers", "verdict": "refused", "deviation": "json-null",
+     "why": "Gemma 4's template writes a null argument as Python's `None` (format_argument falls through to "
+            "`{{ argument }}`); its call language takes `true`, `false` and `None`, and `null` is a spelling it "
+            "never writes. The family names this one difference exactly (`json-null`, a near miss of its own), so "
+            "a runtime that reads it is counted as runtime-forgave:json-null, and a model that writes it is told "
+            "precisely what its template expects instead."},
+    {"family": "qwen-xml", "text": "<function=get_weather>\n<parameter=location>\nParis\n</parameter>\n"
+                                   "</function>",
+     "peers": "reported read by runtimes that look for `<function=` alone", "verdict": "refused",
+     "deviation": "foreign-markers",
+     "why": "Qwen3-Coder's own instruction says \"the tool calling block MUST begin with an opening <tool_call> "
+            "tag and end with a closing </tool_call> tag\", and its template renders every call inside them. "
+            "Without the opener the same text is MiniCPM-like or Functionary-like markup; which family wrote it "
+            "would be a guess."},
+)
+
+
+def spelling_lines() -> list:
+    lines = ["", "## Value spellings peers read", "",
+             "Spellings a family's template never writes that a peer's parser is known to read, and what the "
+             "strict parser does with each (`tests/families/test_value_spellings.py` parses every one).", "",
+             "| family | reply | read by | here | why |", "|---|---|---|---|---|"]
+    for s in SPELLINGS:
+        here = "read, named" if s["verdict"] == "read" else f"refused: `{s['deviation']}`"
+        lines.append(f"| {s['family']} | {_cell(s['text'])} | {s['peers']} | {here} | {s['why']} |")
+    return lines
+
+
 def _deviation(label: str) -> str:
     return label.split(":", 1)[1]
 
@@ -96,4 +136,5 @@ def ledger_markdown(records: list) -> str:
                      f"{_cell(row['reply'])} | {_returned(row['returned'])} |")
     if not rows:
         lines.append("| — | — | — | — | — | 0 | 0 | — | — |")
+    lines += spelling_lines()
     return "\n".join(lines) + "\n"

@@ -12,11 +12,15 @@ class ToolCall:
     # As written by the model: JSON values for JSON families, strings for text families (XML, key/value).
     arguments: dict
     id: str | None = None
+    # Argument paths a Python-call family read from JSON's true/false/null (LFM2): read, and named.
+    json_literals: tuple = field(default=(), compare=False)
 
     def to_json(self) -> dict:
         out = {"name": self.name, "arguments": self.arguments}
         if self.id is not None:
             out["id"] = self.id
+        if self.json_literals:
+            out["json_literals"] = list(self.json_literals)
         return out
 
 

@@ -184,10 +184,16 @@ def _unterminated(tail: str) -> bool:
     return tail.count("{") + tail.count("[") > tail.count("}") + tail.count("]")
 
 
+# JSON's spellings of Python's True, False and None: llama.cpp's LFM2 parser reads them inside a Python call
+# (`[f(config={"on": true})]`); read here too, and each place is listed on the call (ToolCall.json_literals).
+JSON_NAMES = {"true": True, "false": False, "null": None}
+
+
 class PythonCalls:
     """`[name(arg=literal, ...), ...]`: read with Python's own parser, never evaluated. Argument values are the
     literals JSON has a type for (str, int, float, True/False/None, lists, dicts with string keys): Python's
-    literal_eval would also hand back bytes, sets, tuples, complex numbers, Ellipsis and inf."""
+    literal_eval would also hand back bytes, sets, tuples, complex numbers, Ellipsis and inf. JSON's true, false
+    and null are read as those values and named on the call (`json_literals`: the argument paths)."""
 
     @staticmethod
     def read(source: str) -> list:
@@ -208,12 +214,12 @@ class PythonCalls:
         for node in body.elts:
             if not isinstance(node, ast.Call) or node.args:
                 raise Mismatch(dev.NOT_PYTHON_CALL, "each item must be name(keyword=literal, ...)")
-            args = {}
+            args, json_literals = {}, []
             for kw in node.keywords:
                 if kw.arg is None or kw.arg in args:
                     raise Mismatch(dev.DUPLICATE_ARGUMENT, f"argument {kw.arg!r} given twice or unpacked")
-                args[kw.arg] = _literal(kw.value, kw.arg, 1)
-            calls.append(ToolCall(_check_name(_dotted(node.func)), args))
+                args[kw.arg] = _literal(kw.value, kw.arg, 1, [kw.arg], json_literals)
+            calls.append(ToolCall(_check_name(_dotted(node.func)), args, json_literals=tuple(json_literals)))
         return calls
 
     @staticmethod
@@ -236,7 +242,7 @@ def _dotted(node) -> str:
     return ".".join([node.id, *reversed(parts)])
 
 
-def _literal(node, arg, depth):
+def _literal(node, arg, depth, path, json_literals):
     if depth > MAX_DEPTH:
         raise Mismatch(dev.NESTING_TOO_DEEP, f"argument {arg!r} nests deeper than {MAX_DEPTH} levels")
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) and _is_number(node.operand):
@@ -251,8 +257,11 @@ def _literal(node, arg, depth):
         if _is_number(node):
             return _number(value, arg)
         raise Mismatch(dev.NON_JSON_VALUE, f"argument {arg!r} is {type(value).__name__} {value!r:.40}")
+    if isinstance(node, ast.Name) and node.id in JSON_NAMES:
+        json_literals.append("/".join(map(str, path)))
+        return JSON_NAMES[node.id]
     if isinstance(node, ast.List):
-        return [_literal(item, arg, depth + 1) for item in node.elts]
+        return [_literal(item, arg, depth + 1, path + [i], json_literals) for i, item in enumerate(node.elts)]
     if isinstance(node, ast.Dict):
         out = {}
         for key, value in zip(node.keys, node.values):
@@ -260,7 +269,7 @@ def _literal(node, arg, depth):
                 raise Mismatch(dev.NON_JSON_VALUE, f"argument {arg!r} has a dict key that is not a string")
             if key.value in out:
                 raise Mismatch(dev.DUPLICATE_KEY, f"key {key.value!r} written twice in argument {arg!r}")
-            out[key.value] = _literal(value, arg, depth + 1)
+            out[key.value] = _literal(value, arg, depth + 1, path + [key.value], json_literals)
         return out
     if isinstance(node, (ast.Set, ast.Tuple)):
         raise Mismatch(dev.NON_JSON_VALUE, f"argument {arg!r} is a {type(node).__name__.lower()}, which JSON has not")

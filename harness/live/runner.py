@@ -112,7 +112,8 @@ def template_chat(template: str, backend=None) -> tuple:
     kwargs = template_kwargs_for(ref.text)
     bos, eos = ref.bos_token or "", ref.eos_token or ""
     found = detection.detect_declared(ref.text, bos, eos, **kwargs)
-    return DrivenModel(backend, ref.text, bos, eos, found.family, kwargs), ref, found
+    return DrivenModel(backend, ref.text, bos, eos, found.family, kwargs, tool_placement=found.tool_placement,
+                calls_in_content=bool(found.declared)), ref, found
 
 
 def served_id(name: str) -> str:
@@ -147,7 +148,8 @@ def _driven(backend, model_id, sha256, filename, fallback, pinned_template, sour
     bos, eos = backend.special_tokens()
     kwargs = template_kwargs_for(template)
     found = detection.detect_declared(template, bos, eos, **kwargs)
-    chat = DrivenModel(backend, template, bos, eos, found.family, kwargs)
+    chat = DrivenModel(backend, template, bos, eos, found.family, kwargs, tool_placement=found.tool_placement,
+                calls_in_content=bool(found.declared))
     return OpenModel(model_id, sha256, filename, chat, source, pinned_template, found)
 
 

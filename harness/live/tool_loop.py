@@ -24,6 +24,7 @@ from harness.formats.calls import ParseResult
 from harness.formats.reasoning import prompt_opens
 from harness.live.modes import grammar_plan, native_failed, calls_as_text_messages
 from harness.template.render import render
+from harness.template.system_tools import calls_into_content, place
 
 # The parsers need only the end of the prompt (an open <think>, Functionary's ">>>"); scoring re-parses with it.
 PROMPT_TAIL = 256
@@ -46,6 +47,11 @@ class DrivenModel:
     family: str | None = None
     template_kwargs: dict = field(default_factory=dict)
     step_timeout: float | None = DEFAULT_STEP_TIMEOUT
+    # A template that renders calls but takes no `tools`: where the tool list is written instead
+    # (harness.template.system_tools.Placement; the detection in the transcript names it).
+    tool_placement: object = None
+    # A declared family's template renders no call: past calls go into content as the family writes them.
+    calls_in_content: bool = False
 
     def complete(self, prompt: str, sampling: dict, seed: int, grammar=None):
         """One reply from the backend, handed the two settings of this model it needs (not the model itself)."""
@@ -87,6 +93,10 @@ def render_prompt(chat: DrivenModel, scenario, messages: list, plan=None, calls_
 
 
 def _render(chat: DrivenModel, messages: list, tools) -> str:
+    if chat.tool_placement is not None:
+        messages, tools = place(chat.tool_placement, messages, tools), None
+    if chat.calls_in_content and chat.family:
+        messages = calls_into_content(messages, chat.family)
     return render(chat.template, messages, tools=tools, add_generation_prompt=True, bos_token=chat.bos_token,
                   eos_token=chat.eos_token, **chat.template_kwargs)
 

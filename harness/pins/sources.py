@@ -215,15 +215,17 @@ def _parse_template(raw, index: int, root: Path) -> TemplatePin:
 
 
 def _check_declared(where: str, declared: dict) -> None:
-    """A declaration carries its evidence: the model card and the name each peer's parser has for the format."""
+    """A declaration carries its evidence: the model card and the name each peer's parser has for the format, and
+    optionally a sentence on what in the template or the card says so (`evidence`)."""
     # The family name is checked against harness/families where it is used, like a model's `family`.
     parsers = declared.get("parsers")
-    if (set(declared) != {"family", "model_card", "parsers"} or not isinstance(declared["family"], str)
+    if (set(declared) - {"evidence"} != {"family", "model_card", "parsers"}
+            or not isinstance(declared.get("evidence", ""), str) or not isinstance(declared["family"], str)
             or not ID_PATTERN.fullmatch(declared["family"]) or not isinstance(declared["model_card"], str)
             or not declared["model_card"].startswith("https://") or not parsers or peers_problem(parsers)):
         raise SourcesError(f"{where}: field 'declared_family' must be {{\"family\": NAME, \"model_card\": "
-                           f"\"https://...\", \"parsers\": {{PEER: PARSER NAME, ...}}}} (peers: vllm, sglang, "
-                           f"llama.cpp, transformers), got {declared!r}")
+                           f"\"https://...\", \"parsers\": {{PEER: PARSER NAME, ...}}[, \"evidence\": TEXT]}} "
+                           f"(peers: vllm, sglang, llama.cpp, transformers), got {declared!r}")
 
 
 def _parse_source(where: str, raw) -> dict:

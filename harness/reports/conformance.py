@@ -38,7 +38,8 @@ def markdown(report: dict) -> str:
         "",
         "How to read it: **detected** means the family's parser reads the template's rendered call back as the "
         "probe call `get_weather(location=\"Paris\", days=3)`. **wall** means the template renders a call that no "
-        "family reads (the reason says why). **no tools** means tools or tool calls never reach the rendered text. "
+        "family reads (the reason says why). **no tools** means neither tools nor tool calls reach the rendered text "
+        "(a template that renders calls but not tools is detected, with a `tools-in-system-prompt` finding). "
         "**declared** means the template never renders a call and its pin in sources.json declares the family, with "
         "its evidence (model card, peer parsers); detection did not find it. **round trip**: the call the family's "
         "parser reads out of the rendered call, rendered back through the template as the assistant's message "
@@ -65,7 +66,9 @@ def markdown(report: dict) -> str:
                 "Named facts beside a template's verdict: `tools-as-functions` (tools reach the template only as "
                 "llama.cpp passes them to Firefunction v2), `list-methods-refused` (what the template renders in a "
                 "sandbox that differs from Hugging Face's only by allowing list methods; the verdict stays the "
-                "refusal), `calls-through-content` (the template drops `tool_calls` and passes content through).",
+                "refusal), `calls-through-content` (the template drops `tool_calls` and passes content through), "
+                "`tools-in-system-prompt` (the template renders calls but never reads `tools`: the tool list goes "
+                "where the model card says, and live runs put it there).",
                 ""]
         rows = [[t["id"], f["name"], f.get("family") or "—", _cell(f["detail"], 200),
                  f"`{_cell(f['rendered_call'], 120)}`" if f.get("rendered_call") else ""]

@@ -13,6 +13,7 @@ from harness import families as registry
 from harness.template import render as rendering
 from harness.template import sandbox_variant
 from harness.template.render_worker import RenderLimitError
+from harness.template.system_tools import placement_for
 from harness.core.errors import SourcesError, TemplateError
 from harness.core import constants
 from harness.core.hashing import sha256_text
@@ -61,6 +62,10 @@ class Detection:
     # A family a pin declares for a template detection cannot decide ({"family", "model_card", "parsers"}):
     # then `family` is the declared one and the status says `declared`, never `detected`.
     declared: dict | None = None
+    # Where the tool list goes when the template renders calls but takes no `tools` (system_tools.Placement).
+    tool_placement: object = None
+    # False when offering tools leaves the prompt unchanged: the tool list is the caller's to write.
+    reads_tools: bool = True
     _failure: Exception | None = field(default=None, repr=False, compare=False)
     # The detection of a wall rendered in the sandbox variant that allows list methods.
     _variant: "Detection | None" = field(default=None, repr=False, compare=False)
@@ -80,6 +85,8 @@ class Detection:
                "rendered_call": self.rendered_call, "findings": self.findings}
         if self.declared:
             out["declared"] = self.declared
+        if self.tool_placement is not None:
+            out["tool_placement"] = self.tool_placement.to_json()
         return out
 
     def reading_family(self) -> tuple:
@@ -98,6 +105,10 @@ class Detection:
             self.family, self.declared = declaration["family"], declaration
             self.reason = (f"the family {declaration['family']} comes from the template's pin in sources.json, "
                            f"not from detection ({self.reason})")
+            if declaration.get("evidence"):
+                self.reason += f"; {declaration['evidence']}"
+            if not self.reads_tools:
+                _tools_outside_template(self)
         return self
 
 
@@ -209,16 +220,18 @@ def _probe(template, bos_token, eos_token, candidates, carrier, render, kwargs) 
     if prompt is None:
         return Detection(None, f"the template fails to render the probe conversation: {failure}",
                          carrier=carrier, error=str(failure), _failure=failure)
-    if not _reads_tools(template, prompt, bos_token, eos_token, carrier, render, **kwargs):
-        return Detection(None, f"the template does not read the `{carrier}` variable: offered tools never reach "
-                         "the model", carrier=carrier)
+    reads_tools = _reads_tools(template, prompt, bos_token, eos_token, carrier, render, **kwargs)
     if PROBE_CALL["name"] not in rendered:
+        if not reads_tools:
+            return Detection(None, f"no tool format: the template reads neither `{carrier}` (offered tools never "
+                             "reach the model) nor an assistant's `tool_calls` (a past call renders as nothing)",
+                             generation_prompt=prompt, carrier=carrier, reads_tools=False)
         found = Detection(None, "the template does not render the assistant's tool call", rendered or None,
                           shared_prompt, generation_prompt=prompt, carrier=carrier)
         if _passes_content_through(template, prompt, bos_token, eos_token, carrier, **kwargs):
             found.reason = ("the template shows the model its tools but drops the assistant's `tool_calls` and "
                             "passes its content through verbatim: a call reaches the history only as text the "
-                            "caller writes into content, so the template does not say which family the model "
+                            "caller writes into content, so no rendered call shows which family the model "
                             "writes")
             found.findings.append({"name": "calls-through-content", "detail": (
                 "assistant content renders verbatim where the call would be; no call syntax is in the template")})
@@ -235,7 +248,31 @@ def _probe(template, bos_token, eos_token, candidates, carrier, render, kwargs) 
     reason = f"the rendered call parses back as the probe call in the {matches[0]} family"
     if len(matches) > 1:
         reason += f" (also read by: {', '.join(matches[1:])})"
-    return Detection(matches[0], reason, rendered, shared_prompt, tuple(matches), style, prompt, carrier)
+    found = Detection(matches[0], reason, rendered, shared_prompt, tuple(matches), style, prompt, carrier,
+                      reads_tools=reads_tools)
+    if not reads_tools:
+        _tools_outside_template(found)
+    return found
+
+
+def _tools_outside_template(found: Detection) -> None:
+    """A template that renders the call but never reads `tools`: the model calls in this family, and the tool
+    list is the caller's to write, where the model card says."""
+    placement = placement_for(found.family)
+    if not found.declared:
+        found.reason += (f", but the template does not read the `{found.carrier}` variable: offered tools never "
+                         "reach the model through it")
+    wording = None
+    if placement is None:
+        detail = "no model card wording for the tool list is known for this family: live runs offer no tools"
+    else:
+        wording = placement.write([PROBE_TOOL])   # the card's wording, for the probe tool
+        found.tool_placement = placement
+        where = "the system message" if placement.message == "system" else "the first user message"
+        detail = f"live runs and runtime conformance write the tool list into {where}, as {placement.source} says"
+    found.findings.append({"name": "tools-in-system-prompt", "family": found.family, "detail": (
+        f"The template renders an assistant's calls in the {found.family} family but never reads `tools`: the "
+        f"tool list must go in the prompt by hand; {detail}."), **({"wording": wording} if wording else {})})
 
 
 def detect(template: str, bos_token="", eos_token="", candidates=None, **kwargs) -> Detection:
@@ -260,7 +297,8 @@ def _detect_here(template: str, bos_token="", eos_token="", candidates=None, **k
         return found
     if found.error or (found.status == "no tools" and not found.rendered_call):
         other = _probe(template, bos_token, eos_token, candidates, LLAMA_CPP_FUNCTIONS, rendering.render, kwargs)
-        if other.family:
+        # Only a template that reads `functions` takes its tools that way; calls it renders regardless say nothing.
+        if other.family and other.reads_tools:
             other.findings.append({"name": "tools-as-functions", "detail": (
                 "With Hugging Face's `tools` variable, " + found.reason + ". Rendered as llama.cpp renders Firefunction "
                 "v2 (no `tools`; a `functions` JSON string and a `datetime`), the call parses as the "

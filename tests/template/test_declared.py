@@ -63,6 +63,7 @@ def test_a_detected_family_wins_over_a_declaration(tmp_path):
     {**EVIDENCE, "parsers": {"vllm": 3}},
     {**EVIDENCE, "family": "lfm2\n"},
     {**EVIDENCE, "source": "a guess"},
+    {**EVIDENCE, "evidence": ["the card"]},                                     # evidence is a sentence
     "lfm2",
 ])
 def test_a_declaration_without_its_evidence_is_refused(tmp_path, declared):
@@ -74,3 +75,10 @@ def test_a_declared_family_the_registry_lacks_fails_loudly(tmp_path):
     sources = load_sources(_sources_with(tmp_path, "LFM2-8B-A1B", {**EVIDENCE, "family": "lfm3"}))
     with pytest.raises(HarnessError, match="lfm3"):
         detect_declared(resolve_template("LFM2-8B-A1B").text, sources=sources)
+
+
+def test_a_declarations_evidence_sentence_joins_its_reason(tmp_path):
+    declared = {**EVIDENCE, "evidence": "the card says so"}
+    sources = load_sources(_sources_with(tmp_path, "LFM2-8B-A1B", declared))
+    found = detect_declared(resolve_template("LFM2-8B-A1B").text, sources=sources)
+    assert found.declared == declared and found.reason.endswith("; the card says so")
