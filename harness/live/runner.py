@@ -226,16 +226,17 @@ def pending(model_id: str, sha256: str, scenarios, samples: int | None, base_see
 
 def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, progress=None, sources=None,
               results_dir=None, warn=print, threads: int | None = None, model: OpenModel | None = None,
-              modes=None) -> dict:
+              modes=None, transcript: Path | None = None) -> dict:
     """Run every pending sample of one model (opened here unless `model` is already open: an unpinned GGUF or
-    a served model, which have no pin). Returns a summary: counts and wall time."""
+    a served model, which have no pin). `transcript`: the file the samples go to, when not the model's scenario
+    transcript (a suite of its own, BFCL's). Returns a summary: counts and wall time."""
     sources = sources or load_sources()
     if model is None:
         pin = sources.model(model_id)
         sha256, model_modes = pin.sha256, pin.modes
     else:
         sha256, model_modes = model.sha256, model_modes_for(model, sources)
-    path = ResultsDir.at(results_dir).transcript(model_id)
+    path = Path(transcript) if transcript is not None else ResultsDir.at(results_dir).transcript(model_id)
     existing = read_transcript(path)
     for message in existing.warnings:
         warn(message)
