@@ -21,6 +21,7 @@ from harness.evaluation.runtime_agreement import agreement_markdown, read_record
 from harness.evaluation.runtime_conformance import conformance_markdown
 from harness.evaluation.runtime_conformance import read_records as read_conformance
 from harness.pins.sources import load_sources, resolve_template
+from harness.reports.bfcl import write_bfcl
 from harness.reports.html_report import write_html
 from harness.reports.tables import (
     FIRST_REPLIES, IN_PROCESS, LEGEND, RATES, Collected, checks_table, class_table, collect, coverage_lines,
@@ -246,7 +247,7 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     agreement_records = _records(results.runtime_record_files(), read_records, collected.warnings)
     parser_records = _records(results.parser_agreement_files(), parser_agreement.read_records, collected.warnings)
     written = (_write_agreement(results, agreement_records) + _write_conformance(results, runtime_records)
-               + _write_parser_agreement(results, parser_records))
+               + _write_parser_agreement(results, parser_records) + write_bfcl(results, collected.warnings))
     if collected.samples.empty:
         return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped, "models": {}}
     frame = collected.samples
