@@ -4,7 +4,10 @@ pinned wheel is refused when its bytes differ from the pin; the draw is seeded a
 import hashlib
 import io
 import json
+import subprocess
+import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +18,7 @@ from harness.evaluation.bfcl import (
 from harness.pins.archives import archive_tree
 from harness.pins.sources import ArchivePin, Sources, load_sources
 
+ROOT = Path(__file__).resolve().parents[2]
 # Entries per category in bfcl-eval 2026.3.23 (data/BFCL_v4_<category>.json).
 SHIPPED = {"simple_python": 400, "multiple": 200, "parallel": 200, "parallel_multiple": 200, "irrelevance": 240,
            "live_simple": 258, "live_multiple": 1053, "live_parallel": 16, "live_parallel_multiple": 24,
@@ -149,3 +153,14 @@ def test_a_wheel_unpacks_its_pinned_folder_alone_and_never_outside_it(tmp_path):
     with pytest.raises(DownloadError, match="outside 'pkg/'; nothing was unpacked"):
         archive_tree("pkg-1.0", sources=sources, cache_dir=tmp_path / "cache2", find_links=folder)
     assert not list(tmp_path.rglob("escaped.txt"))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--cases", "2"], "--category and --cases choose BFCL cases: add --suite bfcl"),
+    (["--suite", "bfcl", "--scenario", "greeting"], "--scenario and --samples choose YAML scenarios"),
+    (["--suite", "bfcl", "--category", "simple_java"], "unknown BFCL category simple_java"),
+])
+def test_run_refuses_flags_that_do_not_choose_bfcl_cases_before_any_model_opens(argv, message):
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", *argv], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert proc.returncode == 2 and message in proc.stderr
