@@ -36,10 +36,7 @@ class Outcome:
     strict: list = field(default_factory=list)     # BFCL's decoded form: [{name: {param: value}}]
     lenient: list = field(default_factory=list)
     lenient_read: bool = False    # a lenient reading found calls the strict parser did not
-
-    @property
-    def attempted(self) -> bool:
-        return bool(self.strict) or self.deviation is not None and self.deviation != "unclosed-reasoning"
+    attempted: bool = False       # a call, or a call-shaped near miss (scoring.is_call_attempt)
 
 
 def _strict(case: Case, parse, family) -> list:
@@ -70,4 +67,5 @@ def outcome(case: Case, record) -> Outcome:
             lenient, read = [{name: arguments} for name, arguments in found], True
     return Outcome(case.id, case.category, record.model.id, record.mode, record.seconds, bool(record.error),
                    case.category not in IRRELEVANCE, verdicts["parsed"], verdicts["right_tool"],
-                   verdicts["valid_arguments"], deviation, strict, lenient, read)
+                   verdicts["valid_arguments"], deviation, strict, lenient, read,
+                   judged is not None and (judged.accepted or is_call_attempt(judged)))

@@ -69,6 +69,12 @@ def judge(outcomes: list, checker, suite) -> dict:
     """{(case, model, mode): (strict verdict, lenient verdict)}, each {"valid", "error_type"} or {"error"}."""
     out = {}
     for o in outcomes:
+        if o.errored:
+            # The sample stopped on an error (the template raised, generation failed): nothing the model wrote
+            # can be right, so no checker is asked, and an irrelevance case is no abstention either.
+            stopped = {"valid": False, "error_type": "stopped-by-error", "errors": []}
+            out[(o.case, o.model, o.mode)] = (stopped, stopped)
+            continue
         functions, answer = suite.cases[o.case].functions, suite.cases[o.case].answer
         strict = checker.judge(o.category, functions, o.strict, answer)
         lenient = checker.judge(o.category, functions, o.lenient, answer) if o.lenient_read else strict
@@ -96,11 +102,12 @@ def rows(outcomes: list, verdicts: dict | None, suite) -> list:
             "BFCL, strict calls": rate_cell([_valid(s) for s, _ in got]) if got else "not judged",
             "BFCL, lenient reading": rate_cell([_valid(v) for _, v in got]) if got else "not judged",
             "strict call parsed": "–" if irrelevance else rate_cell([bool(o.strict) for o in group]),
-            "ours: no call attempted": rate_cell([not o.attempted for o in group]) if irrelevance else "–",
+            "ours: no call attempted": rate_cell([not o.attempted and not o.errored for o in group]) if irrelevance else "–",
             "lenient reading found calls": sum(o.lenient_read for o in group),
             "format failures": ", ".join(f"{d} ×{n}" for d, n in Counter(
                 o.deviation for o in group if o.deviation).most_common()) or "–",
             "checker errors": sum("error" in s or "error" in v for s, v in got) if got else "–",
+            "stopped by an error": sum(o.errored for o in group),
             "skipped (schema)": len(suite.skipped_in(category)),
             "s a case": f"{sum(seconds) / len(seconds):.1f}" if seconds else "–"})
     return table
@@ -143,7 +150,8 @@ def bfcl_markdown(outcomes: list, verdicts: dict | None, suite, hello: dict | No
               "- Irrelevance: BFCL's rule counts a reply with no decodable call as a correct abstention, a malformed "
               "call included; ours (no call attempted) fails a near miss too. Both are shown.",
               "- Rates: k/n, percent, Wilson 95% interval. Skipped (schema): the category's cases whose schema our "
-              "typing cannot read, never run.", "",
+              "typing cannot read, never run. A case stopped by an error (the template raised, generation failed) "
+              "fails every column.", "",
               "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(r[h]) for h in header) + " |" for r in table]
     lines += ["", "## Beside BFCL's published figures", "",
