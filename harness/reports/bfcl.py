@@ -102,7 +102,8 @@ def rows(outcomes: list, verdicts: dict | None, suite) -> list:
             "BFCL, strict calls": rate_cell([_valid(s) for s, _ in got]) if got else "not judged",
             "BFCL, lenient reading": rate_cell([_valid(v) for _, v in got]) if got else "not judged",
             "strict call parsed": "–" if irrelevance else rate_cell([bool(o.strict) for o in group]),
-            "ours: no call attempted": rate_cell([not o.attempted and not o.errored for o in group]) if irrelevance else "–",
+            "ours: no call attempted":
+                rate_cell([not o.attempted and not o.errored for o in group]) if irrelevance else "–",
             "lenient reading found calls": sum(o.lenient_read for o in group),
             "format failures": ", ".join(f"{d} ×{n}" for d, n in Counter(
                 o.deviation for o in group if o.deviation).most_common()) or "–",

@@ -70,7 +70,8 @@ def test_the_table_judges_strict_and_lenient_calls_with_bfcls_checker(tmp_path, 
     # model, mode, category, cases, BFCL strict, BFCL lenient, strict parsed, ours, lenient found, format
     # failures, checker errors, stopped by an error, skipped, s a case
     simple = _row(text, "native", "simple_python")
-    assert simple[3:] == ["3", "1/3 33% [6–79]", "2/3 67% [21–94]", "2/3 67% [21–94]", "–", "1", "fenced-json ×1",
+    assert simple[3:] == ["3", "1/3 33% [6–79]", "2/3 67% [21–94]", "2/3 67% [21–94]", "–", "1",
+                          "fenced-json ×1",
                           "0", "0", "0", "2.0"]
     irrelevance = _row(text, "native", "irrelevance")
     # BFCL: the fenced near miss is no decodable call, so an abstention; ours: a call was attempted.
@@ -78,7 +79,8 @@ def test_the_table_judges_strict_and_lenient_calls_with_bfcls_checker(tmp_path, 
     assert irrelevance[11] == "1"           # stopped by an error
     assert _row(text, "grammar", "simple_python")[4] == "1/1 100% [21–100]"
     assert "bfcl-eval 2026.3.23" in text and "`bfcl_eval.constants.model_config`" in text
-    assert f"| {MODEL} | Qwen3-0.6B (FC) | simple | 64.2 | native: 1/3 33% [6–79]; grammar: 1/1 100% [21–100] |" in text
+    assert (f"| {MODEL} | Qwen3-0.6B (FC) | simple | 64.2 | native: 1/3 33% [6–79]; "
+            "grammar: 1/1 100% [21–100] |") in text
     assert "| llama-3.2-1b-instruct-q4_k_m | Llama-3.2-1B-Instruct (FC) | simple | 44 | not run here |" in text
     assert any("1 BFCL record(s)" in w for w in warnings)      # the stale record is left out, and said
 

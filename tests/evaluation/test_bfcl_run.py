@@ -27,7 +27,8 @@ CALL = '<tool_call>{"name":"math.factorial","arguments":{"number":5}}</tool_call
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     vocab = Vocab(PROFILES["qwen2.5"])
-    chat = standin_chat(tmp_path_factory.mktemp("standin"), "qwen-bfcl", [Script("\n", scripted_ids(vocab, CALL, "\n"))])
+    script = Script("\n", scripted_ids(vocab, CALL, "\n"))
+    chat = standin_chat(tmp_path_factory.mktemp("standin"), "qwen-bfcl", [script])
     return OpenModel(MODEL_ID, "0" * 64, "qwen-bfcl.gguf", chat, "gguf", None, Detection("hermes", "stand-in"))
 
 
