@@ -86,6 +86,13 @@ def _valid(verdict) -> bool:
     return bool(verdict and verdict.get("valid"))
 
 
+def _kinds(verdicts) -> str:
+    """BFCL's error types of the failed verdicts, most frequent first: what the checker said was wrong."""
+    counts = Counter(v.get("error_type") or ("checker error" if "error" in v else "failed")
+                     for v in verdicts if not _valid(v))
+    return ", ".join(f"{kind} ×{n}" for kind, n in counts.most_common()) or "–"
+
+
 def rows(outcomes: list, verdicts: dict | None, suite) -> list:
     groups = {}
     for o in outcomes:
@@ -105,6 +112,7 @@ def rows(outcomes: list, verdicts: dict | None, suite) -> list:
             "ours: no call attempted":
                 rate_cell([not o.attempted and not o.errored for o in group]) if irrelevance else "–",
             "lenient reading found calls": sum(o.lenient_read for o in group),
+            "BFCL's failures, lenient reading": _kinds(v for _, v in got) if got else "not judged",
             "format failures": ", ".join(f"{d} ×{n}" for d, n in Counter(
                 o.deviation for o in group if o.deviation).most_common()) or "–",
             "checker errors": sum("error" in s or "error" in v for s, v in got) if got else "–",

@@ -67,16 +67,17 @@ def test_the_table_judges_strict_and_lenient_calls_with_bfcls_checker(tmp_path, 
     warnings = []
     assert write_bfcl(results, warnings) == [str(results.bfcl_report)]
     text = results.bfcl_report.read_text(encoding="utf-8")
-    # model, mode, category, cases, BFCL strict, BFCL lenient, strict parsed, ours, lenient found, format
-    # failures, checker errors, stopped by an error, skipped, s a case
+    # model, mode, category, cases, BFCL strict, BFCL lenient, strict parsed, ours, lenient found, BFCL's failure
+    # kinds (lenient), format failures, checker errors, stopped by an error, skipped, s a case
     simple = _row(text, "native", "simple_python")
     assert simple[3:] == ["3", "1/3 33% [6–79]", "2/3 67% [21–94]", "2/3 67% [21–94]", "–", "1",
-                          "fenced-json ×1",
+                          "value_error:others ×1", "fenced-json ×1",
                           "0", "0", "0", "2.0"]
     irrelevance = _row(text, "native", "irrelevance")
     # BFCL: the fenced near miss is no decodable call, so an abstention; ours: a call was attempted.
     assert irrelevance[3:8] == ["3", "2/3 67% [21–94]", "1/3 33% [6–79]", "–", "1/3 33% [6–79]"]
-    assert irrelevance[11] == "1"           # stopped by an error
+    assert irrelevance[12] == "1"           # stopped by an error
+    assert irrelevance[9] == "irrelevance_error:decoder_success ×1, stopped-by-error ×1"
     assert _row(text, "grammar", "simple_python")[4] == "1/1 100% [21–100]"
     assert "bfcl-eval 2026.3.23" in text and "`bfcl_eval.constants.model_config`" in text
     assert (f"| {MODEL} | Qwen3-0.6B (FC) | simple | 64.2 | native: 1/3 33% [6–79]; "
