@@ -67,6 +67,14 @@ def register(subparsers) -> None:
                         help="llama.cpp threads (default: $HARNESS_THREADS, else 1: robust on a shared 2-core machine)")
     add_results_dir(parser, "append to DIR/transcripts/<model>.jsonl; an experiment in another folder leaves the "
                             "committed results alone")
+    parser.add_argument("--suite", choices=("scenarios", "bfcl"), default="scenarios",
+                        help="scenarios (scenarios/*.yaml, the default) or bfcl: BFCL v4's single-turn cases from "
+                             "the pinned bfcl-eval wheel, into DIR/bfcl/<model>.jsonl (docs/bfcl.md)")
+    parser.add_argument("--category", action="append", metavar="NAME",
+                        help="with --suite bfcl: a BFCL category, e.g. simple_python (repeatable or a comma list; "
+                             "default: every single-turn category)")
+    parser.add_argument("--cases", type=int_argument(1, 100000), metavar="N",
+                        help="with --suite bfcl: N cases per category, a draw seeded by --seed (default: all)")
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     parser.epilog = (
         "Samples go to DIR/transcripts/<model>.jsonl one by one as they finish; a killed run resumes where it "
@@ -85,6 +93,10 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from harness.live.modes import parse_modes
     from harness.live.runner import default_modes, planned_count, run_model
+
+    if args.suite == "bfcl" or args.category or args.cases:
+        from harness.cli.run_bfcl import run_bfcl
+        return run_bfcl(args)
 
     if args.threads is None:
         constants.check_env("HARNESS_THREADS")  # before any model is loaded, not after the first one

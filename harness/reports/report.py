@@ -19,6 +19,7 @@ from harness.evaluation.records import ModelRecord
 from harness.evaluation.results import ResultsDir
 from harness.pins.sources import load_sources, resolve_template
 from harness.reports import markdown
+from harness.reports.bfcl import write_bfcl
 from harness.reports.html_report import write_html
 from harness.reports.staged import StagedWrites
 from harness.reports.suite_pages import write_pages
@@ -261,13 +262,14 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     # Every file this report may write is checked before any is written: a link planted at one of them (to a
     # file outside the folder) stops the report with its path, not half way through rewriting the others.
     for path in [results.runtime_agreement, results.runtime_conformance_report, results.parser_agreement_report,
-                 results.summary, results.html, results.heatmap, *map(results.model_table, models)]:
+                 results.summary, results.html, results.heatmap, results.bfcl_report,
+                 *map(results.model_table, models)]:
         check_target(path, results.root)
     suites = {name: s.read_all(results.root, collected.warnings) for name, s in suite.registered().items()}
     # Every file to a temporary name first, all put in place at the end: a report that fails halfway leaves
     # the previous reports whole.
     with StagedWrites() as staged:
-        written = write_pages(results.root, suites, staged)
+        written = write_pages(results.root, suites, staged) + write_bfcl(results, collected.warnings, staged=staged)
         if collected.samples.empty:
             staged.commit()
             return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped,

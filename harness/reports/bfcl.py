@@ -1,0 +1,194 @@
+"""results/bfcl.md: BFCL v4 cases per model × mode × category, judged by BFCL's own checker and by our checks.
+
+Rebuilt from DIR/bfcl/*.jsonl alone (harness run --suite bfcl): each record is read again through the current
+parser (harness.evaluation.bfcl_outcome), and BFCL's checker (harness.peers.bfcl, its own environment) judges the
+calls the strict parser read, and separately the calls a lenient reading of the named near miss gives. Nothing
+is written when the folder holds no BFCL record, so a results folder without them regenerates as before."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from harness.evaluation.bfcl import ARCHIVE_ID, CATEGORIES, IRRELEVANCE, load_suite
+from harness.evaluation.bfcl_outcome import outcome
+from harness.evaluation.records import ModelRecord, SampleRecord
+from harness.evaluation.results import ResultsDir
+from harness.evaluation.transcripts import read_transcript
+from harness.peers.bfcl import SETUP_COMMAND, BFCLChecker, BFCLCheckerError
+from harness.pins.archives import archive_tree
+from harness.reports.tables import mode_order, rate_cell
+
+# BFCL's leaderboard v4 of 2026-04-12, the function-calling (FC) rows of models pinned in sources.json: their
+# summary columns, in percent. "simple" averages BFCL's Python, Java and JavaScript simple categories (only
+# simple_python is run here); "irrelevance" averages irrelevance and live_irrelevance.
+LEADERBOARD = "BFCL leaderboard v4 of 2026-04-12"
+PUBLISHED = {
+    "qwen3-0.6b-q8_0": ("Qwen3-0.6B (FC)", {"simple": 64.2, "multiple": 86, "parallel": 67.5,
+                                            "parallel_multiple": 69.5, "irrelevance": 80.8}),
+    "llama-3.2-1b-instruct-q4_k_m": ("Llama-3.2-1B-Instruct (FC)", {"simple": 44, "multiple": 50.5, "parallel": 44,
+                                                                     "parallel_multiple": 15, "irrelevance": 51.6}),
+}
+# A published column and the categories run here whose BFCL accuracy stands beside it.
+COLUMNS = {"simple": ("simple_python",), "multiple": ("multiple",), "parallel": ("parallel",),
+           "parallel_multiple": ("parallel_multiple",), "irrelevance": ("irrelevance", "live_irrelevance")}
+
+
+def _category(case_id: str) -> str | None:
+    found = [c for c in CATEGORIES if case_id.startswith(c + "_")]
+    return max(found, key=len) if found else None
+
+
+def read_outcomes(results: ResultsDir, warnings: list) -> tuple:
+    """(outcomes, suite, model records by id) of every BFCL record; records of a case that changed since (or
+    that this pin does not have) are left out with a warning."""
+    records, models = [], {}
+    for path in results.bfcl_files():
+        transcript = read_transcript(path)
+        warnings += transcript.warnings
+        records += [r for r in transcript.records if isinstance(r, SampleRecord)]
+        models.update({r.model.id: r for r in transcript.records if isinstance(r, ModelRecord)})
+    if not records:
+        return [], None, models
+    wanted = sorted({c for r in records for c in [_category(r.scenario.name[len("bfcl-"):])] if c},
+                    key=CATEGORIES.index)
+    suite = load_suite(wanted)
+    out, stale = [], Counter()
+    for record in records:
+        case = suite.by_name(record.scenario.name)
+        if case is None or case.scenario.hash != record.scenario.hash:
+            stale[record.model.id] += 1
+            continue
+        out.append(outcome(case, record))
+    warnings += [f"{model}: {n} BFCL record(s) of cases this pin does not hold as recorded, left out (re-run)"
+                 for model, n in sorted(stale.items())]
+    return out, suite, models
+
+
+def judge(outcomes: list, checker, suite) -> dict:
+    """{(case, model, mode): (strict verdict, lenient verdict)}, each {"valid", "error_type"} or {"error"}."""
+    out = {}
+    for o in outcomes:
+        if o.errored:
+            # The sample stopped on an error (the template raised, generation failed): nothing the model wrote
+            # can be right, so no checker is asked, and an irrelevance case is no abstention either.
+            stopped = {"valid": False, "error_type": "stopped-by-error", "errors": []}
+            out[(o.case, o.model, o.mode)] = (stopped, stopped)
+            continue
+        functions, answer = suite.cases[o.case].functions, suite.cases[o.case].answer
+        strict = checker.judge(o.category, functions, o.strict, answer)
+        lenient = checker.judge(o.category, functions, o.lenient, answer) if o.lenient_read else strict
+        out[(o.case, o.model, o.mode)] = (strict, lenient)
+    return out
+
+
+def _valid(verdict) -> bool:
+    return bool(verdict and verdict.get("valid"))
+
+
+def _kinds(verdicts) -> str:
+    """BFCL's error types of the failed verdicts, most frequent first: what the checker said was wrong."""
+    counts = Counter(v.get("error_type") or ("checker error" if "error" in v else "failed")
+                     for v in verdicts if not _valid(v))
+    return ", ".join(f"{kind} ×{n}" for kind, n in counts.most_common()) or "–"
+
+
+def rows(outcomes: list, verdicts: dict | None, suite) -> list:
+    groups = {}
+    for o in outcomes:
+        groups.setdefault((o.model, o.mode, o.category), []).append(o)
+    order = sorted(groups, key=lambda k: (k[0], mode_order(k[1]), CATEGORIES.index(k[2])))
+    table = []
+    for model, mode, category in order:
+        group = groups[(model, mode, category)]
+        got = [verdicts[(o.case, o.model, o.mode)] for o in group] if verdicts is not None else None
+        irrelevance = category in IRRELEVANCE
+        seconds = [o.seconds for o in group if o.seconds is not None]
+        table.append({
+            "model": model, "mode": mode, "category": category, "cases": len(group),
+            "BFCL, strict calls": rate_cell([_valid(s) for s, _ in got]) if got else "not judged",
+            "BFCL, lenient reading": rate_cell([_valid(v) for _, v in got]) if got else "not judged",
+            "strict call parsed": "–" if irrelevance else rate_cell([bool(o.strict) for o in group]),
+            "ours: no call attempted":
+                rate_cell([not o.attempted and not o.errored for o in group]) if irrelevance else "–",
+            "lenient reading found calls": sum(o.lenient_read for o in group),
+            "BFCL's failures, lenient reading": _kinds(v for _, v in got) if got else "not judged",
+            "format failures": ", ".join(f"{d} ×{n}" for d, n in Counter(
+                o.deviation for o in group if o.deviation).most_common()) or "–",
+            "checker errors": sum("error" in s or "error" in v for s, v in got) if got else "–",
+            "stopped by an error": sum(o.errored for o in group),
+            "skipped (schema)": len(suite.skipped_in(category)),
+            "s a case": f"{sum(seconds) / len(seconds):.1f}" if seconds else "–"})
+    return table
+
+
+def published_lines(outcomes: list, verdicts: dict | None) -> list:
+    run = {(o.model, o.mode, o.category) for o in outcomes}
+    lines = [f"| model | BFCL's model | column | published ({LEADERBOARD}) | here (BFCL, strict calls) |",
+             "|---|---|---|---|---|"]
+    for model, (theirs, figures) in PUBLISHED.items():
+        modes = sorted({m for (mm, m, _) in run if mm == model}, key=mode_order)
+        for column, figure in figures.items():
+            cells = []
+            for mode in modes:
+                group = [o for o in outcomes if o.model == model and o.mode == mode and o.category in COLUMNS[column]]
+                if group and verdicts is not None:
+                    valid = [_valid(verdicts[(o.case, o.model, o.mode)][0]) for o in group]
+                    cells.append(f"{mode}: {rate_cell(valid)}")
+            here = "; ".join(cells) if cells else "not run here"
+            lines.append(f"| {model} | {theirs} | {column} | {figure} | {here} |")
+    return lines
+
+
+def bfcl_markdown(outcomes: list, verdicts: dict | None, suite, hello: dict | None, note: str | None) -> str:
+    table = rows(outcomes, verdicts, suite)
+    header = list(table[0])
+    lines = ["# BFCL v4 through the strict path", "",
+             f"Rebuilt by `harness report` from bfcl/*.jsonl (`harness run --suite bfcl`): BFCL v4's single-turn cases "
+             f"from the pinned wheel ({ARCHIVE_ID}), each rendered with its tools through the model's own template, "
+             "the reply read by the strict parser. See docs/bfcl.md.", ""]
+    if hello is not None:
+        lines += [f"- Judged by BFCL's own checker: bfcl-eval {hello['bfcl_eval']}, `ast_checker.py` sha256 "
+                  f"`{hello['files']['eval_checker/ast_eval/ast_checker.py'][:16]}…`, the pinned wheel's bytes; "
+                  f"substituted: `{next(iter(hello['stubbed']))}` ({next(iter(hello['stubbed'].values()))})."]
+    if note:
+        lines.append(f"- {note}")
+    lines += ["- BFCL, strict calls: BFCL's checker on the calls the strict parser read (none for a near miss). "
+              "BFCL, lenient reading: on the calls a lenient reading of the named near miss gives (docs/bfcl.md); "
+              "the gap between the two is format, not semantics.",
+              "- Irrelevance: BFCL's rule counts a reply with no decodable call as a correct abstention, a malformed "
+              "call included; ours (no call attempted) fails a near miss too. Both are shown.",
+              "- Rates: k/n, percent, Wilson 95% interval. Skipped (schema): the category's cases whose schema our "
+              "typing cannot read, never run. A case stopped by an error (the template raised, generation failed) "
+              "fails every column.", "",
+              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(r[h]) for h in header) + " |" for r in table]
+    lines += ["", "## Beside BFCL's published figures", "",
+              "BFCL's leaderboard runs each model through its own handler (its prompts and decoder), not the model's "
+              "template and a strict parser; a published figure is the model's, ours is the model on the strict "
+              "path. \"simple\" there averages Python, Java and JavaScript (simple_python here); \"irrelevance\" "
+              "averages irrelevance and live_irrelevance.", "", *published_lines(outcomes, verdicts), ""]
+    return "\n".join(lines)
+
+
+def write_bfcl(results: ResultsDir, warnings: list, checker_python: Path | None = None, staged=None) -> list:
+    """results/bfcl.md from the BFCL records, or nothing when there are none; staged with the rest of the report
+    (harness.reports.staged) when `staged` is given."""
+    outcomes, suite, _ = read_outcomes(results, warnings)
+    if not outcomes:
+        return []
+    verdicts, hello, note = None, None, None
+    try:
+        with BFCLChecker(checker_python, tree=archive_tree(ARCHIVE_ID)) as checker:
+            hello = checker.hello
+            verdicts = judge(outcomes, checker, suite)
+    except BFCLCheckerError as exc:
+        note = f"BFCL's checker was not run ({exc}); its columns say \"not judged\" ({SETUP_COMMAND})."
+        warnings.append(note)
+    out = results.bfcl_report
+    text = bfcl_markdown(outcomes, verdicts, suite, hello, note)
+    if staged is not None:
+        staged.text(out, text)
+    else:
+        out.write_text(text, encoding="utf-8")
+    return [str(out)]

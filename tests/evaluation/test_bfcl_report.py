@@ -1,0 +1,100 @@
+"""results/bfcl.md from a small hand-made BFCL transcript: BFCL's checker on the strict and the lenient calls,
+our checks beside it, irrelevance by both rules, the published figures, and nothing at all without records."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.evaluation.bfcl import load_suite
+from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef
+from harness.evaluation.results import ResultsDir
+from harness.evaluation.transcripts import TranscriptWriter
+from harness.peers.bfcl import SETUP_COMMAND, bfcl_python
+from harness.reports.bfcl import write_bfcl
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = "qwen3-0.6b-q8_0"       # a model BFCL's leaderboard has a row for
+CALL = '<tool_call>\n{{"name": "{}", "arguments": {}}}\n</tool_call>'
+REPLIES = [  # (case, mode, reply)
+    ("simple_python_0", "native", CALL.format("calculate_triangle_area", '{"base": 10, "height": 5}')),
+    ("simple_python_1", "native", '```json\n{"name": "math.factorial", "arguments": {"number": 5}}\n```'),
+    ("simple_python_2", "native", CALL.format("math.hypot", '{"x": 3, "y": 5}')),
+    ("irrelevance_0", "native", '```json\n{"name": "determine_body_mass_index", "arguments": {}}\n```'),
+    ("irrelevance_1", "native", "I cannot help with that using these tools."),
+    ("simple_python_0", "grammar", CALL.format("calculate_triangle_area", '{"base": 10, "height": 5}')),
+]
+
+
+@pytest.fixture(scope="module")
+def checker_python():
+    if bfcl_python() is None:
+        built = subprocess.run(["bash", str(ROOT / "scripts" / "setup_bfcl.sh")], capture_output=True, text=True)
+        if built.returncode != 0:
+            pytest.skip(f"{SETUP_COMMAND} failed: {built.stderr.strip()[-300:]}")
+    return bfcl_python()
+
+
+def _results(tmp_path, stale: bool = False) -> ResultsDir:
+    suite = load_suite(["simple_python", "irrelevance"])
+    results = ResultsDir(tmp_path / "results")
+    path = results.bfcl_transcript(MODEL)
+    path.parent.mkdir(parents=True)
+    with TranscriptWriter(path) as writer:
+        for case_id, mode, reply in REPLIES + ([("simple_python_3", "native", "x")] if stale else []):
+            scenario = suite.cases[case_id].scenario
+            digest = "0" * 64 if case_id == "simple_python_3" else scenario.hash
+            writer.append(SampleRecord(ModelRef(MODEL, "f" * 64), ScenarioRef(scenario.name, digest), 0, 0, mode,
+                                       "hermes", turns=[{"user": scenario.turns[0].user,
+                                                         "steps": [{"reply": reply, "prompt_tail": ""}]}],
+                                       seconds=2.0))
+        # A sample the template stopped: no abstention by either rule.
+        scenario = suite.cases["irrelevance_2"].scenario
+        writer.append(SampleRecord(ModelRef(MODEL, "f" * 64), ScenarioRef(scenario.name, scenario.hash), 0, 0,
+                                   "native", "hermes", turns=[{"user": scenario.turns[0].user, "steps": []}],
+                                   error="template error: raised", seconds=0.5))
+    return results
+
+
+def _row(text: str, mode: str, category: str) -> list:
+    line = next(l for l in text.splitlines() if l.startswith(f"| {MODEL} | {mode} | {category} |"))
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_the_table_judges_strict_and_lenient_calls_with_bfcls_checker(tmp_path, checker_python):
+    results = _results(tmp_path, stale=True)
+    warnings = []
+    assert write_bfcl(results, warnings) == [str(results.bfcl_report)]
+    text = results.bfcl_report.read_text(encoding="utf-8")
+    # model, mode, category, cases, BFCL strict, BFCL lenient, strict parsed, ours, lenient found, BFCL's failure
+    # kinds (lenient), format failures, checker errors, stopped by an error, skipped, s a case
+    simple = _row(text, "native", "simple_python")
+    assert simple[3:] == ["3", "1/3 33% [6–79]", "2/3 67% [21–94]", "2/3 67% [21–94]", "–", "1",
+                          "value_error:others ×1", "fenced-json ×1",
+                          "0", "0", "0", "2.0"]
+    irrelevance = _row(text, "native", "irrelevance")
+    # BFCL: the fenced near miss is no decodable call, so an abstention; ours: a call was attempted.
+    assert irrelevance[3:8] == ["3", "2/3 67% [21–94]", "1/3 33% [6–79]", "–", "1/3 33% [6–79]"]
+    assert irrelevance[12] == "1"           # stopped by an error
+    assert irrelevance[9] == "irrelevance_error:decoder_success ×1, stopped-by-error ×1"
+    assert _row(text, "grammar", "simple_python")[4] == "1/1 100% [21–100]"
+    assert "bfcl-eval 2026.3.23" in text and "`bfcl_eval.constants.model_config`" in text
+    assert (f"| {MODEL} | Qwen3-0.6B (FC) | simple | 64.2 | native: 1/3 33% [6–79]; "
+            "grammar: 1/1 100% [21–100] |") in text
+    assert "| llama-3.2-1b-instruct-q4_k_m | Llama-3.2-1B-Instruct (FC) | simple | 44 | not run here |" in text
+    assert any("1 BFCL record(s)" in w for w in warnings)      # the stale record is left out, and said
+
+
+def test_without_the_checker_environment_our_checks_stand_and_bfcls_say_not_judged(tmp_path):
+    results = _results(tmp_path)
+    warnings = []
+    write_bfcl(results, warnings, checker_python=Path(sys.executable))
+    text = results.bfcl_report.read_text(encoding="utf-8")
+    assert _row(text, "native", "simple_python")[4:7] == ["not judged", "not judged", "2/3 67% [21–94]"]
+    assert any("BFCL's checker was not run" in w and "setup_bfcl.sh" in w for w in warnings)
+
+
+def test_a_results_folder_without_bfcl_records_gets_no_page(tmp_path):
+    results = ResultsDir(tmp_path / "results")
+    assert write_bfcl(results, []) == [] and not results.bfcl_report.exists()
