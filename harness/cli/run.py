@@ -92,7 +92,6 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from harness.live.modes import parse_modes
-    from harness.live.runner import default_modes, planned_count, run_model
 
     if args.suite == "bfcl" or args.category or args.cases:
         from harness.cli.run_bfcl import run_bfcl
@@ -103,43 +102,11 @@ def run(args) -> int:
     sources = load_sources()
     modes = parse_modes(args.mode) or None  # None: each scenario's, else each model's (runner.modes_for)
     scenarios = load_scenarios(names=args.scenario)
-    pinned = [m for m in args.model or () if not m.endswith(".gguf")]
-    if not args.model and not args.endpoint:
-        pinned = [m.id for m in sources.default_models()]
-    for model_id in pinned:
-        sources.model(model_id)  # unknown ids fail before any work
-    backend_cls = backend_class(args.backend or (DEFAULT_SERVED if args.endpoint else DEFAULT_IN_PROCESS))
-    if args.endpoint:
-        pinned = []                  # --model ID names the pin the server runs (its template), not a run here
-    opened = _opened_models(args, sources, modes, backend_cls)
-    if args.template and pinned and not args.endpoint:
-        opened += _with_template(pinned, args, sources, backend_cls)
-        pinned = []
-    models = pinned + [m.id for m in opened]
-    by_id = {m.id: m for m in opened}
-    total = sum(planned_count(scenarios, args.samples, default_modes(m, sources, by_id.get(m)), modes)
-                for m in models)
-    summaries, failures = [], []
-    with _progress(total) as bar, _stop_on_signals():
-        try:
-            for model_id in models:
-                bar.set_description(model_id)
-                try:
-                    summaries.append(run_model(model_id, scenarios, args.samples, args.seed, bar, sources,
-                                               results_dir=args.results_dir,
-                                               warn=lambda m: bar.write(f"warning: {m}", file=sys.stderr),
-                                               threads=args.threads, modes=modes, model=by_id.get(model_id),
-                                               backend_cls=backend_cls))
-                except HarnessError as exc:
-                    # A missing or drifted model file says how to fetch it, a transcript another run holds who
-                    # holds it; the other models still run.
-                    failures.append({"model": model_id, "error": str(exc)})
-                    bar.write(f"harness run: {model_id}: {exc}", file=sys.stderr)
-        except Stopped as stop:
-            bar.write(f"harness run: stopped by {stop.name}: {bar.ran} new sample(s) recorded by this run"
-                      f" ({bar.ran + bar.skipped} recorded in all, of {total} planned); every recorded sample is "
-                      "kept: run the same command again to resume", file=sys.stderr)
-            return 128 + stop.signum
+    models, by_id, backend_cls = models_to_run(args, sources, modes)
+    outcome = drive(args, models, by_id, backend_cls, scenarios, args.samples, sources, modes)
+    if isinstance(outcome, int):
+        return outcome
+    summaries, failures = outcome
     if args.json:
         emit_json({"models": summaries, "failures": failures})
     else:
@@ -156,6 +123,57 @@ def run(args) -> int:
             print(report_hint(args.results_dir))
     # A sample that could not generate is recorded but not done: the run did not do what was asked.
     return 1 if failures or any(s["failed"] for s in summaries) else 0
+
+
+def models_to_run(args, sources, modes) -> tuple:
+    """(model ids, the opened ones by id, the Backend class) a run drives: the pins named (or the default set),
+    served models (--endpoint) and unpinned GGUFs; unknown pins fail here, before any work."""
+    pinned = [m for m in args.model or () if not m.endswith(".gguf")]
+    if not args.model and not args.endpoint:
+        pinned = [m.id for m in sources.default_models()]
+    for model_id in pinned:
+        sources.model(model_id)  # unknown ids fail before any work
+    backend_cls = backend_class(args.backend or (DEFAULT_SERVED if args.endpoint else DEFAULT_IN_PROCESS))
+    if args.endpoint:
+        pinned = []                  # --model ID names the pin the server runs (its template), not a run here
+    opened = _opened_models(args, sources, modes, backend_cls)
+    if args.template and pinned and not args.endpoint:
+        opened += _with_template(pinned, args, sources, backend_cls)
+        pinned = []
+    return pinned + [m.id for m in opened], {m.id: m for m in opened}, backend_cls
+
+
+def drive(args, models, by_id, backend_cls, scenarios, samples, sources, modes, transcript_for=None,
+          label="") -> tuple | int:
+    """Every model's pending samples of `scenarios`, under one progress line and the signal handlers:
+    (summaries, failures), or the exit status when SIGINT/SIGTERM stopped the run (what was recorded is kept).
+    transcript_for(model id): the file of a suite of its own (BFCL's), else the model's scenario transcript."""
+    from harness.live.runner import default_modes, planned_count, run_model
+
+    total = sum(planned_count(scenarios, samples, default_modes(m, sources, by_id.get(m)), modes) for m in models)
+    summaries, failures = [], []
+    with _progress(total) as bar, _stop_on_signals():
+        try:
+            for model_id in models:
+                bar.set_description(model_id + label)
+                try:
+                    summaries.append(run_model(model_id, scenarios, samples, args.seed, bar, sources,
+                                               results_dir=args.results_dir,
+                                               warn=lambda m: bar.write(f"warning: {m}", file=sys.stderr),
+                                               threads=args.threads, modes=modes, model=by_id.get(model_id),
+                                               backend_cls=backend_cls,
+                                               transcript=transcript_for(model_id) if transcript_for else None))
+                except HarnessError as exc:
+                    # A missing or drifted model file says how to fetch it, a transcript another run holds who
+                    # holds it; the other models still run.
+                    failures.append({"model": model_id, "error": str(exc)})
+                    bar.write(f"harness run: {model_id}: {exc}", file=sys.stderr)
+        except Stopped as stop:
+            bar.write(f"harness run: stopped by {stop.name}: {bar.ran} new sample(s) recorded by this run"
+                      f" ({bar.ran + bar.skipped} recorded in all, of {total} planned); every recorded sample is "
+                      "kept: run the same command again to resume", file=sys.stderr)
+            return 128 + stop.signum
+    return summaries, failures
 
 
 TIMEOUT, RETRIES = 180.0, 3      # with --endpoint, as runtime-check's defaults

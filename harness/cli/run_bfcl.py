@@ -21,10 +21,9 @@ def _categories(given) -> list | None:
 
 def run_bfcl(args) -> int:
     from harness.cli.common import emit_json, report_hint
-    from harness.cli.run import _default_modes, _opened_models, _progress, _with_template
+    from harness.cli.run import drive, models_to_run
     from harness.evaluation.bfcl import draw, load_suite
     from harness.live.modes import parse_modes
-    from harness.live.runner import planned_count, run_model
     from harness.pins.sources import load_sources
 
     if args.suite != "bfcl":
@@ -44,30 +43,12 @@ def run_bfcl(args) -> int:
     cases = draw(suite, categories, args.cases, args.seed)
     scenarios = [c.scenario for c in cases]
     results = ResultsDir.at(args.results_dir)
-    pinned = [m for m in args.model or () if not m.endswith(".gguf")]
-    if not args.model and not args.endpoint:
-        pinned = [m.id for m in sources.default_models()]
-    for model_id in pinned:
-        sources.model(model_id)
-    opened = _opened_models(args, sources, modes)
-    if args.template and pinned and not args.endpoint:
-        opened += _with_template(pinned, args, sources)
-        pinned = []
-    models = pinned + [m.id for m in opened]
-    by_id = {m.id: m for m in opened}
-    total = sum(planned_count(scenarios, None, _default_modes(m, by_id, sources), modes) for m in models)
-    summaries, failures = [], []
-    with _progress(total) as bar:
-        for model_id in models:
-            bar.set_description(f"{model_id} (bfcl)")
-            try:
-                summaries.append(run_model(model_id, scenarios, None, args.seed, bar, sources,
-                                           results_dir=results, threads=args.threads, modes=modes,
-                                           model=by_id.get(model_id), transcript=results.bfcl_transcript(model_id),
-                                           warn=lambda m: bar.write(f"warning: {m}", file=sys.stderr)))
-            except HarnessError as exc:
-                failures.append({"model": model_id, "error": str(exc)})
-                bar.write(f"harness run: {model_id}: {exc}", file=sys.stderr)
+    models, by_id, backend_cls = models_to_run(args, sources, modes)
+    outcome = drive(args, models, by_id, backend_cls, scenarios, None, sources, modes,
+                    transcript_for=results.bfcl_transcript, label=" (bfcl)")
+    if isinstance(outcome, int):
+        return outcome
+    summaries, failures = outcome
     if args.json:
         emit_json({"suite": "bfcl", "cases": len(cases), "skipped": len(suite.skipped), "models": summaries,
                    "failures": failures})
