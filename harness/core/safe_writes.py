@@ -52,7 +52,7 @@ def open_append(path, root):
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags, 0o644)
-    except OSError as exc:
+    except OSError:
         if path.is_symlink():
             raise UnsafeWriteError(f"refusing to write {path}: it is a symbolic link to {os.readlink(path)}; "
                                    "the harness writes nothing through a link") from None

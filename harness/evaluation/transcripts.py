@@ -350,7 +350,7 @@ class TranscriptWriter:
                 pass        # the next writer's repair sets the torn line aside
             if isinstance(exc, OSError):
                 raise TranscriptError(f"{self.path}: cannot write a record: {exc.strerror or exc}; the records "
-                                      "before it are intact, and the same command resumes once it can write")
+                                      "before it are intact, and the same command resumes once it can write") from exc
             raise
 
 

@@ -22,7 +22,7 @@ from harness.reports.html_pages import FOLDER, PAGE_SAMPLES, SampleLayout, write
 from harness.reports.html_samples import STATUS_TEXT, names_html, status
 from harness.reports.markdown import visible_controls
 from harness.reports.staged import StagedWrites
-from harness.reports.tables import EXAMPLES, by_mode, mode_order, mode_table, replay_table, scenario_table
+from harness.reports.tables import EXAMPLES, by_mode, mode_table, replay_table, scenario_table
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d1d1f}

@@ -125,7 +125,7 @@ def pack(wanted: list) -> tuple:
     return models, refused
 
 
-@dataclass
+@dataclass(frozen=True)
 class WriteBudget:
     """How many bytes of new models one build may write, and where to say what it will write before it does."""
     max_bytes: int = DEFAULT_MAX_BYTES

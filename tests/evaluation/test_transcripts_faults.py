@@ -13,7 +13,7 @@ import pytest
 
 from harness.core.safe_writes import UnsafeWriteError
 from harness.evaluation.records import SampleRecord
-from harness.evaluation.transcripts import TranscriptBusyError, TranscriptError, TranscriptWriter, read_transcript
+from harness.evaluation.transcripts import TranscriptBusyError, TranscriptWriter, read_transcript
 
 
 def record(index, text=""):
@@ -41,7 +41,7 @@ with TranscriptWriter(path) as writer:
 
 def _child(tmp_path, source, *args, **kwargs):
     (tmp_path / "tests_records.py").write_text(
-        "import sys\nsys.path.insert(0, %r)\nfrom test_transcripts_faults import record\n" % os.path.dirname(__file__))
+        f"import sys\nsys.path.insert(0, {os.path.dirname(__file__)!r})\nfrom test_transcripts_faults import record\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     return subprocess.Popen([sys.executable, "-c", textwrap.dedent(source), *map(str, args)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, env=env, **kwargs)
