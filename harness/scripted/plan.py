@@ -133,7 +133,8 @@ class WriteBudget:
 
 
 # The command line sets this for the build it asks for (its --max-bytes); every other build gets the default.
-write_budget: ContextVar[WriteBudget] = ContextVar("scripted_write_budget", default=WriteBudget())
+DEFAULT_BUDGET = WriteBudget()     # frozen: the one default every build without a --max-bytes shares
+write_budget: ContextVar[WriteBudget] = ContextVar("scripted_write_budget", default=DEFAULT_BUDGET)
 
 
 def build_models(directory: Path, stem: str, profile: str, template: str, models: list) -> list:
