@@ -8,12 +8,11 @@ scripted-model profile (harness.scripted), with that profile's edits, written on
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 from harness.scripted.vocab import vocab_for, write_vocab_gguf
 from harness.core import constants
+from harness.peers.process import WorkerProcess
 
 PEERS_VENV = constants.CACHE_DIR / "peers-venv"
 SETUP_COMMAND = "bash scripts/setup_peers.sh"
@@ -40,25 +39,14 @@ class PeerError(RuntimeError):
     """The worker died or answered out of protocol."""
 
 
-class Peers:
+class Peers(WorkerProcess):
     """One worker process; `ask` sends a request and returns its answer. Use as a context manager."""
 
-    def __init__(self, python: Path | str):
-        self.proc = subprocess.Popen([str(python), str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True, encoding="utf-8")
-        self.sent = 0
+    name = "the peers worker"
+    error = PeerError
 
-    def ask(self, request: dict) -> dict:
-        self.sent += 1
-        self.proc.stdin.write(json.dumps({**request, "id": self.sent}, ensure_ascii=False) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise PeerError(f"the peers worker exited (code {self.proc.wait()}) on request {self.sent}")
-        answer = json.loads(line)
-        if answer.get("id") != self.sent:
-            raise PeerError(f"the peers worker answered request {answer.get('id')} for {self.sent}")
-        return answer
+    def __init__(self, python: Path | str):
+        super().__init__(python, WORKER)
 
     def hello(self) -> dict:
         return self.ask({"op": "hello"})
@@ -69,13 +57,3 @@ class Peers:
                          "added_tokens": list(added_tokens), "tokenizer_config": dict(tokenizer_config or {}),
                          "reply": reply, "tools": tools, "splits": splits, "seed": seed})
 
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            self.proc.wait()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

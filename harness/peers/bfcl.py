@@ -6,12 +6,11 @@ anything compares the SHA-256 of the checker modules it imported with the same f
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 from harness.core import constants
 from harness.core.errors import HarnessError
+from harness.peers.process import WorkerProcess
 from harness.pins.digest import file_digest
 
 BFCL_VENV = constants.CACHE_DIR / "bfcl-venv"
@@ -28,16 +27,17 @@ def bfcl_python(venv: Path = BFCL_VENV) -> Path | None:
     return python if python.exists() else None
 
 
-class BFCLChecker:
+class BFCLChecker(WorkerProcess):
     """One worker process. `judge` answers {"valid", "error_type", "errors"} or {"error"}. A context manager."""
+
+    name = "the BFCL checker worker"
+    error = BFCLCheckerError
 
     def __init__(self, python: Path | str | None = None, tree: Path | None = None):
         python = python or bfcl_python()
         if python is None:
             raise BFCLCheckerError(f"BFCL's checker environment is not built: {SETUP_COMMAND}")
-        self.proc = subprocess.Popen([str(python), str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True, encoding="utf-8")
-        self.sent = 0
+        super().__init__(python, WORKER)
         self.hello = self.ask({"op": "hello"})
         if "error" in self.hello:
             self.close()
@@ -54,15 +54,7 @@ class BFCLChecker:
                                        f"the pinned wheel's ({pinned[:16]}…): rebuild it with {SETUP_COMMAND}")
 
     def ask(self, request: dict) -> dict:
-        self.sent += 1
-        self.proc.stdin.write(json.dumps({**request, "id": self.sent}, ensure_ascii=False) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise BFCLCheckerError(f"the BFCL checker worker exited (code {self.proc.wait()}) on request {self.sent}")
-        answer = json.loads(line)
-        if answer.get("id") != self.sent:
-            raise BFCLCheckerError(f"the BFCL checker worker answered request {answer.get('id')} for {self.sent}")
+        answer = super().ask(request)
         answer.pop("id")
         return answer
 
@@ -70,14 +62,3 @@ class BFCLChecker:
         """BFCL's verdict on `calls` ([{name: {param: value}}], BFCL's decoded form) for one case."""
         return self.ask({"op": "judge", "category": category, "functions": functions, "calls": calls,
                          "answer": answer})
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            self.proc.wait()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
