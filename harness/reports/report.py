@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.core.safe_writes import check_target
+from harness.core.safe_writes import UnsafeWriteError, check_target
 from harness.evaluation import suite
 from harness.evaluation.records import ModelRecord
 from harness.evaluation.results import ResultsDir
@@ -264,7 +264,10 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     for path in [results.runtime_agreement, results.runtime_conformance_report, results.parser_agreement_report,
                  results.summary, results.html, results.heatmap, results.bfcl_report,
                  *map(results.model_table, models)]:
-        check_target(path, results.root)
+        try:
+            check_target(path, results.root)
+        except UnsafeWriteError as exc:
+            raise UnsafeWriteError(f"cannot write the reports into {results.root}: {exc}") from None
     suites = {name: s.read_all(results.root, collected.warnings) for name, s in suite.registered().items()}
     # Every file to a temporary name first, all put in place at the end: a report that fails halfway leaves
     # the previous reports whole.

@@ -70,10 +70,15 @@ def bad_family_dir(tmp_path, monkeypatch):
     for path in registry.HERE.glob("*.yaml"):
         (tmp_path / path.name).write_bytes(path.read_bytes())
     (tmp_path / "broken.yaml").write_text("name: broken\nlabel: [unclosed\n", encoding="utf-8")
+    from harness.template import render_worker
     monkeypatch.setattr(registry, "HERE", tmp_path)
     registry.families.cache_clear()
+    # Detection runs in the render process, a fork of this one: one forked before the folder changed would
+    # still hold the real families, so the next render forks afresh from the patched registry.
+    render_worker.stop()
     yield tmp_path / "broken.yaml"
     registry.families.cache_clear()
+    render_worker.stop()
 
 
 def test_one_bad_family_file_breaks_only_the_commands_that_need_families(bad_family_dir, capsys):
