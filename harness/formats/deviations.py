@@ -88,10 +88,35 @@ def has_json_call_object(text: str, call_keys=()) -> bool:
     return found
 
 
+# (own markers, every marker) -> (the foreign ones in order, a regex matching any of them). Keyed by the two
+# objects' ids and checked by identity: a parser passes the same tuples on every reply, and the registry's table
+# of markers is one tuple until the table is rebuilt, so the list is built once per family, not per reply.
+_FOREIGN: dict = {}
+
+
+def _foreign_of(own_markers, foreign_markers):
+    key = (id(own_markers), id(foreign_markers))
+    hit = _FOREIGN.get(key)
+    if hit is not None and hit[0] is own_markers and hit[1] is foreign_markers:
+        return hit[2], hit[3]
+    candidates = tuple(m for m in foreign_markers if m not in own_markers)
+    # Longest first only so the alternation reads well; any match means some candidate is in the text.
+    anywhere = re.compile("|".join(re.escape(m) for m in sorted(candidates, key=len, reverse=True))) \
+        if candidates else None
+    if len(_FOREIGN) > 256:  # tuples built per call (tests, ad-hoc lists) must not grow it without bound
+        _FOREIGN.clear()
+    _FOREIGN[key] = (own_markers, foreign_markers, candidates, anywhere)
+    return candidates, anywhere
+
+
 def foreign_marker(text: str, own_markers, foreign_markers) -> str | None:
-    """The first of another family's markers found in `text`, if any."""
-    for marker in foreign_markers:
-        if marker not in own_markers and marker in text:
+    """The first of another family's markers (in their order, not the text's) found in `text`, if any."""
+    candidates, anywhere = _foreign_of(own_markers, foreign_markers)
+    # One regex pass rules out the common case, no foreign marker at all, faster than a find per marker.
+    if anywhere is None or anywhere.search(text) is None:
+        return None
+    for marker in candidates:
+        if marker in text:
             return marker
     return None
 

@@ -21,6 +21,9 @@ def too_deep(text: str, pos: int, limit: int = MAX_DEPTH) -> bool:
     """Whether the JSON value at `pos` opens more than `limit` levels before it closes."""
     if pos >= len(text) or text[pos] not in "[{":
         return False
+    # Each level opens with a bracket: with no more than `limit` of them left, counted in C, none can be too deep.
+    if text.count("[", pos) + text.count("{", pos) <= limit:
+        return False
     depth = 0
     while (m := _STRUCTURE.search(text, pos)) is not None:
         pos = m.end()

@@ -67,10 +67,22 @@ def opening_literal(tokens):
     return None
 
 
+def _earliest(body, markers):
+    """The lowest offset at which one of `markers` occurs in `body`, or None."""
+    start = None
+    for marker in markers:
+        at = body.find(marker)
+        if at >= 0 and (start is None or at < start):
+            start = at
+    return start
+
+
+# re's \s is str.isspace(), character for character; one match in C, not a loop in Python.
+_WS_RUN = re.compile(r"\s*")
+
+
 def _skip_ws(text, pos):
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
-    return pos
+    return pos if pos >= len(text) else _WS_RUN.match(text, pos).end()
 
 
 @dataclass
@@ -103,6 +115,13 @@ class PatternParser:
         # Callable returning every registered marker; resolved lazily because the registry is built after us.
         self.foreign_markers = foreign_markers
         self.all_in_one = any(t == ("ph", p) for t in spec.call for p in ALL_CALLS)
+        # Per-family constants every reply would otherwise rebuild: the multi-character markers, the literal a
+        # call and a parameter open with, and the key a bare call object is named by.
+        self._strong = tuple(m for m in self.markers if len(m) > 1)
+        self._call_opener = opening_literal(spec.call)
+        self._param_opener = opening_literal(spec.param) if spec.param else None
+        shape = spec.object
+        self._keys = (shape.name_key,) if shape and shape.shape == "name-and-arguments" else ()
 
     # -- reading ---------------------------------------------------------------------------------------
 
@@ -117,8 +136,8 @@ class PatternParser:
         result = ParseResult(self.family, content=body.strip(), reasoning=reasoning)
         start = self._find_start(body)
         if start is None:
-            result.deviation = dev.classify_unmarked(body, self.markers, self.foreign_markers(), self._own_keys())
-            if result.deviation is None and reasoning and any(m in reasoning for m in self._strong_markers()):
+            result.deviation = dev.classify_unmarked(body, self.markers, self.foreign_markers(), self._keys)
+            if result.deviation is None and reasoning and any(m in reasoning for m in self._strong):
                 result.deviation = dev.CALL_IN_REASONING
             result.deviation = result.deviation or reasoning_deviation
             return result
@@ -143,23 +162,15 @@ class PatternParser:
         result.content = body[:start].strip()
         return result
 
-    def _own_keys(self):
-        """The key this family's call object names its function by, so a bare object keyed so is bare-json."""
-        shape = self.spec.object
-        return (shape.name_key,) if shape and shape.shape == "name-and-arguments" else ()
-
-    def _strong_markers(self):
-        return [m for m in self.markers if len(m) > 1]
-
     def _find_start(self, body):
+        """Where the first call opens: the earliest of the markers (the strong ones past a whole-reply call's
+        start), or None."""
         if self.start_only:
             first = _skip_ws(body, 0)
-            if any(body.startswith(m, first) for m in self.markers):
+            if body.startswith(self.markers, first):
                 return first
-            hits = [body.find(m) for m in self._strong_markers() if m in body]
-            return min(hits) if hits else None
-        hits = [body.find(m) for m in self.markers if m in body]
-        return min(hits) if hits else None
+            return _earliest(body, self._strong)
+        return _earliest(body, self.markers)
 
     def _read_calls(self, text, pos):
         spec = self.spec
@@ -191,7 +202,7 @@ class PatternParser:
         return calls, pos
 
     def _opens_call(self, text, pos):
-        lit = opening_literal(self.spec.call)
+        lit = self._call_opener
         if lit is not None:
             return text.startswith(lit, pos)
         return pos < len(text) and text[pos] in "{["
@@ -223,10 +234,11 @@ class PatternParser:
                     raise Mismatch(dev.MALFORMED_CALL, f"expected {value!r} at offset {pos}, found {rest[:20]!r}")
                 pos += len(value)
             else:
-                pos = self._placeholder(value, tokens[i + 1 :], text, pos, found)
+                pos = self._placeholder(value, tokens, i + 1, text, pos, found)
         return pos
 
-    def _placeholder(self, name, following, text, pos, found):
+    def _placeholder(self, name, tokens, after, text, pos, found):
+        """Read placeholder `name` at `pos`; tokens[after:] is the rest of the pattern (where a text ends)."""
         if name in _READERS:
             m = _READERS[name].match(text, pos)
             if not m:
@@ -253,6 +265,7 @@ class PatternParser:
         if name == "params":
             return self._read_params(text, pos, found)
         # {value} and {pycalls} are text up to the next literal of the pattern.
+        following = tokens[after:]
         stop = opening_literal([t for t in following if t[0] != "nl"])
         end = len(text) if stop is None else text.find(stop, pos)
         if end < 0:
@@ -261,7 +274,7 @@ class PatternParser:
         if name == "pycalls":
             found["calls"] = PythonCalls.read(raw)
             return end
-        opener = opening_literal(self.spec.param) if self.spec.param else None
+        opener = self._param_opener
         if opener and opener in raw:
             raise Mismatch(dev.MARKUP_IN_VALUE, f"the value at offset {pos} holds {opener!r}: a closing tag "
                                                 f"before it is broken, and the value swallowed the next parameter")
@@ -270,7 +283,7 @@ class PatternParser:
 
     def _read_params(self, text, pos, found):
         params = {}
-        opener = opening_literal(self.spec.param)
+        opener = self._param_opener
         while True:
             nxt = _skip_ws(text, pos)
             if not text.startswith(opener, nxt):
