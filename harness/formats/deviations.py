@@ -66,8 +66,14 @@ def has_json_call_object(text: str, call_keys=()) -> bool:
     Only balanced spans are decoded, outermost first: the hook sees every object a decode completes, so a span's
     inner spans are decoded again only past the point where its own decode failed. Linear in the text, up to
     the bounded depth."""
-    found = False
+    # A call object has a key, and a key is a quoted string: text without both a brace and a quote holds none.
+    if "{" not in text or '"' not in text:
+        return False
     keys = (*_CALL_KEYS, *call_keys)
+    # A key decodes to one of `keys` only if the text spells it, or escapes some of it with a backslash.
+    if "\\" not in text and not any(key in text for key in keys):
+        return False
+    found = False
 
     def pairs(items):
         nonlocal found

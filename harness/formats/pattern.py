@@ -122,6 +122,7 @@ class PatternParser:
         self._param_opener = opening_literal(spec.param) if spec.param else None
         shape = spec.object
         self._keys = (shape.name_key,) if shape and shape.shape == "name-and-arguments" else ()
+        self._ends: dict = {}
 
     # -- reading ---------------------------------------------------------------------------------------
 
@@ -218,9 +219,10 @@ class PatternParser:
         return [ToolCall(found["name"], args, found.get("id"))]
 
     def _match(self, tokens, text, pos, found):
+        # pos never passes the end of the text here, so the whitespace regex needs no bound check.
         for i, (kind, value) in enumerate(tokens):
             if kind == "ws":
-                pos = _skip_ws(text, pos)
+                pos = _WS_RUN.match(text, pos).end()
             elif kind == "nl":
                 if text.startswith("\n", pos):
                     pos += 1
@@ -265,8 +267,7 @@ class PatternParser:
         if name == "params":
             return self._read_params(text, pos, found)
         # {value} and {pycalls} are text up to the next literal of the pattern.
-        following = tokens[after:]
-        stop = opening_literal([t for t in following if t[0] != "nl"])
+        stop, newline_next = self._text_end(tokens, after)
         end = len(text) if stop is None else text.find(stop, pos)
         if end < 0:
             raise Mismatch(dev.UNCLOSED_CALL, f"no closing {stop!r}")
@@ -278,8 +279,19 @@ class PatternParser:
         if opener and opener in raw:
             raise Mismatch(dev.MARKUP_IN_VALUE, f"the value at offset {pos} holds {opener!r}: a closing tag "
                                                 f"before it is broken, and the value swallowed the next parameter")
-        found["value"] = raw[:-1] if raw.endswith("\n") and following and following[0][0] == "nl" else raw
+        found["value"] = raw[:-1] if raw.endswith("\n") and newline_next else raw
         return end
+
+    def _text_end(self, tokens, after):
+        """(the literal a text placeholder ends at, whether an optional newline comes first) for the
+        placeholder before tokens[after]: the same for every reply, so worked out once per place in a pattern."""
+        key = (id(tokens), after)
+        hit = self._ends.get(key)
+        if hit is None or hit[0] is not tokens:
+            following = tokens[after:]
+            stop = opening_literal([t for t in following if t[0] != "nl"])
+            hit = self._ends[key] = (tokens, stop, bool(following) and following[0][0] == "nl")
+        return hit[1], hit[2]
 
     def _read_params(self, text, pos, found):
         params = {}

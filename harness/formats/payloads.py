@@ -52,18 +52,33 @@ class ObjectShape:
             return ToolCall(_check_name(name), check_arguments(args))
         if self.name_key not in obj and isinstance(obj.get("function"), dict):
             raise Mismatch(dev.NESTED_FUNCTION_SHAPE, "the call is nested as {'function': {...}} (the tool-list shape)")
-        for key in (self.name_key, self.arguments_key, *self.required):
+        due, allowed, plain = self._keys()
+        for key in due:
             if key not in obj:
                 raise Mismatch(dev.MISSING_KEY, f"the call object has no {key!r} key")
-        allowed = {self.name_key, self.arguments_key, *self.optional, *self.required}
-        for key, value in obj.items():
-            if key not in allowed:
-                raise Mismatch(dev.UNKNOWN_KEY, f"unknown key {key!r} in the call object")
-            spec = self.optional.get(key, self.required.get(key))
-            if spec is not None and not _value_ok(value, spec):
-                raise Mismatch(dev.UNEXPECTED_VALUE, f"{key!r} is {value!r}, expected {spec}")
+        # The common object holds only keys with no value to check: one set comparison in C says so.
+        if not obj.keys() <= plain:
+            for key, value in obj.items():
+                if key in plain:
+                    continue
+                if key not in allowed:
+                    raise Mismatch(dev.UNKNOWN_KEY, f"unknown key {key!r} in the call object")
+                spec = self.optional.get(key, self.required.get(key))
+                if spec is not None and not _value_ok(value, spec):
+                    raise Mismatch(dev.UNEXPECTED_VALUE, f"{key!r} is {value!r}, expected {spec}")
         call_id = obj.get(self.id_key) if self.id_key else None
         return ToolCall(_check_name(obj[self.name_key]), check_arguments(obj[self.arguments_key]), call_id)
+
+    def _keys(self) -> tuple:
+        """(the keys a call must have, every key it may have, those of them whose value is not checked): built on
+        the first call read, not on every one."""
+        keys = self.__dict__.get("_keys_cache")
+        if keys is None:
+            allowed = frozenset({self.name_key, self.arguments_key, *self.optional, *self.required})
+            checked = {k for k, spec in {**self.required, **self.optional}.items() if spec is not None}
+            keys = ((self.name_key, self.arguments_key, *self.required), allowed, allowed - checked)
+            self.__dict__["_keys_cache"] = keys
+        return keys
 
     def write(self, call: ToolCall) -> dict:
         if self.shape == "name-to-arguments":
@@ -100,6 +115,10 @@ def check_arguments(args):
 
 
 def _unique_pairs(pairs):
+    obj = dict(pairs)
+    # Built in C; only an object that lost a key to a repeat is walked again, to name the first key repeated.
+    if len(obj) == len(pairs):
+        return obj
     obj = {}
     for key, value in pairs:
         if key in obj:
