@@ -73,25 +73,39 @@ def has_json_call_object(text: str, call_keys=()) -> bool:
     # A key decodes to one of `keys` only if the text spells it, or escapes some of it with a backslash.
     if "\\" not in text and not any(key in text for key in keys):
         return False
-    found = False
-
-    def pairs(items):
-        nonlocal found
-        obj = dict(items)
-        found = found or any(key in obj for key in keys)
-        return obj
-
-    decoder = json.JSONDecoder(object_pairs_hook=pairs)
+    decoder = _CALL_DECODERS.get(keys) or _call_decoder(keys)
     todo = balanced_regions(text)[::-1]
-    while todo and not found:
+    while todo:
         region = todo.pop()
         try:
             decoder.raw_decode(text[region.start : region.end])
+        except _CallKeyFound:
+            return True
         except json.JSONDecodeError as exc:
             todo.extend(c for c in region.children[::-1] if c.end > region.start + exc.pos)
         except ValueError:  # an integer longer than Python reads
             todo.extend(region.children[::-1])
-    return found
+    return False
+
+
+class _CallKeyFound(Exception):
+    """Raised by the decoder's hook at the first object with a call key: the answer is known, decoding stops."""
+
+
+# keys -> a decoder whose hook raises _CallKeyFound. The hook keeps no state, so one decoder per set of keys
+# serves every reply (and every thread), where a decoder built per reply cost more than most decodes.
+_CALL_DECODERS: dict = {}
+
+
+def _call_decoder(keys):
+    def pairs(items):
+        obj = dict(items)
+        if any(key in obj for key in keys):
+            raise _CallKeyFound
+        return obj
+
+    _CALL_DECODERS[keys] = decoder = json.JSONDecoder(object_pairs_hook=pairs)
+    return decoder
 
 
 # (own markers, every marker) -> (the foreign ones in order, a regex matching any of them). Keyed by the two
@@ -117,6 +131,8 @@ def _foreign_of(own_markers, foreign_markers):
 
 def foreign_marker(text: str, own_markers, foreign_markers) -> str | None:
     """The first of another family's markers (in their order, not the text's) found in `text`, if any."""
+    if not text and "" not in foreign_markers:   # a call at the reply's start: nothing before it to search
+        return None
     candidates, anywhere = _foreign_of(own_markers, foreign_markers)
     # One regex pass rules out the common case, no foreign marker at all, faster than a find per marker.
     if anywhere is None or anywhere.search(text) is None:

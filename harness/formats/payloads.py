@@ -52,12 +52,19 @@ class ObjectShape:
             return ToolCall(_check_name(name), check_arguments(args))
         if self.name_key not in obj and isinstance(obj.get("function"), dict):
             raise Mismatch(dev.NESTED_FUNCTION_SHAPE, "the call is nested as {'function': {...}} (the tool-list shape)")
-        due, allowed, plain = self._keys()
+        due, allowed, plain, checked = self._keys()
         for key in due:
             if key not in obj:
                 raise Mismatch(dev.MISSING_KEY, f"the call object has no {key!r} key")
-        # The common object holds only keys with no value to check: one set comparison in C says so.
-        if not obj.keys() <= plain:
+        # The common object holds only keys with no value to check: one set comparison in C says so. With one
+        # value to check and every key allowed, that value is the only thing that can fail, whatever the order.
+        if obj.keys() <= plain:
+            pass
+        elif len(checked) == 1 and obj.keys() <= allowed:
+            ((key, spec),) = checked
+            if key in obj and not _value_ok(obj[key], spec):
+                raise Mismatch(dev.UNEXPECTED_VALUE, f"{key!r} is {obj[key]!r}, expected {spec}")
+        else:
             for key, value in obj.items():
                 if key in plain:
                     continue
@@ -70,13 +77,16 @@ class ObjectShape:
         return ToolCall(_check_name(obj[self.name_key]), check_arguments(obj[self.arguments_key]), call_id)
 
     def _keys(self) -> tuple:
-        """(the keys a call must have, every key it may have, those of them whose value is not checked): built on
-        the first call read, not on every one."""
+        """(the keys a call must have, every key it may have, those of them whose value is not checked, (key, spec)
+        of those whose value is): built on the first call read, not on every one."""
         keys = self.__dict__.get("_keys_cache")
         if keys is None:
             allowed = frozenset({self.name_key, self.arguments_key, *self.optional, *self.required})
-            checked = {k for k, spec in {**self.required, **self.optional}.items() if spec is not None}
-            keys = ((self.name_key, self.arguments_key, *self.required), allowed, allowed - checked)
+            # As read() looks a key's spec up: optional first, then required.
+            specs = {k: self.optional.get(k, self.required.get(k)) for k in allowed}
+            checked = tuple((k, spec) for k, spec in specs.items() if spec is not None)
+            keys = ((self.name_key, self.arguments_key, *self.required), allowed,
+                    allowed - {k for k, _ in checked}, checked)
             self.__dict__["_keys_cache"] = keys
         return keys
 
