@@ -67,6 +67,32 @@ def opening_literal(tokens):
     return None
 
 
+def _param_regex(tokens):
+    """One regex that takes exactly the steps _match takes on a parameter pattern of one {key} and one {value}
+    (literals, whitespace, optional newlines), and whether an optional newline follows the value; (None, False)
+    for any other pattern. Every step is possessive, as _match never steps back: whitespace and a key are read
+    whole, and the value runs to the first occurrence of the literal after it, as str.find finds it."""
+    if sorted(v for k, v in tokens if k == "ph") != ["key", "value"]:
+        return None, False
+    parts, newline_next = [], False
+    for i, (kind, value) in enumerate(tokens):
+        if kind == "lit":
+            parts.append(re.escape(value))
+        elif kind == "ws":
+            parts.append(r"\s*+")
+        elif kind == "nl":
+            parts.append(r"\n?+")
+        elif value == "key":
+            parts.append(r"(?P<key>[A-Za-z_][A-Za-z0-9_.\-]*+)")     # _READERS["key"], possessive
+        else:
+            stop = opening_literal([t for t in tokens[i + 1 :] if t[0] != "nl"])
+            if stop is None:
+                return None, False
+            parts.append(f"(?P<value>(?:(?!{re.escape(stop)}).)*+)")
+            newline_next = i + 1 < len(tokens) and tokens[i + 1][0] == "nl"
+    return re.compile("".join(parts), re.DOTALL), newline_next
+
+
 def _earliest(body, markers):
     """The lowest offset at which one of `markers` occurs in `body`, or None."""
     start = None
@@ -123,6 +149,7 @@ class PatternParser:
         shape = spec.object
         self._keys = (shape.name_key,) if shape and shape.shape == "name-and-arguments" else ()
         self._ends: dict = {}
+        self._param_rx, self._param_nl = _param_regex(spec.param) if spec.param else (None, False)
 
     # -- reading ---------------------------------------------------------------------------------------
 
@@ -293,6 +320,16 @@ class PatternParser:
             hit = self._ends[key] = (tokens, stop, bool(following) and following[0][0] == "nl")
         return hit[1], hit[2]
 
+    def _match_param(self, text, pos, one):
+        """_match of the parameter pattern, through its one regex when that matches (a parameter read without a
+        step per token), else token by token, which also names what is wrong."""
+        m = self._param_rx.match(text, pos) if self._param_rx else None
+        if m is not None and self._param_opener not in m["value"]:
+            raw = m["value"]
+            one["key"], one["value"] = m["key"], raw[:-1] if raw.endswith("\n") and self._param_nl else raw
+            return m.end()
+        return self._match(self.spec.param, text, pos, one)
+
     def _read_params(self, text, pos, found):
         params = {}
         opener = self._param_opener
@@ -301,7 +338,7 @@ class PatternParser:
             if not text.startswith(opener, nxt):
                 break
             one = {}
-            pos = self._match(self.spec.param, text, nxt, one)
+            pos = self._match_param(text, nxt, one)
             if one["key"] in params:
                 raise Mismatch(dev.DUPLICATE_ARGUMENT, f"parameter {one['key']!r} written twice")
             params[one["key"]] = one["value"]
