@@ -98,9 +98,11 @@ _CALL_DECODERS: dict = {}
 
 
 def _call_decoder(keys):
+    wanted = frozenset(keys)
+
     def pairs(items):
         obj = dict(items)
-        if any(key in obj for key in keys):
+        if not wanted.isdisjoint(obj):
             raise _CallKeyFound
         return obj
 
