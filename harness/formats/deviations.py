@@ -66,32 +66,81 @@ def has_json_call_object(text: str, call_keys=()) -> bool:
     Only balanced spans are decoded, outermost first: the hook sees every object a decode completes, so a span's
     inner spans are decoded again only past the point where its own decode failed. Linear in the text, up to
     the bounded depth."""
-    found = False
+    # A call object has a key, and a key is a quoted string: text without both a brace and a quote holds none.
+    if "{" not in text or '"' not in text:
+        return False
     keys = (*_CALL_KEYS, *call_keys)
-
-    def pairs(items):
-        nonlocal found
-        obj = dict(items)
-        found = found or any(key in obj for key in keys)
-        return obj
-
-    decoder = json.JSONDecoder(object_pairs_hook=pairs)
+    # A key decodes to one of `keys` only if the text spells it, or escapes some of it with a backslash.
+    if "\\" not in text and not any(key in text for key in keys):
+        return False
+    decoder = _CALL_DECODERS.get(keys) or _call_decoder(keys)
     todo = balanced_regions(text)[::-1]
-    while todo and not found:
+    while todo:
         region = todo.pop()
         try:
             decoder.raw_decode(text[region.start : region.end])
+        except _CallKeyFound:
+            return True
         except json.JSONDecodeError as exc:
             todo.extend(c for c in region.children[::-1] if c.end > region.start + exc.pos)
         except ValueError:  # an integer longer than Python reads
             todo.extend(region.children[::-1])
-    return found
+    return False
+
+
+class _CallKeyFound(Exception):
+    """Raised by the decoder's hook at the first object with a call key: the answer is known, decoding stops."""
+
+
+# keys -> a decoder whose hook raises _CallKeyFound. The hook keeps no state, so one decoder per set of keys
+# serves every reply (and every thread), where a decoder built per reply cost more than most decodes.
+_CALL_DECODERS: dict = {}
+
+
+def _call_decoder(keys):
+    wanted = frozenset(keys)
+
+    def pairs(items):
+        obj = dict(items)
+        if not wanted.isdisjoint(obj):
+            raise _CallKeyFound
+        return obj
+
+    _CALL_DECODERS[keys] = decoder = json.JSONDecoder(object_pairs_hook=pairs)
+    return decoder
+
+
+# (own markers, every marker) -> (the foreign ones in order, a regex matching any of them). Keyed by the two
+# objects' ids and checked by identity: a parser passes the same tuples on every reply, and the registry's table
+# of markers is one tuple until the table is rebuilt, so the list is built once per family, not per reply.
+_FOREIGN: dict = {}
+
+
+def _foreign_of(own_markers, foreign_markers):
+    key = (id(own_markers), id(foreign_markers))
+    hit = _FOREIGN.get(key)
+    if hit is not None and hit[0] is own_markers and hit[1] is foreign_markers:
+        return hit[2], hit[3]
+    candidates = tuple(m for m in foreign_markers if m not in own_markers)
+    # Longest first only so the alternation reads well; any match means some candidate is in the text.
+    anywhere = re.compile("|".join(re.escape(m) for m in sorted(candidates, key=len, reverse=True))) \
+        if candidates else None
+    if len(_FOREIGN) > 256:  # tuples built per call (tests, ad-hoc lists) must not grow it without bound
+        _FOREIGN.clear()
+    _FOREIGN[key] = (own_markers, foreign_markers, candidates, anywhere)
+    return candidates, anywhere
 
 
 def foreign_marker(text: str, own_markers, foreign_markers) -> str | None:
-    """The first of another family's markers found in `text`, if any."""
-    for marker in foreign_markers:
-        if marker not in own_markers and marker in text:
+    """The first of another family's markers (in their order, not the text's) found in `text`, if any."""
+    if not text and "" not in foreign_markers:   # a call at the reply's start: nothing before it to search
+        return None
+    candidates, anywhere = _foreign_of(own_markers, foreign_markers)
+    # One regex pass rules out the common case, no foreign marker at all, faster than a find per marker.
+    if anywhere is None or anywhere.search(text) is None:
+        return None
+    for marker in candidates:
+        if marker in text:
             return marker
     return None
 

@@ -15,11 +15,17 @@ _OPEN = re.compile(r"[\[{]")
 # The rest of a JSON string after its opening quote. Possessive, so an unterminated string costs one pass.
 _STRING_REST = re.compile(r'(?:[^"\\]++|\\.)*+"', re.DOTALL)
 _PAIR = {"]": "[", "}": "{"}
+# Inside brackets: a bracket, a whole string (_STRING_REST after its quote), or a quote that opens a string
+# never closed. One search per token, where a quote otherwise took a second match for the rest of its string.
+_INSIDE = re.compile(r'[\[\]{}]|"(?:[^"\\]++|\\.)*+"|"', re.DOTALL)
 
 
 def too_deep(text: str, pos: int, limit: int = MAX_DEPTH) -> bool:
     """Whether the JSON value at `pos` opens more than `limit` levels before it closes."""
     if pos >= len(text) or text[pos] not in "[{":
+        return False
+    # Each level opens with a bracket: with no more than `limit` of them left, counted in C, none can be too deep.
+    if text.count("[", pos) + text.count("{", pos) <= limit:
         return False
     depth = 0
     while (m := _STRUCTURE.search(text, pos)) is not None:
@@ -58,15 +64,13 @@ def balanced_regions(text: str, limit: int = MAX_DEPTH) -> list:
     dropped, and the spans that did close inside them stand on their own."""
     roots, stack, pos = [], [], 0
     while True:
-        m = (_STRUCTURE if stack else _OPEN).search(text, pos)
+        m = (_INSIDE if stack else _OPEN).search(text, pos)
         if m is None:
             break
-        pos, char = m.end(), m.group()
+        pos, char = m.end(), text[m.start()]
         if char == '"':
-            string = _STRING_REST.match(text, pos)
-            if string is None:
+            if pos - m.start() == 1:    # the lone quote: the string never closes
                 break
-            pos = string.end()
         elif char in "[{":
             if len(stack) == limit:
                 _drop(stack, roots)

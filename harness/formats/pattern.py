@@ -67,10 +67,48 @@ def opening_literal(tokens):
     return None
 
 
+def _param_regex(tokens):
+    """One regex that takes exactly the steps _match takes on a parameter pattern of one {key} and one {value}
+    (literals, whitespace, optional newlines), and whether an optional newline follows the value; (None, False)
+    for any other pattern. Every step is possessive, as _match never steps back: whitespace and a key are read
+    whole, and the value runs to the first occurrence of the literal after it, as str.find finds it."""
+    if sorted(v for k, v in tokens if k == "ph") != ["key", "value"]:
+        return None, False
+    parts, newline_next = [], False
+    for i, (kind, value) in enumerate(tokens):
+        if kind == "lit":
+            parts.append(re.escape(value))
+        elif kind == "ws":
+            parts.append(r"\s*+")
+        elif kind == "nl":
+            parts.append(r"\n?+")
+        elif value == "key":
+            parts.append(r"(?P<key>[A-Za-z_][A-Za-z0-9_.\-]*+)")     # _READERS["key"], possessive
+        else:
+            stop = opening_literal([t for t in tokens[i + 1 :] if t[0] != "nl"])
+            if stop is None:
+                return None, False
+            parts.append(f"(?P<value>(?:(?!{re.escape(stop)}).)*+)")
+            newline_next = i + 1 < len(tokens) and tokens[i + 1][0] == "nl"
+    return re.compile("".join(parts), re.DOTALL), newline_next
+
+
+def _earliest(body, markers):
+    """The lowest offset at which one of `markers` occurs in `body`, or None."""
+    start = None
+    for marker in markers:
+        at = body.find(marker)
+        if at >= 0 and (start is None or at < start):
+            start = at
+    return start
+
+
+# re's \s is str.isspace(), character for character; one match in C, not a loop in Python.
+_WS_RUN = re.compile(r"\s*")
+
+
 def _skip_ws(text, pos):
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
-    return pos
+    return pos if pos >= len(text) else _WS_RUN.match(text, pos).end()
 
 
 @dataclass
@@ -103,6 +141,15 @@ class PatternParser:
         # Callable returning every registered marker; resolved lazily because the registry is built after us.
         self.foreign_markers = foreign_markers
         self.all_in_one = any(t == ("ph", p) for t in spec.call for p in ALL_CALLS)
+        # Per-family constants every reply would otherwise rebuild: the multi-character markers, the literal a
+        # call and a parameter open with, and the key a bare call object is named by.
+        self._strong = tuple(m for m in self.markers if len(m) > 1)
+        self._call_opener = opening_literal(spec.call)
+        self._param_opener = opening_literal(spec.param) if spec.param else None
+        shape = spec.object
+        self._keys = (shape.name_key,) if shape and shape.shape == "name-and-arguments" else ()
+        self._ends: dict = {}
+        self._param_rx, self._param_nl = _param_regex(spec.param) if spec.param else (None, False)
 
     # -- reading ---------------------------------------------------------------------------------------
 
@@ -117,8 +164,8 @@ class PatternParser:
         result = ParseResult(self.family, content=body.strip(), reasoning=reasoning)
         start = self._find_start(body)
         if start is None:
-            result.deviation = dev.classify_unmarked(body, self.markers, self.foreign_markers(), self._own_keys())
-            if result.deviation is None and reasoning and any(m in reasoning for m in self._strong_markers()):
+            result.deviation = dev.classify_unmarked(body, self.markers, self.foreign_markers(), self._keys)
+            if result.deviation is None and reasoning and any(m in reasoning for m in self._strong):
                 result.deviation = dev.CALL_IN_REASONING
             result.deviation = result.deviation or reasoning_deviation
             return result
@@ -143,23 +190,15 @@ class PatternParser:
         result.content = body[:start].strip()
         return result
 
-    def _own_keys(self):
-        """The key this family's call object names its function by, so a bare object keyed so is bare-json."""
-        shape = self.spec.object
-        return (shape.name_key,) if shape and shape.shape == "name-and-arguments" else ()
-
-    def _strong_markers(self):
-        return [m for m in self.markers if len(m) > 1]
-
     def _find_start(self, body):
+        """Where the first call opens: the earliest of the markers (the strong ones past a whole-reply call's
+        start), or None."""
         if self.start_only:
             first = _skip_ws(body, 0)
-            if any(body.startswith(m, first) for m in self.markers):
+            if body.startswith(self.markers, first):
                 return first
-            hits = [body.find(m) for m in self._strong_markers() if m in body]
-            return min(hits) if hits else None
-        hits = [body.find(m) for m in self.markers if m in body]
-        return min(hits) if hits else None
+            return _earliest(body, self._strong)
+        return _earliest(body, self.markers)
 
     def _read_calls(self, text, pos):
         spec = self.spec
@@ -191,7 +230,7 @@ class PatternParser:
         return calls, pos
 
     def _opens_call(self, text, pos):
-        lit = opening_literal(self.spec.call)
+        lit = self._call_opener
         if lit is not None:
             return text.startswith(lit, pos)
         return pos < len(text) and text[pos] in "{["
@@ -207,9 +246,10 @@ class PatternParser:
         return [ToolCall(found["name"], args, found.get("id"))]
 
     def _match(self, tokens, text, pos, found):
+        # pos never passes the end of the text here, so the whitespace regex needs no bound check.
         for i, (kind, value) in enumerate(tokens):
             if kind == "ws":
-                pos = _skip_ws(text, pos)
+                pos = _WS_RUN.match(text, pos).end()
             elif kind == "nl":
                 if text.startswith("\n", pos):
                     pos += 1
@@ -223,10 +263,11 @@ class PatternParser:
                     raise Mismatch(dev.MALFORMED_CALL, f"expected {value!r} at offset {pos}, found {rest[:20]!r}")
                 pos += len(value)
             else:
-                pos = self._placeholder(value, tokens[i + 1 :], text, pos, found)
+                pos = self._placeholder(value, tokens, i + 1, text, pos, found)
         return pos
 
-    def _placeholder(self, name, following, text, pos, found):
+    def _placeholder(self, name, tokens, after, text, pos, found):
+        """Read placeholder `name` at `pos`; tokens[after:] is the rest of the pattern (where a text ends)."""
         if name in _READERS:
             m = _READERS[name].match(text, pos)
             if not m:
@@ -253,7 +294,7 @@ class PatternParser:
         if name == "params":
             return self._read_params(text, pos, found)
         # {value} and {pycalls} are text up to the next literal of the pattern.
-        stop = opening_literal([t for t in following if t[0] != "nl"])
+        stop, newline_next = self._text_end(tokens, after)
         end = len(text) if stop is None else text.find(stop, pos)
         if end < 0:
             raise Mismatch(dev.UNCLOSED_CALL, f"no closing {stop!r}")
@@ -261,22 +302,43 @@ class PatternParser:
         if name == "pycalls":
             found["calls"] = PythonCalls.read(raw)
             return end
-        opener = opening_literal(self.spec.param) if self.spec.param else None
+        opener = self._param_opener
         if opener and opener in raw:
             raise Mismatch(dev.MARKUP_IN_VALUE, f"the value at offset {pos} holds {opener!r}: a closing tag "
                                                 f"before it is broken, and the value swallowed the next parameter")
-        found["value"] = raw[:-1] if raw.endswith("\n") and following and following[0][0] == "nl" else raw
+        found["value"] = raw[:-1] if raw.endswith("\n") and newline_next else raw
         return end
+
+    def _text_end(self, tokens, after):
+        """(the literal a text placeholder ends at, whether an optional newline comes first) for the
+        placeholder before tokens[after]: the same for every reply, so worked out once per place in a pattern."""
+        key = (id(tokens), after)
+        hit = self._ends.get(key)
+        if hit is None or hit[0] is not tokens:
+            following = tokens[after:]
+            stop = opening_literal([t for t in following if t[0] != "nl"])
+            hit = self._ends[key] = (tokens, stop, bool(following) and following[0][0] == "nl")
+        return hit[1], hit[2]
+
+    def _match_param(self, text, pos, one):
+        """_match of the parameter pattern, through its one regex when that matches (a parameter read without a
+        step per token), else token by token, which also names what is wrong."""
+        m = self._param_rx.match(text, pos) if self._param_rx else None
+        if m is not None and self._param_opener not in m["value"]:
+            raw = m["value"]
+            one["key"], one["value"] = m["key"], raw[:-1] if raw.endswith("\n") and self._param_nl else raw
+            return m.end()
+        return self._match(self.spec.param, text, pos, one)
 
     def _read_params(self, text, pos, found):
         params = {}
-        opener = opening_literal(self.spec.param)
+        opener = self._param_opener
         while True:
             nxt = _skip_ws(text, pos)
             if not text.startswith(opener, nxt):
                 break
             one = {}
-            pos = self._match(self.spec.param, text, nxt, one)
+            pos = self._match_param(text, nxt, one)
             if one["key"] in params:
                 raise Mismatch(dev.DUPLICATE_ARGUMENT, f"parameter {one['key']!r} written twice")
             params[one["key"]] = one["value"]

@@ -3,6 +3,7 @@ names why a payload is not JSON. Each reader is strict and raises Mismatch with 
 
 import ast
 import json
+import keyword
 import math
 import re
 import warnings
@@ -52,18 +53,43 @@ class ObjectShape:
             return ToolCall(_check_name(name), check_arguments(args))
         if self.name_key not in obj and isinstance(obj.get("function"), dict):
             raise Mismatch(dev.NESTED_FUNCTION_SHAPE, "the call is nested as {'function': {...}} (the tool-list shape)")
-        for key in (self.name_key, self.arguments_key, *self.required):
+        due, allowed, plain, checked = self._keys()
+        for key in due:
             if key not in obj:
                 raise Mismatch(dev.MISSING_KEY, f"the call object has no {key!r} key")
-        allowed = {self.name_key, self.arguments_key, *self.optional, *self.required}
-        for key, value in obj.items():
-            if key not in allowed:
-                raise Mismatch(dev.UNKNOWN_KEY, f"unknown key {key!r} in the call object")
-            spec = self.optional.get(key, self.required.get(key))
-            if spec is not None and not _value_ok(value, spec):
-                raise Mismatch(dev.UNEXPECTED_VALUE, f"{key!r} is {value!r}, expected {spec}")
+        # The common object holds only keys with no value to check: one set comparison in C says so. With one
+        # value to check and every key allowed, that value is the only thing that can fail, whatever the order.
+        if obj.keys() <= plain:
+            pass
+        elif len(checked) == 1 and obj.keys() <= allowed:
+            ((key, spec),) = checked
+            if key in obj and not _value_ok(obj[key], spec):
+                raise Mismatch(dev.UNEXPECTED_VALUE, f"{key!r} is {obj[key]!r}, expected {spec}")
+        else:
+            for key, value in obj.items():
+                if key in plain:
+                    continue
+                if key not in allowed:
+                    raise Mismatch(dev.UNKNOWN_KEY, f"unknown key {key!r} in the call object")
+                spec = self.optional.get(key, self.required.get(key))
+                if spec is not None and not _value_ok(value, spec):
+                    raise Mismatch(dev.UNEXPECTED_VALUE, f"{key!r} is {value!r}, expected {spec}")
         call_id = obj.get(self.id_key) if self.id_key else None
         return ToolCall(_check_name(obj[self.name_key]), check_arguments(obj[self.arguments_key]), call_id)
+
+    def _keys(self) -> tuple:
+        """(the keys a call must have, every key it may have, those of them whose value is not checked, (key, spec)
+        of those whose value is): built on the first call read, not on every one."""
+        keys = self.__dict__.get("_keys_cache")
+        if keys is None:
+            allowed = frozenset({self.name_key, self.arguments_key, *self.optional, *self.required})
+            # As read() looks a key's spec up: optional first, then required.
+            specs = {k: self.optional.get(k, self.required.get(k)) for k in allowed}
+            checked = tuple((k, spec) for k, spec in specs.items() if spec is not None)
+            keys = ((self.name_key, self.arguments_key, *self.required), allowed,
+                    allowed - {k for k, _ in checked}, checked)
+            self.__dict__["_keys_cache"] = keys
+        return keys
 
     def write(self, call: ToolCall) -> dict:
         if self.shape == "name-to-arguments":
@@ -100,6 +126,10 @@ def check_arguments(args):
 
 
 def _unique_pairs(pairs):
+    obj = dict(pairs)
+    # Built in C; only an object that lost a key to a repeat is walked again, to name the first key repeated.
+    if len(obj) == len(pairs):
+        return obj
     obj = {}
     for key, value in pairs:
         if key in obj:
@@ -137,9 +167,16 @@ def raw_json(text, pos):
         raise Mismatch(dev.NESTING_TOO_DEEP, f"the JSON value at offset {pos} nests deeper than {MAX_DEPTH} levels")
     value, end = _DECODER.raw_decode(text, pos)
     # A lone surrogate breaks every later UTF-8 write of the call (transcripts, the next prompt).
-    if _MAY_HOLD_SURROGATE.search(text, pos, end) and _SURROGATE.search(json.dumps(value, ensure_ascii=False)):
+    if _may_hold_surrogate(text, pos, end) and _SURROGATE.search(json.dumps(value, ensure_ascii=False)):
         raise Mismatch(dev.LONE_SURROGATE, f"a string in the JSON value at offset {pos} holds half a surrogate pair")
     return value, end
+
+
+def _may_hold_surrogate(text, pos, end) -> bool:
+    # The escape branch needs a backslash-u in the span: str.find rules most values out faster than the regex.
+    if text.find("\\u", pos, end) < 0:
+        return _SURROGATE.search(text, pos, end) is not None
+    return _MAY_HOLD_SURROGATE.search(text, pos, end) is not None
 
 
 def load_json(text):
@@ -189,6 +226,46 @@ def _unterminated(tail: str) -> bool:
 JSON_NAMES = {"true": True, "false": False, "null": None}
 
 
+# Where Python's parser can warn: an escape sequence (a backslash) or a number run into a name or keyword (a
+# digit or point followed by a letter). Other source skips catch_warnings, which costs a fifth of a short parse.
+_MAY_WARN = re.compile(r"\\|[0-9.][^\W0-9]")
+
+
+# The common call list, read without Python's parser: `[name(key="text", key=-12, key=True), ...]`, strings with
+# no escape, quote, control character or surrogate, integers as Python writes them (no leading zero or `_`),
+# True/False/None, spaces between tokens. Whatever else (floats, lists, JSON names, comments, errors) goes to ast.
+_STR = r'"[^"\\\x00-\x1f\x7f\ud800-\udfff]*"'
+_SCALAR = rf'{_STR}|-?(?:0|[1-9][0-9]{{0,15}})|True|False|None'
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+_KWARG = rf"{_IDENT} *= *(?:{_SCALAR})"
+_CALL = rf"{_IDENT}(?:\.{_IDENT})* *\( *(?:{_KWARG}(?: *, *{_KWARG})*)? *\)"
+_PLAIN = re.compile(rf"\[ *{_CALL}(?: *, *{_CALL})* *\]")
+_PLAIN_PART = re.compile(rf"({_IDENT}(?:\.{_IDENT})*) *\(|({_IDENT}) *= *({_SCALAR})")
+_CONSTANTS = {"True": True, "False": False, "None": None}
+
+
+def _plain_calls(source: str) -> list | None:
+    """The calls of a plain call list, as PythonCalls.read would return them; None for any other source."""
+    if _PLAIN.fullmatch(source) is None:
+        return None
+    calls, name, args = [], None, None
+    for m in _PLAIN_PART.finditer(source):
+        if m[1] is not None:
+            if name is not None:
+                calls.append(ToolCall(name, args, json_literals=()))
+            name, args = m[1], {}
+            if any(keyword.iskeyword(part) or part == "__debug__" for part in name.split(".")):
+                return None
+            continue
+        key, literal = m[2], m[3]
+        if keyword.iskeyword(key) or key == "__debug__" or key in args:
+            return None     # Python's parser names the syntax error, read() the argument given twice
+        args[key] = literal[1:-1] if literal[0] == '"' else _CONSTANTS[literal] if literal in _CONSTANTS \
+            else int(literal)
+    calls.append(ToolCall(name, args, json_literals=()))
+    return calls
+
+
 class PythonCalls:
     """`[name(arg=literal, ...), ...]`: read with Python's own parser, never evaluated. Argument values are the
     literals JSON has a type for (str, int, float, True/False/None, lists, dicts with string keys): Python's
@@ -197,10 +274,17 @@ class PythonCalls:
 
     @staticmethod
     def read(source: str) -> list:
+        source = source.strip()
+        calls = _plain_calls(source)
+        if calls is not None:
+            return calls
         try:
-            with warnings.catch_warnings():  # a reply such as `1if` must not print SyntaxWarnings into reports
-                warnings.simplefilter("ignore", SyntaxWarning)
-                tree = ast.parse(source.strip(), mode="eval")
+            if _MAY_WARN.search(source):  # a reply such as `1if` must not print SyntaxWarnings into reports
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", SyntaxWarning)
+                    tree = ast.parse(source, mode="eval")
+            else:
+                tree = ast.parse(source, mode="eval")
         except SyntaxError as exc:
             raise Mismatch(dev.NOT_PYTHON_CALL, f"not a Python expression: {exc.msg}") from None
         except ValueError as exc:  # a lone surrogate cannot be encoded as source

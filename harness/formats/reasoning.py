@@ -13,9 +13,10 @@ def prompt_opens(prompt: str, open_tag: str) -> bool:
 
 def split_reasoning(text: str, prompt: str, pairs) -> tuple:
     """Return (reasoning or None, the rest of the reply, deviation or None)."""
+    stripped = text.lstrip()
+    ended = prompt.rstrip()     # prompt_opens for every pair, stripped once per reply
     for open_tag, close_tag in pairs:
-        stripped = text.lstrip()
-        if prompt_opens(prompt, open_tag):
+        if ended.endswith(open_tag):
             inner = text
         elif stripped.startswith(open_tag):
             inner = stripped[len(open_tag) :]

@@ -9,8 +9,9 @@ on stdout, in order:
   {"op": "parse", "project", "parser", "tokenizer": GGUF path, "added_tokens", "reply", "tools", "splits", "seed"}
       -> {"tokens": n, "round_trip": bool, "one_shot": ANSWER, "whole": ANSWER, "by_token": ANSWER,
           "random": [ANSWER, ...], "random_sizes": [[1-4 tokens per chunk], ...]}
-  {"op": "bench", "project", "parser", "tokenizer", "added_tokens", "replies", "tools", "repeat"}
-      -> {"seconds", "parsed", "errors"}: one-shot reads only, timed inside this process (no protocol cost)
+  {"op": "bench", "project", "parser", "tokenizer", "added_tokens", "replies", "tools", "repeat", "rounds"}
+      -> {"seconds", "parsed", "errors"}: one-shot reads only, timed inside this process (no protocol cost);
+      seconds of the fastest of `rounds` rounds (default 1), each reading the replies `repeat` times
   ANSWER = {"content", "calls": [{"name", "arguments"}]} as the parser returned them (arguments as its string),
            or {"error": "Type: message"} where the parser raised.
 
@@ -151,13 +152,18 @@ def bench(request: dict) -> dict:
     driver = DRIVERS[request["project"]](request, tok)
     for reply in request["replies"]:  # warm-up: lazy imports and compiled patterns are not the parser's pace
         _guarded(driver.one_shot, reply)
-    errors, parsed = 0, 0
-    start = time.perf_counter()
-    for _ in range(int(request.get("repeat", 1))):
-        for reply in request["replies"]:
-            errors += "error" in _guarded(driver.one_shot, reply)
-            parsed += 1
-    return {"seconds": time.perf_counter() - start, "parsed": parsed, "errors": errors}
+    best = None
+    # The fastest round: a pause of the machine's other work is not the parser's pace.
+    for _ in range(max(1, int(request.get("rounds", 1)))):
+        errors, parsed = 0, 0
+        start = time.perf_counter()
+        for _ in range(int(request.get("repeat", 1))):
+            for reply in request["replies"]:
+                errors += "error" in _guarded(driver.one_shot, reply)
+                parsed += 1
+        took = time.perf_counter() - start
+        best = took if best is None else min(best, took)
+    return {"seconds": best, "parsed": parsed, "errors": errors}
 
 
 def _guarded(fn, *args) -> dict:
