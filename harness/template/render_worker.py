@@ -209,6 +209,7 @@ def _death(code: int | None, budget: float) -> str:
 def _serve(conn, parent_end, clock, tied: bool) -> None:
     global _inside, _clock
     parent_end.close()       # else the child never sees end-of-file when the parent dies
+    _close_inherited(conn.fileno())
     _inside, _clock = True, clock
     signal.signal(signal.SIGINT, signal.SIG_IGN)      # Ctrl-C is the parent's to handle; it then kills this
     if tied:
@@ -223,6 +224,24 @@ def _serve(conn, parent_end, clock, tied: bool) -> None:
             clock[0], clock[1] = time.monotonic(), seconds
             ok, value = _attempt(func, item)
             conn.send(_sendable((ok, value if ok else (value, value.__cause__))))
+
+
+def _close_inherited(keep: int) -> None:
+    """A fork copies every descriptor the parent holds: the pipes to other workers (whose readers then never
+    see end-of-file while this process lives), server sockets, open files. Templates need none of them, and
+    untrusted code should not hold them, so all but the standard streams and this process's own pipe go."""
+    try:
+        held = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: every descriptor number up to the limit
+        os.closerange(3, keep)
+        os.closerange(keep + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        return
+    for fd in held:
+        if fd > 2 and fd != keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # the descriptor of the listing itself, already closed
 
 
 def _sendable(answer: tuple) -> tuple:

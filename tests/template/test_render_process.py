@@ -112,3 +112,18 @@ def test_renders_from_several_threads_each_get_their_own_answer():
     for t in threads:
         t.join()
     assert out == {n: [f"{n}-{k}" for k in range(20)] for n in range(4)}
+
+
+def test_the_render_process_holds_no_descriptor_of_its_parent(tmp_path):
+    # A pipe to another worker, opened before the render process forks: once the parent closes its end, the
+    # reader sees end-of-file only if the render process let go of its copy.
+    read_end, write_end = os.pipe()
+    render_worker.stop()
+    try:
+        assert render("{{ messages[0].content }}", USER) == "hi"
+        os.close(write_end)
+        os.set_blocking(read_end, False)
+        assert os.read(read_end, 1) == b""      # BlockingIOError: a writer is still alive (the render process)
+    finally:
+        os.close(read_end)
+        render_worker.stop()
