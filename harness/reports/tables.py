@@ -161,7 +161,7 @@ def collect(results_dir: Path | None = None, scenarios_dir: Path | None = None,
 
 def _slim(record: SampleRecord) -> SampleRecord:
     """A stale or not-generated record as the reports count it: without its step log."""
-    return replace(record, turns=[], verdicts=None, template=None, grammar=None)
+    return replace(record, turns=[], recorded_verdicts=None, template=None, grammar=None)
 
 
 def row_labels(frame: pd.DataFrame) -> pd.Series:
