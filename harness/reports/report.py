@@ -19,7 +19,7 @@ from harness.evaluation.records import ModelRecord
 from harness.evaluation.results import ResultsDir
 from harness.pins.sources import load_sources, resolve_template
 from harness.reports import markdown
-from harness.reports.bfcl import write_bfcl
+from harness.reports.bfcl import headline, judge_folder, write_bfcl
 from harness.reports.html_report import write_html
 from harness.reports.staged import StagedWrites
 from harness.reports.suite_pages import write_pages
@@ -28,7 +28,7 @@ from harness.reports.tables import (
     coverage_lines, family_name, illustration_lines, mode_order, mode_table, rate_value, replay_table, row_labels,
     scenario_table, trade_off_lines,
 )
-from harness.reports.verdict import top_deviations_lines, verdict_lines
+from harness.reports.verdict import recorded_differences, top_deviations_lines, verdict_lines
 
 
 def _diff_lines(old_text: str, new_text: str, old_name: str, new_name: str) -> list:
@@ -123,6 +123,9 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
         changed = int(live["parse_changed"].sum())
         if changed:
             lines.append(f"- {changed} sample(s) parse differently now than when they were recorded (re-scored).")
+        differ = recorded_differences(live)
+        if differ:
+            lines.append(f"- {markdown.line(differ)}")
     stale = sum(n for (m, _), n in collected.stale.items() if m == model_id)
     if stale:
         lines.append(f"- {stale} older record(s) of since-changed scenarios left out (re-run to refresh).")
@@ -175,17 +178,23 @@ def _model_file_line(record: ModelRecord) -> str:
     return f"- Model file sha256: `{record.model.sha256}` ({record.model.file})"
 
 
-def summary_markdown(collected: Collected) -> str:
+def summary_markdown(collected: Collected, bfcl_line: str | None = None) -> str:
+    """bfcl_line: the bottom line's BFCL sentence (harness.reports.bfcl.headline)."""
     frame = collected.samples
     live = frame[~frame["replayed"]]
     quoted = frame[frame["replayed"]]
     names = lambda due: ", ".join(s.name for s in collected.scenarios if s.call_due is due)  # noqa: E731
-    lines = ["# Summary", "", _provenance(collected, quoted), "", _reading_guide(collected), "", LEGEND, "",
-             "## What each scenario checks", "", markdown.table(checks_table(collected.scenarios)), "",
-             *coverage_lines(collected.scenarios), ""]
+    lines = ["# Summary", "", _provenance(collected, quoted), ""]
+    differ = recorded_differences(live) if not live.empty else None
+    if differ:
+        lines += [markdown.line(differ), ""]
     if not live.empty:
-        lines += ["## Verdict: which model, which mode", "", *verdict_lines(live), "",
-                  "## Top deviations per model", "",
+        lines += ["## Bottom line", "", *verdict_lines(live, bfcl_line)]
+    lines += [_reading_guide(collected), "", LEGEND, "",
+              "## What each scenario checks", "", markdown.table(checks_table(collected.scenarios)), "",
+              *coverage_lines(collected.scenarios), ""]
+    if not live.empty:
+        lines += ["## Top deviations per model", "",
                   "The named near misses (deviations) and behaviours (findings) each model's live samples show "
                   "most, over all its modes.", "", *top_deviations_lines(live), ""]
         lines += ["## Models and modes", "", f"### Call due ({names(True)})", "",
@@ -272,7 +281,9 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     # Every file to a temporary name first, all put in place at the end: a report that fails halfway leaves
     # the previous reports whole.
     with StagedWrites() as staged:
-        written = write_pages(results.root, suites, staged) + write_bfcl(results, collected.warnings, staged=staged)
+        judged = judge_folder(results, collected.warnings)
+        written = write_pages(results.root, suites, staged) + write_bfcl(results, collected.warnings, staged=staged,
+                                                                          judged=judged)
         if collected.samples.empty:
             staged.commit()
             return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped,
@@ -280,9 +291,9 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
         for model in models:
             text = model_markdown(model, frame[frame["model"] == model], collected, sources)
             written.append(str(staged.text(results.model_table(model), text)))
-        written.append(str(staged.text(results.summary, summary_markdown(collected))))
+        written.append(str(staged.text(results.summary, summary_markdown(collected, headline(judged)))))
         written += write_html(collected, results.html, suites["runtime-conformance"], suites["runtime-check"],
-                              results.conformance[1], suites["parser-agreement"], staged)
+                              results.conformance[1], suites["parser-agreement"], staged, headline(judged))
         if plot and not frame[~frame["replayed"]].empty:
             from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
 
