@@ -20,6 +20,7 @@ from harness.evaluation.results import ResultsDir
 from harness.pins.sources import load_sources, resolve_template
 from harness.reports import markdown
 from harness.reports.bfcl import headline, judge_folder, write_bfcl
+from harness.reports.rates import counts
 from harness.reports.html_report import write_html
 from harness.reports.staged import StagedWrites
 from harness.reports.suite_pages import write_pages
@@ -209,13 +210,14 @@ def summary_markdown(collected: Collected, bfcl_line: str | None = None) -> str:
                   "(percentage points against native on the same scenarios and seeds, counted only where the "
                   "grammar or the fallback wrote a step).", "", *trade, ""]
     if not live.empty:
-        grid = pass_grid(live)
-        cells = grid.map(lambda v: "–" if v is None or v != v else f"{100 * v:.0f}%")
-        lines += ["## All checks passed, by scenario", "", markdown.table(cells, index=True), "",
-                  "The heat map adds, per model and mode, each stage a sample passes through (call parsed, intended "
-                  "tool, right tool, valid typed args, expected args, no call made, expected answer, uses tool "
-                  "result, all checks). Every sample's transcript (raw replies, parses, deviations, verdicts) is "
-                  "in [report.html](report.html).", "", "![heat map](heatmap.png)", ""]
+        lines += ["## All checks passed, by scenario", "",
+                  "Samples that passed every check, of those run (*k/n*, with the distinct replies where they "
+                  "repeat); –: the row did not run the scenario.", "", markdown.table(pass_grid(live), index=True), "",
+                  "The heat map's top panel is the funnel, per model and mode: each stage a sample passes through "
+                  "(call due: chose the tool, wrote it parseably, right tool, right arguments, used the result, "
+                  "answered, all checks; no call due: made no call, answered, all checks). Every sample's "
+                  "transcript (raw replies, parses, deviations, verdicts) is in [report.html](report.html).", "",
+                  "![heat map](heatmap.png)", ""]
     if not quoted.empty:
         lines += ["## Quoted by the seed ADR (not run here)", "",
                   "Replies the ADR quotes verbatim, scored one by one (the ADR quotes no answers).", "",
@@ -251,13 +253,25 @@ def _reading_guide(collected: Collected) -> str:
 
 
 def pass_grid(frame: pd.DataFrame) -> pd.DataFrame:
-    """Models and modes (rows) × scenarios: the rate of live samples that passed every check."""
+    """Models and modes (rows) × scenarios: of the live samples run, those that passed every check, as counts
+    (with the distinct replies where they repeat); '–' where the row did not run the scenario."""
     labels = row_labels(frame)
-    table = frame.assign(label=labels).groupby(["label", "scenario"])["passed"].agg(rate_value).unstack()
-    order = frame.assign(label=labels).drop_duplicates("label")
+    framed = frame.assign(label=labels)
+    cells = {(label, scenario): _count_cell(group)
+             for (label, scenario), group in framed.groupby(["label", "scenario"], sort=True)}
+    order = framed.drop_duplicates("label")
     order = sorted(zip(order["model"], order["runtime"], order["mode"].map(mode_order), order["label"]))
-    table = table.reindex([label for *_, label in order])
-    return table.astype(object).where(table.notna(), None)
+    rows = [label for *_, label in order]
+    scenarios = sorted(set(frame["scenario"]))
+    return pd.DataFrame([[cells.get((row, s), "–") for s in scenarios] for row in rows], index=rows,
+                        columns=scenarios)
+
+
+def _count_cell(group: pd.DataFrame) -> str:
+    k, n, kd, nd = counts(group["passed"], group["reply_key"])
+    if not n:
+        return "–"
+    return f"{k}/{n}" + (f", {kd}/{nd} distinct" if nd != n else "")
 
 
 def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = None, plot=True,
