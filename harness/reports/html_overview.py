@@ -16,7 +16,7 @@ from harness.evaluation.runtime_agreement import LABELS as AGREEMENT_LABELS
 from harness.evaluation.runtime_agreement import agreement_table
 from harness.evaluation.runtime_conformance import LABELS, matrix
 from harness.reports.html_samples import names_html
-from harness.reports.tables import class_table, mode_order, row_labels
+from harness.reports.tables import LEGEND, class_table, mode_order, row_labels
 from harness.reports.funnel import funnel_html
 from harness.reports.verdict import RULE, bottom_line, recorded_differences, table_title, top_names
 
@@ -80,7 +80,7 @@ def heat_map_html(frame: pd.DataFrame) -> str:
     quoted = (" Hatched rows are the seed ADR's quoted replies, scored one by one and never run here."
               if frame["replayed"].any() else "")
     return ("<p>Samples that passed every check, of those run, per scenario: <em>k/n</em> in every cell, so a "
-            f"rate over two samples reads as the two it is.{quoted}</p>"
+            f"rate over two samples reads as the two it is; – where the row did not run the scenario.{quoted}</p>"
             f'<table class="heatmap"><tr><th>model · mode</th><th>samples</th>{head}<th>all</th></tr>\n'
             f"{''.join(rows)}</table>\n")
 
@@ -183,7 +183,7 @@ def overview_html(collected, legend: str, bfcl_line: str | None = None) -> str:
         differ = recorded_differences(live)
         if differ:
             parts.append(f"<p>{_bold(differ)}</p>")
-        parts += [legend, "<h3>Ranked, question by question</h3>", f"<p>{escape(RULE).replace('*', '')}</p>",
+        parts += [legend, "<h3>Ranked, question by question</h3>", f"<p>{_bold(RULE)}</p>", f"<p>{_bold(LEGEND)}</p>",
                   *_ranking_html(tables), "<h3>Top deviations per model</h3>", _top_html(live),
                   "<h3>Models and modes</h3>"]
         for title, due in (("Call due", True), ("No call due", False), ("All scenarios", None)):
