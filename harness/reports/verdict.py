@@ -160,6 +160,12 @@ def _all_checks_clause(rows: list) -> str:
             f"pass; first by the same rule: {whole[0].label} ({whole[0].cell}).")
 
 
+def _fewer_modes_sentence(model: str, runtime: str, rows: list, missing: list, several: bool) -> str:
+    ran = sorted({r.mode for r in rows if (r.model, r.runtime) == (model, runtime)}, key=mode_order)
+    return (f"{model}{f' ({runtime})' if several else ''} was run on these cases in {' and '.join(ran)} only, not "
+            f"in {' or '.join(missing)}: a mode not run is missing here, not failed.")
+
+
 def question_lines(live: pd.DataFrame, question: Question) -> list:
     """The bottom line of one question (markdown, one item per case group) and its ranking tables."""
     part = live[live["call_due"] == question.call_due]
@@ -185,11 +191,8 @@ def question_lines(live: pd.DataFrame, question: Question) -> list:
             text += _all_checks_clause(rows)
         flagged = fewer_modes(rows)
         if flagged:
-            text += " " + " ".join(
-                f"{model}{f' ({runtime})' if several else ''} was run in "
-                f"{' and '.join(sorted({r.mode for r in rows if (r.model, r.runtime) == (model, runtime)}, key=mode_order))}"
-                f" only, not in {' or '.join(missing)}: a mode not run is missing here, not failed."
-                for (model, runtime), missing in sorted(flagged.items()))
+            text += " " + " ".join(_fewer_modes_sentence(model, runtime, rows, missing, several)
+                                   for (model, runtime), missing in sorted(flagged.items()))
         lines.append(text)
         tables.append((index, cases, ranking_table(rows, question, flagged, several)))
     return lines, tables

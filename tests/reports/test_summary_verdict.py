@@ -6,7 +6,8 @@ import json
 from harness.evaluation.scenarios import load_scenarios
 from harness.reports.report import write_reports
 from harness.reports.tables import collect
-from tests.reports.test_report import ARITHMETIC_SCENARIO, sample
+from harness.evaluation.transcripts import TranscriptWriter
+from tests.reports.test_report import ARITHMETIC_SCENARIO, TIME_SCENARIO, append, sample, setup
 from tests.reports.test_report_malformed import MODEL_RECORD
 
 GOOD, BARE = "17 times 3 is 51.", '{"name": "get_time", "arguments": {}}'
@@ -122,7 +123,7 @@ def test_a_model_run_in_fewer_modes_is_flagged_beside_the_rows_it_is_ranked_with
     _write(results, "m3", [_model("m3", "d" * 64), *_samples(scenario, "m3", [GOOD, BARE], sha256="d" * 64)])
     write_reports(results, scenarios, plot=False)
     summary = (results / "summary.md").read_text()
-    assert "m3 was run in native only, not in grammar: a mode not run is missing here, not failed." in summary
+    assert "m3 was run on these cases in native only, not in grammar: a mode not run is missing here, not failed." in summary
     rows = _table(summary, "No call due: ranked on all checks")
     assert {row[1]: row[-1] for row in rows if row[2] == "native"} == {"m1": "", "m3": "not run in grammar"}
 
@@ -152,3 +153,35 @@ def test_served_and_in_process_samples_of_one_id_stay_apart(tmp_path):
     assert "- Model file sha256: `" + "f" * 64 + "`" in page and "- Served by llama-server at http://x" in page
     for runtime in ("in process", "llama-server"):
         assert f"## Live, by scenario and mode ({runtime})" in page
+
+
+def test_calls_due_are_ranked_on_the_right_first_call_over_call_due_samples_alone(tmp_path):
+    scenarios, results = setup(tmp_path)   # arithmetic (no call due) for m1 native, 3 samples
+    (scenarios / "get-time.yaml").write_text(TIME_SCENARIO)
+    time = next(s for s in load_scenarios(scenarios) if s.name == "get-time")
+    ran = {"name": "get_time", "executed": True, "executions": 1, "error": False, "result": '{"time": "14:37"}'}
+    with TranscriptWriter(results / "transcripts" / "m1.jsonl") as writer:
+        for i in range(3):
+            fenced = f'```json\n{{"name": "get_time", "arguments": {{}}}}\n```{" " * i}'
+            append(writer, sample(time, i, fenced))                      # chose right, wrote it wrong
+            call = f'<tool_call>\n{{"name": "get_time", "arguments": {{}}}}\n</tool_call>{" " * i}'
+            record = {**sample(time, i, call), "mode": "grammar"}
+            answer = "It is 14:37." if i < 2 else "I cannot tell."       # the third call is right, its answer not
+            record["turns"][0]["steps"] = [{"reply": call, "prompt_tail": "", "calls": [ran], "finish_reason": "stop"},
+                                           {"reply": answer, "prompt_tail": "", "calls": [], "finish_reason": "stop"}]
+            append(writer, record)
+    write_reports(results, scenarios, plot=False)
+    summary = (results / "summary.md").read_text()
+    bottom = summary[summary.index("## Bottom line"):summary.index("How the bottom line is reached")]
+    calls = next(line for line in bottom.splitlines() if line.startswith("- **Calls due**"))
+    assert "over the same 3 cases (1 scenario × 3 samples) in each of 2 rows." in calls
+    assert ("These samples do not separate the first row, m1, grammar (3/3 100% [44–100]), from 1 other row whose "
+            "interval overlaps it (m1, native: 0/3 0% [0–56]).") in calls
+    assert "(*intended tool*, read from the call or from the name a near miss wrote): These samples do not" in calls
+    assert ("Every check of a call-due sample (the call and what follows it): 2 of 6 samples pass; first by the "
+            "same rule: m1, grammar (2/3 67% [21–94]).") in calls
+    # The arithmetic samples answer the other question, and only it.
+    no_call = next(line for line in bottom.splitlines() if line.startswith("- **No call due**"))
+    assert "**m1, native**: 2/3 67% [21–94] (the only row)." in no_call
+    assert [row[1:3] for row in _table(summary, "Calls due: ranked on right first call")] == [
+        ["m1", "grammar"], ["m1", "native"]]
