@@ -87,7 +87,10 @@ def test_a_model_without_tool_format_gets_the_generic_grammar_and_the_preamble(t
     assert plan.preamble_for(required=True) == tool_preamble(sc) and "response" not in plan.required_preamble
     assert plan.required_preamble.startswith(TOOL_PREAMBLE.split("{")[0])
     hermes = grammar_plan("hermes", sc)
-    assert hermes.spec.lazy and hermes.preamble is hermes.required_preamble is None  # the template carries the tools
+    assert hermes.preamble is hermes.required_preamble is None  # the template carries the tools
+    # A family's "auto" grammar holds from the first token too (a marker-less call is refused at once); the
+    # plan records what an answer may not open with.
+    assert not hermes.spec.lazy and {"{", "<tool_call>"} <= set(hermes.spec.openings)
 
 
 def test_calls_as_text_messages_alternate_for_gemma_and_keep_every_word():

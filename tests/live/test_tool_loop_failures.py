@@ -14,7 +14,8 @@ from ping_standin import ping_scenario, standin_chat  # noqa: E402
 from harness.scripted import PROFILES, Script, Turn, Vocab  # noqa: E402
 
 from harness.core.errors import GrammarRuntimeError  # noqa: E402
-from harness.live.modes import GrammarPlan, grammar_plan  # noqa: E402
+from harness.grammar import build_grammar  # noqa: E402
+from harness.live.modes import GrammarPlan  # noqa: E402
 from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef  # noqa: E402
 from harness.evaluation.scoring import score_sample  # noqa: E402
 from harness.live.tool_loop import first_prompt, run_sample  # noqa: E402
@@ -67,7 +68,8 @@ def test_grammar_runtime_failure_is_retried_once_unconstrained(probe, tmp_path):
     # replays text the grammar cannot start with, which llama.cpp's own lazy sampler would abort on.)
     sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong")
     chat = replying(probe, tmp_path, "fault", sc, "Checking the relay.")
-    spec = dataclasses.replace(grammar_plan("hermes", sc).spec, trigger_patterns=("relay",))
+    lazy = build_grammar("hermes", sc.tool_schemas(), "auto", lazy=True)  # a lazy grammar's trigger, set wrong
+    spec = dataclasses.replace(lazy, trigger_patterns=("relay",))
     from harness.backends.embedded.generate import generate
 
     with pytest.raises(GrammarRuntimeError, match="trigger fired"):  # the fault is real
