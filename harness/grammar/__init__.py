@@ -4,7 +4,8 @@ sampling can only write a plain answer or a valid call of that family (only a ca
     spec = build_grammar("hermes", tools, tool_choice="auto")
     spec.gbnf              # GBNF text, root rule "root"
     spec.lazy              # False: "auto" holds from the first token (lazy=True: from a trigger on)
-    spec.openings          # "auto": the openings a plain answer may not start with (harness.grammar.answer)
+    spec.openings          # "auto": what a plain answer may not start with (harness.grammar.answer)
+    spec.answer_excludes   # "auto": what a plain answer may not hold anywhere (calls in another shape)
     spec.trigger_patterns  # lazy only: what llama_sampler_init_grammar_lazy_patterns takes
     spec.triggers          # lazy only: the words those patterns look for
     spec.family            # whose call shape the grammar imposes; harness.families.parse(spec.family, reply)
@@ -12,7 +13,8 @@ sampling can only write a plain answer or a valid call of that family (only a ca
 
 "auto" from the first token: the reply is the family's call (marker included), or a plain answer that does
 not open like a call (no leading brace, bracket, code fence, the family's trigger words or another family's
-marker; harness.grammar.answer), which may go on to a call where the family lets text come first. A model
+marker) and holds no call in another shape (harness.grammar.answer), which may go on to a call where the
+family lets text come first. A model
 that writes its calls without its marker is constrained from its first token: a lazy grammar would wait for a
 marker it never writes. A reasoning block may open the reply only where the model's template knows the
 family's reasoning tag (`template=`): a model refused its first word would otherwise take `<think>` as the way
@@ -40,7 +42,7 @@ from harness import families as registry
 from harness.core.errors import GrammarError, GrammarRuntimeError
 from harness.formats.base import Family
 from harness.formats.reasoning import prompt_opens
-from harness.grammar.answer import OPENERS, answer_text
+from harness.grammar.answer import CALL_SHAPED, OPENERS, answer_text
 from harness.grammar.builder import CallGrammar, tool_list
 from harness.grammar.gbnf import PATTERN_SPACE, Lit, Opt, RuleSet, alt, seq, text_without
 from harness.grammar.generic import answer_grammar
@@ -71,8 +73,9 @@ class GrammarSpec:
     # A grammar that is not lazy but lets a reasoning block open the reply names, per reasoning pair, the root
     # to use when the prompt already opened that block ((open tag, rule name) pairs; see root_for).
     opened_roots: tuple = ()
-    # "auto" from the first token: the openings a plain answer is refused (the transcript records them).
+    # "auto" from the first token: what a plain answer may not open with, and may not hold anywhere.
     openings: tuple = ()
+    answer_excludes: tuple = ()
 
     @property
     def lazy(self) -> bool:
@@ -88,7 +91,8 @@ class GrammarSpec:
     def to_json(self) -> dict:
         return {"family": self.family, "requested": self.requested, "tool_choice": self.tool_choice,
                 "lazy": self.lazy, "triggers": list(self.triggers), "trigger_patterns": list(self.trigger_patterns),
-                "reasoning": [list(p) for p in self.reasoning], "openings": list(self.openings), "note": self.note,
+                "reasoning": [list(p) for p in self.reasoning], "openings": list(self.openings),
+                "answer_excludes": list(self.answer_excludes), "note": self.note,
                 "gbnf": self.gbnf}
 
 
@@ -132,7 +136,7 @@ def _build_generic(tools, tool_choice, requested, note) -> GrammarSpec:
 
 
 def _whole(family: str, grammar: CallGrammar, shape, body, tool_choice, requested, note, thinks=(),
-           openings=()) -> GrammarSpec:
+           answer=((), ())) -> GrammarSpec:
     """A grammar that holds from the first token. Where the prompt opened a reasoning block (a distill's
     generation prompt ends in `<think>`), the block is free text up to its close, then `body`: root_for picks
     that root, so a model that must think first still can. `thinks`: the reasoning pairs whose block the reply
@@ -147,7 +151,7 @@ def _whole(family: str, grammar: CallGrammar, shape, body, tool_choice, requeste
         body = seq(Opt(alt(*blocks)), body)
     return GrammarSpec(family, rules.text(body), tool_choice=tool_choice, requested=requested, note=note,
                        reasoning=tuple(tuple(p) for p in shape.reasoning), opened_roots=tuple(opened),
-                       openings=tuple(openings))
+                       openings=tuple(answer[0]), answer_excludes=tuple(answer[1]))
 
 
 def _build(fam: Family, shape, tools, tool_choice, requested, note, lazy=False, thinks=()) -> GrammarSpec:
@@ -168,13 +172,18 @@ def _build(fam: Family, shape, tools, tool_choice, requested, note, lazy=False, 
     if not lazy:
         # A reasoning tag is no way out of the call either: a block the template knows is written through
         # its own rule (_whole), after which the answer is held to the same openings.
-        openings = _openings(fam, anywhere + at_start + [o for o, _ in shape.reasoning])
-        answer = answer_text(grammar.rules, openings, anywhere)
+        foreign = _foreign(fam)
+        openings = tuple(dict.fromkeys([*OPENERS, *anywhere, *at_start, *(o for o, _ in shape.reasoning), *foreign]))
+        # Anywhere in the answer: the family's own trigger words and calls in a JSON dialect. (Another family's
+        # marker is refused as an opening only: every marker of every family in every state of the text would
+        # make the grammar five times larger and each refused token's mask as much slower.)
+        held = tuple(dict.fromkeys([*anywhere, *CALL_SHAPED]))
+        answer = answer_text(grammar.rules, openings, held)
         if anywhere:  # text before a call, as the family writes it: the call from its trigger word on
             answer = seq(answer, Opt(later))
         # Blanks before the call as before an answer: whitespace decides neither.
         body = alt(seq(PATTERN_SPACE, grammar.lead(), calls), answer)
-        return _whole(fam.name, grammar, shape, body, tool_choice, requested, note, thinks, openings)
+        return _whole(fam.name, grammar, shape, body, tool_choice, requested, note, thinks, (openings, held))
     words, patterns = grammar.trigger_patterns(later, anywhere, at_start)
     if not patterns:
         raise GrammarError(f"{fam.name}: none of the trigger words {anywhere + at_start} opens the call grammar")
@@ -182,14 +191,13 @@ def _build(fam: Family, shape, tools, tool_choice, requested, note, lazy=False, 
                        requested, note=note, reasoning=tuple(tuple(p) for p in shape.reasoning))
 
 
-def _openings(fam: Family, words) -> tuple:
-    """What a plain answer of `fam` may not open with: the JSON openers, the family's own trigger words, and
-    every other family's markers except those `fam` itself uses (Harmony's answer opens with its own
-    `<|channel|>`; only the call's `<|channel|>commentary to=functions.` is refused)."""
+def _foreign(fam: Family) -> list:
+    """Every other family's markers except those `fam` itself uses (Harmony's answer opens with its own
+    `<|channel|>`; only its call's `<|channel|>commentary to=functions.` is refused), as its parser names a
+    foreign marker in a reply."""
     own = set(fam.markers)
-    foreign = [m for name in registry.names() if name not in (fam.name, GENERIC)
-               for m in registry.get(name).markers if m not in own]
-    return tuple(dict.fromkeys([*OPENERS, *words, *foreign]))
+    return [m for name in registry.names() if name not in (fam.name, GENERIC)
+            for m in registry.get(name).markers if m not in own]
 
 
 def _words(templates, names) -> list:

@@ -5,9 +5,10 @@ Hermes template) never fires a lazy grammar's trigger, so the grammar never cons
 from the first token instead offers two ways in: the family's call, marker included, or an answer whose
 opening is none of the ways a call opens (OPENERS, the family's own trigger words and every other family's
 markers). Whitespace is no way around that: a few leading blanks are allowed, then the same rule applies to
-the first visible character. After its opening the answer is free text, except that it never holds one of
-the family's anywhere-trigger words: where the family lets text come before a call, the call that follows is
-the family's constrained call (as in the lazy grammar, from its trigger word on)."""
+the first visible character. After its opening the answer is free text that never holds a call in a JSON
+dialect (CALL_SHAPED) nor the family's own trigger words: where the family lets text
+come before a call, the call that follows is the family's constrained call (as in the lazy grammar, from its
+trigger word on)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,12 @@ from harness.grammar.gbnf import EMPTY, Alt, Lit, PATTERN_SPACE, Raw, Ref, RuleS
 
 # How a call opens in any family's JSON dialect: an object, a list of calls, a fenced block.
 OPENERS = ("{", "[", "```")
+# What a call written in another shape holds wherever it stands, as the strict parsers name near misses in text
+# (harness.formats.deviations.classify_unmarked): a JSON object's call key, doubled braces, a Python dict. An
+# answer under the grammar holds none of them, so prose cannot carry a fenced or bare call after a plain first
+# line (Qwen2.5-Coder did exactly that once its opening brace was refused). The cost: such an answer may not
+# quote these keys either.
+CALL_SHAPED = ('"name"', '"function"', '"tool_name"', '{{"', "{'")
 _BLANKS = " \t\r\n"
 
 
@@ -36,13 +43,14 @@ def answer_text(rules: RuleSet, leading, anywhere, hint: str = "answer") -> Ref:
     index = {state: i for i, state in enumerate(states)}
     names = [rules.reserve(f"{hint}-{i}") for i in range(len(states))]
     free0 = index[("free", "")]
+    # A free state's text -> its index: the longest end of the text so far that begins an `anywhere` word.
+    ends = {text: i for (kind, text), i in index.items() if kind == "free"}
 
     def free_after(text):
-        """The free state after `text`, or None where it holds an anywhere word."""
-        for i in range(len(text)):
-            if any(text[i:].startswith(w) and len(text) - i >= len(w) for w in anywhere):
-                return None
-        return next(index[("free", text[i:])] for i in range(len(text) + 1) if ("free", text[i:]) in index)
+        """The free state after `text` (whose proper prefix holds no word), or None where it now ends in one."""
+        if any(text.endswith(w) for w in anywhere):
+            return None
+        return next(ends[text[i:]] for i in range(len(text) + 1) if text[i:] in ends)
 
     def step(state, ch):
         kind, text = state
@@ -50,7 +58,7 @@ def answer_text(rules: RuleSet, leading, anywhere, hint: str = "answer") -> Ref:
             return None  # leading blanks are PATTERN_SPACE's, before the first visible character
         text += ch
         if kind in ("start", "open"):
-            if text in leading:
+            if text in leading or any(text.endswith(w) for w in anywhere):
                 return None
             if ("open", text) in index:
                 return index[("open", text)]

@@ -162,8 +162,15 @@ def test_auto_grammar_refuses_an_answer_that_opens_like_a_call(name, specs, chec
     for opener, owner in FOREIGN.items():
         if opener not in fam(name).markers and not call_opens_with_text:
             assert checker.check(auto.gbnf, opener + " hello").status == "rejected", opener
-    # An answer that only mentions a call further on is still an answer.
+    # Prose first, then the call in another shape (Qwen2.5-Coder's reply once its opening fence was refused,
+    # which the strict parser reads as the near miss fenced-json): refused where the prose is an answer.
+    prose_then_call = 'Read the chunk:\n```json\n{"name": "get_time", "arguments": {}}\n```\nThat reads it.'
+    assert fam(name).parse(prose_then_call).deviation
+    if not call_opens_with_text:
+        assert checker.check(auto.gbnf, prose_then_call).status == "rejected"
+    # An answer holding JSON that is no call, or a code fence, is still an answer.
     assert checker.check(auto.gbnf, 'I would send {"city": "Paris"} to it.').accepted
+    assert checker.check(auto.gbnf, "Run this:\n```python\nprint(1)\n```").accepted
 
 
 @pytest.mark.parametrize("name", NAMES)
