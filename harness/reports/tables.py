@@ -20,6 +20,7 @@ from harness.evaluation.results import ResultsDir
 from harness.evaluation.scenarios import load_scenarios
 from harness.evaluation.scored import score_transcripts
 from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, parse_steps, score_sample, wilson
+from harness.reports.acted import acted_cell, grammar_acted, took_over_cell
 from harness.reports.examples import forget_read_records, markdown_cell
 from harness.reports.markdown import visible_controls
 
@@ -87,12 +88,10 @@ def _row(record: SampleRecord, scenario, verdicts: dict, runtime: str = IN_PROCE
     """One sample's row: what the tables count. A sample read from a transcript keeps the place of its record
     (`ref`), not the record: the pages that show it read it again, one at a time."""
     steps = [s for t in record.turns for s in t.get("steps", [])]
-    # Steps written under a lazy "auto" grammar, and how many of them it constrained once its trigger fired: a
-    # grammar mode that scores as native did because the grammar never took over. (A grammar that holds from
-    # the first token always took over; whether it acted is what it refused.)
+    # Steps under a lazy "auto" grammar (one from the first token always takes over: what it refused says
+    # whether it acted), and the steps that count their grammar's refusals.
     lazy = (record.grammar or {}).get("lazy", True)
     auto = [s for s in steps if s.get("grammar") == "auto" and "grammar_from" in s and lazy]
-    # Steps that record how many sampled tokens their grammar refused, and those where it refused any.
     counted = [s for s in steps if s.get("grammar") and isinstance(s.get("grammar_refused"), int)]
     replay = record.replay or {}
     return {
@@ -107,7 +106,7 @@ def _row(record: SampleRecord, scenario, verdicts: dict, runtime: str = IN_PROCE
         "steps": len(steps), "turns": len(record.turns), "error": record.error,
         "errored": bool(record.error) or any(s.get("error") for s in steps),
         # The grammar or the fallback wrote a step of this sample: what "what a grammar buys" compares.
-        "acted": any(s.get("fallback_from") or _grammar_acted(s) for s in steps),
+        "acted": any(s.get("fallback_from") or grammar_acted(s) for s in steps),
         "auto_steps": len(auto), "auto_took_over": sum(s["grammar_from"] is not None for s in auto),
         "grammar_steps": len(counted), "grammar_acted": sum(s["grammar_refused"] > 0 for s in counted),
         "reply": (steps[0].get("reply") if steps else None) if ref is None else None,  # the replay tables' reply
@@ -118,16 +117,6 @@ def _row(record: SampleRecord, scenario, verdicts: dict, runtime: str = IN_PROCE
         "turn_verdicts": [{k: t.get(k) for k in VERDICTS} for t in verdicts["turns"]],  # not their answers' text
         "model_sha256": record.model.sha256,
     }
-
-
-def _grammar_acted(step: dict) -> bool:
-    """The grammar changed this step's reply: it refused a sampled token (older records, which do not count
-    refusals: a lazy grammar's trigger fired)."""
-    if not step.get("grammar"):
-        return False
-    if isinstance(step.get("grammar_refused"), int):
-        return step["grammar_refused"] > 0
-    return step.get("grammar_from", 0) is not None
 
 
 def _illustration(record: SampleRecord) -> dict:
@@ -251,19 +240,6 @@ def mode_table(frame: pd.DataFrame) -> pd.DataFrame:
                          **dict.fromkeys(("grammar acted", "grammar took over", "grammar retries of native steps",
                                           "unconstrained retries"), "–")})
     return pd.DataFrame(rows)
-
-
-def acted_cell(group: pd.DataFrame) -> str:
-    """'k/n steps': of the steps written under a grammar that count its refusals, those where it refused a
-    sampled token (where it refused none, the reply is what the model sampled unconstrained)."""
-    steps = int(group["grammar_steps"].sum())
-    return f"{int(group['grammar_acted'].sum())}/{steps} steps" if steps else "–"
-
-
-def took_over_cell(group: pd.DataFrame) -> str:
-    """'k/n steps': of the steps written under a lazy "auto" grammar, those it constrained."""
-    steps = int(group["auto_steps"].sum())
-    return f"{int(group['auto_took_over'].sum())}/{steps} steps" if steps else "–"
 
 
 # What a grammar buys, in points: (title, verdict, which samples) as in CLASS_RATES.

@@ -137,42 +137,6 @@ def test_grammar_accepts_what_the_family_writes(name, specs, checker):
     assert not checker.check(required.gbnf, "17 times 3 is 51.").accepted
 
 
-# Replies that open like a call without being the family's call: each refused from its first token on.
-CALL_LIKE = ['{"name": "get_time", "arguments": {}}', '```json\n{"name": "get_time", "arguments": {}}\n```',
-             '[{"name": "get_time", "arguments": {}}]', ' \n {"name": "get_time", "arguments": {}}']
-# Another family's opener, refused where it is not this family's own marker.
-FOREIGN = {"<tool_call>": "hermes", "[TOOL_CALLS]": "mistral", "<|python_tag|>": "llama3"}
-
-
-@pytest.mark.parametrize("name", [n for n in NAMES if n != GENERIC])
-def test_auto_grammar_refuses_an_answer_that_opens_like_a_call(name, specs, checker):
-    """The model that writes its call without its marker (bare JSON, a fence) is constrained at once: the
-    reply cannot be completed, and unless the family's call itself opens with free text (Kimi K3's response
-    section) llama.cpp refuses the very first token."""
-    auto = specs[name]["auto"]
-    call_opens_with_text = checker.check(specs[name]["required"].gbnf, "Sure. ").status != "rejected"
-    for text in CALL_LIKE:
-        verdict = checker.check(auto.gbnf, text)
-        assert not verdict.accepted, text
-        first = text.index(text.strip()[0])
-        # Where the family's own call opens so (Llama 3's bare JSON), the grammar reads on and refuses the
-        # first thing that is not its call.
-        if not call_opens_with_text and checker.check(specs[name]["required"].gbnf, text[first]).status == "rejected":
-            assert verdict.status == "rejected" and verdict.offset <= first, (text, verdict)
-    for opener, owner in FOREIGN.items():
-        if opener not in fam(name).markers and not call_opens_with_text:
-            assert checker.check(auto.gbnf, opener + " hello").status == "rejected", opener
-    # Prose first, then the call in another shape (Qwen2.5-Coder's reply once its opening fence was refused,
-    # which the strict parser reads as the near miss fenced-json): refused where the prose is an answer.
-    prose_then_call = 'Read the chunk:\n```json\n{"name": "get_time", "arguments": {}}\n```\nThat reads it.'
-    assert fam(name).parse(prose_then_call).deviation
-    if not call_opens_with_text:
-        assert checker.check(auto.gbnf, prose_then_call).status == "rejected"
-    # An answer holding JSON that is no call, or a code fence, is still an answer.
-    assert checker.check(auto.gbnf, 'I would send {"city": "Paris"} to it.').accepted
-    assert checker.check(auto.gbnf, "Run this:\n```python\nprint(1)\n```").accepted
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_grammar_rejects_the_familys_near_misses(name, specs, checker):
     required, lazy = specs[name]["required"], specs[name]["lazy"]
@@ -625,16 +589,3 @@ def test_auto_grammar_holds_a_marker_less_call_from_its_first_token_and_counts_w
     prose = generate(standins["prose"], PROMPT, max_tokens=48, temperature=0.0,
                      grammar=build_grammar("hermes", TOOLS[:2], "auto"))
     assert (prose.text, prose.grammar_refused) == (SMOL_REPLIES["prose"], 0)
-
-
-def test_reasoning_opens_the_reply_only_where_the_template_knows_the_tag(checker):
-    call = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
-    thought = "<think>The user wants the time.</think>\n"
-    plain = build_grammar("hermes", TOOLS, "auto")
-    thinking = build_grammar("hermes", TOOLS, "auto", template="{{ '<think>' }}{{ messages }}")
-    # A model whose template never heard of <think> may not escape the grammar through one.
-    assert checker.check(plain.gbnf, thought + call).status == "rejected"
-    for text in (thought + call, thought + "It is noon.", call, "It is noon."):
-        assert checker.check(thinking.gbnf, text).accepted, text
-    # After the block, the answer is held to the same openings.
-    assert checker.check(thinking.gbnf, thought + '{"name": "get_time", "arguments": {}}').status == "rejected"
