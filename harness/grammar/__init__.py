@@ -12,13 +12,13 @@ sampling can only write a plain answer or a valid call of that family (only a ca
                            # reads the reply
 
 "auto" from the first token: the reply is the family's call (marker included), or a plain answer that does
-not open like a call (no leading brace, bracket, code fence, the family's trigger words or another family's
-marker) and holds no call in another shape (harness.grammar.answer), which may go on to a call where the
-family lets text come first. A model
-that writes its calls without its marker is constrained from its first token: a lazy grammar would wait for a
-marker it never writes. A reasoning block may open the reply only where the model's template knows the
-family's reasoning tag (`template=`): a model refused its first word would otherwise take `<think>` as the way
-out of the call. lazy=True keeps the older lazy grammar (unconstrained until a trigger word).
+not open like a call (no leading brace, bracket, code fence, the family's trigger words or reasoning tag, or
+another family's marker) and holds no call in a JSON dialect anywhere (harness.grammar.answer), which may go on
+to the family's call where the family lets text come first. A model that writes its calls without its marker
+is constrained from its first token: a lazy grammar would wait for a marker it never writes. A reasoning block
+may open the reply only where the model's template knows the family's reasoning tag (`template=`): a model
+refused its first word would otherwise take `<think>` as the way out of the call. lazy=True keeps the older
+lazy grammar (unconstrained until a trigger word).
 
 Families: every YAML family gets its grammar from its own pattern; a Python family from the shape its module
 declares; a family with no tool format (None) or a Python family without a shape gets the generic JSON
