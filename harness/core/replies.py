@@ -27,3 +27,6 @@ class Generation:
     # Under a GrammarSpec: the character offset in `text` where the grammar took over (0 for a grammar that is
     # not lazy), None when its trigger never fired. None too when no grammar was given.
     grammar_from: int | None = None
+    # Under a GrammarSpec: how many tokens the model sampled that the grammar refused (each sampled again from
+    # the logits the grammar masked): 0 means the grammar changed nothing in this reply. None without a grammar.
+    grammar_refused: int | None = None

@@ -46,6 +46,8 @@ ZERO_ARG_RETRY = "zero-arg-retry"              # a zero-parameter tool called wi
 SYNTHESIZED_ANSWER = "synthesized-answer"      # a follow-up failed after a tool ran; the answer is its result
 GRAMMAR_RUNTIME_RETRY = "grammar-runtime-retry"  # grammar sampling failed in the runtime; rewritten unconstrained
 NATIVE_FALLBACK = "native-fallback"            # fallback mode: a failed native attempt was rewritten under grammar
+REPEATED_CALL_AFTER_RESULT = "repeated-call-after-result"  # fallback mode: a call that already ran this turn was
+#                                                written again; it was not run, the turn answered from its result
 THINKING_BUDGET_RETRY = "thinking-budget-retry"  # a reply cut inside its think block was rewritten with room
 # Why a turn's final text is not an answer: each fails the answer checks it would otherwise pass.
 ECHOED_USER = "echoed-user"                    # the answer repeats a user message back: those words are not an
@@ -308,7 +310,8 @@ def _findings(scenario, turn: _Turn, family, replayed=False) -> list:
             found.append(TOOL_RAN_TWICE)
         found += [ZERO_ARG_RETRY for c in step.get("calls", []) if c.get("zero_arg_retry")]
         for key, name in (("synthesized", SYNTHESIZED_ANSWER), ("grammar_runtime_retry", GRAMMAR_RUNTIME_RETRY),
-                          ("fallback_from", NATIVE_FALLBACK), ("thinking_budget_retry", THINKING_BUDGET_RETRY)):
+                          ("fallback_from", NATIVE_FALLBACK), ("thinking_budget_retry", THINKING_BUDGET_RETRY),
+                          ("repeated_call_after_result", REPEATED_CALL_AFTER_RESULT)):
             if step.get(key):
                 found.append(name)
     if any(s.get("family", family) is None and p.deviation for s, p in zip(turn.steps, turn.parses)):

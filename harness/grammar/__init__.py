@@ -1,13 +1,24 @@
 """Tool-call grammars: a GBNF grammar from the offered tools' JSON schemas, in a family's own call shape, so that
-sampling can only write plain text or a valid call of that family (only a call, with tool_choice "required").
+sampling can only write a plain answer or a valid call of that family (only a call, with tool_choice "required").
 
     spec = build_grammar("hermes", tools, tool_choice="auto")
     spec.gbnf              # GBNF text, root rule "root"
-    spec.lazy              # True for "auto": unconstrained until a trigger, constrained from it on
-    spec.trigger_patterns  # what llama_sampler_init_grammar_lazy_patterns takes (the words are inside)
-    spec.triggers          # the words those patterns look for (for people and stream holdback)
+    spec.lazy              # False: "auto" holds from the first token (lazy=True: from a trigger on)
+    spec.openings          # "auto": what a plain answer may not start with (harness.grammar.answer)
+    spec.answer_excludes   # "auto": what a plain answer may not hold anywhere (calls in another shape)
+    spec.trigger_patterns  # lazy only: what llama_sampler_init_grammar_lazy_patterns takes
+    spec.triggers          # lazy only: the words those patterns look for
     spec.family            # whose call shape the grammar imposes; harness.families.parse(spec.family, reply)
                            # reads the reply
+
+"auto" from the first token: the reply is the family's call (marker included), or a plain answer that does
+not open like a call (no leading brace, bracket, code fence, the family's trigger words or reasoning tag, or
+another family's marker) and holds no call in a JSON dialect anywhere (harness.grammar.answer), which may go on
+to the family's call where the family lets text come first. A model that writes its calls without its marker
+is constrained from its first token: a lazy grammar would wait for a marker it never writes. A reasoning block
+may open the reply only where the model's template knows the family's reasoning tag (`template=`): a model
+refused its first word would otherwise take `<think>` as the way out of the call. lazy=True keeps the older
+lazy grammar (unconstrained until a trigger word).
 
 Families: every YAML family gets its grammar from its own pattern; a Python family from the shape its module
 declares; a family with no tool format (None) or a Python family without a shape gets the generic JSON
@@ -31,8 +42,9 @@ from harness import families as registry
 from harness.core.errors import GrammarError, GrammarRuntimeError
 from harness.formats.base import Family
 from harness.formats.reasoning import prompt_opens
+from harness.grammar.answer import CALL_SHAPED, OPENERS, answer_text
 from harness.grammar.builder import CallGrammar, tool_list
-from harness.grammar.gbnf import PATTERN_SPACE, Lit, RuleSet, alt, seq, text_without
+from harness.grammar.gbnf import PATTERN_SPACE, Lit, Opt, RuleSet, alt, seq, text_without
 from harness.grammar.generic import answer_grammar
 from harness.grammar.shapes import shape_for
 
@@ -61,6 +73,9 @@ class GrammarSpec:
     # A grammar that is not lazy but lets a reasoning block open the reply names, per reasoning pair, the root
     # to use when the prompt already opened that block ((open tag, rule name) pairs; see root_for).
     opened_roots: tuple = ()
+    # "auto" from the first token: what a plain answer may not open with, and may not hold anywhere.
+    openings: tuple = ()
+    answer_excludes: tuple = ()
 
     @property
     def lazy(self) -> bool:
@@ -76,13 +91,18 @@ class GrammarSpec:
     def to_json(self) -> dict:
         return {"family": self.family, "requested": self.requested, "tool_choice": self.tool_choice,
                 "lazy": self.lazy, "triggers": list(self.triggers), "trigger_patterns": list(self.trigger_patterns),
-                "reasoning": [list(p) for p in self.reasoning], "note": self.note, "gbnf": self.gbnf}
+                "reasoning": [list(p) for p in self.reasoning], "openings": list(self.openings),
+                "answer_excludes": list(self.answer_excludes), "note": self.note,
+                "gbnf": self.gbnf}
 
 
-def build_grammar(family: str | None, tools: list, tool_choice: str = "auto") -> GrammarSpec:
+def build_grammar(family: str | None, tools: list, tool_choice: str = "auto", *, lazy: bool = False,
+                  template: str | None = None) -> GrammarSpec:
     """The grammar of a call of `family` (None: no tool format) to one of `tools` (OpenAI-style tool dicts or
-    bare functions with name/parameters). tool_choice "auto": a lazy grammar (plain text, or text then a call
-    where the family allows it); "required": a call and nothing else."""
+    bare functions with name/parameters). tool_choice "auto": a call or a plain answer from the first token
+    (lazy=True: plain text, or text then a call, constrained only from a trigger word on); "required": a call
+    and nothing else. template: the model's chat template; where it holds the family's reasoning tag, the
+    reply may open with a reasoning block."""
     if tool_choice not in TOOL_CHOICES:
         raise GrammarError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)}, not {tool_choice!r}")
     tools = tool_list(tools)
@@ -95,8 +115,9 @@ def build_grammar(family: str | None, tools: list, tool_choice: str = "auto") ->
     if shape is None:
         why = f"{family}'s call format has no grammar shape (custom parser); the generic JSON shape is imposed"
         return _build_generic(tools, tool_choice, family, why)
+    thinks = tuple(p for p in shape.reasoning if template and p[0] in template)
     try:
-        return _build(fam, shape, tools, tool_choice, family, shape.note)
+        return _build(fam, shape, tools, tool_choice, family, shape.note, lazy, thinks)
     except GrammarError as exc:
         why = f"{family}'s pattern cannot be made a grammar ({exc}); the generic JSON shape is imposed"
         return _build_generic(tools, tool_choice, family, why)
@@ -114,24 +135,31 @@ def _build_generic(tools, tool_choice, requested, note) -> GrammarSpec:
     return _whole(GENERIC, grammar, shape, body, tool_choice, requested, note)
 
 
-def _whole(family: str, grammar: CallGrammar, shape, body, tool_choice, requested, note) -> GrammarSpec:
+def _whole(family: str, grammar: CallGrammar, shape, body, tool_choice, requested, note, thinks=(),
+           answer=((), ())) -> GrammarSpec:
     """A grammar that holds from the first token. Where the prompt opened a reasoning block (a distill's
     generation prompt ends in `<think>`), the block is free text up to its close, then `body`: root_for picks
-    that root, so a model that must think first still can."""
-    rules, opened = grammar.rules, []
+    that root, so a model that must think first still can. `thinks`: the reasoning pairs whose block the reply
+    may open itself (its template knows them), ahead of `body`."""
+    rules, opened, blocks = grammar.rules, [], []
     for open_tag, close_tag in shape.reasoning:
         thought = seq(text_without(rules, close_tag, [close_tag], "reasoning-text"), Lit(close_tag), PATTERN_SPACE)
         opened.append((open_tag, rules.define(f"root-in-{open_tag}", seq(thought, body)).name))
+        if (open_tag, close_tag) in thinks:
+            blocks.append(seq(Lit(open_tag), thought))
+    if blocks:
+        body = seq(Opt(alt(*blocks)), body)
     return GrammarSpec(family, rules.text(body), tool_choice=tool_choice, requested=requested, note=note,
-                       reasoning=tuple(tuple(p) for p in shape.reasoning), opened_roots=tuple(opened))
+                       reasoning=tuple(tuple(p) for p in shape.reasoning), opened_roots=tuple(opened),
+                       openings=tuple(answer[0]), answer_excludes=tuple(answer[1]))
 
 
-def _build(fam: Family, shape, tools, tool_choice, requested, note) -> GrammarSpec:
+def _build(fam: Family, shape, tools, tool_choice, requested, note, lazy=False, thinks=()) -> GrammarSpec:
     grammar = CallGrammar(shape, tools, RuleSet())
     calls = grammar.calls()
     names = [n for n, _ in tools]
     if tool_choice == "required":
-        return _whole(fam.name, grammar, shape, seq(grammar.lead(), calls), tool_choice, requested, note)
+        return _whole(fam.name, grammar, shape, seq(grammar.lead(), calls), tool_choice, requested, note, thinks)
     if shape.start_only:
         anywhere, at_start = [], list(fam.markers)
     else:
@@ -140,13 +168,36 @@ def _build(fam: Family, shape, tools, tool_choice, requested, note) -> GrammarSp
         anywhere = _words(shape.triggers, names)
     if shape.start_triggers is not None:
         at_start = _words(shape.start_triggers, names)
-    if shape.lazy_lead:
-        calls = seq(grammar.render(shape.lazy_lead), calls)
-    words, patterns = grammar.trigger_patterns(calls, anywhere, at_start)
+    later = seq(grammar.render(shape.lazy_lead), calls) if shape.lazy_lead else calls
+    if not lazy:
+        # A reasoning tag is no way out of the call either: a block the template knows is written through
+        # its own rule (_whole), after which the answer is held to the same openings.
+        foreign = _foreign(fam)
+        openings = tuple(dict.fromkeys([*OPENERS, *anywhere, *at_start, *(o for o, _ in shape.reasoning), *foreign]))
+        # Anywhere in the answer: the family's own trigger words and calls in a JSON dialect. (Another family's
+        # marker is refused as an opening only: every marker of every family in every state of the text would
+        # make the grammar five times larger and each refused token's mask as much slower.)
+        held = tuple(dict.fromkeys([*anywhere, *CALL_SHAPED]))
+        answer = answer_text(grammar.rules, openings, held)
+        if anywhere:  # text before a call, as the family writes it: the call from its trigger word on
+            answer = seq(answer, Opt(later))
+        # Blanks before the call as before an answer: whitespace decides neither.
+        body = alt(seq(PATTERN_SPACE, grammar.lead(), calls), answer)
+        return _whole(fam.name, grammar, shape, body, tool_choice, requested, note, thinks, (openings, held))
+    words, patterns = grammar.trigger_patterns(later, anywhere, at_start)
     if not patterns:
         raise GrammarError(f"{fam.name}: none of the trigger words {anywhere + at_start} opens the call grammar")
-    return GrammarSpec(fam.name, grammar.rules.text(calls), tuple(words), tuple(patterns), tool_choice,
+    return GrammarSpec(fam.name, grammar.rules.text(later), tuple(words), tuple(patterns), tool_choice,
                        requested, note=note, reasoning=tuple(tuple(p) for p in shape.reasoning))
+
+
+def _foreign(fam: Family) -> list:
+    """Every other family's markers except those `fam` itself uses (Harmony's answer opens with its own
+    `<|channel|>`; only its call's `<|channel|>commentary to=functions.` is refused), as its parser names a
+    foreign marker in a reply."""
+    own = set(fam.markers)
+    return [m for name in registry.names() if name not in (fam.name, GENERIC)
+            for m in registry.get(name).markers if m not in own]
 
 
 def _words(templates, names) -> list:

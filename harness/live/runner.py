@@ -292,7 +292,7 @@ def _run_work(model: OpenModel, work: list, base_seed: int, writer, summary: dic
         if not todo:
             continue
         clock = time.monotonic()
-        plan = grammar_plan(model.chat.family, scenario) if mode != "native" else None
+        plan = grammar_plan(model.chat.family, scenario, model.chat.template) if mode != "native" else None
         # Native and fallback samples open with a native attempt, written in one batch; grammar samples
         # go one by one (the batch's sampler chains hold no GrammarGate).
         batched = mode != "grammar" and model.chat.backend.batches_samples   # a server batches on its own

@@ -5,8 +5,10 @@ chats without tools: no parser could read a call it wrote) through the model's t
 with the family (passing the generation prompt, so a reasoning block the prompt opened is handled), type each
 call's arguments by the tool's schema, dispatch to the stub, and loop until the model answers in text or the
 step limit is reached. A typed-argument error, an unknown tool or a raising tool goes back to the model as a
-tool message {"error": ...}, so the model can correct itself as a chat client would let it. Each call is executed at most once, and a turn is never re-run
-after a tool has run: a failed follow-up generation ends the sample instead.
+tool message {"error": ...}, so the model can correct itself as a chat client would let it. Each call is executed at most
+once, and a turn is never re-run after a tool has run: a failed follow-up generation is answered from the results in
+hand, and (fallback mode) a call identical to one that already ran this turn is answered from that call's result
+instead of running again (harness.live.modes).
 
 Message shapes are those every supported template accepts (harness.template.probe): an assistant tool-call turn has string content ("" when there is no text) and
 call ids of nine alphanumerics (call00001, ...)."""
@@ -22,7 +24,7 @@ from harness.core.values import MAX_SEED
 from harness.evaluation.transcripts import GENERATION_FAILED
 from harness.formats.calls import ParseResult
 from harness.formats.reasoning import prompt_opens
-from harness.live.modes import grammar_plan, native_failed, calls_as_text_messages
+from harness.live.modes import grammar_plan, native_failed, calls_as_text_messages, retry_required
 from harness.template.render import render
 from harness.template.system_tools import calls_into_content, place
 
@@ -124,12 +126,7 @@ class StubTools:
             offered = ", ".join(t.name for t in self.scenario.tools) or "none"
             record["result"] = _error(f"unknown tool {call.name!r}; the tools are: {offered}")
             return record
-        typed = type_arguments(call.arguments, tool.parameters, notation)
-        if not typed.ok and call.arguments and not tool.parameters.get("properties"):
-            # A tool that takes nothing, called with invented arguments (small models do): the intent is clear,
-            # so it is retried once with no arguments before the call fails. Scoring names both.
-            record["zero_arg_retry"] = {"invented": call.arguments, "errors": typed.errors}
-            typed = type_arguments({}, tool.parameters)
+        typed = self._typed(tool, call, notation, record)
         record.update(typed=typed.arguments, errors=typed.errors, coerced=typed.coerced)
         if not typed.ok:
             record["result"] = _error(f"invalid arguments for {call.name}: {typed.error_message()}")
@@ -140,6 +137,33 @@ class StubTools:
         record.update(executed=True, executions=self.executions[call_id], error=tool.raises is not None,
                       result=tool.result_message())
         return record
+
+
+    @staticmethod
+    def _typed(tool, call, notation: str, record: dict | None = None):
+        typed = type_arguments(call.arguments, tool.parameters, notation)
+        if not typed.ok and call.arguments and not tool.parameters.get("properties"):
+            # A tool that takes nothing, called with invented arguments (small models do): the intent is clear,
+            # so it is retried once with no arguments before the call fails. Scoring names both.
+            if record is not None:
+                record["zero_arg_retry"] = {"invented": call.arguments, "errors": typed.errors}
+            typed = type_arguments({}, tool.parameters)
+        return typed
+
+    def key(self, call, notation: str = "json") -> tuple:
+        """What makes two calls the same call: the tool and the arguments it would run with."""
+        tool = self.scenario.tool(call.name)
+        typed = self._typed(tool, call, notation) if tool is not None else None
+        arguments = typed.arguments if typed is not None and typed.ok else call.arguments
+        return call.name, json.dumps(arguments, sort_keys=True, default=str)
+
+
+def _repeat(call_id: str, call, earlier: tuple) -> dict:
+    """A call identical to one that already ran this turn, answered from that call's result, not run."""
+    earlier_id, result = earlier
+    return {"id": call_id, "name": call.name, "arguments": call.arguments, "typed": None, "errors": [],
+            "coerced": [], "executed": False, "executions": 0, "error": False, "repeat_of": earlier_id,
+            "result": result}
 
 
 def _error(message: str) -> str:
@@ -196,6 +220,8 @@ class _StepGenerator:
             self.thinks = True
         if plan is not None:
             extra["grammar_from"] = generation.grammar_from  # None: the lazy grammar never took over
+            # Sampled tokens the grammar refused: 0 means it changed nothing in this reply (None: it did not run).
+            extra["grammar_refused"] = generation.grammar_refused
         family = plan.family if plan is not None else self.chat.family
         return {"prompt": prompt, "generation": generation, "parse": families.parse(family, generation.text, prompt),
                 "family": family, "extra": extra}
@@ -219,7 +245,7 @@ def run_sample(chat: DrivenModel, scenario, seed: int, first=None, mode: str = "
     Returns {"turns", "error", "executions"}; "error" is set when a render or generation failed and the
     sample stopped there."""
     if mode != "native" and plan is None:
-        plan = grammar_plan(chat.family, scenario)
+        plan = grammar_plan(chat.family, scenario, chat.template)
     writer = _StepGenerator(chat, scenario, mode, plan)
     tools = StubTools(scenario)
     messages = opening_messages(scenario)
@@ -227,6 +253,7 @@ def run_sample(chat: DrivenModel, scenario, seed: int, first=None, mode: str = "
     for turn_index, turn in enumerate(scenario.turns):
         messages.append({"role": "user", "content": turn.user})
         steps, results = [], []  # results: (name, result) of the calls that ran in this turn
+        ran = {}  # StubTools.key of each call that ran in this turn -> (its id, its result)
         turns.append({"user": turn.user, "steps": steps})
         for step_index in range(scenario.max_steps):
             seed_here = step_seed(seed, turn_index, step_index)
@@ -238,10 +265,10 @@ def run_sample(chat: DrivenModel, scenario, seed: int, first=None, mode: str = "
                 if mode == "fallback" and plan is not None and native_failed(
                         done["parse"], turn.expect.expects_call, bool(results)):
                     fallback_from = _record(done, seed_here, shared)
-                    # Either the model meant to call and missed the shape, or it answered where the turn
-                    # needs a call ("no parseable call where one was expected"): in both, an
-                    # "auto" grammar would let it write the same text again, so the retry is held to a call.
-                    done = writer.attempt(messages, seed_here, True, required=True)
+                    # Held to a call only where the turn needs one and none was made: an answer there would be
+                    # the native failure again. After a tool ran, the retry may answer from its result.
+                    done = writer.attempt(messages, seed_here, True,
+                                          required=retry_required(turn.expect.expects_call, bool(results)))
                     shared = False
             except TemplateError as exc:
                 steps.append({**_step_record("", seed_here, None, None, False), "error": f"render: {exc}"})
@@ -266,15 +293,31 @@ def run_sample(chat: DrivenModel, scenario, seed: int, first=None, mode: str = "
                 # Text, or a near miss shown as text (a parser never repairs: a near miss never becomes a call).
                 messages.append(_assistant(parse.content, parse.reasoning))
                 break
-            calls = []
+            calls, repeated = [], []
+            notation = families.value_notation(parse.family)
             for call in parse.calls:
                 counter += 1
                 call_id = f"call{counter:05d}"
-                record = tools.dispatch(call_id, call, families.value_notation(parse.family))
+                key = tools.key(call, notation)
+                if mode == "fallback" and key in ran:
+                    record = _repeat(call_id, call, ran[key])
+                    repeated.append((call.name, record["result"]))
+                else:
+                    record = tools.dispatch(call_id, call, notation)
+                    if record["executed"]:
+                        results.append((call.name, record["result"]))
+                        ran[key] = (call_id, record["result"])
                 step["calls"].append(record)
                 calls.append((call_id, call, record))
-                if record["executed"]:
-                    results.append((call.name, record["result"]))
+            if repeated and len(repeated) == len(calls):
+                # Every call of this reply already ran this turn: running them again would repeat their side
+                # effects and loop to the step limit. The turn is answered from the results in hand; the
+                # reply stays recorded as written.
+                step["repeated_call_after_result"] = [rec["repeat_of"] for _, _, rec in calls]
+                text = _synthesized(repeated)
+                steps.append({**_step_record("", seed_here, None, None, False), "reply": text, "synthesized": True})
+                messages.append(_assistant(text, None))
+                break
             message = _assistant(parse.content, parse.reasoning)
             message["tool_calls"] = [
                 {"id": cid, "type": "function",

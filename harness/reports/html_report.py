@@ -32,7 +32,7 @@ select{max-width:22em}
 main{padding:0 16px 40px;overflow-wrap:break-word}
 main>section{border-top:3px solid #444;margin-top:24px}
 table{border-collapse:collapse;margin:8px 0;font-size:12px;max-width:100%}
-td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top;text-align:left}
+td,th{border:1px solid #ccc;padding:2px 4px;vertical-align:top;text-align:left}
 code{white-space:pre-wrap;overflow-wrap:anywhere}
 td code,td a{overflow-wrap:anywhere}
 table.heatmap td.heat{text-align:center;min-width:3.2em;white-space:nowrap}

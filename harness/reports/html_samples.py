@@ -116,7 +116,9 @@ def _parse_html(parse, reply: str) -> str:
 def _tool_results(step: dict) -> str:
     items = []
     for call in step.get("calls", []):
-        outcome = call.get("result") if call.get("executed") else "not run: " + "; ".join(call.get("errors") or [])
+        outcome = (call.get("result") if call.get("executed") else
+                   f"not run again: the result of {call['repeat_of']}" if call.get("repeat_of") else
+                   "not run: " + "; ".join(call.get("errors") or []))
         items.append(f"<li><code>{escape(str(call.get('name')))}</code> → <code>{escape(str(outcome))}</code></li>")
     return f'<p>tool results:</p><ul class="results">{"".join(items)}</ul>' if items else ""
 
@@ -127,7 +129,8 @@ def _step_html(index: int, step: dict, parse, native_parse, tokens) -> str:
     if step.get("grammar"):
         offset = step.get("grammar_from")
         meta.append(f"grammar {step['grammar']}" + ("" if "grammar_from" not in step else
-                                                    " (never triggered)" if offset is None else f" from char {offset}"))
+                                                    " (never triggered)" if offset is None else f" from char {offset}")
+                    + ("" if step.get("grammar_refused") is None else f", refused {step['grammar_refused']} tokens"))
     if step.get("error"):
         meta.append(f"error: {step['error']}")
     parts = [f'<div class="step"><p class="meta">{escape(" · ".join(meta))}</p>']

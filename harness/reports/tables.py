@@ -20,6 +20,7 @@ from harness.evaluation.results import ResultsDir
 from harness.evaluation.scenarios import load_scenarios
 from harness.evaluation.scored import score_transcripts
 from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, parse_steps, score_sample
+from harness.reports.acted import acted_cell, grammar_acted, took_over_cell
 from harness.reports.examples import forget_read_records, markdown_cell
 from harness.reports.markdown import visible_controls
 from harness.reports.rates import rate_cell, rate_value, reply_key
@@ -93,9 +94,11 @@ def _row(record: SampleRecord, scenario, verdicts: dict, runtime: str = IN_PROCE
     """One sample's row: what the tables count. A sample read from a transcript keeps the place of its record
     (`ref`), not the record: the pages that show it read it again, one at a time."""
     steps = [s for t in record.turns for s in t.get("steps", [])]
-    # Steps written under an "auto" grammar, and how many of them it constrained (a lazy one only once its
-    # trigger fired): a grammar mode that scores as native did because the grammar never took over.
-    auto = [s for s in steps if s.get("grammar") == "auto" and "grammar_from" in s]
+    # Steps under a lazy "auto" grammar (one from the first token always takes over: what it refused says
+    # whether it acted), and the steps that count their grammar's refusals.
+    lazy = (record.grammar or {}).get("lazy", True)
+    auto = [s for s in steps if s.get("grammar") == "auto" and "grammar_from" in s and lazy]
+    counted = [s for s in steps if s.get("grammar") and isinstance(s.get("grammar_refused"), int)]
     replay = record.replay or {}
     return {
         "model": record.model.id, "runtime": runtime, "scenario": record.scenario.name, "mode": record.mode,
@@ -109,9 +112,9 @@ def _row(record: SampleRecord, scenario, verdicts: dict, runtime: str = IN_PROCE
         "steps": len(steps), "turns": len(record.turns), "error": record.error,
         "errored": bool(record.error) or any(s.get("error") for s in steps),
         # The grammar or the fallback wrote a step of this sample: what "what a grammar buys" compares.
-        "acted": any(s.get("fallback_from") or (s.get("grammar") and s.get("grammar_from", 0) is not None)
-                     for s in steps),
+        "acted": any(s.get("fallback_from") or grammar_acted(s) for s in steps),
         "auto_steps": len(auto), "auto_took_over": sum(s["grammar_from"] is not None for s in auto),
+        "grammar_steps": len(counted), "grammar_acted": sum(s["grammar_refused"] > 0 for s in counted),
         "reply": (steps[0].get("reply") if steps else None) if ref is None else None,  # the replay tables' reply
         "quote": replay.get("quote"), "note": replay.get("note"),
         # The record (or where to read it) and its per-turn verdicts: the HTML transcripts and the example
@@ -219,21 +222,16 @@ def mode_table(frame: pd.DataFrame) -> pd.DataFrame:
     for (mode,), group in by_mode(frame, ["mode"]):
         findings = Counter(f for fs in group["findings"] for f in fs)
         row = {"mode": mode, "samples": len(group), **class_cells(group)}
+        row["grammar acted"] = acted_cell(group)
         row["grammar took over"] = took_over_cell(group)
         row["grammar retries of native steps"] = findings.get("native-fallback", 0)
         row["unconstrained retries"] = findings.get("grammar-runtime-retry", 0)
         rows.append(row)
         if mode == "fallback":
             rows.append({"mode": FIRST_REPLIES, "samples": len(group), **class_cells(group, first=True),
-                         **dict.fromkeys(("grammar took over", "grammar retries of native steps",
+                         **dict.fromkeys(("grammar acted", "grammar took over", "grammar retries of native steps",
                                           "unconstrained retries"), "–")})
     return pd.DataFrame(rows)
-
-
-def took_over_cell(group: pd.DataFrame) -> str:
-    """'k/n steps': of the steps written under an "auto" grammar, those it constrained."""
-    steps = int(group["auto_steps"].sum())
-    return f"{int(group['auto_took_over'].sum())}/{steps} steps" if steps else "–"
 
 
 # What a grammar buys, in points: (title, verdict, which samples) as in CLASS_RATES.
@@ -261,8 +259,10 @@ def trade_off_lines(frame: pd.DataFrame) -> list:
                     f"the {'grammar wrote a step' if mode == 'grammar' else 'fallback rewrote a step'}"
                     + (f" ({len(acted - kept)} left out where a sample errored)" if acted - kept else ""))
             if not kept:
-                lines.append(head + ": nothing to compare" + (f"; the grammar took over in {took_over_cell(other)}"
-                                                             if int(other["auto_steps"].sum()) else ""))
+                lines.append(head + ": nothing to compare"
+                             + (f"; the grammar acted in {acted_cell(other)}" if int(other["grammar_steps"].sum())
+                                else f"; the grammar took over in {took_over_cell(other)}"
+                                if int(other["auto_steps"].sum()) else ""))
                 continue
             parts = []
             for title, key, call_due in TRADE_OFF:

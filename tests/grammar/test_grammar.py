@@ -81,6 +81,7 @@ def specs():
     for name in NAMES:
         asked = None if name == GENERIC else name
         out[name] = {choice: build_grammar(asked, TOOLS, choice) for choice in ("auto", "required")}
+        out[name]["lazy"] = build_grammar(asked, TOOLS, "auto", lazy=True)
     return out
 
 
@@ -98,26 +99,31 @@ def texts_of(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_grammar_compiles_and_takes_the_familys_shape(name, specs, checker):
-    auto, required = specs[name]["auto"], specs[name]["required"]
-    assert checker.compiles(required.gbnf) and checker.compiles(auto.gbnf, auto.trigger_patterns)
-    if name == GENERIC:  # call or answer from the first token on: no marker announces a call
-        assert not auto.lazy and not auto.triggers and not required.lazy
+    auto, required, lazy = specs[name]["auto"], specs[name]["required"], specs[name]["lazy"]
+    assert checker.compiles(required.gbnf) and checker.compiles(auto.gbnf)
+    assert checker.compiles(lazy.gbnf, lazy.trigger_patterns)
+    # "auto" holds from the first token for every family: no trigger to wait for.
+    assert not auto.lazy and not auto.triggers and not required.lazy
+    if name == GENERIC:  # call or answer object from the first token on: no marker announces a call
+        assert not lazy.lazy
     else:
-        assert auto.lazy and auto.triggers and not required.lazy
+        assert lazy.lazy and lazy.triggers and {"{", "[", "```"} <= set(auto.openings)
     # Every registry family has a shape of its own: YAML ones from their pattern, Python ones from their module.
-    assert auto.family == required.family == name
+    assert auto.family == required.family == lazy.family == name
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_grammar_accepts_what_the_family_writes(name, specs, checker):
-    auto, required = specs[name]["auto"], specs[name]["required"]
+    auto, required, lazy = specs[name]["auto"], specs[name]["required"], specs[name]["lazy"]
     for label, _, text in texts_of(name):
-        verdict = checker.check(auto.gbnf, text, auto.trigger_patterns)
-        assert verdict.accepted and (verdict.triggered_at is not None or not auto.lazy), (label, text, verdict)
-        assert checker.check_gate(auto, text) == verdict  # laziness in Python agrees with llama.cpp's
+        assert checker.check(auto.gbnf, text).accepted, (label, text)
+        assert checker.check_gate(auto, text).accepted, (label, text)
+        verdict = checker.check(lazy.gbnf, text, lazy.trigger_patterns)
+        assert verdict.accepted and (verdict.triggered_at is not None or not lazy.lazy), (label, text, verdict)
+        assert checker.check_gate(lazy, text) == verdict  # laziness in Python agrees with llama.cpp's
         if label != "text then call":
             assert checker.check(required.gbnf, text).accepted, (label, text)
-    plain = checker.check(auto.gbnf, "17 times 3 is 51.", auto.trigger_patterns)
+    plain = checker.check(auto.gbnf, "17 times 3 is 51.")
     if name == GENERIC:
         # The answer is an object too, read back as the answer's text; prose is not let through.
         assert not plain.accepted
@@ -125,20 +131,22 @@ def test_grammar_accepts_what_the_family_writes(name, specs, checker):
         assert checker.check(auto.gbnf, answer).accepted and not checker.check(required.gbnf, answer).accepted
         assert fam(name).parse(answer).content == "17 times 3 is 51." and not fam(name).parse(answer).calls
     else:
-        assert plain.accepted and plain.triggered_at is None
+        assert plain.accepted and checker.check(auto.gbnf, "\n 17 times 3 is 51.").accepted
+        lazily = checker.check(lazy.gbnf, "17 times 3 is 51.", lazy.trigger_patterns)
+        assert lazily.accepted and lazily.triggered_at is None
     assert not checker.check(required.gbnf, "17 times 3 is 51.").accepted
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_grammar_rejects_the_familys_near_misses(name, specs, checker):
-    auto, required = specs[name]["auto"], specs[name]["required"]
+    required, lazy = specs[name]["required"], specs[name]["lazy"]
     for miss in fam(name).near_misses:
         assert not checker.check(required.gbnf, miss.text).accepted, miss.text
-        lazily = checker.check(auto.gbnf, miss.text, auto.trigger_patterns)
-        assert checker.check_gate(auto, miss.text).status == lazily.status, miss.text
+        lazily = checker.check(lazy.gbnf, miss.text, lazy.trigger_patterns)
+        assert checker.check_gate(lazy, miss.text).status == lazily.status, miss.text
         # Lazily, a near miss is plain text unless a trigger fires; once one fires it cannot complete, unless
         # what is wrong comes before the trigger (text before the trigger is never constrained).
-        if not auto.lazy:
+        if not lazy.lazy:
             assert not lazily.accepted, (miss.text, lazily)
         elif lazily.triggered_at is None:
             assert lazily.accepted, (miss.text, lazily)
@@ -278,7 +286,7 @@ JUNK = ['"', "xyz", "\n" * 12, "{{", "'", "<|", '\t{"', '"}']
 def test_triggers_never_fire_on_text_the_grammar_rejects(name, specs, checker):
     """llama.cpp replays the text from the trigger to the end of the token into the grammar and aborts the
     process if the grammar rejects it. checker.check raises TriggerHazard before that could happen."""
-    auto = specs[name]["auto"]
+    auto = specs[name]["lazy"]
     for word in auto.triggers[:2]:
         for junk in JUNK:
             checker.check(auto.gbnf, "Hi " + word + junk, auto.trigger_patterns)
@@ -288,7 +296,7 @@ def test_triggers_never_fire_on_text_the_grammar_rejects(name, specs, checker):
 
 
 def test_a_naive_trigger_word_is_caught_as_a_hazard(specs, checker):
-    hermes = specs["hermes"]["auto"]
+    hermes = specs["hermes"]["lazy"]
     with pytest.raises(TriggerHazard):
         checker.check(hermes.gbnf, 'Hi <tool_call>"x"', ["<tool_call>"])
     # The harness's own patterns do not fire there, and do fire on a real call.
@@ -296,7 +304,7 @@ def test_a_naive_trigger_word_is_caught_as_a_hazard(specs, checker):
 
 
 def test_the_grammar_takes_over_at_the_trigger(specs, checker):
-    hermes = specs["hermes"]["auto"]
+    hermes = specs["hermes"]["lazy"]
     text = 'Let me check. <tool_call>\n{{"name": "get_weather", "arguments": {"location": "Paris"}}}\n</tool_call>'
     verdict = checker.check(hermes.gbnf, text, hermes.trigger_patterns)
     assert verdict.status == "rejected" and verdict.triggered_at == text.index("<tool_call>")
@@ -304,7 +312,7 @@ def test_the_grammar_takes_over_at_the_trigger(specs, checker):
 
 
 def test_whole_reply_families_trigger_only_at_the_start(specs, checker):
-    llama3 = specs["llama3"]["auto"]
+    llama3 = specs["llama3"]["lazy"]
     assert set(llama3.triggers) == {"<|python_tag|>", "{"}
     call = fam("llama3").format([ToolCall("get_weather", {"location": "Paris"})])
     assert checker.check(llama3.gbnf, call, llama3.trigger_patterns).triggered_at == 0
@@ -345,7 +353,7 @@ def test_required_grammar_lets_a_reasoning_block_the_prompt_opened_close_first(n
 
 
 def test_gate_fires_no_trigger_inside_reasoning(specs, checker):
-    hermes = specs["hermes"]["auto"]
+    hermes = specs["hermes"]["lazy"]
     call = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
     thinking = "<think>Maybe " + call + " would do.</think>The answer is 4."
     assert fam("hermes").parse(thinking).deviation == dev.CALL_IN_REASONING  # markup in reasoning is no call
@@ -361,7 +369,7 @@ def test_gate_fires_no_trigger_inside_reasoning(specs, checker):
 
 
 def test_gate_reads_long_replies_in_bounded_windows(specs, checker):
-    hermes = specs["hermes"]["auto"]
+    hermes = specs["hermes"]["lazy"]
     prose = "Some <tool and <tool_cal text {\"name\": 1} >>> " * 600  # ~30k characters, no trigger
     assert checker.check_gate(hermes, prose).triggered_at is None
     call = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
@@ -370,14 +378,14 @@ def test_gate_reads_long_replies_in_bounded_windows(specs, checker):
 
 
 def test_families_whose_marker_also_opens_text_trigger_on_the_call(specs, checker):
-    functionary = specs["functionary-v3.2"]["auto"]
+    functionary = specs["functionary-v3.2"]["lazy"]
     assert checker.check(functionary.gbnf, ">>>all\nHello there.", functionary.trigger_patterns).triggered_at is None
     # The generation prompt already wrote `>>>`: the reply starts with the function's name.
     call = 'get_weather\n{"location": "Paris"}'
     assert checker.check(functionary.gbnf, call, functionary.trigger_patterns).accepted
     text = '>>>all\nLet me check.>>>get_weather\n{"location": "Paris"}'
     assert checker.check(functionary.gbnf, text, functionary.trigger_patterns).triggered_at == text.index(">>>get")
-    harmony = specs["harmony"]["auto"]
+    harmony = specs["harmony"]["lazy"]
     text = ('<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary '
             'to=functions.get_weather <|constrain|>json<|message|>{"location": "Paris"}')
     assert checker.check(harmony.gbnf, text, harmony.trigger_patterns).accepted
@@ -510,7 +518,7 @@ def test_generic_grammar_on_a_model_without_tool_format(standins):
 
 def test_lazy_hermes_grammar_triggers_on_the_tool_call_token(standins):
     llm = standins["qwen"]
-    spec = build_grammar("hermes", TOOLS[:2], "auto")
+    spec = build_grammar("hermes", TOOLS[:2], "auto", lazy=True)
     assert fam("hermes").parse(QWEN_NEAR_MISS).deviation == dev.DOUBLE_BRACES
     reply = gated_generate(llm, QWEN_PROMPT, spec, max_tokens=64)
     result = fam("hermes").parse(reply)
@@ -525,7 +533,7 @@ def test_gate_failures_are_grammar_runtime_errors(standins):
     with pytest.raises(GrammarRuntimeError, match="outside the grammar"):
         gate.accept(outside)
     # A trigger that would replay text the grammar refuses (llama.cpp aborts there) is refused first.
-    hermes = build_grammar("hermes", TOOLS[:2], "auto")
+    hermes = build_grammar("hermes", TOOLS[:2], "auto", lazy=True)
     naive = GrammarGate(llm._model.vocab, hermes.gbnf, ["<tool_call>"])
     tokens = llm.tokenize(b'Hi <tool_call>"x', add_bos=False, special=False)
     with pytest.raises(GrammarRuntimeError, match="trigger fired"):
@@ -541,7 +549,7 @@ def test_generate_takes_a_grammar_spec_and_samples_what_the_gate_allows(standins
     generic = build_grammar(None, TOOLS[:2], "auto")
     rescued = generate(standins["json"], PROMPT, max_tokens=48, temperature=0.0, grammar=generic)
     assert (rescued.text, rescued.grammar_from) == (RESCUED, 0)  # not lazy: constrained from the start
-    hermes = build_grammar("hermes", TOOLS[:2], "auto")
+    hermes = build_grammar("hermes", TOOLS[:2], "auto", lazy=True)
     prose = generate(standins["prose"], PROMPT, max_tokens=48, temperature=0.0, grammar=hermes)
     # No <tool_call>: the lazy grammar never took over, and the reply says so (how a report tells
     # "grammar = native" apart).
@@ -556,3 +564,28 @@ def test_generate_takes_a_grammar_spec_and_samples_what_the_gate_allows(standins
     # Unconstrained, the same stand-in writes the near miss: the spec is what changed the reply.
     assert generate(standins["qwen"], QWEN_PROMPT, max_tokens=64, temperature=0.0).text.startswith(QWEN_NEAR_MISS[:20])
 
+
+
+def test_auto_grammar_holds_a_marker_less_call_from_its_first_token_and_counts_what_it_refused(standins):
+    """Qwen2.5-Coder's habit under a Hermes template: the call as bare JSON, no <tool_call>. A lazy grammar
+    waits for the marker and changes nothing; the "auto" grammar refuses the opening brace, and the reply
+    records how many sampled tokens were refused (the measure of whether the grammar acted)."""
+    from harness.backends.embedded.generate import generate
+
+    bare = SMOL_REPLIES["json"]
+    assert fam("hermes").parse(bare).deviation  # a near miss natively
+    lazily = generate(standins["json"], PROMPT, max_tokens=48, temperature=0.0,
+                      grammar=build_grammar("hermes", TOOLS[:2], "auto", lazy=True))
+    assert (lazily.text, lazily.grammar_from, lazily.grammar_refused) == (bare, None, 0)
+    auto = generate(standins["json"], PROMPT, max_tokens=48, temperature=0.0,
+                    grammar=build_grammar("hermes", TOOLS[:2], "auto"))
+    assert auto.grammar_from == 0 and auto.grammar_refused >= 1
+    assert not auto.text.lstrip().startswith(("{", "[", "```")), auto.text
+    # A reply the grammar lets through as written refuses nothing.
+    call = generate(standins["qwen"], QWEN_PROMPT, max_tokens=64, temperature=0.0,
+                    grammar=build_grammar("hermes", TOOLS[:2], "auto"))
+    assert call.text.startswith("Checking. <tool_call>\n{") and valid_call(fam("hermes").parse(call.text))
+    assert call.grammar_refused >= 1  # the near miss's doubled brace, refused after the marker
+    prose = generate(standins["prose"], PROMPT, max_tokens=48, temperature=0.0,
+                     grammar=build_grammar("hermes", TOOLS[:2], "auto"))
+    assert (prose.text, prose.grammar_refused) == (SMOL_REPLIES["prose"], 0)

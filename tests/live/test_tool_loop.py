@@ -2,6 +2,7 @@
 scripted reply is always the same Hermes call: every step calls the tool again, so a turn ends at its step
 limit, and each call must still run exactly once."""
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -98,3 +99,25 @@ def test_thinking_templates_are_asked_not_to_think():
     qwen3 = (Path(__file__).parents[2] / "templates" / "Qwen-Qwen3-0.6B.jinja").read_text()
     assert template_kwargs_for(qwen3) == {"enable_thinking": False}
     assert template_kwargs_for("{{ messages[0].content }}") == {}
+
+
+def test_fallback_answers_a_repeated_call_from_its_result_instead_of_running_it_again(chat, tmp_path):
+    """The stand-in writes the same call at every step. Native runs each one (the model's behaviour, named
+    `repeated-call`, up to the step limit); fallback runs it once, records the repeat as written, and answers
+    the turn from the result it already has."""
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong", max_steps=3)
+    native = run_sample(chat, sc, seed=7)
+    assert native["executions"] == {"call00001": 1, "call00002": 1, "call00003": 1}
+    assert "step-limit" in score_sample(sc, record(chat, sc, native))["findings"]
+    result = run_sample(chat, sc, seed=7, mode="fallback")
+    steps = result["turns"][0]["steps"]
+    assert [s["reply"] for s in steps[:2]] == [CALL, CALL] and result["executions"] == {"call00001": 1}
+    (repeat,) = steps[1]["calls"]
+    assert steps[1]["repeated_call_after_result"] == ["call00001"] and "fallback_from" not in steps[1]
+    assert not repeat["executed"] and repeat["repeat_of"] == "call00001" and repeat["result"] == "pong"
+    assert len(steps) == 3 and steps[2]["synthesized"] and steps[2]["reply"] == "ping: pong"
+    verdicts = score_sample(sc, dataclasses.replace(record(chat, sc, result), mode="fallback"))
+    assert "repeated-call-after-result" in verdicts["findings"] and "synthesized-answer" in verdicts["findings"]
+    assert "step-limit" not in verdicts["findings"] and "tool-ran-twice" not in verdicts["findings"]
+    # The answer is the loop's, not the model's: the answer checks do not credit it.
+    assert verdicts["result_used"] in (False, None)

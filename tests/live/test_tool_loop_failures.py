@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from ping_standin import ping_scenario, standin_chat  # noqa: E402
+from ping_standin import CALL, ping_scenario, standin_chat  # noqa: E402
 from harness.scripted import PROFILES, Script, Turn, Vocab  # noqa: E402
 
 from harness.core.errors import GrammarRuntimeError  # noqa: E402
-from harness.live.modes import GrammarPlan, grammar_plan  # noqa: E402
+from harness.grammar import build_grammar  # noqa: E402
+from harness.live.modes import GrammarPlan  # noqa: E402
 from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef  # noqa: E402
 from harness.evaluation.scoring import score_sample  # noqa: E402
 from harness.live.tool_loop import first_prompt, run_sample  # noqa: E402
@@ -67,7 +68,8 @@ def test_grammar_runtime_failure_is_retried_once_unconstrained(probe, tmp_path):
     # replays text the grammar cannot start with, which llama.cpp's own lazy sampler would abort on.)
     sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong")
     chat = replying(probe, tmp_path, "fault", sc, "Checking the relay.")
-    spec = dataclasses.replace(grammar_plan("hermes", sc).spec, trigger_patterns=("relay",))
+    lazy = build_grammar("hermes", sc.tool_schemas(), "auto", lazy=True)  # a lazy grammar's trigger, set wrong
+    spec = dataclasses.replace(lazy, trigger_patterns=("relay",))
     from harness.backends.embedded.generate import generate
 
     with pytest.raises(GrammarRuntimeError, match="trigger fired"):  # the fault is real
@@ -128,3 +130,30 @@ def test_fallback_holds_a_plain_answer_to_a_call_where_the_turn_expects_one(prob
     (step,) = result["turns"][0]["steps"]
     assert step["fallback_from"]["reply"] == answer and step["grammar"] == "required"
     assert step["parse"]["calls"] == [{"name": "ping", "arguments": {}}] and result["executions"] == {"call00001": 1}
+
+
+def test_fallback_after_a_result_never_forces_another_call(probe, tmp_path):
+    """The stand-in calls ping, then after the result writes the same call as bare JSON (Qwen2.5-Coder's
+    habit). The native near miss is retried under the call-or-answer grammar, not held to a call: the brace is
+    refused from the first token, the turn ends without another call, and the tool ran once."""
+    from harness.backends.embedded.decoding import prompt_token_ids
+
+    bare = '{"name": "ping", "arguments": {}}'
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong", max_steps=3,
+                       sampling="sampling: {temperature: 0, max_tokens: 64}\n")
+    end = Vocab(PROFILES["qwen2.5"]).id("<|im_end|>")
+    ids = lambda text: tuple(probe.backend.llm.tokenize(text.encode(), add_bos=False, special=True))  # noqa: E731
+    first = len(prompt_token_ids(probe.backend.llm, first_prompt(probe, sc)))
+    calling = standin_chat(tmp_path, "calls", [Turn(first, ids(CALL) + (end,))])
+    second = run_sample(calling, sc, seed=7)["turns"][0]["steps"][1]["prompt_tokens"]  # after the result
+    chat = standin_chat(tmp_path, "bare-after", [Turn(first, ids(CALL) + (end,)), Turn(second, ids(bare) + (end,))])
+    assert run_sample(chat, sc, seed=7)["turns"][0]["steps"][1]["reply"] == bare  # natively: the near miss
+    result = run_sample(chat, sc, seed=7, mode="fallback")
+    steps = result["turns"][0]["steps"]
+    assert steps[0]["reply"] == CALL and "fallback_from" not in steps[0]
+    assert steps[1]["fallback_from"]["reply"] == bare and steps[1]["grammar"] == "auto"
+    # Held to a call, this retry would call again (and again, to the step limit).
+    assert steps[1]["grammar_refused"] >= 1 and not steps[1]["reply"].lstrip().startswith("{")
+    assert steps[1]["calls"] == [] and len(steps) == 2 and result["executions"] == {"call00001": 1}
+    findings = verdicts_of(chat, sc, result)["findings"]
+    assert "step-limit" not in findings and "native-fallback" in findings

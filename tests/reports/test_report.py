@@ -161,6 +161,23 @@ def test_modes_are_a_dimension_of_every_table_and_of_the_json(tmp_path):
     assert out["models"]["m1 [grammar]"]["arithmetic"]["passed"] == 2 / 3
 
 
+def test_a_grammar_from_the_first_token_is_counted_by_what_it_refused(tmp_path):
+    """A grammar that holds from the first token always "took over"; whether it acted is whether it refused
+    a sampled token. The per-mode table says in how many steps it did, and only those are compared."""
+    scenarios, results = setup(tmp_path)
+    (scenario,) = load_scenarios(scenarios)
+    with TranscriptWriter(results / "transcripts" / "m1.jsonl") as writer:
+        for index, reply in enumerate(["It is 51.", "17 times 3 is 51.", "no idea"]):
+            record = {**sample(scenario, index, reply), "mode": "grammar", "grammar": {"lazy": False}}
+            record["turns"][0]["steps"][0].update(grammar="auto", grammar_from=0,
+                                                   grammar_refused=2 if index == 2 else 0)
+            append(writer, record)
+    write_reports(results, scenarios)
+    table = (results / "m1.md").read_text()
+    assert "| grammar acted" in table and "| 1/3 steps" in table
+    assert "grammar vs native: over the 1 of 3 paired samples where the grammar" in table
+
+
 TIME_SCENARIO = """\
 name: get-time
 description: time
@@ -210,3 +227,18 @@ def test_call_due_and_no_call_samples_apart_and_fallback_shows_its_first_replies
     assert "| get-time   | yes        | turn 1: calls get_time first with no arguments; answers from get_time's result" in summary
     assert "calls no tool; answers in text of its own (not an echo of the user or of a tool message, ended before " \
            'the token limit), containing one of "51"' in summary
+
+
+def test_a_sample_page_shows_what_the_grammar_refused_and_a_repeat_not_run_again():
+    import re
+
+    from harness.formats.calls import ParseResult
+    from harness.reports.html_samples import _step_html
+
+    step = {"reply": "<tool_call>…</tool_call>", "finish_reason": "stop", "completion_tokens": 9,
+            "grammar": "auto", "grammar_from": 0, "grammar_refused": 2, "repeated_call_after_result": ["call00001"],
+            "calls": [{"id": "call00002", "name": "ping", "executed": False, "repeat_of": "call00001",
+                       "result": "pong"}]}
+    html = _step_html(1, step, ParseResult("hermes", content=""), None, re.compile("(?!)"))
+    assert "grammar auto from char 0, refused 2 tokens" in html
+    assert "not run again: the result of call00001" in html

@@ -157,7 +157,8 @@ class Reply:
             self.on_text(self.text[self.emitted:end])
         self.emitted = max(self.emitted, end)
 
-    def result(self, prompt_tokens: int, started: float, seed: int, grammar_from: int | None = None) -> Generation:
+    def result(self, prompt_tokens: int, started: float, seed: int, grammar_from: int | None = None,
+               grammar_refused: int | None = None) -> Generation:
         first = self.first_token_at or self.finished_at or time.monotonic()
         end = self.finished_at or time.monotonic()
         gen_seconds = max(0.0, end - first)
@@ -167,7 +168,7 @@ class Reply:
             completion_tokens=len(self.tokens), finish_reason=self.finish_reason or "length",
             timings=Timings(prompt_seconds=max(0.0, first - started), generation_seconds=gen_seconds,
                             tokens_per_second=after_first / gen_seconds if gen_seconds > 0 else 0.0),
-            seed=seed, grammar_from=grammar_from)
+            seed=seed, grammar_from=grammar_from, grammar_refused=grammar_refused)
 
 
 def prepare_prompt(llm: Llama, prompt: str, max_tokens: int) -> tuple[list[int], int]:

@@ -60,14 +60,17 @@ def _reuse_prefix(llm, ids: list) -> list:
 
 def generate_gated(llm, prompt: str, ids: list, reply: Reply, spec, *, seed: int, ends: float | None,
                    temperature: float, top_p: float, top_k: int, min_p: float,
-                   repeat_penalty: float) -> int | None:
+                   repeat_penalty: float) -> tuple[int | None, int]:
     """Write `reply` for the tokenized prompt under `spec` (a GrammarSpec). `prompt` tells the gate whether
-    the prompt already opened a reasoning block. Returns the character offset in the reply where the grammar
-    took over (0: not lazy), None when its trigger never fired."""
+    the prompt already opened a reasoning block. Returns (the character offset in the reply where the grammar
+    took over (0: not lazy), None when its trigger never fired; how many sampled tokens the grammar refused).
+    The count is what says whether the grammar acted: a grammar that refused nothing left the reply as the
+    model's own sampling wrote it."""
     gate = GrammarGate.for_spec(llm._model.vocab, spec, prompt)
     chain = sampler_chain(llm, seed, temperature, top_p, top_k, min_p, repeat_penalty, None)
     n_vocab = llama_cpp.llama_vocab_n_tokens(llm._model.vocab)
     candidates = _Candidates(n_vocab)
+    refused = 0
     try:
         todo = _reuse_prefix(llm, list(ids))
         while True:
@@ -78,6 +81,7 @@ def generate_gated(llm, prompt: str, ids: list, reply: Reply, spec, *, seed: int
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(n_vocab,))
             token = candidates.sample(chain, logits)
             if not gate.allows(token):
+                refused += 1
                 token = candidates.sample(chain, gate.mask(logits))
             llama_cpp.llama_sampler_accept(chain, token)
             if not llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
@@ -92,5 +96,5 @@ def generate_gated(llm, prompt: str, ids: list, reply: Reply, spec, *, seed: int
         llama_cpp.llama_sampler_free(chain)
         gate.close()
     if gate.triggered_at is None:
-        return None
-    return gate.text_offset(gate.triggered_at)
+        return None, refused
+    return gate.text_offset(gate.triggered_at), refused

@@ -107,14 +107,14 @@ def generate(llm: Llama, prompt: str, *, max_tokens: int, temperature: float = D
     ids, limit = prepare_prompt(llm, prompt, max_tokens)
     if isinstance(grammar, GrammarSpec):
         reply = Reply(llm, limit, stop_strings, on_text)
-        took_over = None
+        took_over, refused = None, 0
         if ends is not None and time.monotonic() >= ends:
             reply.finish("deadline")
         else:
-            took_over = generate_gated(llm, prompt, ids, reply, grammar, seed=seed, ends=ends,
+            took_over, refused = generate_gated(llm, prompt, ids, reply, grammar, seed=seed, ends=ends,
                                        temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
                                        repeat_penalty=repeat_penalty)
-        return reply.result(len(ids), started, seed, grammar_from=took_over)
+        return reply.result(len(ids), started, seed, grammar_from=took_over, grammar_refused=refused)
     source = grammar_source(grammar)
     llama_grammar = None
     if source is not None:

@@ -1,0 +1,86 @@
+"""The "auto" grammar from the first token, checked with llama.cpp's own grammar machinery: every family's
+grammar refuses an answer that opens like a call (marker-less JSON, a fence, a bracket, another family's
+marker) or carries a call in a JSON dialect further on, and still takes a plain answer; a reasoning block opens
+the reply only where the template knows the tag. (The family's calls themselves are accepted: test_grammar.py.)"""
+
+from __future__ import annotations
+
+import pytest
+import requirements
+
+requirements.binding()     # llama.cpp itself compiles and checks these grammars
+
+from harness import families as registry  # noqa: E402
+from harness.grammar import GENERIC, build_grammar  # noqa: E402
+from harness.backends.embedded.grammar_check import GrammarChecker  # noqa: E402
+from harness.scripted import llama_cpp_models  # noqa: E402
+
+TOOLS = [{"type": "function", "function": {"name": "get_time", "description": "the time", "parameters": {
+             "type": "object", "properties": {"timezone": {"type": "string"}}}}},
+         {"type": "function", "function": {"name": "get_weather", "description": "the weather", "parameters": {
+             "type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}}}]
+NAMES = [n for n in registry.names() if n != GENERIC]
+
+
+def fam(name):
+    return registry.get(name)
+
+
+@pytest.fixture(scope="module")
+def checker():
+    return GrammarChecker(llama_cpp_models() / "ggml-vocab-qwen2.gguf")
+
+
+@pytest.fixture(scope="module")
+def specs():
+    return {name: {choice: build_grammar(name, TOOLS, choice) for choice in ("auto", "required")} for name in NAMES}
+
+
+# Replies that open like a call without being the family's call: each refused from its first token on.
+CALL_LIKE = ['{"name": "get_time", "arguments": {}}', '```json\n{"name": "get_time", "arguments": {}}\n```',
+             '[{"name": "get_time", "arguments": {}}]', ' \n {"name": "get_time", "arguments": {}}']
+# Other families' openers (Hermes, Mistral, Llama 3), refused where they are not this family's own marker.
+FOREIGN = ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_auto_grammar_refuses_an_answer_that_opens_like_a_call(name, specs, checker):
+    """The model that writes its call without its marker (bare JSON, a fence) is constrained at once: the
+    reply cannot be completed, and unless the family's call itself opens with free text (Kimi K3's response
+    section) llama.cpp refuses the very first token."""
+    auto = specs[name]["auto"]
+    call_opens_with_text = checker.check(specs[name]["required"].gbnf, "Sure. ").status != "rejected"
+    for text in CALL_LIKE:
+        verdict = checker.check(auto.gbnf, text)
+        assert not verdict.accepted, text
+        first = text.index(text.strip()[0])
+        # Where the family's own call opens so (Llama 3's bare JSON), the grammar reads on and refuses the
+        # first thing that is not its call.
+        if not call_opens_with_text and checker.check(specs[name]["required"].gbnf, text[first]).status == "rejected":
+            assert verdict.status == "rejected" and verdict.offset <= first, (text, verdict)
+    for opener in FOREIGN:
+        if opener not in fam(name).markers and not call_opens_with_text:
+            assert checker.check(auto.gbnf, opener + " hello").status == "rejected", opener
+    # Prose first, then the call in another shape (Qwen2.5-Coder's reply once its opening fence was refused,
+    # which the strict parser reads as the near miss fenced-json): refused where the prose is an answer.
+    prose_then_call = 'Read the chunk:\n```json\n{"name": "get_time", "arguments": {}}\n```\nThat reads it.'
+    assert fam(name).parse(prose_then_call).deviation
+    if not call_opens_with_text:
+        assert checker.check(auto.gbnf, prose_then_call).status == "rejected"
+    # An answer holding JSON that is no call, or a code fence, is still an answer.
+    assert checker.check(auto.gbnf, 'I would send {"city": "Paris"} to it.').accepted
+    assert checker.check(auto.gbnf, "Run this:\n```python\nprint(1)\n```").accepted
+
+
+
+def test_reasoning_opens_the_reply_only_where_the_template_knows_the_tag(checker):
+    call = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
+    thought = "<think>The user wants the time.</think>\n"
+    plain = build_grammar("hermes", TOOLS, "auto")
+    thinking = build_grammar("hermes", TOOLS, "auto", template="{{ '<think>' }}{{ messages }}")
+    # A model whose template never heard of <think> may not escape the grammar through one.
+    assert checker.check(plain.gbnf, thought + call).status == "rejected"
+    for text in (thought + call, thought + "It is noon.", call, "It is noon."):
+        assert checker.check(thinking.gbnf, text).accepted, text
+    # After the block, the answer is held to the same openings.
+    assert checker.check(thinking.gbnf, thought + '{"name": "get_time", "arguments": {}}').status == "rejected"
