@@ -212,6 +212,9 @@ def _serve(conn, parent_end, clock, tied: bool) -> None:
     _close_inherited(conn.fileno())
     _inside, _clock = True, clock
     signal.signal(signal.SIGINT, signal.SIG_IGN)      # Ctrl-C is the parent's to handle; it then kills this
+    # A command's SIGTERM handler (it stops a run cleanly) came along with the fork; here a terminate, as the
+    # parent's exit sends its daemon children, must just end this process, not raise in its read loop.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if tied:
         _die_with_parent()
     _cap_memory()

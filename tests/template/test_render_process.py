@@ -127,3 +127,24 @@ def test_the_render_process_holds_no_descriptor_of_its_parent(tmp_path):
     finally:
         os.close(read_end)
         render_worker.stop()
+
+
+def test_a_terminate_ends_the_render_process_whatever_sigterm_handler_the_command_installed():
+    # `harness run` turns SIGTERM into an exception to stop cleanly; the fork inherits that handler, and the
+    # terminate a parent's exit sends its daemon children then printed a traceback from the read loop.
+    import signal
+
+    def stop_cleanly(signum, frame):
+        raise SystemExit(3)
+
+    previous = signal.signal(signal.SIGTERM, stop_cleanly)
+    render_worker.stop()
+    try:
+        assert render("{{ messages[0].content }}", USER) == "hi"
+        process = render_worker._worker.process
+        process.terminate()
+        process.join()
+        assert process.exitcode == -signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        render_worker.stop()
