@@ -9,12 +9,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.backends import runtimes
 from harness.cli.common import add_results_dir, check_runtime_name, report_hint
 from harness.core.values import seconds_argument
-
-SERVERS = ("llama-server", "llama-cpp-python")
-# The names the committed records carry: the llama.cpp both run is the one vendored in llama-cpp-python 0.3.36.
-DEFAULT_RUNTIME = {"llama-server": "llama-server-0.3.36-vendored", "llama-cpp-python": "llama-cpp-python-0.3.36"}
 
 
 def run(args) -> int:
@@ -32,7 +29,8 @@ def run(args) -> int:
     if args.server and (args.timeout is not None or args.deadline is not None):
         raise HarnessError("--timeout and --deadline bound the requests to an --endpoint you serve; the servers "
                            "the harness starts are restarted when they stop answering")
-    runtime = args.runtime or DEFAULT_RUNTIME[args.server]
+    # The name the records carry by default is the runtime's own (its version included), from its module.
+    runtime = args.runtime or runtimes.get(args.server).record_name
     check_runtime_name(runtime)
     if args.endpoint:
         return _endpoint(args, runtime)
@@ -106,8 +104,8 @@ def register(subparsers) -> None:
                     "kills the server is recorded and the server restarted. With --endpoint, a request the "
                     "runtime did not answer (connection refused, a timeout, HTTP 408, 429 or 5xx) is not "
                     "recorded: the run exits 1 and says how many are left to retry.")
-    p.add_argument("--server", choices=SERVERS,
-                   help="the runtime to start: llama-server (built from the pinned sources) or llama-cpp-python's")
+    p.add_argument("--server", choices=runtimes.startable(),
+                   help="the runtime to start (one the harness starts: harness.backends.runtimes)")
     p.add_argument("--endpoint", metavar="URL",
                    help="instead, a runtime you serve (Ollama, LM Studio, vLLM, …) with a scripted model loaded")
     p.add_argument("--manifest", type=Path, metavar="FILE", help="with --endpoint: the harness scripted-model manifest")

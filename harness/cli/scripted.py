@@ -7,7 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-KEY_SOURCES = ("render", "llama-server", "llama-cpp-python")
+from harness.backends import runtimes
+
+RENDER = "render"
 
 
 def run(args) -> int:
@@ -28,10 +30,10 @@ def run(args) -> int:
         raise HarnessError(f"{ref.id}: no case can be written: " + "; ".join(w for _, w in corpus.skipped))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    kind = args.key_from if args.key_from != "render" else "llama-server"
+    kind = None if args.key_from == RENDER else args.key_from      # our render asks no runtime
     planner = TemplateRun(kind, kind, ref, corpus, out, writer=None, log=None)
     requests = requests_for(corpus, args.case)
-    prepared = planner.prepare(requests, from_runtime=args.key_from != "render")
+    prepared = planner.prepare(requests, from_runtime=kind is not None)
     models = []
     for plan, path in zip(prepared.models, prepared.paths):
         entries = []
@@ -65,13 +67,13 @@ def register(subparsers) -> None:
                     "(request, reply, prompt length, expected strict parse). Cases are the template's built-in "
                     "runtime-conformance corpus, or your own (--cases). Replies are keyed to prompt lengths: "
                     "from our render, or from a runtime the command starts on a first scripted model "
-                    "(--key-from llama-server: its /apply-template and /tokenize; llama-cpp-python: the "
-                    "usage.prompt_tokens of a one-token reply).")
+                    "(--key-from RUNTIME: as its module keys a prompt; llama-server: its /apply-template and "
+                    "/tokenize; others: the usage.prompt_tokens of a one-token reply).")
     p.add_argument("--template", required=True, metavar="PATH_OR_ID", help="a pinned template id or a .jinja file")
     p.add_argument("--cases", type=Path, metavar="FILE",
                    help="YAML list of {name, messages, tools, reply, variants, template_kwargs} (default: the corpus)")
     p.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable)")
-    p.add_argument("--key-from", choices=KEY_SOURCES, default="render",
+    p.add_argument("--key-from", choices=(RENDER, *runtimes.startable()), default=RENDER,
                    help="where prompt lengths come from (default render: ours; a runtime is exact for it)")
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for the GGUFs and the manifest")
     p.add_argument("--max-bytes", type=int, metavar="N",
