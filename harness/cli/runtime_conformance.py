@@ -42,17 +42,13 @@ def run(args) -> int:
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
 
-    def log(record):
-        print(f"harness runtime-conformance: {record.template['id']} {record.case['name']}/"
-              f"{record.variant}: {', '.join(record.labels)}", file=sys.stderr, flush=True)
-
     # A run stopped with SIGTERM unwinds like ^C: the server it started is stopped and the scratch folder removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="harness-scripted-") as scratch:
         workdir = Path(args.work_dir or scratch)
         workdir.mkdir(parents=True, exist_ok=True)
         records, skipped = run_suite(args.server, runtime, templates, path, workdir,
-                                     {r.done_key() for r in existing}, args.case, args.variant, log,
+                                     {r.done_key() for r in existing}, args.case, args.variant, _log,
                                      keep=args.work_dir is not None)
     for template_id, why in skipped:
         print(f"  no scripted model for {template_id}: {why}")
@@ -60,6 +56,13 @@ def run(args) -> int:
     print(f"{runtime}: {len(records)} request(s) asked, {agree} agree, {len(existing)} already recorded -> {path}")
     print(report_hint(args.results_dir))
     return 0
+
+
+def _log(record) -> None:
+    """Each request as it is recorded: its labels and, where it disagrees, why (a replay prints this)."""
+    why = "" if record.labels == ["agree"] else " — " + "; ".join(record.details)
+    print(f"harness runtime-conformance: {record.template['id']} {record.case['name']}/{record.variant}: "
+          f"{', '.join(record.labels)}{why}", file=sys.stderr, flush=True)
 
 
 def _endpoint(args, runtime: str) -> int:
@@ -77,7 +80,7 @@ def _endpoint(args, runtime: str) -> int:
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
     run = run_manifest(args.endpoint, args.served_model, args.manifest, runtime, path,
-                       {r.done_key() for r in existing}, args.case, args.variant, log=lambda r: None,
+                       {r.done_key() for r in existing}, args.case, args.variant, log=_log,
                        timeout=timeout, deadline=args.deadline)
     for failure in run.failed:
         print(f"harness runtime-conformance: failed, not recorded: {failure}", file=sys.stderr)

@@ -8,6 +8,8 @@ starts, harness.live.runtime_endpoint one the user serves; both make their recor
 
 from __future__ import annotations
 
+import shlex
+
 from harness.evaluation.judging import answer_summary, arguments_object, fork, judge, label_head, text
 from harness.evaluation.records import RUNTIME_CONFORMANCE, RuntimeConformanceRecord
 from harness.evaluation.suite import Suite
@@ -95,13 +97,18 @@ def classify(record: dict, tools: list, marker: str | None) -> tuple:
     return (labels or ["agree"]), details
 
 
+# Replays are printed to be pasted in a shell at the repository root, where scripts/setup.sh makes .venv.
+HARNESS = ".venv/bin/harness"
+
+
 def replay_command(record: RuntimeConformanceRecord) -> str:
-    """One line that asks this single case again, into a scratch results folder."""
+    """One line that asks this single case again, into a scratch results folder, run as printed from the
+    repository root (it prints the request's labels and details)."""
     where = ["--server", record.server, "--template", record.template["id"]]
     if record.server == "endpoint":
         where = ["--endpoint", record.endpoint, "--manifest", record.manifest, "--served-model",
                  record.served_model, "--runtime", record.runtime]
-    return " ".join(["harness runtime-conformance", *where, "--case", record.case["name"], "--variant",
+    return " ".join([HARNESS, "runtime-conformance", *map(shlex.quote, where), "--case", record.case["name"], "--variant",
                      record.variant, '--results-dir "$(mktemp -d)"'])
 
 

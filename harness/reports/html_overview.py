@@ -12,7 +12,8 @@ import pandas as pd
 from harness.evaluation import parser_agreement
 from harness.evaluation.runtime_agreement import LABELS as AGREEMENT_LABELS
 from harness.evaluation.runtime_agreement import agreement_table
-from harness.evaluation.runtime_conformance import LABELS, matrix
+from harness.evaluation.runtime_causes import cause_line, root_causes
+from harness.evaluation.runtime_conformance import LABELS, matrix, replay_command
 from harness.reports.html_samples import names_html
 from harness.reports.tables import class_table, mode_order, row_labels
 from harness.reports.verdict import RULE, ranking_table, top_names, verdict_sentence
@@ -111,9 +112,12 @@ def runtime_conformance_html(records: list) -> str:
         return ""
     frame = pd.DataFrame([{"runtime": row["runtime"], "family": row["family"], "templates": len(row["templates"]),
                            "requests": row["requests"], **{k: row[k] for k in LABELS}} for row in matrix(records)])
+    causes = "".join(f"<li>{escape(cause_line(c, replay_command))}</li>" for c in root_causes(records))
     return _table_section("runtime-conformance", "Runtime conformance",
-                          "Exact replies of scripted models through each runtime's /v1/chat/completions: requests "
-                          "per label. Every disagreement, with its reply and the command that replays it, is in "
+                          "Exact replies of scripted models through each runtime's /v1/chat/completions. Root "
+                          "causes first (what the runtime does, how many requests, which families, a replay run "
+                          f"from the repository root):</p><ol>{causes}</ol><p>Requests per label. Every "
+                          "disagreement, under its cause with its reply and the command that replays it, is in "
                           "runtime-conformance.md.", frame)
 
 

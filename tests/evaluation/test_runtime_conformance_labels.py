@@ -86,8 +86,13 @@ def test_the_markdown_has_the_matrix_and_each_disagreement_with_its_replay():
     text = conformance_markdown([bad, ok], [("Other", "no tools: the template does not read tools")])
     assert "| rt | hermes | 1 | 2 | 1 | 0 | 0 | 0 | 0 | 1 |" in text
     assert "- Other: no tools" in text
-    assert "harness runtime-conformance --server llama-server --template T --case one-call --variant auto" in text
-    assert text.count("replay:") == 1
+    assert ".venv/bin/harness runtime-conformance --server llama-server --template T --case one-call --variant auto" in text
+    # One root cause, its one line first, then the request under it.
+    assert text.count("replay:") == 2
+    cause = next(line for line in text.splitlines() if line.startswith("1. "))
+    assert cause.startswith("1. rt returns the call's text as content, no tool_calls: 1 request(s), 1 template(s), "
+                            "families hermes; replay: `.venv/bin/harness runtime-conformance --server llama-server")
+    assert text.index("## Root causes") < text.index("| runtime | family |") < text.index("### 1. rt returns")
 
 
 def test_a_named_function_the_reply_does_not_call_must_not_come_back():
