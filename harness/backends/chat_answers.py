@@ -47,7 +47,7 @@ def read_message(message, where: str) -> tuple:
 
 def chat_answer(url: str, body: dict, timeout: float) -> dict:
     """One /v1/chat/completions answer as the runtime returned it: content, reasoning_content, tool_calls (name
-    and the arguments string), finish_reason, completion tokens; an HTTP or connection failure, or an answer
+    and the arguments string), finish_reason, completion tokens (and prompt tokens, where usage has them); an HTTP or connection failure, or an answer
     that is not a chat completion, as `error`; fields of the wrong type in `problems`. Where the runtime shows them
     (llama-server's __verbose, asked with "verbose" and "return_tokens"), `generated` is the text the model wrote
     before the runtime parsed it and `generated_tokens` the ids it sampled."""
@@ -70,6 +70,9 @@ def chat_answer(url: str, body: dict, timeout: float) -> dict:
     sampled = debug.get("tokens") if isinstance(debug, dict) else None
     if isinstance(sampled, list) and sampled and all(type(t) is int for t in sampled):
         out["generated_tokens"] = sampled
+    prompt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    if isinstance(prompt, int) and not isinstance(prompt, bool):
+        out["prompt_tokens"] = prompt       # the runtime's own count, checked against a key it did not give
     if problems:
         out["problems"] = problems
     return out

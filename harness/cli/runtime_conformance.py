@@ -23,9 +23,8 @@ def run(args) -> int:
 
     if bool(args.server) == bool(args.endpoint):
         raise HarnessError("give --server (a runtime the harness starts) or --endpoint (one you serve), not both")
-    if args.endpoint and not (args.manifest and args.served_model and args.runtime):
-        raise HarnessError("--endpoint needs --manifest (from harness scripted-model), --served-model (the "
-                           "scripted model it serves, as the manifest names it) and --runtime")
+    if args.endpoint and not (args.manifest and args.runtime):
+        raise HarnessError("--endpoint needs --manifest (from harness scripted-model) and --runtime")
     if args.server and (args.timeout is not None or args.deadline is not None):
         raise HarnessError("--timeout and --deadline bound the requests to an --endpoint you serve; the servers "
                            "the harness starts are restarted when they stop answering")
@@ -74,7 +73,7 @@ def _endpoint(args, runtime: str) -> int:
 
     timeout = TIMEOUT if args.timeout is None else args.timeout
     # A dead or mistyped URL is a usage error before any request, not a run of failed ones.
-    check_endpoints([Endpoint(args.endpoint, args.served_model)], timeout)
+    check_endpoints([Endpoint(args.endpoint, args.served_model or "")], timeout)
     path = args.results_dir.runtime_conformance_records(runtime)
     existing, problems = SUITE.read_records(path)
     for problem in problems:
@@ -113,7 +112,9 @@ def register(subparsers) -> None:
                    help="instead, a runtime you serve (Ollama, LM Studio, vLLM, …) with a scripted model loaded")
     p.add_argument("--manifest", type=Path, metavar="FILE", help="with --endpoint: the harness scripted-model manifest")
     p.add_argument("--served-model", metavar="NAME",
-                   help="with --endpoint: the scripted model served (its served_name in the manifest)")
+                   help="with --endpoint: only the scripted model served as NAME (its served_name in the "
+                        "manifest; default: every model of the manifest, each request naming its own, for a "
+                        "runtime that hosts them all or loads the one a request names)")
     p.add_argument("--runtime", metavar="NAME", help="the name the records carry (default: the server and its version)")
     p.add_argument("--template", action="append", metavar="ID", help="template (repeatable; default: all pinned)")
     p.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable)")

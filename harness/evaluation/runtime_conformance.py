@@ -18,7 +18,9 @@ KIND = RUNTIME_CONFORMANCE
 LABELS = {
     "agree": "the runtime returned what the strict parser reads: the same calls (name and typed arguments), or no "
              "call and the same text",
-    "prompts-differ": "the runtime's prompt is not our render (its /apply-template text, else its length)",
+    "prompts-differ": "the runtime's prompt is not our render (its /apply-template text, else its length); with "
+                      "--endpoint, its usage.prompt_tokens is not the length the manifest keyed the model to, and "
+                      "the reply is not judged",
     "reply-rewritten": "the runtime generated other tokens than the scripted reply (its grammar or sampling changed "
                        "what the model would write): the ids it sampled are not the script's (llama-server shows "
                        "them), else its completion tokens differ in number",
@@ -81,6 +83,14 @@ def classify(record: dict, tools: list, marker: str | None) -> tuple:
         details.append(f"the runtime's prompt: {key['tokens']} tokens" +
                        ("" if key.get("same_text") is None else f", text {'equal' if key['same_text'] else 'not ours'}")
                        + f"; ours {ours.get('tokens')} tokens")
+    keyed = key.get("keyed")
+    if keyed is not None and key.get("tokens") not in (None, keyed):
+        # A model keyed to another prompt length writes at other positions than its script: what comes back is
+        # not the script's reply, so nothing after the prompt is the runtime's doing.
+        details.append(f"the scripted model is keyed to {keyed} prompt tokens, the runtime counts {key['tokens']}: "
+                       "its reply is not the script's and is not judged; key the models to this runtime and "
+                       "serve them again")
+        return (labels or ["agree"]), details
     if not plain.get("error") and plain:
         rewritten = _rewritten(record, plain)
         if rewritten:
