@@ -17,13 +17,17 @@ from dataclasses import dataclass, field
 from harness.evaluation.judging import label_head
 from harness.evaluation.runtime_corpus import AUTO, NAMED, NAMED_OTHER, NO_PARALLEL, NONE, REQUIRED
 
-CAUSE_ORDER = ("runtime-error", "runtime-dropped-call", "call-left-in-content", "runtime-forgave", "calls-differ",
-               "arguments-changed", "content-differs", "reply-rewritten", "stream-differs", "prompts-differ")
+CAUSE_ORDER = ("runtime-error", "runtime-dropped-call", "call-left-in-content", "parallel-ignored", "required-ignored",
+               "call-ids-repeat", "runtime-forgave", "calls-differ", "arguments-changed", "content-differs",
+               "reply-rewritten", "stream-differs", "prompts-differ")
 # What the runtime does, for each cause label; {q} is the qualifier.
 DOES = {
     "runtime-error": "answers an error ({q})",
     "runtime-dropped-call": "drops a call: no tool_calls and not the call's text",
     "call-left-in-content": "returns the call's text as content, no tool_calls",
+    "parallel-ignored": "returns several calls though parallel_tool_calls is false",
+    "required-ignored": "returns no call though tool_choice is required",
+    "call-ids-repeat": "gives two calls of one answer the same id",
     "runtime-forgave": "turns a reply the strict parser rejects ({q}) into a call",
     "calls-differ": "returns other calls than the reply writes ({q})",
     "arguments-changed": "changes a call's arguments (emptied, stringified or retyped)",

@@ -31,6 +31,9 @@ LABELS = {
     "arguments-changed": "same calls, arguments not the same: emptied, stringified (not a JSON object), or of other "
                          "types than the strict parse typed by the tool's schema",
     "calls-differ": "both read calls, other names or another number (tool_choice none: any call)",
+    "parallel-ignored": "parallel_tool_calls false, yet the runtime returned more than one call",
+    "required-ignored": "tool_choice required, yet the runtime returned no call (the reply is prose)",
+    "call-ids-repeat": "two calls of one answer carry the same id (an app answering by id loses a result)",
     "content-differs": "no call either side, but the runtime's content or reasoning is not the strict one's",
     "stream-differs": "the streamed answer (deltas accumulated) is not the non-streamed one",
     "runtime-error": "an HTTP error, a refused request or history, a dead server (the records say which)",
@@ -101,6 +104,12 @@ def classify(record: dict, tools: list, marker: str | None) -> tuple:
         judged, why = judge(record["expect"], plain, tools, record["variant"], marker, named)
         labels += judged
         details += why
+        for what, answer in answers:
+            ids = [i for i in answer.get("call_ids") or () if i]
+            if len(ids) != len(set(ids)):
+                labels.append("call-ids-repeat")
+                details.append(f"{what}: call ids {ids}")
+                break
         if not stream.get("error") and stream and not _same_answer(plain, stream):
             labels.append("stream-differs")
             details.append(f"streamed {answer_summary(stream)}; non-streamed {answer_summary(plain)}")

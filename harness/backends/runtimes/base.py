@@ -7,8 +7,6 @@ or needs an environment built apart) sets startable False and is driven through 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-
 from harness.backends.transport import request_json
 from harness.core.errors import ServerReplyError, ServerStartError
 
@@ -97,7 +95,3 @@ def usage_key(base_url: str, model: str, body: dict, timeout: float = 120.0) -> 
     if not isinstance(tokens, int) or isinstance(tokens, bool):
         return PromptKey(None, USAGE, error="the answer carries no usage.prompt_tokens")
     return PromptKey(tokens, USAGE)
-
-
-def environment_path(runtime: Runtime, root: Path) -> Path | None:
-    return root / runtime.environment if runtime.environment else None
