@@ -32,7 +32,8 @@ LABELS = {
                          "types than the strict parse typed by the tool's schema",
     "calls-differ": "both read calls, other names or another number (tool_choice none: any call)",
     "parallel-ignored": "parallel_tool_calls false, yet the runtime returned more than one call",
-    "required-ignored": "tool_choice required, yet the runtime returned no call (the reply is prose)",
+    "required-ignored": "tool_choice required, yet the runtime returned no call (the reply is prose; with "
+                        "reply-rewritten beside it, its grammar stepped in and still let prose through)",
     "call-ids-repeat": "two calls of one answer carry the same id (an app answering by id loses a result)",
     "content-differs": "no call either side, but the runtime's content or reasoning is not the strict one's",
     "stream-differs": "the streamed answer (deltas accumulated) is not the non-streamed one",
