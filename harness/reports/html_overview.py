@@ -118,7 +118,7 @@ def runtime_conformance_html(records: list) -> str:
                           "causes first (what the runtime does, how many requests, which families, a replay run "
                           f"from the repository root):</p><ol>{causes}</ol><p>Requests per label. Every "
                           "disagreement, under its cause with its reply and the command that replays it, is in "
-                          "runtime-conformance.md.", frame)
+                          "runtime-conformance.md.", frame, cls="labels")   # a column per label: headers wrap
 
 
 def parser_agreement_html(records: list) -> str:
