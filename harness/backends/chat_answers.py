@@ -45,9 +45,17 @@ def read_message(message, where: str) -> tuple:
     return texts[0], texts[1], calls, problems
 
 
+def call_ids(raw_calls) -> list:
+    """The ids a runtime gave its calls, in order (None where a call has none): an app answers each call by its
+    id, so two calls of one answer under one id lose a result."""
+    if not isinstance(raw_calls, list):
+        return []
+    return [c.get("id") if isinstance(c, dict) and isinstance(c.get("id"), str) else None for c in raw_calls]
+
+
 def chat_answer(url: str, body: dict, timeout: float) -> dict:
     """One /v1/chat/completions answer as the runtime returned it: content, reasoning_content, tool_calls (name
-    and the arguments string), finish_reason, completion tokens; an HTTP or connection failure, or an answer
+    and the arguments string), finish_reason, completion tokens (and prompt tokens, where usage has them); an HTTP or connection failure, or an answer
     that is not a chat completion, as `error`; fields of the wrong type in `problems`. Where the runtime shows them
     (llama-server's __verbose, asked with "verbose" and "return_tokens"), `generated` is the text the model wrote
     before the runtime parsed it and `generated_tokens` the ids it sampled."""
@@ -70,6 +78,13 @@ def chat_answer(url: str, body: dict, timeout: float) -> dict:
     sampled = debug.get("tokens") if isinstance(debug, dict) else None
     if isinstance(sampled, list) and sampled and all(type(t) is int for t in sampled):
         out["generated_tokens"] = sampled
+    ids = call_ids((choices[0].get("message") or {}).get("tool_calls") if isinstance(choices[0].get("message"), dict)
+                   else None)
+    if ids:
+        out["call_ids"] = ids
+    prompt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    if isinstance(prompt, int) and not isinstance(prompt, bool):
+        out["prompt_tokens"] = prompt       # the runtime's own count, checked against a key it did not give
     if problems:
         out["problems"] = problems
     return out
@@ -79,7 +94,7 @@ def chat_stream(url: str, body: dict, timeout: float) -> dict:
     """The same request streamed: server-sent deltas accumulated as a client does (content and reasoning
     concatenated, tool calls by index with their argument fragments joined), with the number of chunks. The
     whole stream shares one deadline and one byte cap."""
-    content, reasoning, calls, finish, chunks, problems, done = [], [], {}, None, 0, [], False
+    content, reasoning, calls, finish, chunks, problems, done, ids = [], [], {}, None, 0, [], False, {}
     try:
         with Exchange(url, {**body, "stream": True}, timeout) as exchange:
             exchange.check_status()
@@ -95,11 +110,13 @@ def chat_stream(url: str, body: dict, timeout: float) -> dict:
                 if isinstance(event, dict) and "error" in event:
                     return {"error": f"{url}: error event in the stream: {shown(event['error'], 300)}"}
                 chunks += 1
-                finish = _delta(event, chunks, content, reasoning, calls, problems) or finish
+                finish = _delta(event, chunks, content, reasoning, calls, problems, ids) or finish
     except ServerReplyError as exc:
         return {"error": str(exc), "status": exc.status}
     out = {"status": 200, "content": "".join(content) or None, "reasoning": "".join(reasoning) or None,
            "tool_calls": [calls[i] for i in sorted(calls)], "finish_reason": finish, "chunks": chunks}
+    if ids:
+        out["call_ids"] = [ids.get(i) for i in sorted(calls)]
     cut = _cut_short(done, finish, out["tool_calls"], out["content"])
     if cut:
         # A stream that stops early reads as a shorter answer: named, so it is never taken for a clean one.
@@ -121,7 +138,7 @@ def _cut_short(done: bool, finish, calls: list, content) -> str | None:
     return f"cut short: the stream ended without {' and without '.join(missing)}{tail}"
 
 
-def _delta(event, number: int, content: list, reasoning: list, calls: dict, problems: list):
+def _delta(event, number: int, content: list, reasoning: list, calls: dict, problems: list, ids: dict):
     """One streamed event folded into the accumulators; its finish_reason, if it has one."""
     where = f"chunk {number}"
     choices = event.get("choices") if isinstance(event, dict) else None
@@ -151,6 +168,8 @@ def _delta(event, number: int, content: list, reasoning: list, calls: dict, prob
                 problems.append(f"{where}: a tool call's index is {describe(index)}, not an integer")
                 index = len(calls)
             slot = calls.setdefault(index, {"name": "", "arguments": ""})
+            if isinstance(call, dict) and isinstance(call.get("id"), str) and call["id"]:
+                ids.setdefault(index, call["id"])         # sent once, on a call's first delta
             if function is None:
                 continue
             if not isinstance(function, dict):

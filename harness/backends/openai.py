@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from harness.core.replies import Generation, Timings
+from harness.backends import runtimes
 from harness.backends.base import Backend
 from harness.backends.chat_answers import read_message
 from harness.backends.transport import check_url, describe, request_json, shown
@@ -299,23 +300,19 @@ def _finish(reason) -> str:
 
 
 def identify_runtime(endpoint: Endpoint, timeout: float) -> str:
-    """Which server answers at an endpoint, where it says so: llama-server's /props (its build and slots),
-    llama-cpp-python's OpenAPI title; "served" for any other."""
-    for path, known in (("/props", _is_llama_server), ("/openapi.json", _is_llama_cpp_python)):
-        try:
-            name = known(request_json(endpoint.root(path), None, timeout, max_body=1 << 20))
-        except ServerReplyError:
+    """Which server answers at an endpoint, where it says so: the first runtime of harness.backends.runtimes whose
+    probe (a path and what its JSON answer holds: llama-server's /props with its build and slots,
+    llama-cpp-python's OpenAPI title) recognises it; "served" for any other."""
+    answers: dict = {}
+    for runtime in runtimes.every():
+        if not runtime.probe:
             continue
-        if name:
-            return name
+        path = runtime.probe[0]
+        if path not in answers:
+            try:
+                answers[path] = request_json(endpoint.root(path), None, timeout, max_body=1 << 20)
+            except ServerReplyError:
+                answers[path] = None
+        if runtime.identifies(answers[path]):
+            return runtime.name
     return "served"
-
-
-def _is_llama_server(props: dict) -> str | None:
-    return "llama-server" if "build_info" in props and "total_slots" in props else None
-
-
-def _is_llama_cpp_python(api: dict) -> str | None:
-    info = api.get("info")
-    title = info.get("title") if isinstance(info, dict) else None
-    return "llama-cpp-python" if isinstance(title, str) and "llama.cpp Python" in title else None

@@ -1,10 +1,11 @@
-"""Real local OpenAI-compatible servers for a GGUF: llama-cpp-python's own server and llama.cpp's llama-server.
+"""Real local OpenAI-compatible servers for a GGUF, of any runtime the harness starts (harness.backends.runtimes:
+each runtime's module gives its command line, health check and what it accepts; this module runs the process).
 
     with LocalServer("llama-server", path, parallel=4) as server:
         ...  # requests to server.base_url + "/v1/chat/completions"
 
 A server listens on 127.0.0.1 (a free port unless one is given), writes its output to a log file, and is ready
-when it answers its health check (llama-server: GET /health; llama-cpp-python: GET /v1/models) and the socket
+when it answers its runtime's health check (llama-server: GET /health; llama-cpp-python: GET /v1/models) and the socket
 listening on its port is its own (harness.backends.listeners), not another process's that took the port first. One that dies
 or never gets ready raises ServerStartError quoting the end of its log. It is stopped on leaving the block (SIGTERM,
 then SIGKILL after a grace period), also when the block raises; kill() ends it at once, as a crash would, and
@@ -22,27 +23,22 @@ from __future__ import annotations
 import atexit
 import ctypes
 import errno
-import importlib.util
-import json
 import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from harness.backends import listeners
+from harness.backends import listeners, runtimes
 from harness.core import constants
 from harness.core.errors import ServerStartError
 
 LLAMA_SERVER_ARCHIVE = "llama-cpp-python-0.3.36-llama.cpp"
 BUILD_SCRIPT = constants.ROOT / "scripts" / "build_llama_server.sh"
-KINDS = ("llama-cpp-python", "llama-server")
-HEALTH_PATH = {"llama-cpp-python": "/v1/models", "llama-server": "/health"}
 LOG_TAIL_LINES = 25
 _BIND_FAILURES = ("address already in use", "couldn't bind", "could not bind", "errno 98")
 
@@ -108,30 +104,33 @@ def free_port() -> int:
 
 
 class LocalServer:
-    """One server process for one GGUF. parallel is llama-server's number of slots (requests decoded at once,
-    each with the full n_ctx); llama-cpp-python's server answers one request at a time and accepts only 1.
+    """One server process for one GGUF. parallel is the number of slots of a runtime that has them (requests
+    decoded at once, each with the full n_ctx: llama-server); one without answers one request at a time and
+    accepts only 1.
     extra_args go last on the command line, so they can override the defaults set here.
 
-    llama-cpp-python's server can also hold several GGUFs: `models` maps each name a request may send as "model"
-    to its file (written to the server's --config_file, the first being model_path and alias). It loads the one
-    a request names in place of the last, so only one is in memory; `settings` are llama-cpp-python's model
-    settings (its ModelSettings fields), applied to every model, with or without a config file."""
+    A runtime that hosts several models (llama-cpp-python's server) can hold several GGUFs: `models` maps each
+    name a request may send as "model" to its file (llama-cpp-python: written to its --config_file, the first
+    being model_path and alias). It loads the one a request names in place of the last, so only one is in
+    memory; `settings` are the runtime's model settings (llama-cpp-python's ModelSettings fields), applied to
+    every model, with or without a config file."""
 
     def __init__(self, kind: str, model_path: str | Path, port: int | None = None, parallel: int = 1,
                  extra_args=(), *, n_ctx: int = 4096, threads: int = 1, seed: int = 0, repack: bool = False,
                  alias: str | None = None, log_path: str | Path | None = None, ready_timeout: float = 180.0,
                  stop_grace: float = 10.0, models: dict | None = None, settings: dict | None = None):
-        if kind not in KINDS:
-            raise ValueError(f"unknown server kind {kind!r}; known: {', '.join(KINDS)}")
+        if kind not in runtimes.startable():
+            raise ValueError(f"unknown server kind {kind!r}; the harness starts: {', '.join(runtimes.startable())}")
+        runtime = runtimes.get(kind)
         if parallel < 1:
             raise ValueError(f"parallel={parallel} must be at least 1")
-        if kind == "llama-cpp-python" and parallel != 1:
-            raise ValueError(f"parallel={parallel}: llama-cpp-python's server answers one request at a time")
-        if kind != "llama-cpp-python" and (models or settings):
-            raise ValueError("models and settings are llama-cpp-python's: llama-server serves one GGUF")
+        if parallel != 1 and not runtime.parallel_slots:
+            raise ValueError(f"parallel={parallel}: {kind}'s server answers one request at a time")
+        if (models and not runtime.hosts_several_models) or (settings and not runtime.model_settings):
+            raise ValueError(f"models and settings: {kind} serves one model file per process, without settings")
         if models and extra_args:
-            raise ValueError("llama-cpp-python reads a config file instead of its other arguments: give settings")
-        self.kind = kind
+            raise ValueError(f"{kind} reads a config file instead of its other arguments: give settings")
+        self.kind, self.runtime = kind, runtime
         self.model_path = Path(model_path)
         self.model = alias or self.model_path.stem   # the name /v1/models lists and requests send as "model"
         self.models = {self.model: self.model_path, **{k: Path(v) for k, v in (models or {}).items()}}
@@ -168,37 +167,13 @@ class LocalServer:
     def command(self) -> list:
         if self.port is None:
             raise ServerStartError(f"{self.kind} has no port yet: start() picks one")
-        if self.kind == "llama-server":
-            return [str(llama_server_binary()), "--model", str(self.model_path), "--alias", self.model,
-                    "--host", "127.0.0.1", "--port", str(self.port),
-                    "--ctx-size", str(self.n_ctx * self.parallel), "--parallel", str(self.parallel),
-                    "--threads", str(self.threads), "--threads-batch", str(self.threads),
-                    "--seed", str(self.seed),
-                    "--jinja",                        # the model's own template and llama.cpp's tool-call parsers
-                    *([] if self.repack else ["--no-repack"]),
-                    *self.extra_args]
-        launcher = ["-m", "llama_cpp.server"] if self.repack else ["-m", "harness.backends.embedded.server"]
-        settings = {"n_ctx": self.n_ctx, "n_threads": self.threads, "n_threads_batch": self.threads,
-                    "seed": self.seed, **self.settings}
-        if len(self.models) > 1:
-            return [sys.executable, *launcher, "--config_file", str(self._config(settings))]
-        flags = [str(x).lower() if isinstance(x, bool) else str(x) for k, v in settings.items() for x in (f"--{k}", v)]
-        return [sys.executable, *launcher, "--model", str(self.model_path), "--model_alias", self.model,
-                "--host", "127.0.0.1", "--port", str(self.port), *flags, *self.extra_args]
-
-    def _config(self, settings: dict) -> Path:
-        models = [{"model": str(path), "model_alias": alias, **settings} for alias, path in self.models.items()]
-        config = {"host": "127.0.0.1", "port": self.port, "models": models}
-        path = self.log_path.with_name(self.log_path.name + ".config.json")
-        path.write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
-        return path
+        return self.runtime.command(self)
 
     def start(self) -> "LocalServer":
         """Start the process and wait until it answers its health check; a running server is left alone."""
         if self.running:
             return self
-        if self.kind == "llama-cpp-python" and importlib.util.find_spec("uvicorn") is None:
-            raise ServerStartError("llama-cpp-python's server needs its extra: pip install 'llama-cpp-python[server]'")
+        self.runtime.check_startable()
         if self.log_path is None:
             fd, name = tempfile.mkstemp(prefix=f"harness-{self.kind}-", suffix=".log")
             os.close(fd)
@@ -234,7 +209,7 @@ class LocalServer:
         _RUNNING.add(self)
 
     def _wait_ready(self) -> None:
-        url = self.base_url + HEALTH_PATH[self.kind]
+        url = self.base_url + self.runtime.health_path
         deadline = time.monotonic() + self.ready_timeout
         last = "no answer yet"
         while True:
@@ -324,16 +299,17 @@ class LocalServer:
 
 class ModelHost:
     """Several GGUFs served one at a time through one runtime, each named by its file's stem in requests.
-    llama-cpp-python's server holds them all in one process (LocalServer's `models`), which starts once and loads
-    the model a request names; llama-server serves one GGUF per process, so a model gets its own start when it is
-    asked for and the last one is stopped. If the one llama-cpp-python process cannot start (its first model does
-    not load), each model gets a process of its own, so a failure stays with its model.
+    A runtime that hosts several models (llama-cpp-python's server) holds them all in one process (LocalServer's
+    `models`), which starts once and loads the model a request names; any other serves one GGUF per process, so
+    a model gets its own start when it is asked for and the last one is stopped. If the one shared process
+    cannot start (its first model does not load), each model gets a process of its own, so a failure stays with
+    its model.
 
     make(path, models) returns the LocalServer for `path`; models is the whole set (name -> path) or None."""
 
     def __init__(self, kind: str, paths, make):
         self.kind, self.paths, self.make = kind, [Path(p) for p in paths], make
-        self.shared = kind == "llama-cpp-python" and len(self.paths) > 1
+        self.shared = runtimes.get(kind).hosts_several_models and len(self.paths) > 1
         self.server: LocalServer | None = None
 
     def serve(self, path) -> tuple:

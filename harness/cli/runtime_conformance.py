@@ -9,12 +9,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.backends import runtimes
 from harness.cli.common import add_results_dir, check_runtime_name, report_hint
 from harness.core.values import seconds_argument
-
-SERVERS = ("llama-server", "llama-cpp-python")
-# The names the committed records carry: the llama.cpp both run is the one vendored in llama-cpp-python 0.3.36.
-DEFAULT_RUNTIME = {"llama-server": "llama-server-0.3.36-vendored", "llama-cpp-python": "llama-cpp-python-0.3.36"}
 
 
 def run(args) -> int:
@@ -26,13 +23,13 @@ def run(args) -> int:
 
     if bool(args.server) == bool(args.endpoint):
         raise HarnessError("give --server (a runtime the harness starts) or --endpoint (one you serve), not both")
-    if args.endpoint and not (args.manifest and args.served_model and args.runtime):
-        raise HarnessError("--endpoint needs --manifest (from harness scripted-model), --served-model (the "
-                           "scripted model it serves, as the manifest names it) and --runtime")
+    if args.endpoint and not (args.manifest and args.runtime):
+        raise HarnessError("--endpoint needs --manifest (from harness scripted-model) and --runtime")
     if args.server and (args.timeout is not None or args.deadline is not None):
         raise HarnessError("--timeout and --deadline bound the requests to an --endpoint you serve; the servers "
                            "the harness starts are restarted when they stop answering")
-    runtime = args.runtime or DEFAULT_RUNTIME[args.server]
+    # The name the records carry by default is the runtime's own (its version included), from its module.
+    runtime = args.runtime or runtimes.get(args.server).record_name
     check_runtime_name(runtime)
     if args.endpoint:
         return _endpoint(args, runtime)
@@ -44,17 +41,13 @@ def run(args) -> int:
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
 
-    def log(record):
-        print(f"harness runtime-conformance: {record.template['id']} {record.case['name']}/"
-              f"{record.variant}: {', '.join(record.labels)}", file=sys.stderr, flush=True)
-
     # A run stopped with SIGTERM unwinds like ^C: the server it started is stopped and the scratch folder removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="harness-scripted-") as scratch:
         workdir = Path(args.work_dir or scratch)
         workdir.mkdir(parents=True, exist_ok=True)
         records, skipped = run_suite(args.server, runtime, templates, path, workdir,
-                                     {r.done_key() for r in existing}, args.case, args.variant, log,
+                                     {r.done_key() for r in existing}, args.case, args.variant, _log,
                                      keep=args.work_dir is not None)
     for template_id, why in skipped:
         print(f"  no scripted model for {template_id}: {why}")
@@ -62,6 +55,13 @@ def run(args) -> int:
     print(f"{runtime}: {len(records)} request(s) asked, {agree} agree, {len(existing)} already recorded -> {path}")
     print(report_hint(args.results_dir))
     return 0
+
+
+def _log(record) -> None:
+    """Each request as it is recorded: its labels and, where it disagrees, why (a replay prints this)."""
+    why = "" if record.labels == ["agree"] else " — " + "; ".join(record.details)
+    print(f"harness runtime-conformance: {record.template['id']} {record.case['name']}/{record.variant}: "
+          f"{', '.join(record.labels)}{why}", file=sys.stderr, flush=True)
 
 
 def _endpoint(args, runtime: str) -> int:
@@ -73,13 +73,13 @@ def _endpoint(args, runtime: str) -> int:
 
     timeout = TIMEOUT if args.timeout is None else args.timeout
     # A dead or mistyped URL is a usage error before any request, not a run of failed ones.
-    check_endpoints([Endpoint(args.endpoint, args.served_model)], timeout)
+    check_endpoints([Endpoint(args.endpoint, args.served_model or "")], timeout)
     path = args.results_dir.runtime_conformance_records(runtime)
     existing, problems = SUITE.read_records(path)
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
     run = run_manifest(args.endpoint, args.served_model, args.manifest, runtime, path,
-                       {r.done_key() for r in existing}, args.case, args.variant, log=lambda r: None,
+                       {r.done_key() for r in existing}, args.case, args.variant, log=_log,
                        timeout=timeout, deadline=args.deadline)
     for failure in run.failed:
         print(f"harness runtime-conformance: failed, not recorded: {failure}", file=sys.stderr)
@@ -106,13 +106,15 @@ def register(subparsers) -> None:
                     "kills the server is recorded and the server restarted. With --endpoint, a request the "
                     "runtime did not answer (connection refused, a timeout, HTTP 408, 429 or 5xx) is not "
                     "recorded: the run exits 1 and says how many are left to retry.")
-    p.add_argument("--server", choices=SERVERS,
-                   help="the runtime to start: llama-server (built from the pinned sources) or llama-cpp-python's")
+    p.add_argument("--server", choices=runtimes.startable(),
+                   help="the runtime to start (one the harness starts: harness.backends.runtimes)")
     p.add_argument("--endpoint", metavar="URL",
                    help="instead, a runtime you serve (Ollama, LM Studio, vLLM, …) with a scripted model loaded")
     p.add_argument("--manifest", type=Path, metavar="FILE", help="with --endpoint: the harness scripted-model manifest")
     p.add_argument("--served-model", metavar="NAME",
-                   help="with --endpoint: the scripted model served (its served_name in the manifest)")
+                   help="with --endpoint: only the scripted model served as NAME (its served_name in the "
+                        "manifest; default: every model of the manifest, each request naming its own, for a "
+                        "runtime that hosts them all or loads the one a request names)")
     p.add_argument("--runtime", metavar="NAME", help="the name the records carry (default: the server and its version)")
     p.add_argument("--template", action="append", metavar="ID", help="template (repeatable; default: all pinned)")
     p.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable)")

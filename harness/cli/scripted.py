@@ -4,10 +4,16 @@ and a manifest of what each one answers (docs/scripted-models.md)."""
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 
-KEY_SOURCES = ("render", "llama-server", "llama-cpp-python")
+from harness.backends import runtimes
+
+RENDER = "render"
+# The runtime the printed serve commands start when neither --serve-with nor --key-from names one, and its port.
+DEFAULT_SERVE, PORT = "llama-server", 8080
 
 
 def run(args) -> int:
@@ -28,10 +34,10 @@ def run(args) -> int:
         raise HarnessError(f"{ref.id}: no case can be written: " + "; ".join(w for _, w in corpus.skipped))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    kind = args.key_from if args.key_from != "render" else "llama-server"
+    kind = None if args.key_from == RENDER else args.key_from      # our render asks no runtime
     planner = TemplateRun(kind, kind, ref, corpus, out, writer=None, log=None)
     requests = requests_for(corpus, args.case)
-    prepared = planner.prepare(requests, from_runtime=args.key_from != "render")
+    prepared = planner.prepare(requests, from_runtime=kind is not None)
     models = []
     for plan, path in zip(prepared.models, prepared.paths):
         entries = []
@@ -54,7 +60,40 @@ def run(args) -> int:
     print(f"{ref.id}: {len(models)} scripted model(s) answering {served} request(s) -> {out}; manifest {path}")
     for item in refused:
         print(f"  not keyed: {item['request']}: {item['why']}", file=sys.stderr)
+    serve_with = args.serve_with or kind or DEFAULT_SERVE
+    for line in serve_lines(runtimes.get(serve_with), out.resolve(), path.resolve(), models):
+        print(line)
     return 0
+
+
+def serve_lines(runtime, out: Path, manifest: Path, models: list) -> list:
+    """Each served name, and the commands that serve the models with `runtime` on PORT and ask them, exactly as
+    `harness runtime-conformance --server` would start it. A runtime that hosts several models serves them all
+    from one process, asked in one run; any other serves one model at a time."""
+    from harness.backends.servers import LocalServer
+    from harness.core.errors import HarnessError
+    from harness.scripted.vocab import CONTEXT_LENGTH
+
+    lines = [f"  {m['served_name']}: {len(m['requests'])} request(s), {out / m['file']}" for m in models]
+    groups = [models] if runtime.hosts_several_models else [[m] for m in models]
+    url = f"http://127.0.0.1:{PORT}"
+    for group in groups:
+        if not group:
+            continue
+        first = out / group[0]["file"]
+        several = {m["served_name"]: out / m["file"] for m in group[1:]} or None
+        try:
+            server = LocalServer(runtime.name, first, port=PORT, alias=group[0]["served_name"], n_ctx=CONTEXT_LENGTH,
+                                 settings=runtime.conformance_settings, models=several,
+                                 log_path=out / f"{runtime.name}.log")
+            serve = subprocess.list2cmdline(server.command())
+        except HarnessError as exc:
+            serve = f"(cannot be written here: {exc})"
+        only = [] if len(group) > 1 else ["--served-model", group[0]["served_name"]]
+        run = [".venv/bin/harness", "runtime-conformance", "--endpoint", url, "--manifest", str(manifest), *only,
+               "--runtime", runtime.record_name]
+        lines += [f"serve ({runtime.name}): {serve}", f"run: {' '.join(shlex.quote(w) for w in run)}"]
+    return lines
 
 
 def register(subparsers) -> None:
@@ -65,14 +104,17 @@ def register(subparsers) -> None:
                     "(request, reply, prompt length, expected strict parse). Cases are the template's built-in "
                     "runtime-conformance corpus, or your own (--cases). Replies are keyed to prompt lengths: "
                     "from our render, or from a runtime the command starts on a first scripted model "
-                    "(--key-from llama-server: its /apply-template and /tokenize; llama-cpp-python: the "
-                    "usage.prompt_tokens of a one-token reply).")
+                    "(--key-from RUNTIME: as its module keys a prompt; llama-server: its /apply-template and "
+                    "/tokenize; others: the usage.prompt_tokens of a one-token reply).")
     p.add_argument("--template", required=True, metavar="PATH_OR_ID", help="a pinned template id or a .jinja file")
     p.add_argument("--cases", type=Path, metavar="FILE",
                    help="YAML list of {name, messages, tools, reply, variants, template_kwargs} (default: the corpus)")
     p.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable)")
-    p.add_argument("--key-from", choices=KEY_SOURCES, default="render",
+    p.add_argument("--key-from", choices=(RENDER, *runtimes.startable()), default=RENDER,
                    help="where prompt lengths come from (default render: ours; a runtime is exact for it)")
+    p.add_argument("--serve-with", choices=runtimes.startable(), metavar="RUNTIME",
+                   help="the runtime whose serve commands are printed, on port 8080, with the run that asks them "
+                        f"(default: the --key-from runtime, else {DEFAULT_SERVE})")
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for the GGUFs and the manifest")
     p.add_argument("--max-bytes", type=int, metavar="N",
                    help="write up to N bytes of new model files (default 2,000,000,000); the size is said before "

@@ -90,6 +90,16 @@ def judge(expect: dict, answer: dict, tools: list, variant: str, marker: str | N
             return ["calls-differ"], [f"tool_choice named {named}, yet the runtime returned "
                                       f"{[c['name'] for c in theirs]}"]
         return [], []       # the runtime held the model to the named function (reply-rewritten says how)
+    if variant == "no-parallel" and len(theirs) > 1:
+        return ["parallel-ignored"], [f"parallel_tool_calls false, yet the runtime returned {len(theirs)} calls "
+                                      f"{[c['name'] for c in theirs]}"]
+    if variant == "no-parallel" and len(strict) > 1 and len(theirs) == 1:
+        strict = strict[:1]         # held to one call, the first the reply writes (reply-rewritten says how)
+    if variant == "required" and not strict:
+        if theirs:
+            return [], []           # held to a call where the reply has none (reply-rewritten says how)
+        return ["required-ignored"], [f"tool_choice required, yet the runtime returned no call: content "
+                                      f"{json.dumps(content[:60], ensure_ascii=False)}"]
     if strict and not theirs:
         names = [n for n, _ in strict]
         if any(n in content for n in names) or (marker and marker.strip() in content):

@@ -8,6 +8,8 @@ starts, harness.live.runtime_endpoint one the user serves; both make their recor
 
 from __future__ import annotations
 
+import shlex
+
 from harness.evaluation.judging import answer_summary, arguments_object, fork, judge, label_head, text
 from harness.evaluation.records import RUNTIME_CONFORMANCE, RuntimeConformanceRecord
 from harness.evaluation.suite import Suite
@@ -16,7 +18,9 @@ KIND = RUNTIME_CONFORMANCE
 LABELS = {
     "agree": "the runtime returned what the strict parser reads: the same calls (name and typed arguments), or no "
              "call and the same text",
-    "prompts-differ": "the runtime's prompt is not our render (its /apply-template text, else its length)",
+    "prompts-differ": "the runtime's prompt is not our render (its /apply-template text, else its length); with "
+                      "--endpoint, its usage.prompt_tokens is not the length the manifest keyed the model to, and "
+                      "the reply is not judged",
     "reply-rewritten": "the runtime generated other tokens than the scripted reply (its grammar or sampling changed "
                        "what the model would write): the ids it sampled are not the script's (llama-server shows "
                        "them), else its completion tokens differ in number",
@@ -27,6 +31,10 @@ LABELS = {
     "arguments-changed": "same calls, arguments not the same: emptied, stringified (not a JSON object), or of other "
                          "types than the strict parse typed by the tool's schema",
     "calls-differ": "both read calls, other names or another number (tool_choice none: any call)",
+    "parallel-ignored": "parallel_tool_calls false, yet the runtime returned more than one call",
+    "required-ignored": "tool_choice required, yet the runtime returned no call (the reply is prose; with "
+                        "reply-rewritten beside it, its grammar stepped in and still let prose through)",
+    "call-ids-repeat": "two calls of one answer carry the same id (an app answering by id loses a result)",
     "content-differs": "no call either side, but the runtime's content or reasoning is not the strict one's",
     "stream-differs": "the streamed answer (deltas accumulated) is not the non-streamed one",
     "runtime-error": "an HTTP error, a refused request or history, a dead server (the records say which)",
@@ -79,6 +87,14 @@ def classify(record: dict, tools: list, marker: str | None) -> tuple:
         details.append(f"the runtime's prompt: {key['tokens']} tokens" +
                        ("" if key.get("same_text") is None else f", text {'equal' if key['same_text'] else 'not ours'}")
                        + f"; ours {ours.get('tokens')} tokens")
+    keyed = key.get("keyed")
+    if keyed is not None and key.get("tokens") not in (None, keyed):
+        # A model keyed to another prompt length writes at other positions than its script: what comes back is
+        # not the script's reply, so nothing after the prompt is the runtime's doing.
+        details.append(f"the scripted model is keyed to {keyed} prompt tokens, the runtime counts {key['tokens']}: "
+                       "its reply is not the script's and is not judged; key the models to this runtime and "
+                       "serve them again")
+        return (labels or ["agree"]), details
     if not plain.get("error") and plain:
         rewritten = _rewritten(record, plain)
         if rewritten:
@@ -89,19 +105,30 @@ def classify(record: dict, tools: list, marker: str | None) -> tuple:
         judged, why = judge(record["expect"], plain, tools, record["variant"], marker, named)
         labels += judged
         details += why
+        for what, answer in answers:
+            ids = [i for i in answer.get("call_ids") or () if i]
+            if len(ids) != len(set(ids)):
+                labels.append("call-ids-repeat")
+                details.append(f"{what}: call ids {ids}")
+                break
         if not stream.get("error") and stream and not _same_answer(plain, stream):
             labels.append("stream-differs")
             details.append(f"streamed {answer_summary(stream)}; non-streamed {answer_summary(plain)}")
     return (labels or ["agree"]), details
 
 
+# Replays are printed to be pasted in a shell at the repository root, where scripts/setup.sh makes .venv.
+HARNESS = ".venv/bin/harness"
+
+
 def replay_command(record: RuntimeConformanceRecord) -> str:
-    """One line that asks this single case again, into a scratch results folder."""
+    """One line that asks this single case again, into a scratch results folder, run as printed from the
+    repository root (it prints the request's labels and details)."""
     where = ["--server", record.server, "--template", record.template["id"]]
     if record.server == "endpoint":
         where = ["--endpoint", record.endpoint, "--manifest", record.manifest, "--served-model",
                  record.served_model, "--runtime", record.runtime]
-    return " ".join(["harness runtime-conformance", *where, "--case", record.case["name"], "--variant",
+    return " ".join([HARNESS, "runtime-conformance", *map(shlex.quote, where), "--case", record.case["name"], "--variant",
                      record.variant, '--results-dir "$(mktemp -d)"'])
 
 

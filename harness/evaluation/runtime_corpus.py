@@ -8,8 +8,10 @@ or fenced, another family's call by that family's format()). Nothing is a hand-t
 follows the template when it changes.
 
 A case names the requests it is asked with (`variants`): tool_choice auto always; required, none and a named
-function (the one the reply calls, and another one) for the one-call case; parallel_tool_calls false for the two-call case. Thinking is on only for the
-case that writes reasoning, and only where the template reads `enable_thinking`.
+function (the one the reply calls, and another one) for the one-call case; parallel_tool_calls false for the
+two-call case; required alone for prose-required (prose where a call is required). Thinking is on only for the
+cases that write reasoning (one closes its block before the call, one never does), and only where the template
+reads `enable_thinking`. Beside the calls, text after a call and a history whose two calls share one id.
 """
 
 from __future__ import annotations
@@ -221,11 +223,25 @@ def build_corpus(ref, found=None) -> Corpus:
     add("text-before-call", [_user("Can you look up the weather in Paris for 3 days?")],
         rendered(("get_weather", WEATHER), content="Let me check.", must=("Let me check.", "get_weather")))
     if "enable_thinking" in off:
-        add("reasoning-then-call", [_user("Think first: the weather in Paris for 3 days?")],
-            rendered(("get_weather", WEATHER), reasoning=REASONING, must=(REASONING, "get_weather")),
+        thought = add("reasoning-then-call", [_user("Think first: the weather in Paris for 3 days?")],
+                      rendered(("get_weather", WEATHER), reasoning=REASONING, must=(REASONING, "get_weather")),
+                      kwargs={"enable_thinking": True})
+        # The model opens its reasoning and calls inside it, never closing the block: the call is reasoning to a
+        # strict reader, and a runtime that runs it has read a thought as an action.
+        unclosed = _reasoning_left_open(thought.reply, r.pairs) if thought else None
+        add("reasoning-unclosed-call", [_user("Think it over: the weather in Paris for 3 days?")],
+            lambda m, k: unclosed or (None, "the reasoning block has no closing tag to leave out"),
             kwargs={"enable_thinking": True})
     else:
         skipped.append(("reasoning-then-call", "the template does not read enable_thinking"))
+    if call_case is not None:
+        # Text the model writes after its call: a runtime may keep it streamed and drop it non-streamed.
+        add("text-after-call", [_user("Weather in Paris for 3 days, then say what you did.")],
+            f"{call_case.reply}\nI asked for the forecast.")
+    # tool_choice required, answered in prose: a runtime that holds the model to a call rewrites the reply; one
+    # that returns the prose has ignored the request.
+    add("prose-required", [_user("Just say hello, no tools needed.")], rendered(content="Hello! No tool needed."),
+        (REQUIRED,))
     add("prose-braces", [_user("Show me a tiny JSON example in a sentence.")],
         rendered(content='An object looks like {"a": [1, 2]} and a list like [3, {"b": null}].'))
     marker = family.markers[0] if family.markers else None
@@ -248,7 +264,31 @@ def build_corpus(ref, found=None) -> Corpus:
                {"role": "tool", "tool_call_id": "call00001", "name": "get_weather",
                 "content": '{"forecast": ["sunny", "cloudy", "rain"]}'}]
     add("history-answer", history, rendered(content="Sunny, then cloudy, then rain."))
+    if family.multiple_calls:
+        # A client that sent two calls under one id (and their two results): the runtime renders the history as
+        # it is, or refuses it in words.
+        twice = [_user("Weather in Paris and in Rome, 3 days each?"),
+                 {"role": "assistant", "content": "", "tool_calls": [
+                     _call("get_weather", WEATHER, 1), _call("get_weather", {**WEATHER, "location": "Rome"}, 1)]},
+                 {"role": "tool", "tool_call_id": "call00001", "name": "get_weather",
+                  "content": '{"forecast": ["sunny", "cloudy", "rain"]}'},
+                 {"role": "tool", "tool_call_id": "call00001", "name": "get_weather",
+                  "content": '{"forecast": ["rain", "rain", "sunny"]}'}]
+        add("history-same-id", twice, rendered(content="Paris clears up, Rome gets wet."))
     return Corpus(ref.id, family.name, cases, skipped, found)
+
+
+def _reasoning_left_open(reply: str, pairs) -> str | None:
+    """A reply with reasoning then a call, its reasoning block's closing tag taken out (the first one after the
+    reasoning), or None where it has none."""
+    at = reply.find(REASONING)
+    if at < 0:
+        return None
+    for _, close in pairs:
+        end = reply.find(close, at)
+        if end >= 0:
+            return reply[:end] + reply[end + len(close):]
+    return None
 
 
 def _renderable_tools(r: Renderer, kwargs: dict, skipped: list) -> list:

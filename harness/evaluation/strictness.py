@@ -32,6 +32,10 @@ REASONS = {
         "Text after the calls where the family allows none: the template renders a call turn with nothing after "
         "the call, so the reply is not in the shape the model was trained on, and whether the call or the text "
         "is the answer would be a guess."),
+    "call-in-reasoning": (
+        "The call stands inside a reasoning block the model opened and never closed: to the template it is part "
+        "of the model's thinking, not its answer. A thought is not an action, so nothing is run; the peer lifts "
+        "the call out of the reasoning and returns it."),
     "text": (
         "The strict parser reads no call at all (plain text); the peer returned one."),
 }

@@ -5,8 +5,8 @@ models through a real runtime's /v1/chat/completions, non-streamed and streamed,
 Per template and runtime: the requests (case × tool_choice variant) are packed into as few scripted models as
 their positions allow, keyed to our render; the runtime gives its own prompt length of every request on the first
 of them (see harness.scripted.keying), and requests it counts otherwise get models keyed to its count.
-Each model is served once for all its requests; llama-cpp-python holds many models in one process, so it starts
-once per phase of a chunk of templates, not once per model (harness.backends.servers.ModelHost). Records are
+Each model is served once for all its requests; a runtime that holds many models in one process (llama-cpp-python)
+starts once per phase of a chunk of templates, not once per model (harness.backends.servers.ModelHost). Records are
 appended as they land (fsynced) and a run resumes past what is recorded; a request that kills the server is
 recorded as a runtime-error and the server is started again."""
 
@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.backends import runtimes
 from harness.backends.chat_answers import chat_answer, chat_stream
 from harness.backends.openai import wire_messages
 from harness.scripted.keying import PromptKey, render_key, runtime_key
@@ -98,21 +99,20 @@ class Prepared:
 
 
 def local_server(kind: str, workdir: Path, path: Path, models: dict | None = None) -> LocalServer:
-    """The server for a scripted model (or, for llama-cpp-python, a set of them: see ModelHost)."""
-    # llama-cpp-python's server computes the logits of every prompt token by default (for logprobs, which
-    # no request here asks): off, a 1,000-token prompt takes 0.05 s instead of 3 s on a scripted model.
-    settings = {"logits_all": False} if kind == "llama-cpp-python" else None
+    """The server for a scripted model (or, for a runtime that hosts several, a set of them: see ModelHost),
+    started with the settings its runtime declares for a conformance run."""
+    settings = runtimes.get(kind).conformance_settings
     log = Path(workdir) / f"{path.stem}-{kind}{'-shared' if models else ''}.log"
     return LocalServer(kind, path, alias=path.stem, ready_timeout=300, n_ctx=CONTEXT_LENGTH, settings=settings,
                        models=models, log_path=log)
 
 
 class TemplateRun:
-    """One template's requests through one runtime the harness starts (kind: llama-server, llama-cpp-python).
+    """One template's requests through one runtime the harness starts (kind: its name in harness.backends.runtimes).
     plan() builds models keyed by our render; rekey() asks the runtime for its own key of every request on the
     first of them; rekeyed() builds models for the requests whose key differs; serve() asks each model's
     requests. run_suite() does this for many templates at once, so that a runtime holding many models in one
-    process (llama-cpp-python) starts once per phase, not once per model."""
+    process starts once per phase, not once per model."""
 
     def __init__(self, kind: str, runtime: str, ref, corpus, workdir: Path, writer, log=print):
         self.kind, self.runtime, self.ref, self.corpus = kind, runtime, ref, corpus
@@ -203,9 +203,9 @@ class TemplateRun:
             for r in requests:
                 # A runtime that rewrites the reply under its grammar is seen within a few tokens of the script.
                 body = {**r.body, "model": model, "max_tokens": len(p.ids[r.name]) + EXTRA_TOKENS}
-                # llama-server shows the tokens it sampled and their text (before its parser) when asked; it
-                # changes nothing else.
-                shown = {"verbose": True, "return_tokens": True} if self.kind == "llama-server" else {}
+                # A runtime that shows the tokens it sampled (and their text before its parser) when asked; the
+                # fields change nothing else.
+                shown = runtimes.get(self.kind).shown_fields
                 plain = self._ask(server, chat_answer, url, {**body, **shown})
                 stream = self._ask(server, chat_stream, url, body)
                 records.append(self._record(r, p.ours[r.name], p.keys[r.name], path, plain, stream,
@@ -254,7 +254,8 @@ def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Pat
 
     Templates go in chunks: their models keyed by our render are built and served by one ModelHost, which first
     gives each template's runtime key; then the models of requests the runtime keys otherwise are built and
-    served by a second host. llama-cpp-python thus starts twice per chunk; llama-server once per model."""
+    served by a second host. A runtime that hosts several models thus starts twice per chunk; any other once per
+    model."""
     skipped, seen, todo = [], {}, []
     Path(workdir).mkdir(parents=True, exist_ok=True)
     for ref, corpus in templates:

@@ -1,8 +1,9 @@
 """Runtime conformance against a runtime the user serves (`harness runtime-conformance --endpoint`): the requests
 a `harness scripted-model` manifest lists for the scripted model being served, asked non-streamed and streamed,
 recorded and labelled as the suite does. The harness cannot swap the model or ask this runtime for its prompt,
-so each reply is keyed as the manifest says (`key_source`); a runtime that counts the prompt otherwise shows as
-`reply-rewritten` (the model wrote its end of turn, or other tokens).
+so each reply is keyed as the manifest says (`key_source`). Where the answer's usage.prompt_tokens is not that
+length, the model wrote at other positions than it was keyed for: the record is labelled prompts-differ and its
+reply is not judged (it is not the script's), instead of reading as a runtime that rewrote the reply.
 
 A request the runtime did not answer (no HTTP answer: connection refused or reset, the deadline passed, the server
 died; or a status worth asking again: 408, 429, 5xx) is not recorded: it is not a finding about how the runtime
@@ -39,6 +40,19 @@ def unanswered(answer: dict) -> bool:
         answer["status"] is None or answer["status"] in RETRY_STATUSES)
 
 
+def endpoint_key(entry: dict, plain: dict) -> dict:
+    """The prompt length of a request the harness could not ask this runtime for: its own count where its answer
+    gives one (usage.prompt_tokens), with the length the manifest keyed the model to beside it (`keyed`), so a
+    runtime that counts otherwise is labelled prompts-differ and its reply is not judged as the script's; else
+    the manifest's."""
+    counted = plain.get("prompt_tokens")
+    if counted is None:
+        return {"tokens": entry["prompt_tokens"], "source": f"the manifest ({entry['key_source']})", "error": None,
+                "same_text": None}
+    return {"tokens": counted, "source": "usage.prompt_tokens of the answer", "error": None, "same_text": None,
+            "keyed": entry["prompt_tokens"]}
+
+
 @dataclass
 class EndpointRun:
     written: list = field(default_factory=list)     # the records appended
@@ -51,32 +65,42 @@ class EndpointRun:
         return len(self.failed) + self.not_asked
 
 
-def run_manifest(url: str, served_model: str, manifest_path: Path, runtime: str, path: Path, done: set,
-                 cases=None, variants=None, log=print, timeout: float = TIMEOUT,
-                 deadline: float | None = None) -> EndpointRun:
-    """done: (template sha256, case, hash, variant) already recorded; timeout: seconds per request (each of the
-    two answers); deadline: seconds for the whole run, None for no bound."""
-    manifest = read_manifest(manifest_path)
+def served_models(manifest: dict, manifest_path, served_model: str | None) -> list:
+    """The manifest's models a run asks: the one served as `served_model`, or every one (None)."""
+    if served_model is None:
+        return list(manifest["models"])
     names = [m["served_name"] for m in manifest["models"]]
     model = next((m for m in manifest["models"] if m["served_name"] == served_model), None)
     if model is None:
         raise HarnessError(f"--served-model {served_model!r} is none of {manifest_path}'s models: {', '.join(names)}")
+    return [model]
+
+
+def run_manifest(url: str, served_model: str | None, manifest_path: Path, runtime: str, path: Path, done: set,
+                 cases=None, variants=None, log=print, timeout: float = TIMEOUT,
+                 deadline: float | None = None) -> EndpointRun:
+    """served_model: the manifest's model being served, or None for every one, each asked by its served name (a
+    runtime that hosts them all, or loads the one a request names); done: (template sha256, case, hash, variant)
+    already recorded; timeout: seconds per request (each of the two answers); deadline: seconds for the whole
+    run, None for no bound."""
+    manifest = read_manifest(manifest_path)
     markers = family_get(manifest["family"]).markers if manifest["family"] else ()
     chat = url.rstrip("/").removesuffix("/v1") + "/v1/chat/completions"
     todo = []
-    for e in model["requests"]:
-        key = (manifest["template"]["sha256"], e["case"], entry_hash(e), e["variant"])
-        if key not in done and (not cases or e["case"] in cases) and (not variants or e["variant"] in variants):
-            todo.append((e, key[2]))
+    for model in served_models(manifest, manifest_path, served_model):
+        for e in model["requests"]:
+            key = (manifest["template"]["sha256"], e["case"], entry_hash(e), e["variant"])
+            if key not in done and (not cases or e["case"] in cases) and (not variants or e["variant"] in variants):
+                todo.append((model, e, key[2]))
     ends = None if deadline is None else time.monotonic() + deadline
     run = EndpointRun()
     with TranscriptWriter(path) as writer:
-        for n, (e, entry_key) in enumerate(todo):
+        for n, (model, e, entry_key) in enumerate(todo):
             remaining = timeout if ends is None else min(timeout, ends - time.monotonic())
             if remaining <= 0:
                 run.not_asked = len(todo) - n
                 break
-            body = {**e["request"], "model": served_model, "max_tokens": e["reply_tokens"] + EXTRA_TOKENS}
+            body = {**e["request"], "model": model["served_name"], "max_tokens": e["reply_tokens"] + EXTRA_TOKENS}
             plain = chat_answer(chat, body, remaining)
             stream = {}
             if not unanswered(plain):
@@ -90,12 +114,11 @@ def run_manifest(url: str, served_model: str, manifest_path: Path, runtime: str,
                 continue
             record = conformance_record(
                 runtime=runtime, server="endpoint", endpoint=url, manifest=str(manifest_path),
-                served_model=served_model, template=manifest["template"], family=manifest["family"],
+                served_model=model["served_name"], template=manifest["template"], family=manifest["family"],
                 profile=manifest["vocabulary"], case={"name": e["case"], "hash": entry_key}, variant=e["variant"],
                 request=request_switches(e["request"]), reply=e["reply"], reply_tokens=e["reply_tokens"],
                 reply_ids=e.get("reply_ids"), expect=e["expect"], ours={"tokens": e["prompt_tokens"]},
-                key={"tokens": e["prompt_tokens"], "source": f"the manifest ({e['key_source']})", "error": None,
-                     "same_text": None},
+                key=endpoint_key(e, plain),
                 model=model["file"], plain=plain, stream=stream, recorded=now(),
                 tools=e["request"].get("tools") or [], marker=markers[0] if markers else None)
             writer.append(record)

@@ -14,7 +14,8 @@ import pandas as pd
 from harness.evaluation import parser_agreement
 from harness.evaluation.runtime_agreement import LABELS as AGREEMENT_LABELS
 from harness.evaluation.runtime_agreement import agreement_table
-from harness.evaluation.runtime_conformance import LABELS, matrix
+from harness.evaluation.runtime_causes import cause_line, root_causes
+from harness.evaluation.runtime_conformance import LABELS, matrix, replay_command
 from harness.reports.html_samples import names_html
 from harness.reports.tables import LEGEND, class_table, mode_order, row_labels
 from harness.reports.funnel import funnel_html
@@ -110,9 +111,12 @@ def _agreement(records: list) -> tuple:
 def _runtime_conformance(records: list) -> tuple:
     frame = pd.DataFrame([{"runtime": row["runtime"], "family": row["family"], "templates": len(row["templates"]),
                            "requests": row["requests"], **{k: row[k] for k in LABELS}} for row in matrix(records)])
-    return ("Exact replies of scripted models through each runtime's /v1/chat/completions: requests per label. "
-            "Every disagreement, with its reply and the command that replays it, is in runtime-conformance.md.",
-            frame, "")
+    causes = "".join(f"<li>{escape(cause_line(c, replay_command))}</li>" for c in root_causes(records))
+    # A column per label: the "labels" class lets its headers wrap.
+    return ("Exact replies of scripted models through each runtime's /v1/chat/completions. Root causes first "
+            "(what the runtime does, how many requests, which families, a replay run from the repository "
+            f"root):</p><ol>{causes}</ol><p>Requests per label. Every disagreement, under its cause with its "
+            "reply and the command that replays it, is in runtime-conformance.md.", frame, "labels")
 
 
 def _parser_agreement(records: list) -> tuple:

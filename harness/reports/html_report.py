@@ -35,6 +35,7 @@ table{border-collapse:collapse;margin:8px 0;font-size:12px;max-width:100%}
 td,th{border:1px solid #ccc;padding:2px 4px;vertical-align:top;text-align:left}
 code{white-space:pre-wrap;overflow-wrap:anywhere}
 td code,td a{overflow-wrap:anywhere}
+table.labels th{overflow-wrap:anywhere;font-size:11px}
 table.heatmap td.heat{text-align:center;min-width:3.2em;white-space:nowrap}
 table.heatmap td.none{color:#888;background:#eee}
 table.heatmap th.row{white-space:normal;background:#f5f5f7}

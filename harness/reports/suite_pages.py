@@ -1,6 +1,6 @@
 """The markdown pages of the runtime suites (harness.evaluation.suite), rebuilt by `harness report` from their
 records: DIR/runtime-agreement.md, DIR/runtime-conformance.md and DIR/parser-agreement.md. Each opens on its
-matrix and lists every disagreement; the runtime-conformance and parser-agreement pages give each one's reply
+matrix (runtime-conformance on its root causes) and lists every disagreement; the runtime-conformance and parser-agreement pages give each one's reply
 and the command that replays it. A suite without a page of its own here gets labels_page: its labels, what
 they mean and how many records carry each, then every disagreement with its replay."""
 
@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from harness.backends import runtimes
 from harness.evaluation import parser_agreement, runtime_agreement, runtime_conformance
 from harness.evaluation.judging import cell, fork
+from harness.evaluation.runtime_causes import cause_line, root_causes
 from harness.evaluation.suite import Suite, registered
 
 
@@ -60,30 +62,62 @@ def agreement_markdown(records: list) -> str:
 
 
 def conformance_markdown(records: list, unscripted: list) -> str:
-    """results/runtime-conformance.md: the runtime × family matrix, then every disagreement with its reply and
-    the command that replays it. unscripted: (template id, why no scripted model is built for it)."""
+    """results/runtime-conformance.md: the root causes (one line each: what a runtime does, how many requests,
+    which families, a replay), the runtimes, the runtime × family matrix, then every disagreement grouped under its
+    cause with its reply and the command that replays it. unscripted: (template id, why no scripted model is built
+    for it)."""
     suite = runtime_conformance.SUITE
     labels = suite.label_names
+    causes = root_causes(records)
     lines = ["# Runtime conformance", "",
              "Scripted models (real GGUFs: a family's vocabulary, the pinned template, weights that write exact "
              "replies) write every case of each template's corpus through the runtime's /v1/chat/completions, "
              "non-streamed and streamed. Each request is labelled by what the runtime did with a reply whose "
              "strict parse is known; a request can carry several labels (a row counts each once). Labels are "
              "defined in harness/evaluation/runtime_conformance.py; the corpus in "
-             "harness/evaluation/runtime_corpus.py; made by `harness runtime-conformance` and `harness report`.", "",
-             "| runtime | family | templates | requests | " + " | ".join(labels) + " |",
-             "|---|---|---:|---:|" + "---:|" * len(labels)]
+             "harness/evaluation/runtime_corpus.py; root causes in harness/evaluation/runtime_causes.py; made by "
+             "`harness runtime-conformance` and `harness report`. Replays run from the repository root and print "
+             "each request's labels and details.", "", "## Root causes", "",
+             "Each disagreeing request under one cause: its most telling label (an error, then what the runtime "
+             "parsed, then a rewrite or a stream that differs, then a prompt that differs), most requests first.", ""]
+    lines += [f"{n}. {cause_line(c, suite.replay_command)}" for n, c in enumerate(causes, 1)] or ["None."]
+    lines += ["", "## Runtimes", "", *runtime_table(records), "",
+              "## Matrix", "", "| runtime | family | templates | requests | " + " | ".join(labels) + " |",
+              "|---|---|---:|---:|" + "---:|" * len(labels)]
     for row in suite.matrix(records):
         lines.append(f"| {row['runtime']} | {row['family']} | {len(row['templates'])} | {row['requests']} | "
                      + " | ".join(str(row[k]) for k in labels) + " |")
     if unscripted:
         lines += ["", "## Templates without a scripted model", ""]
         lines += [f"- {t}: {why}" for t, why in unscripted]
-    lines += disagreement_lines(
-        records, lambda r: (r.runtime, r.family or "", r.template["id"], r.case["name"], r.variant),
-        lambda r: f"**{r.runtime}** / {r.template['id']} ({r.family}) / {r.case['name']}/{r.variant}",
-        suite.replay_command)
-    return "\n".join(lines) + "\n"
+    lines += ["", "## Disagreements by root cause", ""]
+    for n, cause in enumerate(causes, 1):
+        lines += [f"### {n}. {cause.runtime} {cause.does} ({len(cause.records)})", ""]
+        for r in cause.records:
+            lines.append(f"- {r.template['id']} ({r.family}) / {r.case['name']}/{r.variant}: "
+                         f"`{'`, `'.join(r.labels)}` — {'; '.join(r.details)}")
+            lines.append(f"  reply {cell(r.reply, 160)}; replay: `{suite.replay_command(r)}`")
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def runtime_table(records: list) -> list:
+    """What each runtime of the records is, from its module in harness.backends.runtimes (a runtime served by
+    the user, or no longer registered, by its records' name only)."""
+    rows = ["| runtime | server | what it is | prompt length from | sampled ids shown | several models in one "
+            "process | request fields it ignores |", "|---|---|---|---|---|---|---|"]
+    for name, server in sorted({(r.runtime, r.server) for r in records}):
+        runtime = runtimes.get(server) if server in runtimes.RUNTIMES else None
+        if runtime is None:
+            rows.append(f"| {name} | {server} | served by the user (--endpoint) | the manifest, checked against "
+                        "usage.prompt_tokens | – | – | – |")
+            continue
+        ignores = "; ".join(f"`{k}` ({why})" for k, why in runtime.ignores.items()) or "none known"
+        rows.append(f"| {name} | {server} | {runtime.summary} | "
+                    f"{'its rendered prompt, counted' if runtime.shows_prompt else 'usage.prompt_tokens'} | "
+                    f"{'yes' if runtime.shows_sampled_ids else 'no'} | "
+                    f"{'yes' if runtime.hosts_several_models else 'no'} | {ignores} |")
+    return rows
 
 
 def _plan(records: list) -> dict:

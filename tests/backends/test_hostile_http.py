@@ -221,6 +221,27 @@ def test_wrong_typed_stream_deltas_are_named_not_a_crash():
                                'chunk 4: choices is str "none", not a list']
 
 
+def test_the_ids_of_a_runtime_s_calls_and_its_prompt_count_are_kept():
+    from harness.backends.chat_answers import chat_answer, chat_stream
+
+    calls = [{"id": "call_0", "type": "function", "function": {"name": n, "arguments": "{}"}}
+             for n in ("get_weather", "get_time")]
+    body = {"choices": [{"message": {"content": None, "tool_calls": calls}, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 41, "completion_tokens": 9}}
+    with HostileServer(raw_json(json.dumps(body))) as server:
+        out = chat_answer(server.url + "/v1/chat/completions", {}, HANG_GUARD)
+    assert out["call_ids"] == ["call_0", "call_0"] and out["prompt_tokens"] == 41
+    # Streamed, an id comes on a call's first delta only.
+    events = [{"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "a", "function": {"name": "get_time"}}]}}]},
+              {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}}]},
+              {"choices": [{"delta": {"tool_calls": [{"index": 1, "function": {"name": "get_time",
+                                                                              "arguments": "{}"}}]}}],
+               "finish_reason": "tool_calls"}]
+    with HostileServer(sse(events)) as server:
+        out = chat_stream(server.url + "/v1/chat/completions", {}, HANG_GUARD)
+    assert out["call_ids"] == ["a", None] and len(out["tool_calls"]) == 2
+
+
 def test_a_non_streamed_answer_without_choices_is_an_error_not_a_crash():
     from harness.backends.chat_answers import chat_answer
 

@@ -10,6 +10,8 @@ from harness import families
 from harness.evaluation.records import RuntimeConformanceRecord
 
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"location": "Paris", "days": 3}}\n</tool_call>'
+TWO = CALL + '\n<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
+WEATHER_ARGS = '{"location": "Paris", "days": 3}'
 
 
 def expect(reply):
@@ -35,6 +37,13 @@ def answer(content=None, calls=(), reasoning=None, tokens=None):
      ["runtime-forgave:bare-json"]),
     ("Hello {there}.", answer("Hello {there}."), "auto", []),
     ("Hello {there}.", answer("Hello"), "auto", ["content-differs"]),
+    # parallel_tool_calls false: both calls back is the switch ignored; the first alone is the switch held.
+    (TWO, answer(None, [("get_weather", WEATHER_ARGS), ("get_time", "{}")]), "no-parallel", ["parallel-ignored"]),
+    (TWO, answer(None, [("get_weather", WEATHER_ARGS)]), "no-parallel", []),
+    (TWO, answer(None, [("get_time", "{}")]), "no-parallel", ["calls-differ"]),
+    # tool_choice required, the reply prose: the prose back is the choice ignored; a call is the choice held.
+    ("Hello.", answer("Hello."), "required", ["required-ignored"]),
+    ("Hello.", answer(None, [("get_time", "{}")]), "required", []),
 ])
 def test_judge_names_the_layer(reply, got, variant, labels):
     assert judge(expect(reply), got, TOOLS, variant, "<tool_call>")[0] == labels
@@ -56,6 +65,22 @@ def test_classify_adds_prompt_generation_and_stream_layers():
     assert labels == ["reply-rewritten", "arguments-changed"]
     labels, details = classify(record({"error": "HTTP 500: boom"}, {"error": "HTTP 500: boom"}), TOOLS, None)
     assert labels == ["runtime-error"] and details[0].startswith("non-streamed: HTTP 500")
+
+
+def test_two_calls_of_one_answer_under_one_id_are_named():
+    twice = {**answer(None, [("get_weather", WEATHER_ARGS)]), "call_ids": ["call_0"]}
+    assert classify({**record(twice, dict(twice))}, TOOLS, "<tool_call>") == (["agree"], [])
+    both = {**expect(TWO)}
+    calls = answer(None, [("get_weather", WEATHER_ARGS), ("get_time", "{}")])
+    same = {**record({**calls, "call_ids": ["call_0", "call_0"]}, {**calls, "call_ids": ["a", "b"]}), "expect": both}
+    assert classify(same, TOOLS, "<tool_call>") == (["call-ids-repeat"], ["non-streamed: call ids ['call_0', 'call_0']"])
+
+
+def test_an_endpoint_that_counts_the_prompt_otherwise_is_not_judged_further():
+    wrong = answer("garbage", tokens=2)
+    labels, details = classify({**record(wrong, dict(wrong), key_tokens=12), "key": {"tokens": 12, "keyed": 10}},
+                               TOOLS, "<tool_call>")
+    assert labels == ["prompts-differ"] and "keyed to 10 prompt tokens, the runtime counts 12" in details[-1]
 
 
 def test_a_rewrite_that_keeps_the_token_count_is_seen_in_the_sampled_tokens():
@@ -86,8 +111,13 @@ def test_the_markdown_has_the_matrix_and_each_disagreement_with_its_replay():
     text = conformance_markdown([bad, ok], [("Other", "no tools: the template does not read tools")])
     assert "| rt | hermes | 1 | 2 | 1 | 0 | 0 | 0 | 0 | 1 |" in text
     assert "- Other: no tools" in text
-    assert "harness runtime-conformance --server llama-server --template T --case one-call --variant auto" in text
-    assert text.count("replay:") == 1
+    assert ".venv/bin/harness runtime-conformance --server llama-server --template T --case one-call --variant auto" in text
+    # One root cause, its one line first, then the request under it.
+    assert text.count("replay:") == 2
+    cause = next(line for line in text.splitlines() if line.startswith("1. "))
+    assert cause.startswith("1. rt returns the call's text as content, no tool_calls: 1 request(s), 1 template(s), "
+                            "families hermes; replay: `.venv/bin/harness runtime-conformance --server llama-server")
+    assert text.index("## Root causes") < text.index("| runtime | family |") < text.index("### 1. rt returns")
 
 
 def test_a_named_function_the_reply_does_not_call_must_not_come_back():

@@ -37,9 +37,17 @@ def test_call_cases_read_as_their_calls_and_near_misses_do_not(template):
     if "near-miss-unclosed" in cases:
         assert expect["near-miss-unclosed"]["deviation"] and not expect["near-miss-unclosed"]["calls"]
     assert expect["history-answer"]["calls"] == [] if "history-answer" in cases else True
-    # The corpus's prompts are spread apart so several replies fit one scripted model.
+    # The corpus's prompts are spread apart so several replies fit one scripted model. Every case is asked with
+    # tool_choice auto but prose-required, whose point is the required one.
     for case in cases.values():
-        assert case.reply and case.variants[0] == "auto"
+        assert case.reply and case.variants[0] == ("required" if case.name == "prose-required" else "auto")
+    # The cases users report: text after a call and a call in reasoning left open are refused by the strict
+    # parser with their named deviations; prose stays prose where a call is required.
+    if "text-after-call" in cases:
+        assert expect["text-after-call"]["deviation"] and not expect["text-after-call"]["calls"]
+    if "reasoning-unclosed-call" in cases:
+        assert not expect["reasoning-unclosed-call"]["calls"], expect["reasoning-unclosed-call"]
+    assert expect["prose-required"]["calls"] == [] and cases["prose-required"].variants == ("required",)
 
 
 def test_replies_come_from_the_template():
@@ -52,6 +60,12 @@ def test_replies_come_from_the_template():
     qwen3 = {c.name: c for c in CORPORA["Qwen-Qwen3-0.6B"].cases}
     assert qwen3["reasoning-then-call"].template_kwargs == {"enable_thinking": True}
     assert qwen3["reasoning-then-call"].expect["reasoning"] and qwen3["reasoning-then-call"].expect["calls"]
+    left_open = qwen3["reasoning-unclosed-call"]
+    assert "</think>" not in left_open.reply and "<tool_call>" in left_open.reply
+    assert left_open.expect["deviation"] == "call-in-reasoning"
+    assert hermes["text-after-call"].reply == hermes["one-call"].reply + "\nI asked for the forecast."
+    twice = hermes["history-same-id"].messages
+    assert [c["id"] for c in twice[1]["tool_calls"]] == ["call00001", "call00001"]
 
 
 

@@ -53,6 +53,6 @@ def test_a_new_disagreement_is_not_in_the_committed_ledger():
 def test_a_deviation_nobody_explained_stops_the_ledger():
     records = _committed_records()
     forgiven = next(r for r in records if "runtime-forgave:unclosed-call" in r.labels)
-    new = dataclasses.replace(forgiven, labels=["runtime-forgave:call-in-reasoning"])
-    with pytest.raises(ValueError, match="call-in-reasoning"):
+    new = dataclasses.replace(forgiven, labels=["runtime-forgave:a-deviation-nobody-named"])
+    with pytest.raises(ValueError, match="a-deviation-nobody-named"):
         ledger_markdown(records + [new])

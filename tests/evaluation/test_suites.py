@@ -63,7 +63,7 @@ def test_a_record_replays_through_its_own_command(name, tmp_path):
     for record in committed(suite)[:50]:
         line = suite.replay_command(record).replace('"$(mktemp -d)"', str(tmp_path))
         words = shlex.split(line)
-        assert words[:2] == ["harness", name], line
+        assert words[0] in ("harness", ".venv/bin/harness") and words[1] == name, line
         args = parser.parse_args(words[1:])
         assert args.command == name and args.func is not None
 
@@ -78,7 +78,7 @@ def test_a_page_names_every_label(name):
     # A suite without a page of its own gets one that names every label and replays every disagreement.
     plain = labels_page(suite, committed(suite))
     assert all(f"| {label} | {meaning} |" in plain for label, meaning in suite.labels.items())
-    assert plain.count("; replay: `harness ") == sum(labels_of(r) != ["agree"] for r in committed(suite))
+    assert plain.count("; replay: `") == sum(labels_of(r) != ["agree"] for r in committed(suite))
 
 
 PACKAGE = Path(__file__).resolve().parents[2] / "harness"

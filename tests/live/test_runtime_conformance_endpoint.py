@@ -63,8 +63,10 @@ class Runtime:
     server-sent events, unless `fail(name, streamed)` says to answer otherwise (a status, or "drop" to hang up
     without a word). It keeps every request it was asked, in order."""
 
-    def __init__(self, entries: list, fail=lambda name, streamed: None):
+    def __init__(self, entries: list, fail=lambda name, streamed: None, counts=None):
         self.entries, self.fail, self.asked, self.lock = entries, fail, [], threading.Lock()
+        self.counts = counts        # name -> the usage.prompt_tokens it answers with (None: no usage)
+        self.models = set()
 
     def __call__(self, h):
         if h.path == "/v1/models":
@@ -73,6 +75,7 @@ class Runtime:
         streamed = bool(h.body.get("stream"))
         with self.lock:
             self.asked.append((name, streamed))
+            self.models.add(h.body.get("model"))
         failure = self.fail(name, streamed)
         if failure == "drop":
             return                  # the connection closes with no answer, as under a server killed mid-request
@@ -86,7 +89,8 @@ class Runtime:
             for i, c in enumerate(expect["calls"])]
         message = {"role": "assistant", "content": expect["content"], "tool_calls": calls}
         if not streamed:
-            return self._send(h, 200, {"choices": [{"message": message, "finish_reason": "stop"}]})
+            usage = {"usage": {"prompt_tokens": self.counts(name)}} if self.counts else {}
+            return self._send(h, 200, {"choices": [{"message": message, "finish_reason": "stop"}], **usage})
         events = [{"choices": [{"delta": message, "finish_reason": "stop"}]}]
         data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
         h.send_response(200)
@@ -105,9 +109,9 @@ class Runtime:
         h.send(data)
 
 
-def conformance(url, manifest_path, results, *extra):
+def conformance(url, manifest_path, results, *extra, served=("--served-model", SERVED)):
     return subprocess.run([sys.executable, "-m", "harness", "runtime-conformance", "--endpoint", url, "--manifest",
-                           str(manifest_path), "--served-model", SERVED, "--runtime", "served", "--results-dir",
+                           str(manifest_path), *served, "--runtime", "served", "--results-dir",
                            str(results), *extra], capture_output=True, text=True)
 
 
@@ -179,3 +183,37 @@ def test_timeout_and_deadline_are_for_an_endpoint(tmp_path):
     done = subprocess.run([sys.executable, "-m", "harness", "runtime-conformance", "--server", "llama-server",
                            "--deadline", "5", "--results-dir", str(tmp_path)], capture_output=True, text=True)
     assert done.returncode == 2 and "--endpoint" in done.stderr and not any(tmp_path.rglob("*"))
+
+
+def test_a_runtime_that_counts_the_prompt_otherwise_is_labelled_prompts_differ_and_not_judged(manifest, tmp_path):
+    path, entries = manifest
+    keyed = {f"{e['case']}/{e['variant']}": e["prompt_tokens"] for e in entries}
+    other = "one-call/auto"
+    runtime = Runtime(entries, counts=lambda name: keyed[name] + (2 if name == other else 0))
+    with HostileServer(runtime) as server:
+        done = conformance(server.url, path, tmp_path, "--case", "one-call")
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = {f"{r.case['name']}/{r.variant}": r for r in recorded(tmp_path)}
+    differs = records.pop(other)
+    assert differs.labels == ["prompts-differ"] and differs.key["keyed"] == keyed[other]
+    assert f"keyed to {keyed[other]} prompt tokens, the runtime counts {keyed[other] + 2}" in differs.details[-1]
+    assert f"{other}: prompts-differ — " in done.stderr          # the detail on the console
+    assert all("prompts-differ" not in r.labels and r.key["source"] == "usage.prompt_tokens of the answer"
+               for r in records.values()), {n: r.labels for n, r in records.items()}
+
+
+def test_without_served_model_every_model_of_the_manifest_is_asked_by_its_own_name(manifest, tmp_path):
+    path, entries = manifest
+    data = json.loads(path.read_text(encoding="utf-8"))
+    half = len(entries) // 2
+    data["models"] = [{"file": "a.gguf", "served_name": "scripted-a", "requests": entries[:half]},
+                      {"file": "b.gguf", "served_name": "scripted-b", "requests": entries[half:]}]
+    both = tmp_path / "both.manifest.json"
+    both.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    runtime = Runtime(entries)
+    with HostileServer(runtime) as server:
+        done = conformance(server.url, both, tmp_path, served=())
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = recorded(tmp_path)
+    assert runtime.models == {"scripted-a", "scripted-b"} and len(records) == len(entries)
+    assert {r.served_model for r in records} == {"scripted-a", "scripted-b"}

@@ -1,0 +1,69 @@
+"""Runtimes: the servers a scripted or real model is served by, one module each, in one table.
+
+A runtime module holds everything the harness knows about one serving stack (harness.backends.runtimes.base.Runtime):
+how it is started and health-checked, how it gives the length of a request's prompt, whether its answers show the
+token ids it sampled, whether one process hosts several models, how a live server is recognised as it, and which
+request fields it accepts and ignores. Commands and the conformance suite read those capabilities, never a
+runtime's name, so adding a runtime is one module and one line of RUNTIMES (docs/adding-a-runtime.md).
+
+A runtime's module is imported only when it is asked for; one whose run needs a heavy package imports it inside
+the method that needs it and raises harness.core.errors.MissingExtraError naming the extra."""
+
+from __future__ import annotations
+
+import importlib
+
+from harness.core.errors import HarnessError
+
+RUNTIMES = {
+    "llama-server": "harness.backends.runtimes.llama_server:LlamaServer",
+    "llama-cpp-python": "harness.backends.runtimes.llama_cpp_python:LlamaCppPython",
+}
+
+_LOADED: dict = {}
+
+
+def get(name: str):
+    """The Runtime registered as `name` (one instance per name)."""
+    if name not in RUNTIMES:
+        raise HarnessError(f"unknown runtime {name!r}; known: {', '.join(RUNTIMES)}")
+    if name not in _LOADED:
+        module, _, attribute = RUNTIMES[name].partition(":")
+        runtime = getattr(importlib.import_module(module), attribute)()
+        if runtime.name != name:
+            raise HarnessError(f"{RUNTIMES[name]} calls itself {runtime.name!r}, registered as {name!r}")
+        _LOADED[name] = runtime
+    return _LOADED[name]
+
+
+def every() -> list:
+    return [get(name) for name in RUNTIMES]
+
+
+def startable() -> tuple:
+    """The names of the runtimes the harness starts itself (`--server`, `--key-from`)."""
+    return tuple(r.name for r in every() if r.startable)
+
+
+def unrun(results_dir, root, table: dict | None = None) -> list:
+    """Why each registered runtime (of `table`: name -> Runtime; default every one) lacks what it owes: a
+    committed conformance run (results_dir/runtime-conformance/NAME*.jsonl, not empty), or, for a runtime whose
+    run needs an environment CI does not build, the declared reason and the script that builds it."""
+    from pathlib import Path
+
+    problems = []
+    folder = Path(results_dir) / "runtime-conformance"
+    for name, runtime in (table or {r.name: r for r in every()}).items():
+        runs = [p for p in sorted(folder.glob(f"{name}*.jsonl")) if p.stat().st_size]
+        if runtime.not_runnable_here or runtime.environment:
+            script = Path(root) / runtime.environment if runtime.environment else None
+            if not runtime.not_runnable_here:
+                problems.append(f"{name}: declares an environment but not why its run is not committed")
+            elif script is None or not script.is_file():
+                problems.append(f"{name}: not runnable here ({runtime.not_runnable_here}) needs the script that "
+                                f"builds its environment; {runtime.environment or 'none'} is not a file")
+            continue
+        if not runs:
+            problems.append(f"{name}: no committed conformance run ({folder.name}/{name}*.jsonl): run `harness "
+                            f"runtime-conformance --server {name}` (or --endpoint) and commit its records")
+    return problems

@@ -1,0 +1,97 @@
+"""What a runtime is to the harness: the base class every module of harness.backends.runtimes subclasses.
+
+Class attributes are the runtime's capabilities; the methods have the defaults of a plain OpenAI-compatible
+server, so a runtime overrides only where it differs. A runtime the harness cannot start (it is served by the user,
+or needs an environment built apart) sets startable False and is driven through `--endpoint`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from harness.backends.transport import request_json
+from harness.core.errors import ServerReplyError, ServerStartError
+
+USAGE = "usage.prompt_tokens of a one-token chat completion"
+
+
+@dataclass
+class PromptKey:
+    """The prompt length a runtime gives a request (harness.scripted.keying keys a scripted reply to it)."""
+    tokens: int | None
+    source: str
+    prompt: str | None = None       # the runtime's prompt text, where it shows it
+    error: str | None = None        # the runtime refused the request (HTTP status and its words)
+
+    def to_json(self) -> dict:
+        return {"tokens": self.tokens, "source": self.source, "error": self.error}
+
+
+class Runtime:
+    # The name in the table, `--server` and `--key-from`, and the records' `server` field.
+    name = ""
+    # The name its committed records carry (`--runtime`'s default): the runtime and the version the harness runs.
+    record_name = ""
+    # One line a reader of the docs and the findings page sees about it.
+    summary = ""
+    # The harness starts it (command(), health_path); otherwise it is only reached through --endpoint.
+    startable = False
+    health_path = "/v1/models"
+    # More than one request decoded at once in one process (LocalServer's parallel).
+    parallel_slots = False
+    # One process holds several model files, loading the one a request names (LocalServer's models, ModelHost).
+    hosts_several_models = False
+    # Takes per-model settings (LocalServer's settings), written beside its models.
+    model_settings = False
+    # Request fields that make its answer show the token ids it sampled; empty where it never shows them.
+    shown_fields: dict = {}
+    # Its prompt length comes from its own rendered text (shows_prompt) or from usage.prompt_tokens.
+    shows_prompt = False
+    # Request fields it accepts without effect: name -> what it does instead.
+    ignores: dict = {}
+    # Settings its conformance run starts it with (LocalServer's settings).
+    conformance_settings: dict | None = None
+    # A runtime whose run needs an environment CI does not build: the script that builds it (from the repository
+    # root) and why no conformance run of it is committed. Only such a runtime may lack a committed run.
+    environment: str | None = None
+    not_runnable_here: str | None = None
+
+    @property
+    def shows_sampled_ids(self) -> bool:
+        return bool(self.shown_fields)
+
+    # -- starting it -------------------------------------------------------------------------------------------
+    def check_startable(self) -> None:
+        """Raise ServerStartError (or MissingExtraError) saying what to install when it cannot start here."""
+        if not self.startable:
+            raise ServerStartError(f"the harness does not start {self.name}: serve it yourself and give --endpoint"
+                                   + (f" (its environment: bash {self.environment})" if self.environment else ""))
+
+    def command(self, server) -> list:
+        """The command line of a LocalServer (model_path, model, models, port, parallel, n_ctx, threads, seed,
+        repack, settings, extra_args)."""
+        raise ServerStartError(f"the harness does not start {self.name}")
+
+    # -- asking it ---------------------------------------------------------------------------------------------
+    def prompt_key(self, base_url: str, model: str, body: dict, timeout: float = 120.0) -> PromptKey:
+        """The runtime's own prompt length for a chat request: by default the usage.prompt_tokens of a one-token
+        completion of it (the prompt text stays unseen)."""
+        return usage_key(base_url, model, body, timeout)
+
+    # -- recognising it ----------------------------------------------------------------------------------------
+    # (path, predicate of its JSON answer): how a live server is recognised as this runtime; None: it is not.
+    probe: tuple | None = None
+
+    def identifies(self, answer) -> bool:
+        return bool(self.probe) and isinstance(answer, dict) and bool(self.probe[1](answer))
+
+
+def usage_key(base_url: str, model: str, body: dict, timeout: float = 120.0) -> PromptKey:
+    request = {**body, "model": model, "max_tokens": 1, "temperature": 0.0, "stream": False}
+    try:
+        answer = request_json(f"{base_url}/v1/chat/completions", request, timeout)
+    except ServerReplyError as exc:
+        return PromptKey(None, USAGE, error=str(exc))
+    usage = answer.get("usage")
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    if not isinstance(tokens, int) or isinstance(tokens, bool):
+        return PromptKey(None, USAGE, error="the answer carries no usage.prompt_tokens")
+    return PromptKey(tokens, USAGE)

@@ -1,0 +1,56 @@
+"""llama.cpp's llama-server, built from the llama.cpp vendored in the pinned llama-cpp-python sources
+(scripts/build_llama_server.sh): one GGUF per process, several slots, the model's own template (--jinja) and
+llama.cpp's tool-call parsers. It shows its prompt (/apply-template, counted by /tokenize) and, asked, the token
+ids it sampled with their text before its parser."""
+
+from __future__ import annotations
+
+from harness.backends import servers
+from harness.backends.runtimes.base import PromptKey, Runtime
+from harness.backends.transport import request_json
+from harness.core.errors import ServerReplyError
+
+APPLY_TEMPLATE = "llama-server /apply-template + /tokenize"
+
+
+class LlamaServer(Runtime):
+    name = "llama-server"
+    record_name = "llama-server-0.3.36-vendored"
+    summary = "llama.cpp's server (--jinja), built from the llama.cpp that llama-cpp-python 0.3.36 vendors"
+    startable = True
+    health_path = "/health"
+    parallel_slots = True
+    # verbose adds the text it generated before its parser; return_tokens the ids it sampled. Neither changes
+    # what it generates or parses.
+    shown_fields = {"verbose": True, "return_tokens": True}
+    shows_prompt = True
+    # A llama-server answering /props with its build and slot count; other servers have no /props.
+    probe = ("/props", lambda props: "build_info" in props and "total_slots" in props)
+
+    def check_startable(self) -> None:
+        servers.llama_server_binary()
+
+    def command(self, server) -> list:
+        return [str(servers.llama_server_binary()), "--model", str(server.model_path), "--alias", server.model,
+                "--host", "127.0.0.1", "--port", str(server.port),
+                "--ctx-size", str(server.n_ctx * server.parallel), "--parallel", str(server.parallel),
+                "--threads", str(server.threads), "--threads-batch", str(server.threads),
+                "--seed", str(server.seed),
+                "--jinja",                        # the model's own template and llama.cpp's tool-call parsers
+                *([] if server.repack else ["--no-repack"]),
+                *server.extra_args]
+
+    def prompt_key(self, base_url: str, model: str, body: dict, timeout: float = 120.0) -> PromptKey:
+        """/apply-template renders the request's messages, tools and switches as a chat completion would, and
+        /tokenize (special tokens parsed, BOS added, as a chat completion tokenizes) counts it."""
+        try:
+            prompt = request_json(f"{base_url}/apply-template", body, timeout).get("prompt")
+            if not isinstance(prompt, str):
+                return PromptKey(None, APPLY_TEMPLATE, error="/apply-template answered without a prompt")
+            tokens = request_json(f"{base_url}/tokenize",
+                                  {"content": prompt, "add_special": True, "parse_special": True}, timeout).get("tokens")
+        except ServerReplyError as exc:
+            return PromptKey(None, APPLY_TEMPLATE, error=str(exc))
+        if not isinstance(tokens, list):
+            return PromptKey(None, APPLY_TEMPLATE, prompt, error="/tokenize answered without a list of tokens")
+        return PromptKey(len(tokens), APPLY_TEMPLATE, prompt)
