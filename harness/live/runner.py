@@ -195,7 +195,7 @@ def sample_record(model: OpenModel, scenario, index: int, seed: int, result: dic
         sampling=scenario.sampling, max_steps=scenario.max_steps, template_kwargs=model.chat.template_kwargs,
         turns=result["turns"], error=result["error"], executions=result["executions"],
         started=started, finished=now(), seconds=round(seconds, 3), batch=batch)
-    record.verdicts = score_sample(scenario, record)
+    record.recorded_verdicts = score_sample(scenario, record)
     return record
 
 

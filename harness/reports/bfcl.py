@@ -8,16 +8,19 @@ is written when the folder holds no BFCL record, so a results folder without the
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.evaluation.bfcl import ARCHIVE_ID, CATEGORIES, IRRELEVANCE, load_suite
 from harness.evaluation.bfcl_outcome import outcome
 from harness.evaluation.records import ModelRecord, SampleRecord
 from harness.evaluation.results import ResultsDir
+from harness.evaluation.scoring import wilson
 from harness.evaluation.transcripts import read_transcript
 from harness.peers.bfcl import SETUP_COMMAND, BFCLChecker, BFCLCheckerError
 from harness.pins.archives import archive_tree
-from harness.reports.tables import mode_order, rate_cell
+from harness.reports.rates import rate_cell
+from harness.reports.tables import mode_order
 
 # BFCL's leaderboard v4 of 2026-04-12, the function-calling (FC) rows of models pinned in sources.json: their
 # summary columns, in percent. "simple" averages BFCL's Python, Java and JavaScript simple categories (only
@@ -171,22 +174,94 @@ def bfcl_markdown(outcomes: list, verdicts: dict | None, suite, hello: dict | No
     return "\n".join(lines)
 
 
-def write_bfcl(results: ResultsDir, warnings: list, checker_python: Path | None = None, staged=None) -> list:
-    """results/bfcl.md from the BFCL records, or nothing when there are none; staged with the rest of the report
-    (harness.reports.staged) when `staged` is given."""
+@dataclass
+class Judged:
+    """BFCL's records of a folder, read again and judged: what bfcl.md and the bottom line are written from."""
+    outcomes: list
+    verdicts: dict | None = None   # None: BFCL's checker was not run
+    suite: object = None
+    hello: dict | None = None
+    note: str | None = None
+
+
+def judge_folder(results: ResultsDir, warnings: list, checker_python: Path | None = None) -> Judged:
+    """Every BFCL record of the folder, judged by BFCL's checker where its environment runs (an empty Judged
+    when the folder holds none: the checker is never started for nothing)."""
     outcomes, suite, _ = read_outcomes(results, warnings)
     if not outcomes:
-        return []
-    verdicts, hello, note = None, None, None
+        return Judged([])
+    out = Judged(outcomes, suite=suite)
     try:
         with BFCLChecker(checker_python, tree=archive_tree(ARCHIVE_ID)) as checker:
-            hello = checker.hello
-            verdicts = judge(outcomes, checker, suite)
+            out.hello = checker.hello
+            out.verdicts = judge(outcomes, checker, suite)
     except BFCLCheckerError as exc:
-        note = f"BFCL's checker was not run ({exc}); its columns say \"not judged\" ({SETUP_COMMAND})."
-        warnings.append(note)
+        out.note = f"BFCL's checker was not run ({exc}); its columns say \"not judged\" ({SETUP_COMMAND})."
+        warnings.append(out.note)
+    return out
+
+
+def headline(judged: Judged) -> str:
+    """The bottom line's BFCL sentence (markdown): rows (model × mode) ranked on BFCL's checker over the calls
+    the strict parser read, every category pooled, only rows run on the same cases together; a leader only when
+    its interval lies above every other row's."""
+    if not judged.outcomes:
+        return ("**BFCL**: no BFCL runs in this folder (`harness run --suite bfcl` records them; `harness report` "
+                "then writes bfcl.md).")
+    rows = {}
+    for o in judged.outcomes:
+        rows.setdefault((o.model, o.mode), []).append(o)
+    if judged.verdicts is None:
+        return (f"**BFCL**: {len(judged.outcomes)} cases recorded over {len(rows)} model × mode rows, not judged: "
+                "BFCL's checker was not run here (bfcl.md says why), so these samples rank nothing.")
+    groups = {}
+    for (model, mode), group in rows.items():
+        valid = [_valid(judged.verdicts[(o.case, o.model, o.mode)][0]) for o in group]
+        groups.setdefault(frozenset(o.case for o in group), []).append((model, mode, valid))
+    out = []
+    for index, (cases, members) in enumerate(sorted(groups.items(), key=lambda g: (-len(g[1]), -len(g[0]),
+                                                                                    sorted(g[0])))):
+        ranked = sorted(members, key=lambda m: (-wilson(sum(m[2]), len(m[2]))[0], -sum(m[2]) / len(m[2]),
+                                                mode_order(m[1]), m[0]))
+        categories = sorted({_category(c) or "?" for c in cases},
+                            key=lambda c: (CATEGORIES.index(c) if c in CATEGORIES else len(CATEGORIES), c))
+        many = f"{len(ranked)} row{'s' if len(ranked) > 1 else ''}"
+        where = (f"ranked on *BFCL accuracy* (BFCL's own checker on the calls the strict parser read), over the "
+                 f"same {len(cases)} case{'s' if len(cases) > 1 else ''} ({', '.join(categories)}) in each of "
+                 f"{many}: " if index == 0 else
+                 f"{many} run on other cases ({len(cases)} case{'s' if len(cases) > 1 else ''}: "
+                 f"{', '.join(categories)}), ranked apart: ")
+        out.append(f"**BFCL**, {where}{_lead(ranked)}")
+    return " ".join(out)
+
+
+def _lead(ranked: list) -> str:
+    cell = lambda m: f"{m[0]}, {m[1]}: {rate_cell(m[2])}"  # noqa: E731
+    best, rest = ranked[0], ranked[1:]
+    if not any(any(m[2]) for m in ranked):
+        return f"No row passes a single case (0 of {sum(len(m[2]) for m in ranked)})."
+    if not rest:
+        return f"**{best[0]}, {best[1]}**: {rate_cell(best[2])} (the only row)."
+    low = wilson(sum(best[2]), len(best[2]))[0]
+    overlapping = [m for m in rest if wilson(sum(m[2]), len(m[2]))[1] >= low]
+    if not overlapping:
+        return (f"**{best[0]}, {best[1]}** leads with {rate_cell(best[2])}; its interval lies above every other "
+                f"row's (next: {cell(rest[0])}).")
+    return (f"These samples do not separate the first row ({cell(best)}) from {len(overlapping)} other "
+            f"row{'s' if len(overlapping) > 1 else ''} whose interval overlaps it ("
+            + "; ".join(cell(m) for m in overlapping[:3]) + (f"; and {len(overlapping) - 3} more" if
+                                                             len(overlapping) > 3 else "") + ").")
+
+
+def write_bfcl(results: ResultsDir, warnings: list, checker_python: Path | None = None, staged=None,
+               judged: Judged | None = None) -> list:
+    """results/bfcl.md from the BFCL records, or nothing when there are none; staged with the rest of the report
+    (harness.reports.staged) when `staged` is given. `judged`: the folder already judged (judge_folder)."""
+    judged = judged if judged is not None else judge_folder(results, warnings, checker_python)
+    if not judged.outcomes:
+        return []
     out = results.bfcl_report
-    text = bfcl_markdown(outcomes, verdicts, suite, hello, note)
+    text = bfcl_markdown(judged.outcomes, judged.verdicts, judged.suite, judged.hello, judged.note)
     if staged is not None:
         staged.text(out, text)
     else:

@@ -2,10 +2,10 @@
 where nothing was run or the check never applies (the seed ADR's quoted replies are in their own table, its
 reconstructed ones are never scored: neither is drawn here):
 
-- by stage: one row per model and mode, one column per stage a sample passes through (the per-model mode
-  table's columns: call parsed, intended tool, right tool, valid typed args, expected args over the call-due
-  samples; no call made over the others; expected answer, uses tool result, all checks), so where a model
-  loses its samples is read left to right;
+- the funnel: one row per model and mode, one column per stage a sample passes through
+  (harness.reports.funnel: chose the tool, wrote it parseably, right tool, right arguments, used the result,
+  answered, all checks over the call-due samples; made no call, answered, all checks over the others), so
+  where a model loses its samples is read left to right; report.html draws the same numbers;
 - all checks by scenario: models × scenarios, one panel per mode (native, grammar, fallback) with the same rows
   and columns so the panels compare at a glance."""
 
@@ -18,26 +18,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from harness.reports.tables import CLASS_RATES, mode_order, of_class, row_labels  # noqa: E402
+from harness.reports.funnel import counts as _counts, funnel_counts  # noqa: E402
 from harness.core.values import MODES  # noqa: E402
-
-STAGES = tuple(c for c in CLASS_RATES if c[0] != "call attempts read")  # (title, verdict, which samples)
-
-
-def _known(value) -> bool:
-    return value is not None and value == value  # NaN != NaN: pandas' missing value
-
-
-def _counts(cells: pd.DataFrame, rows: list, cols: list):
-    """(passed, known) arrays rows × cols from a long table of (row, col, verdict)."""
-    cells = cells.assign(known=cells["verdict"].map(_known),
-                         ok=cells["verdict"].map(lambda v: _known(v) and bool(v)))
-    grouped = cells.groupby(["row", "col"])
-    shape = lambda s: s.unstack().reindex(index=rows, columns=cols).fillna(0).to_numpy(dtype=float)  # noqa: E731
-    if cells.empty:
-        return np.zeros((len(rows), len(cols))), np.zeros((len(rows), len(cols)))
-    return shape(grouped["ok"].sum()), shape(grouped["known"].sum())
-
 
 def _panel(ax, passed, known, rows: list, cols: list, cmap, title: str):
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -60,17 +42,6 @@ def _panel(ax, passed, known, rows: list, cols: list, cmap, title: str):
     return image
 
 
-def stage_panel(frame: pd.DataFrame):
-    """Rows 'model · mode' (modes in MODES order), columns the stages."""
-    labels = row_labels(frame)
-    order = sorted(set(zip(frame["model"], frame["runtime"], frame["mode"].map(mode_order), frame["mode"], labels)))
-    rows = [label for *_, label in order]
-    cols = [title for title, _, _ in STAGES]
-    cells = pd.concat([pd.DataFrame({"row": labels[of_class(frame, due).index], "col": title,
-                                     "verdict": of_class(frame, due)[key]}) for title, key, due in STAGES])
-    return (*_counts(cells, rows, cols), rows, cols)
-
-
 def draw_heatmap(frame: pd.DataFrame, path: Path) -> Path:
     """frame: live samples only."""
     # Scenarios alphabetically; one panel per mode, stacked in MODES order with the same rows and columns so a
@@ -83,14 +54,14 @@ def draw_heatmap(frame: pd.DataFrame, path: Path) -> Path:
     present = set(frame["mode"])
     modes = [m for m in MODES if m in present] + sorted(present - set(MODES))
     panels = [(mode, models) for mode in modes]
-    stage = stage_panel(frame)
+    stage = funnel_counts(frame)
     heights = [len(stage[2]), *(max(1, len(rows)) for _, rows in panels)]
     # Constrained layout: the stage panel's slanted column titles and the panel titles below never overlap.
     size = (1.1 * len(cols) + 4.5, 0.36 * sum(heights) + 1.2 * len(heights) + 1)
     fig, axes = plt.subplots(len(heights), 1, figsize=size, dpi=120, squeeze=False, layout="constrained",
                              gridspec_kw={"height_ratios": heights})
     cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#d9d9d9")
-    image = _panel(axes[0, 0], *stage, cmap, "By stage, all scenarios: samples that passed each check, of those where it applies")
+    image = _panel(axes[0, 0], *stage, cmap, "The funnel, all scenarios: samples that passed each stage, of those it applies to")
     for index, (ax, (mode, rows)) in enumerate(zip(axes[1:, 0], panels)):
         mode_frame = frame[frame["mode"] == mode]
         cells = pd.DataFrame({"row": mode_frame["who"], "col": mode_frame["scenario"],

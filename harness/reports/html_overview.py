@@ -1,9 +1,11 @@
-"""The overview that opens results/report.html: summary.md's verdict, top deviations and models × modes tables,
-a heat map of all checks by scenario (the sample count in every cell; the seed ADR's quoted replies in hatched
-rows of their own, since one or two replies are no rate), runtime agreement, runtime conformance, parser
+"""The overview that opens results/report.html: summary.md's bottom line, the funnel (harness.reports.funnel),
+the rankings, top deviations and models × modes tables, a heat map of all checks by scenario (the sample count
+in every cell; the seed ADR's quoted replies in hatched rows of their own, since one or two replies are no
+rate); and the sections the page shows after the models: runtime agreement, runtime conformance, parser
 agreement and the offline conformance of every pinned template."""
 
 import json
+import re
 from html import escape
 from pathlib import Path
 
@@ -14,8 +16,9 @@ from harness.evaluation.runtime_agreement import LABELS as AGREEMENT_LABELS
 from harness.evaluation.runtime_agreement import agreement_table
 from harness.evaluation.runtime_conformance import LABELS, matrix
 from harness.reports.html_samples import names_html
-from harness.reports.tables import class_table, mode_order, row_labels
-from harness.reports.verdict import RULE, ranking_table, top_names, verdict_sentence
+from harness.reports.tables import LEGEND, class_table, mode_order, row_labels
+from harness.reports.funnel import funnel_html
+from harness.reports.verdict import RULE, bottom_line, recorded_differences, table_title, top_names
 
 
 def table_html(frame: pd.DataFrame, cells: dict | None = None, cls: str = "") -> str:
@@ -31,9 +34,11 @@ def table_html(frame: pd.DataFrame, cells: dict | None = None, cls: str = "") ->
 
 
 def _bold(text: str) -> str:
-    """The verdict's markdown emphasis (**…**) as HTML, the rest escaped."""
-    parts = escape(text).split("**")
-    return "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(parts))
+    """The bottom line's markdown (**strong**, *emphasis*, `code`) as HTML, the rest escaped."""
+    html = escape(text)
+    html = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", html)
+    html = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<em>\1</em>", html)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html)
 
 
 def _rate(passed, known) -> str:
@@ -75,7 +80,7 @@ def heat_map_html(frame: pd.DataFrame) -> str:
     quoted = (" Hatched rows are the seed ADR's quoted replies, scored one by one and never run here."
               if frame["replayed"].any() else "")
     return ("<p>Samples that passed every check, of those run, per scenario: <em>k/n</em> in every cell, so a "
-            f"rate over two samples reads as the two it is.{quoted}</p>"
+            f"rate over two samples reads as the two it is; – where the row did not run the scenario.{quoted}</p>"
             f'<table class="heatmap"><tr><th>model · mode</th><th>samples</th>{head}<th>all</th></tr>\n'
             f"{''.join(rows)}</table>\n")
 
@@ -89,50 +94,55 @@ def _top_html(live: pd.DataFrame) -> str:
 
 
 def _table_section(anchor: str, title: str, intro_html: str, frame: pd.DataFrame, cls: str = "") -> str:
-    """A section of the overview: a heading, an introduction (ready HTML) and one table."""
+    """A section of the page: a heading, an introduction (ready HTML) and one table."""
     return (f'<section id="{anchor}"><h2>{title}</h2><p>{intro_html}</p>' + table_html(frame, cls=cls)
             + "</section>")
 
 
-def agreement_html(records: list) -> str:
-    if not records:
-        return ""
+def _agreement(records: list) -> tuple:
     frame = pd.DataFrame([{k: row[k] for k in ("runtime", "served_model", "template", "pairs", *AGREEMENT_LABELS)}
                           for row in agreement_table(records)])
-    return _table_section("runtime-agreement", "Runtime agreement",
-                          "The same conversation and seed through the strict path and the runtime's "
-                          "/v1/chat/completions with tools: pairs per label. Each disagreeing pair, and where two "
-                          "replies fork, is in runtime-agreement.md.", frame)
+    return ("The same conversation and seed through the strict path and the runtime's /v1/chat/completions with "
+            "tools: pairs per label. Each disagreeing pair, and where two replies fork, is in "
+            "runtime-agreement.md.", frame, "")
 
 
-def runtime_conformance_html(records: list) -> str:
-    """results/runtime-conformance.md's matrix (empty without records)."""
-    if not records:
-        return ""
+def _runtime_conformance(records: list) -> tuple:
     frame = pd.DataFrame([{"runtime": row["runtime"], "family": row["family"], "templates": len(row["templates"]),
                            "requests": row["requests"], **{k: row[k] for k in LABELS}} for row in matrix(records)])
-    return _table_section("runtime-conformance", "Runtime conformance",
-                          "Exact replies of scripted models through each runtime's /v1/chat/completions: requests "
-                          "per label. Every disagreement, with its reply and the command that replays it, is in "
-                          "runtime-conformance.md.", frame)
+    return ("Exact replies of scripted models through each runtime's /v1/chat/completions: requests per label. "
+            "Every disagreement, with its reply and the command that replays it, is in runtime-conformance.md.",
+            frame, "")
 
 
-def parser_agreement_html(records: list) -> str:
-    """results/parser-agreement.md's family × project matrix (empty without records)."""
-    if not records:
-        return ""
+def _parser_agreement(records: list) -> tuple:
     rows = parser_agreement.matrix(parser_agreement.current(records))
     frame = pd.DataFrame([{"family": row["family"], "project": row["project"],
                            "parser": ", ".join(sorted(row["parsers"])), "cases": row["cases"],
                            **{k: row[k] for k in parser_agreement.LABELS},
                            "streams differing": f"{row['streams_differ']}/{row['streams']}"} for row in rows])
     versions = ", ".join(f"{p} {v}" for p, v in sorted({(r.project, r.version) for r in records}))
-    return _table_section("parser-agreement", "Parser agreement",
-                          f"Other projects' own tool parsers ({escape(versions)}), in process, on the strict "
-                          "parser's corpus: each family's canonical outputs, near misses and runtime-conformance "
-                          "replies, read one-shot and streamed (whole, token by token, seeded random splits of 1-4 "
-                          "tokens). Cases per label, several labels per case possible; every disagreement, with its "
-                          "reply and the command that replays it, is in parser-agreement.md.", frame, cls="wide")
+    return (f"Other projects' own tool parsers ({escape(versions)}), in process, on the strict parser's corpus: "
+            "each family's canonical outputs, near misses and runtime-conformance replies, read one-shot and "
+            "streamed (whole, token by token, seeded random splits of 1-4 tokens). Cases per label, several "
+            "labels per case possible; every disagreement, with its reply and the command that replays it, is "
+            "in parser-agreement.md.", frame, "wide")
+
+
+# The runtime suites' sections, in the order the page shows them: anchor -> (title, what a section is built
+# from its records: its introduction as HTML, its table, the table's class).
+SUITE_SECTIONS = {"runtime-agreement": ("Runtime agreement", _agreement),
+                  "runtime-conformance": ("Runtime conformance", _runtime_conformance),
+                  "parser-agreement": ("Parser agreement", _parser_agreement)}
+
+
+def suite_html(anchor: str, records: list) -> str:
+    """One runtime suite's section (SUITE_SECTIONS), or nothing without records."""
+    if not records:
+        return ""
+    title, build = SUITE_SECTIONS[anchor]
+    intro, frame, cls = build(list(records))
+    return _table_section(anchor, title, intro, frame, cls=cls)
 
 
 def conformance_html(path: Path) -> str:
@@ -154,18 +164,34 @@ def conformance_html(path: Path) -> str:
                           f"rendered call. {counts}.", frame, cls="wide")
 
 
-def overview_html(collected, legend: str) -> str:
+def _ranking_html(tables: list) -> list:
+    return [part for question, index, cases, table in tables
+            for part in (f"<h4>{escape(table_title(question, index, cases))}</h4>", table_html(table))]
+
+
+def overview_html(collected, legend: str, bfcl_line: str | None = None) -> str:
+    """The first screen: the bottom line per question, then the funnel; under them the rule and the rankings,
+    the deviations, the models × modes tables and the heat map by scenario."""
     frame = collected.samples
     live = frame[~frame["replayed"]]
-    parts = ['<section id="overview"><h2>Overview</h2>', legend]
+    parts = ['<section id="overview"><h2>Overview</h2>']
     if not live.empty:
-        parts += ["<h3>Verdict: which model, which mode</h3>", f"<p>{escape(RULE).replace('*', '')}</p>",
-                  f"<p>{_bold(verdict_sentence(live))}</p>", table_html(ranking_table(live)),
-                  "<h3>Top deviations per model</h3>", _top_html(live), "<h3>Models and modes</h3>"]
+        sentences, tables = bottom_line(live, bfcl_line)
+        parts += ['<h3>Bottom line</h3><ul class="bottom-line">', *(f"<li>{_bold(s)}</li>" for s in sentences),
+                  "</ul>"]
+        parts += ['<h3 id="funnel">The funnel: where each model loses its samples</h3>', funnel_html(live)]
+        differ = recorded_differences(live)
+        if differ:
+            parts.append(f"<p>{_bold(differ)}</p>")
+        parts += [legend, "<h3>Ranked, question by question</h3>", f"<p>{_bold(RULE)}</p>", f"<p>{_bold(LEGEND)}</p>",
+                  *_ranking_html(tables), "<h3>Top deviations per model</h3>", _top_html(live),
+                  "<h3>Models and modes</h3>"]
         for title, due in (("Call due", True), ("No call due", False), ("All scenarios", None)):
             table = class_table(live, due)
             if not table.empty:
                 parts += [f"<h4>{title}</h4>", table_html(table)]
+    else:
+        parts.append(legend)
     if not frame.empty:
         parts += ["<h3>All checks by scenario</h3>", heat_map_html(frame)]
     parts.append("</section>")

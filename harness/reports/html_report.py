@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.reports.html_overview import (
-    agreement_html, conformance_html, overview_html, parser_agreement_html, runtime_conformance_html, table_html,
-)
+from harness.reports.html_overview import conformance_html, overview_html, suite_html, table_html
 from harness.evaluation.results import ResultsDir
 from harness.reports.examples import failing_examples
 from harness.reports.html_pages import FOLDER, PAGE_SAMPLES, SampleLayout, write_sample_pages
@@ -43,6 +41,9 @@ table.heatmap th.row{white-space:normal;background:#f5f5f7}
 table.heatmap tr.replayed td.heat{background-image:repeating-linear-gradient(45deg,rgba(0,0,0,.22) 0 2px,
 transparent 2px 7px)}
 table.heatmap tr.replayed th.row{font-style:italic}
+table.funnel td.stage{white-space:nowrap}table.funnel td.none{color:#888;background:#eee}
+table.funnel th.row{background:#f5f5f7}
+ul.bottom-line li{margin:6px 0;max-width:75em}
 span.note{font-weight:normal;color:#555}
 th{background:#eee}
 td.ok{background:#d8f0d8}td.bad{background:#f6d5d5}td.na{color:#888}
@@ -169,13 +170,16 @@ def model_html(model: str, frame: pd.DataFrame, record, illustrations=(), layout
     return "".join(parts)
 
 
-def page(collected, sections: str = "", layout: SampleLayout | None = None) -> str:
+def page(collected, sections: str = "", layout: SampleLayout | None = None, bfcl_line: str | None = None) -> str:
+    """The overview first (its bottom line and funnel are the first screen), then each model's tables, then
+    `sections` (the runtime suites and the templates' conformance), which answer other questions."""
     frame = collected.samples
     models = sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations})
     head = ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
             f"<title>harness: live results and transcripts</title><style>{CSS}</style></head><body>")
-    links = [("overview", "overview"), *((k, k.replace("-", " ")) for k in
+    links = [("overview", "overview"), *([("funnel", "funnel")] if len(frame) and not frame["replayed"].all() else []),
+             *((k, k.replace("-", " ")) for k in
                                          ("runtime-agreement", "runtime-conformance", "parser-agreement",
                                           "conformance")
                                          if f'id="{k}"' in sections)]
@@ -187,34 +191,38 @@ def page(collected, sections: str = "", layout: SampleLayout | None = None) -> s
     folder = "results" if source is None or source.is_project else str(source.root)
     replays = " and the seed ADR's replayed replies" if frame["replayed"].any() or collected.illustrations else ""
     legend = (f"<p>Rebuilt by <code>harness report</code> from {escape(folder)}/transcripts/*.jsonl{replays}, "
-              "re-parsed by the current parsers. Below the overview, each model's tables; every sample's "
+              "re-parsed by the current parsers. Below the overview, each model's tables, then the runtime suites; "
+              "every sample's "
               f"transcript is on the pages beside this report ({FOLDER}/), a few hundred samples a page, where it "
               "opens from a table row's link and samples filter by mode, failure, deviation or finding. A sample "
               f"is {STATUS_TEXT['pass']} when every check that applies holds. Hover a deviation or finding name "
               "for its explanation; pick a model above to show it alone.</p>")
     body = [f"<header><h1>Live results and transcripts</h1><nav>{nav}</nav>{form}</header><main>",
-            overview_html(collected, legend), sections]
+            overview_html(collected, legend, bfcl_line)]
     layout = layout if layout is not None else SampleLayout.of(frame)
     body += [model_html(m, frame[frame["model"] == m], collected.models.get(m),
                         [i for i in collected.illustrations if i["model"] == m], layout) for m in models]
+    body.append(sections)
     # Any control character left in a model id, a reason or a name is shown as its escape, never sent raw.
     return visible_controls("".join([head, *body, f"</main><script>{JS}</script></body></html>\n"]), keep="\n\t")
 
 
 def write_html(collected, path: Path, runtime_records: list = (), agreement_records: list = (),
-               conformance_json: Path | None = None, parser_records: list = (), staged=None) -> list:
+               conformance_json: Path | None = None, parser_records: list = (), staged=None,
+               bfcl_line: str | None = None) -> list:
     """report.html at `path` and the sample pages beside it (harness.reports.html_pages), staged in `staged`
     (harness.reports.staged) or, without one, put in place at once; their paths."""
     if staged is None:
         with StagedWrites() as own:
             written = write_html(collected, path, runtime_records, agreement_records, conformance_json,
-                                 parser_records, own)
+                                 parser_records, own, bfcl_line)
             own.commit()
             return written
     path = Path(path)
-    sections = (agreement_html(list(agreement_records)) + runtime_conformance_html(list(runtime_records))
-                + parser_agreement_html(list(parser_records))
+    sections = (suite_html("runtime-agreement", agreement_records)
+                + suite_html("runtime-conformance", runtime_records)
+                + suite_html("parser-agreement", parser_records)
                 + (conformance_html(conformance_json) if conformance_json else ""))
     layout = SampleLayout.of(collected.samples)
-    staged.text(path, page(collected, sections, layout))
+    staged.text(path, page(collected, sections, layout, bfcl_line))
     return [str(path), *write_sample_pages(layout, collected.models, ResultsDir(path.parent), staged, CSS)]

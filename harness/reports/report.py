@@ -19,7 +19,8 @@ from harness.evaluation.records import ModelRecord
 from harness.evaluation.results import ResultsDir
 from harness.pins.sources import load_sources, resolve_template
 from harness.reports import markdown
-from harness.reports.bfcl import write_bfcl
+from harness.reports.bfcl import headline, judge_folder, write_bfcl
+from harness.reports.rates import counts
 from harness.reports.html_report import write_html
 from harness.reports.staged import StagedWrites
 from harness.reports.suite_pages import write_pages
@@ -28,7 +29,7 @@ from harness.reports.tables import (
     coverage_lines, family_name, illustration_lines, mode_order, mode_table, rate_value, replay_table, row_labels,
     scenario_table, trade_off_lines,
 )
-from harness.reports.verdict import top_deviations_lines, verdict_lines
+from harness.reports.verdict import recorded_differences, top_deviations_lines, verdict_lines
 
 
 def _diff_lines(old_text: str, new_text: str, old_name: str, new_name: str) -> list:
@@ -123,6 +124,9 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
         changed = int(live["parse_changed"].sum())
         if changed:
             lines.append(f"- {changed} sample(s) parse differently now than when they were recorded (re-scored).")
+        differ = recorded_differences(live)
+        if differ:
+            lines.append(f"- {markdown.line(differ)}")
     stale = sum(n for (m, _), n in collected.stale.items() if m == model_id)
     if stale:
         lines.append(f"- {stale} older record(s) of since-changed scenarios left out (re-run to refresh).")
@@ -175,17 +179,23 @@ def _model_file_line(record: ModelRecord) -> str:
     return f"- Model file sha256: `{record.model.sha256}` ({record.model.file})"
 
 
-def summary_markdown(collected: Collected) -> str:
+def summary_markdown(collected: Collected, bfcl_line: str | None = None) -> str:
+    """bfcl_line: the bottom line's BFCL sentence (harness.reports.bfcl.headline)."""
     frame = collected.samples
     live = frame[~frame["replayed"]]
     quoted = frame[frame["replayed"]]
     names = lambda due: ", ".join(s.name for s in collected.scenarios if s.call_due is due)  # noqa: E731
-    lines = ["# Summary", "", _provenance(collected, quoted), "", _reading_guide(collected), "", LEGEND, "",
-             "## What each scenario checks", "", markdown.table(checks_table(collected.scenarios)), "",
-             *coverage_lines(collected.scenarios), ""]
+    lines = ["# Summary", "", _provenance(collected, quoted), ""]
+    differ = recorded_differences(live) if not live.empty else None
+    if differ:
+        lines += [markdown.line(differ), ""]
     if not live.empty:
-        lines += ["## Verdict: which model, which mode", "", *verdict_lines(live), "",
-                  "## Top deviations per model", "",
+        lines += ["## Bottom line", "", *verdict_lines(live, bfcl_line)]
+    lines += [_reading_guide(collected), "", LEGEND, "",
+              "## What each scenario checks", "", markdown.table(checks_table(collected.scenarios)), "",
+              *coverage_lines(collected.scenarios), ""]
+    if not live.empty:
+        lines += ["## Top deviations per model", "",
                   "The named near misses (deviations) and behaviours (findings) each model's live samples show "
                   "most, over all its modes.", "", *top_deviations_lines(live), ""]
         lines += ["## Models and modes", "", f"### Call due ({names(True)})", "",
@@ -200,13 +210,14 @@ def summary_markdown(collected: Collected) -> str:
                   "(percentage points against native on the same scenarios and seeds, counted only where the "
                   "grammar or the fallback wrote a step).", "", *trade, ""]
     if not live.empty:
-        grid = pass_grid(live)
-        cells = grid.map(lambda v: "–" if v is None or v != v else f"{100 * v:.0f}%")
-        lines += ["## All checks passed, by scenario", "", markdown.table(cells, index=True), "",
-                  "The heat map adds, per model and mode, each stage a sample passes through (call parsed, intended "
-                  "tool, right tool, valid typed args, expected args, no call made, expected answer, uses tool "
-                  "result, all checks). Every sample's transcript (raw replies, parses, deviations, verdicts) is "
-                  "in [report.html](report.html).", "", "![heat map](heatmap.png)", ""]
+        lines += ["## All checks passed, by scenario", "",
+                  "Samples that passed every check, of those run (*k/n*, with the distinct replies where they "
+                  "repeat); –: the row did not run the scenario.", "", markdown.table(pass_grid(live), index=True), "",
+                  "The heat map's top panel is the funnel, per model and mode: each stage a sample passes through "
+                  "(call due: chose the tool, wrote it parseably, right tool, right arguments, used the result, "
+                  "answered, all checks; no call due: made no call, answered, all checks). Every sample's "
+                  "transcript (raw replies, parses, deviations, verdicts) is in [report.html](report.html).", "",
+                  "![heat map](heatmap.png)", ""]
     if not quoted.empty:
         lines += ["## Quoted by the seed ADR (not run here)", "",
                   "Replies the ADR quotes verbatim, scored one by one (the ADR quotes no answers).", "",
@@ -242,13 +253,25 @@ def _reading_guide(collected: Collected) -> str:
 
 
 def pass_grid(frame: pd.DataFrame) -> pd.DataFrame:
-    """Models and modes (rows) × scenarios: the rate of live samples that passed every check."""
+    """Models and modes (rows) × scenarios: of the live samples run, those that passed every check, as counts
+    (with the distinct replies where they repeat); '–' where the row did not run the scenario."""
     labels = row_labels(frame)
-    table = frame.assign(label=labels).groupby(["label", "scenario"])["passed"].agg(rate_value).unstack()
-    order = frame.assign(label=labels).drop_duplicates("label")
+    framed = frame.assign(label=labels)
+    cells = {(label, scenario): _count_cell(group)
+             for (label, scenario), group in framed.groupby(["label", "scenario"], sort=True)}
+    order = framed.drop_duplicates("label")
     order = sorted(zip(order["model"], order["runtime"], order["mode"].map(mode_order), order["label"]))
-    table = table.reindex([label for *_, label in order])
-    return table.astype(object).where(table.notna(), None)
+    rows = [label for *_, label in order]
+    scenarios = sorted(set(frame["scenario"]))
+    return pd.DataFrame([[cells.get((row, s), "–") for s in scenarios] for row in rows], index=rows,
+                        columns=scenarios)
+
+
+def _count_cell(group: pd.DataFrame) -> str:
+    k, n, kd, nd = counts(group["passed"], group["reply_key"])
+    if not n:
+        return "–"
+    return f"{k}/{n}" + (f", {kd}/{nd} distinct" if nd != n else "")
 
 
 def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = None, plot=True,
@@ -272,7 +295,9 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     # Every file to a temporary name first, all put in place at the end: a report that fails halfway leaves
     # the previous reports whole.
     with StagedWrites() as staged:
-        written = write_pages(results.root, suites, staged) + write_bfcl(results, collected.warnings, staged=staged)
+        judged = judge_folder(results, collected.warnings)
+        written = write_pages(results.root, suites, staged) + write_bfcl(results, collected.warnings, staged=staged,
+                                                                          judged=judged)
         if collected.samples.empty:
             staged.commit()
             return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped,
@@ -280,9 +305,9 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
         for model in models:
             text = model_markdown(model, frame[frame["model"] == model], collected, sources)
             written.append(str(staged.text(results.model_table(model), text)))
-        written.append(str(staged.text(results.summary, summary_markdown(collected))))
+        written.append(str(staged.text(results.summary, summary_markdown(collected, headline(judged)))))
         written += write_html(collected, results.html, suites["runtime-conformance"], suites["runtime-check"],
-                              results.conformance[1], suites["parser-agreement"], staged)
+                              results.conformance[1], suites["parser-agreement"], staged, headline(judged))
         if plot and not frame[~frame["replayed"]].empty:
             from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
 

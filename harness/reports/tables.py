@@ -19,9 +19,10 @@ from harness.evaluation.replays import Replays, load_replays
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.scenarios import load_scenarios
 from harness.evaluation.scored import score_transcripts
-from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, parse_steps, score_sample, wilson
+from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, parse_steps, score_sample
 from harness.reports.examples import forget_read_records, markdown_cell
 from harness.reports.markdown import visible_controls
+from harness.reports.rates import rate_cell, rate_value, reply_key
 
 # Rates every table shows, in order, with their column titles.
 RATES = {"parsed": "parsed as expected", "call_readable": "call attempts read", "intended_tool": "intended tool",
@@ -41,7 +42,12 @@ FIRST_REPLIES = "fallback, first replies"  # the row of fallback's native first 
 EXAMPLES = "example replies of failed samples"
 
 LEGEND = (
-    "Rates: successes/samples where the check applies, with the Wilson 95% interval. *Call due*: the samples "
+    "Rates: successes/samples where the check applies, with the Wilson 95% interval. Where replies repeat (the "
+    "same scenario, and word for word the same text in every step: a low temperature gives one reply to "
+    "several seeds), a cell reads *k/n p%, k'/d distinct [interval]*: the interval is over the d distinct "
+    "replies, since a repeated reply is no new evidence. *–*: the check applied to none of the row's samples "
+    "(no sample reached it: expected args needs a call to the expected tool; or no scenario of the row asks "
+    "it). *Call due*: the samples "
     "whose scenario expects a call; *call parsed*: their first reply is a call the strict parser reads; "
     "*intended tool*: their first reply chose the expected tool, read from the call or, for a named near miss, "
     "from the name it wrote (chose right, wrote it wrong); *right tool*: the strict reading. *No call due*: the "
@@ -113,6 +119,10 @@ def _row(record: SampleRecord, scenario, verdicts: dict, runtime: str = IN_PROCE
         "record": record if ref is None else ref,
         "turn_verdicts": [{k: t.get(k) for k in VERDICTS} for t in verdicts["turns"]],  # not their answers' text
         "model_sha256": record.model.sha256,
+        # Repeats of one reply count once in an interval (harness.reports.rates).
+        "reply_key": reply_key(record.scenario.name, steps, record.error),
+        # What the run recorded as its verdict then, only to say where today's scoring differs from it.
+        "recorded_passed": (record.recorded_verdicts or {}).get("passed"),
     }
 
 
@@ -161,32 +171,13 @@ def collect(results_dir: Path | None = None, scenarios_dir: Path | None = None,
 
 def _slim(record: SampleRecord) -> SampleRecord:
     """A stale or not-generated record as the reports count it: without its step log."""
-    return replace(record, turns=[], verdicts=None, template=None, grammar=None)
+    return replace(record, turns=[], recorded_verdicts=None, template=None, grammar=None)
 
 
 def row_labels(frame: pd.DataFrame) -> pd.Series:
     """"model · mode" per sample, with the runtime when the samples come from more than one."""
     runtime = (" (" + frame["runtime"] + ")") if frame["runtime"].nunique() > 1 else ""
     return frame["model"] + runtime + " · " + frame["mode"]
-
-
-def known_values(values) -> list:
-    return [bool(v) for v in values if v is not None and v == v]  # NaN != NaN: pandas' missing value
-
-
-def rate_cell(values) -> str:
-    """'k/n p% [lo–hi]' over the samples where the verdict applies; '–' when it applies to none."""
-    known = known_values(values)
-    if not known:
-        return "–"
-    k, n = sum(known), len(known)
-    low, high = wilson(k, n)
-    return f"{k}/{n} {100 * k / n:.0f}% [{100 * low:.0f}–{100 * high:.0f}]"
-
-
-def rate_value(values):
-    known = known_values(values)
-    return (sum(known) / len(known)) if known else None
 
 
 def of_class(frame: pd.DataFrame, call_due) -> pd.DataFrame:
@@ -216,7 +207,8 @@ def class_cells(group: pd.DataFrame, first: bool = False) -> dict:
            "no call due": int((group["call_due"] == False).sum())}  # noqa: E712
     for title, key, call_due in CLASS_RATES:
         column = f"first_{key}" if first else key
-        row[title] = rate_cell(of_class(group, call_due)[column]) if column in group else "–"
+        part = of_class(group, call_due)
+        row[title] = rate_cell(part[column], part["reply_key"]) if column in group else "–"
     return row
 
 
@@ -286,7 +278,7 @@ def scenario_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (name, mode), group in by_mode(frame, ["scenario", "mode"]):
         row = {"scenario": name, "mode": mode, "samples": len(group)}
-        row.update({title: rate_cell(group[key]) for key, title in RATES.items()})
+        row.update({title: rate_cell(group[key], group["reply_key"]) for key, title in RATES.items()})
         row["deviations"] = named_counts(group["deviations"])
         row["findings"] = named_counts(group["findings"])
         row[EXAMPLES] = markdown_cell(group)

@@ -76,7 +76,7 @@ def test_a_scenario_file_outside_the_checkout_is_taken_by_its_path(tmp_path):
     assert done.returncode == 0, done.stderr
     lines = (tmp_path / "results" / "transcripts" / f"{PINNED}--served.jsonl").read_text().splitlines()
     sample = json.loads(lines[-1])
-    assert sample["scenario"]["name"] == "my-clock" and sample["verdicts"]["right_tool"] is True
+    assert sample["scenario"]["name"] == "my-clock" and sample["recorded_verdicts"]["right_tool"] is True
 
 
 def test_a_scenario_path_that_is_not_there_or_takes_a_shipped_name_is_refused(tmp_path):

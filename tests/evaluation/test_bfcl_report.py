@@ -12,7 +12,9 @@ from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.transcripts import TranscriptWriter
 from harness.peers.bfcl import SETUP_COMMAND, bfcl_python
-from harness.reports.bfcl import write_bfcl
+from harness.reports.bfcl import headline, judge_folder, write_bfcl
+from harness.reports.report import write_reports
+from tests.reports.test_report import setup
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "qwen3-0.6b-q8_0"       # a model BFCL's leaderboard has a row for
@@ -98,3 +100,32 @@ def test_without_the_checker_environment_our_checks_stand_and_bfcls_say_not_judg
 def test_a_results_folder_without_bfcl_records_gets_no_page(tmp_path):
     results = ResultsDir(tmp_path / "results")
     assert write_bfcl(results, []) == [] and not results.bfcl_report.exists()
+
+
+def _bottom_line(summary: str) -> str:
+    return summary[summary.index("## Bottom line"):summary.index("How the bottom line is reached")]
+
+
+def test_the_bottom_line_ranks_bfcl_rows_only_against_rows_run_on_the_same_cases(tmp_path, checker_python):
+    # The real path: `harness report` over a folder holding live transcripts and BFCL records.
+    scenarios, results = setup(tmp_path)
+    _results(tmp_path)
+    write_reports(results, scenarios, plot=False)
+    line = next(l for l in _bottom_line((results / "summary.md").read_text()).splitlines() if "**BFCL**" in l)
+    # native ran 6 cases (3 of simple_python, 3 of irrelevance), grammar 1: two groups, never one ranking.
+    assert ("**BFCL**, ranked on *BFCL accuracy* (BFCL's own checker on the calls the strict parser read), over "
+            "the same 6 cases (simple_python, irrelevance) in each of 1 row: **qwen3-0.6b-q8_0, native**: "
+            "3/6 50% [19–81] (the only row).") in line
+    assert ("**BFCL**, 1 row run on other cases (1 case: simple_python), ranked apart: "
+            "**qwen3-0.6b-q8_0, grammar**: 1/1 100% [21–100] (the only row).") in line
+    html = (results / "report.html").read_text(encoding="utf-8")
+    assert "<strong>qwen3-0.6b-q8_0, native</strong>: 3/6 50% [19–81]" in html
+
+
+def test_the_bfcl_line_says_not_judged_without_the_checker_and_no_runs_without_records(tmp_path):
+    results = _results(tmp_path)
+    judged = judge_folder(results, [], checker_python=Path(sys.executable))
+    assert judged.verdicts is None
+    assert headline(judged).startswith("**BFCL**: 7 cases recorded over 2 model × mode rows, not judged")
+    empty = judge_folder(ResultsDir(tmp_path / "elsewhere"), [])
+    assert headline(empty).startswith("**BFCL**: no BFCL runs in this folder")

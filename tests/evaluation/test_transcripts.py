@@ -85,11 +85,21 @@ def test_a_missing_transcript_is_empty(tmp_path):
 def test_a_record_read_back_is_the_record_written(tmp_path):
     path = tmp_path / "m.jsonl"
     written = record(3, turns=[{"user": "hi", "steps": [{"reply": "hello"}]}])
-    written.verdicts = {"passed": True}
+    written.recorded_verdicts = {"passed": True}
     with TranscriptWriter(path) as writer:
         writer.append(written)
     (read,) = read_transcript(path).records
     assert read.to_json() == written.to_json() and json.loads(path.read_text())["kind"] == "sample"
+
+
+def test_run_time_verdicts_are_kept_as_recorded_then_under_either_name():
+    # Older records hold them under "verdicts"; a record written now names them for what they are.
+    old = {**record(0).to_json(), "verdicts": {"passed": True}}
+    del old["recorded_verdicts"]
+    read = record_from_json(old)
+    assert read.recorded_verdicts == {"passed": True} and not hasattr(read, "verdicts")
+    written = read.to_json()
+    assert written["recorded_verdicts"] == {"passed": True} and "verdicts" not in written
 
 
 @pytest.mark.parametrize("raw, why", [

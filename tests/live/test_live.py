@@ -91,7 +91,7 @@ def test_live_run(live_model_id, live_scenario_name, live_mode, tmp_path, reques
         for step in steps:
             _check_mode(live_mode, scenario, step)
         # The transcript alone gives back the verdicts the run recorded (what `harness report` does).
-        assert score_sample(scenario, record) == record.verdicts
+        assert score_sample(scenario, record) == record.recorded_verdicts
 
     again = run_model(live_model_id, [scenario], samples, 0, results_dir=tmp_path, model=model,
                       modes=[live_mode])
@@ -100,7 +100,7 @@ def test_live_run(live_model_id, live_scenario_name, live_mode, tmp_path, reques
     expected_family = load_sources().model(live_model_id).family
     assert model.chat.family == expected_family, model.detection.reason
     for verdict in RELIABLE.get((live_model_id, live_scenario_name), ()) if live_mode == "native" else ():
-        assert all(r.verdicts[verdict] is True for r in records), (verdict, [r.verdicts for r in records])
+        assert all(r.recorded_verdicts[verdict] is True for r in records), (verdict, [r.recorded_verdicts for r in records])
 
 
 def _check_mode(mode, scenario, step):

@@ -67,7 +67,7 @@ def test_every_sample_is_written_and_a_second_run_skips_them(model, setup):
     kinds = [r.KIND for r in transcript.records]
     assert kinds == ["model", "sample", "sample", "sample"]
     samples = transcript.samples()
-    assert [r.seed for r in samples] == [0, 1, 2] and all(r.verdicts["passed"] for r in samples)
+    assert [r.seed for r in samples] == [0, 1, 2] and all(r.recorded_verdicts["passed"] for r in samples)
     # Three pending samples: the first step was written in one batch sharing the prompt's evaluation.
     assert all(r.batch["size"] == 3 and r.turns[0]["steps"][0]["shared_prompt"] for r in samples)
     again = run(model, setup)

@@ -1,6 +1,7 @@
-"""results/report.html opens on an overview (verdict, models × modes, heat map with counts and the seed ADR's
-quotes hatched, runtime agreement and conformance, parser agreement, template conformance), filters by model, and never scrolls
-sideways; read in a real headless Chromium on the committed page, which CI regenerates."""
+"""results/report.html opens on an overview (the bottom line and the funnel on the first screen, then the
+rankings, models × modes, a heat map with counts and the seed ADR's quotes hatched), then the models, then the
+runtime suites (runtime agreement and conformance, parser agreement, template conformance); it filters by model
+and never scrolls sideways; read in a real headless Chromium on the committed page, which CI regenerates."""
 
 import pytest
 
@@ -47,12 +48,23 @@ def _open(browser, width: int, url: str = "") -> None:
 def test_the_page_opens_on_the_overview_with_every_summary(browser):
     _open(browser, 1400)
     assert browser.evaluate("document.elementFromPoint(400, 450).closest('main > section').id") == "overview"
-    ids = browser.evaluate("[...document.querySelectorAll('main > section')].map(s => s.id)")
-    assert ids[:5] == ["overview", "runtime-agreement", "runtime-conformance", "parser-agreement", "conformance"]
+    # The first screen: the bottom line, then the funnel drawn in the page (a table, not the picture).
+    assert browser.evaluate("document.querySelector('ul.bottom-line').getBoundingClientRect().top") < 900
+    assert browser.evaluate("document.getElementById('funnel').getBoundingClientRect().top") < 900
+    assert browser.evaluate("document.querySelectorAll('table.funnel svg rect').length") > 0
+    # Then the models; the runtime suites after them.
+    sections = browser.evaluate("[...document.querySelectorAll('main > section')].map(s => [s.id, s.className])")
+    assert sections[0][0] == "overview"
+    kinds = [cls for _, cls in sections[1:]]
+    models = kinds.count("model")
+    assert models and kinds[:models] == ["model"] * models
+    assert [i for i, _ in sections[1 + models:]] == ["runtime-agreement", "runtime-conformance", "parser-agreement",
+                                                     "conformance"]
     overview = browser.evaluate("document.getElementById('overview').innerText")
-    for heading in ("Verdict: which model, which mode", "Top deviations per model", "Models and modes",
-                    "All checks by scenario"):
+    for heading in ("Bottom line", "The funnel: where each model loses its samples", "Ranked, question by question",
+                    "Top deviations per model", "Models and modes", "All checks by scenario"):
         assert heading in overview
+    assert "Calls due" in overview and "No call due" in overview and "BFCL" in overview
     hatched = browser.evaluate("[...document.querySelectorAll('table.heatmap tr.replayed td.heat')]"
                                ".map(td => getComputedStyle(td).backgroundImage)")
     assert hatched and all(h.startswith("repeating-linear-gradient") for h in hatched)

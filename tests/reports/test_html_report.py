@@ -4,7 +4,7 @@ and the heat map's stage panel; the page is also opened in a real headless Chrom
 import pytest
 
 from harness.reports.examples import code_span
-from harness.reports.heatmap import stage_panel
+from harness.reports.funnel import funnel_counts
 from harness.reports.report import write_reports
 from harness.reports.tables import collect
 from harness.evaluation.scenarios import load_scenarios
@@ -80,18 +80,27 @@ def test_code_span_holds_backticks_pipes_and_newlines_on_one_line():
     assert code_span("x``y") == "```x``y```"
 
 
-def test_heat_map_stage_panel_counts_each_check_per_model_and_mode(report):
+def test_the_funnel_counts_each_stage_per_model_and_mode_and_the_page_draws_the_same(report):
     root, _ = report
-    passed, known, rows, cols = stage_panel(collect(root / "results", root / "scenarios").samples)
+    passed, known, rows, cols = funnel_counts(collect(root / "results", root / "scenarios").samples)
     assert rows == ["m1 · native", "m1 · grammar"]
-    assert cols == ["call parsed", "intended tool", "right tool", "valid typed args", "expected args",
-                    "no call made", "expected answer", "uses tool result", "all checks"]
+    assert cols == ["call due: chose the tool", "call due: wrote it parseably", "call due: right tool",
+                    "call due: right arguments", "call due: used the result", "call due: answered",
+                    "call due: all checks", "no call due: made no call", "no call due: answered",
+                    "no call due: all checks"]
     native = dict(zip(cols, zip(passed[0], known[0])))
-    assert native["no call made"] == (2, 4)  # seeds 0 and 2 answer in text; 1 and 3 are bare JSON
-    assert native["all checks"] == (1, 4)
+    assert native["no call due: made no call"] == (2, 4)  # seeds 0 and 2 answer in text; 1 and 3 are bare JSON
+    assert native["no call due: all checks"] == (1, 4)
     # No call is due in arithmetic: the call-due stages count nothing (not the no-call samples as passes).
-    assert native["call parsed"] == native["right tool"] == native["valid typed args"] == (0, 0)
-
+    assert native["call due: wrote it parseably"] == native["call due: right tool"] == (0, 0)
+    # report.html draws these numbers (not the picture): the native row's no-call stages, in order.
+    text = (root / "results" / "report.html").read_text(encoding="utf-8")
+    funnel = text[text.index('<table class="funnel">'):]
+    row = funnel[funnel.index('<tr data-model="m1"><th class="row">m1 · native</th>'):]
+    row = row[:row.index("</tr>")]
+    assert [c.split("</svg> ")[-1] for c in row.split("</td>")[-4:-1]] == ["2/4", "1/4", "1/4"]
+    assert row.count('title="applied to no sample of this row">–</td>') == 7
+    assert text.index('<table class="funnel">') < text.index('id="m1"')    # on the first screen, before the model
 
 
 @pytest.fixture(scope="module")

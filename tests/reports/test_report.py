@@ -4,7 +4,8 @@ import json
 from pathlib import Path
 
 from harness.reports.report import write_reports
-from harness.reports.tables import collect, rate_cell
+from harness.reports.rates import rate_cell
+from harness.reports.tables import collect
 from harness.evaluation.replays import load_replays
 from harness.evaluation.scenarios import load_scenarios
 from harness.evaluation.records import record_from_json
@@ -194,7 +195,7 @@ def test_call_due_and_no_call_samples_apart_and_fallback_shows_its_first_replies
             append(writer, record)
     write_reports(results, scenarios, plot=False)
     summary = (results / "summary.md").read_text()
-    call_due = summary[summary.index("### Call due (get-time)"):summary.index("### No call due")]
+    call_due = summary[summary.index("### Call due (get-time)"):summary.index("### No call due (arithmetic)")]
     cells = [[c.strip() for c in line.split("|")[1:-1]] for line in call_due.splitlines() if line.startswith("| m1")]
     rows = {row[1]: dict(zip(("call parsed", "intended tool", "right tool"), row[4:7])) for row in cells}
     # Native chose the right tool (intended) but wrote no call the parser reads; the fallback row scores the

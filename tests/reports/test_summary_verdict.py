@@ -6,7 +6,8 @@ import json
 from harness.evaluation.scenarios import load_scenarios
 from harness.reports.report import write_reports
 from harness.reports.tables import collect
-from tests.reports.test_report import ARITHMETIC_SCENARIO, sample
+from harness.evaluation.transcripts import TranscriptWriter
+from tests.reports.test_report import ARITHMETIC_SCENARIO, TIME_SCENARIO, append, sample, setup
 from tests.reports.test_report_malformed import MODEL_RECORD
 
 GOOD, BARE = "17 times 3 is 51.", '{"name": "get_time", "arguments": {}}'
@@ -49,18 +50,82 @@ def _tree(tmp_path):
     return scenarios, results
 
 
-def test_the_verdict_ranks_by_the_lower_end_of_the_interval_and_names_its_rule(tmp_path):
+def _table(text: str, title: str) -> list:
+    """The ranked rows (rank, model, runtime, mode, ...) of the table under a heading of the bottom line."""
+    part = text[text.index(f"### {title}\n"):]
+    part = part[:part.index("|\n\n") + 1]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in part.splitlines()
+            if line.startswith("|") and line.strip("|").split("|")[0].strip().isdigit()]
+
+
+def test_rows_are_ranked_only_against_rows_run_on_the_same_cases(tmp_path):
     scenarios, results = _tree(tmp_path)
     write_reports(results, scenarios, plot=False)
     summary = (results / "summary.md").read_text()
-    verdict = summary[summary.index("## Verdict: which model, which mode"):summary.index("## Top deviations")]
-    assert "Ranked by the lower end of the Wilson 95% interval of *all checks*" in verdict
-    # 4/4 (lower end 51%) ranks above m2's 1/1 (21%), though both are 100%.
-    assert "**m1 (in process), grammar mode**: all checks 4/4 100% [51–100]" in verdict
-    table = [[c.strip() for c in line.strip("|").split("|")] for line in verdict.splitlines() if line.startswith("|")]
-    assert [row[1:4] for row in table if row[0].isdigit()] == [
-        ["m1", "in process", "grammar"], ["m2", "in process", "native"], ["m1", "in process", "native"],
+    bottom = summary[summary.index("## Bottom line"):summary.index("## What each scenario checks")]
+    assert "Ranked by the lower end" not in bottom and "**Calls due**: no sample of this folder asks it." in bottom
+    # m1 ran seeds 0-3 in process in two modes, m1 served seeds 0-2, m2 seed 0: three groups, never one ranking.
+    assert [row[1:4] for row in _table(bottom, "No call due: ranked on all checks")] == [
+        ["m1", "in process", "grammar"], ["m1", "in process", "native"]]
+    assert [row[1:4] for row in _table(bottom, "No call due: ranked on all checks, rows run on other cases "
+                                               "(3 cases (1 scenario × 3 samples))")] == [
         ["m1", "llama-server", "native"]]
+    assert [row[1:4] for row in _table(bottom, "No call due: ranked on all checks, rows run on other cases "
+                                               "(1 case (1 scenario × 1 sample))")] == [["m2", "in process", "native"]]
+    assert ("**No call due**, 1 row run on other cases, 1 case (1 scenario × 1 sample), ranked apart and never "
+            "against the rows above: **m2 (in process), native**: 1/1 100% [21–100] (the only row).") in bottom
+
+
+def test_repeated_replies_count_once_in_the_interval_and_the_distinct_count_is_shown(tmp_path):
+    scenarios, results = _tree(tmp_path)
+    write_reports(results, scenarios, plot=False)
+    summary = (results / "summary.md").read_text()
+    # m1's grammar row is one reply written four times: 4/4 samples, 1 distinct, the interval over that one.
+    grammar, native = _table(summary, "No call due: ranked on all checks")
+    assert grammar[4:7] == ["4", "1", "4/4 100%, 1/1 distinct [21–100]"]
+    assert native[4:7] == ["4", "2", "2/4 50%, 1/2 distinct [9–91]"]
+    assert ("These samples do not separate the first row, m1 (in process), grammar (4/4 100%, 1/1 distinct "
+            "[21–100]), from 1 other row whose interval overlaps it") in summary
+
+
+def test_ten_copies_of_one_reply_do_not_make_a_leader(tmp_path):
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    (scenarios / "arithmetic.yaml").write_text(ARITHMETIC_SCENARIO)
+    (scenario,) = load_scenarios(scenarios)
+    results = tmp_path / "results"
+    _write(results, "m1", [_model("m1", "f" * 64), *_samples(scenario, "m1", [GOOD] * 10),
+                           *_samples(scenario, "m1", [BARE] * 10, mode="grammar")])
+    write_reports(results, scenarios, plot=False)
+    summary = (results / "summary.md").read_text()
+    # As ten independent samples, 10/10 [72–100] would lie above 0/10 [0–28]; as the one reply each row is,
+    # they do not separate.
+    assert "10/10 100%, 1/1 distinct [21–100]" in summary and "0/10 0%, 0/1 distinct [0–79]" in summary
+    assert "These samples do not separate the first row, m1, native" in summary and " leads with " not in summary
+    # Without repeats the same counts do separate them.
+    distinct = [GOOD.replace("51", f"51 ({i})") for i in range(10)]
+    _write(results, "m1", [_model("m1", "f" * 64), *_samples(scenario, "m1", distinct),
+                           *_samples(scenario, "m1", [f"{BARE} {i}" for i in range(10)], mode="grammar")])
+    write_reports(results, scenarios, plot=False)
+    summary = (results / "summary.md").read_text()
+    assert ("**m1, native** leads with 10/10 100% [72–100]; its interval lies above every other row's "
+            "(next: m1, grammar: 0/10 0% [0–28]).") in summary
+
+
+def test_a_model_run_in_fewer_modes_is_flagged_beside_the_rows_it_is_ranked_with(tmp_path):
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    (scenarios / "arithmetic.yaml").write_text(ARITHMETIC_SCENARIO)
+    (scenario,) = load_scenarios(scenarios)
+    results = tmp_path / "results"
+    _write(results, "m1", [_model("m1", "f" * 64), *_samples(scenario, "m1", [GOOD, BARE]),
+                           *_samples(scenario, "m1", [GOOD, GOOD], mode="grammar")])
+    _write(results, "m3", [_model("m3", "d" * 64), *_samples(scenario, "m3", [GOOD, BARE], sha256="d" * 64)])
+    write_reports(results, scenarios, plot=False)
+    summary = (results / "summary.md").read_text()
+    assert "m3 was run on these cases in native only, not in grammar: a mode not run is missing here, not failed." in summary
+    rows = _table(summary, "No call due: ranked on all checks")
+    assert {row[1]: row[-1] for row in rows if row[2] == "native"} == {"m1": "", "m3": "not run in grammar"}
 
 
 def test_top_deviations_are_listed_per_model_and_runtime(tmp_path):
@@ -88,3 +153,35 @@ def test_served_and_in_process_samples_of_one_id_stay_apart(tmp_path):
     assert "- Model file sha256: `" + "f" * 64 + "`" in page and "- Served by llama-server at http://x" in page
     for runtime in ("in process", "llama-server"):
         assert f"## Live, by scenario and mode ({runtime})" in page
+
+
+def test_calls_due_are_ranked_on_the_right_first_call_over_call_due_samples_alone(tmp_path):
+    scenarios, results = setup(tmp_path)   # arithmetic (no call due) for m1 native, 3 samples
+    (scenarios / "get-time.yaml").write_text(TIME_SCENARIO)
+    time = next(s for s in load_scenarios(scenarios) if s.name == "get-time")
+    ran = {"name": "get_time", "executed": True, "executions": 1, "error": False, "result": '{"time": "14:37"}'}
+    with TranscriptWriter(results / "transcripts" / "m1.jsonl") as writer:
+        for i in range(3):
+            fenced = f'```json\n{{"name": "get_time", "arguments": {{}}}}\n```{" " * i}'
+            append(writer, sample(time, i, fenced))                      # chose right, wrote it wrong
+            call = f'<tool_call>\n{{"name": "get_time", "arguments": {{}}}}\n</tool_call>{" " * i}'
+            record = {**sample(time, i, call), "mode": "grammar"}
+            answer = "It is 14:37." if i < 2 else "I cannot tell."       # the third call is right, its answer not
+            record["turns"][0]["steps"] = [{"reply": call, "prompt_tail": "", "calls": [ran], "finish_reason": "stop"},
+                                           {"reply": answer, "prompt_tail": "", "calls": [], "finish_reason": "stop"}]
+            append(writer, record)
+    write_reports(results, scenarios, plot=False)
+    summary = (results / "summary.md").read_text()
+    bottom = summary[summary.index("## Bottom line"):summary.index("How the bottom line is reached")]
+    calls = next(line for line in bottom.splitlines() if line.startswith("- **Calls due**"))
+    assert "over the same 3 cases (1 scenario × 3 samples) in each of 2 rows." in calls
+    assert ("These samples do not separate the first row, m1, grammar (3/3 100% [44–100]), from 1 other row whose "
+            "interval overlaps it (m1, native: 0/3 0% [0–56]).") in calls
+    assert "(*intended tool*, read from the call or from the name a near miss wrote): These samples do not" in calls
+    assert ("Every check of a call-due sample (the call and what follows it): 2 of 6 samples pass; first by the "
+            "same rule: m1, grammar (2/3 67% [21–94]).") in calls
+    # The arithmetic samples answer the other question, and only it.
+    no_call = next(line for line in bottom.splitlines() if line.startswith("- **No call due**"))
+    assert "**m1, native**: 2/3 67% [21–94] (the only row)." in no_call
+    assert [row[1:3] for row in _table(summary, "Calls due: ranked on right first call")] == [
+        ["m1", "grammar"], ["m1", "native"]]

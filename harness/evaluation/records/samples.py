@@ -10,6 +10,10 @@ from harness.evaluation.records.fields import (
     NULL, MODEL, SAMPLE, SCHEMA_VERSION, check_field, check_steps, detection_field, nested_field, within_field,
 )
 
+# The key a sample's run-time verdicts are written under: named so a reader of the file sees they are what was
+# recorded then, not what the sample scores now (older records call them "verdicts").
+RECORDED_VERDICTS = "recorded_verdicts"
+
 @dataclass(frozen=True)
 class ModelRef:
     id: str
@@ -65,7 +69,10 @@ class SampleRecord:
     finished: str | None = None
     seconds: float | None = None
     batch: dict | None = None         # the first step was written in a batch: its size and wall time
-    verdicts: dict | None = None      # the verdicts at run time (the report scores again)
+    # What scoring said when the sample was recorded, kept as a record of then and never read as the verdict:
+    # the parsers and checks have changed since, and every report and `harness score` scores the replies again.
+    # Records written before it had this name hold it under "verdicts" (read here all the same).
+    recorded_verdicts: dict | None = None
     schema: int = SCHEMA_VERSION     # as read; to_json writes this harness's schema
 
     def key(self) -> tuple:
@@ -101,7 +108,8 @@ class SampleRecord:
             finished=check_field(raw, "finished", (str, NULL), optional=True),
             seconds=check_field(raw, "seconds", (int, float, NULL), optional=True),
             batch=check_field(raw, "batch", (dict, NULL), optional=True),
-            verdicts=check_field(raw, "verdicts", (dict, NULL), optional=True),
+            recorded_verdicts=check_field(raw, RECORDED_VERDICTS, (dict, NULL), optional=True)
+            if RECORDED_VERDICTS in raw else check_field(raw, "verdicts", (dict, NULL), optional=True),
             schema=check_field(raw, "schema", (int,), optional=True) or 0,
         )
 
@@ -115,7 +123,7 @@ class SampleRecord:
             out["replay"] = self.replay
         out.update({"turns": self.turns, "error": self.error, "executions": self.executions,
                     "started": self.started, "finished": self.finished, "seconds": self.seconds,
-                    "batch": self.batch, "verdicts": self.verdicts})
+                    "batch": self.batch, RECORDED_VERDICTS: self.recorded_verdicts})
         return out
 
 
