@@ -39,8 +39,14 @@ def missing_peers() -> str | None:
     return None if peers_python() else f"the peers environment (vLLM, SGLang) is not built: {SETUP_COMMAND}"
 
 
+def missing_vllm_cpu() -> str | None:
+    from harness.peers.vllm_cpu import SETUP_COMMAND, vllm_python
+
+    return None if vllm_python() else f"the vLLM CPU environment is not built: {SETUP_COMMAND}"
+
+
 MISSING = {"needs_binding": missing_binding, "needs_server": missing_server, "browser": missing_browser,
-           "needs_peers": missing_peers}
+           "needs_peers": missing_peers, "needs_vllm_cpu": missing_vllm_cpu}
 
 
 def binding():

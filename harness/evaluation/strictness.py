@@ -38,6 +38,17 @@ REASONS = {
         "the call out of the reasoning and returns it."),
     "text": (
         "The strict parser reads no call at all (plain text); the peer returned one."),
+    "missing-key": (
+        "A key the family's call object must carry is absent (Llama 3's object names its arguments `parameters`; "
+        "this one says `arguments`, another family's spelling): the object is not this family's call, and which "
+        "key holds the arguments would be a guess."),
+    "fenced-json": (
+        "The call is inside a Markdown code fence: the template renders a call bare, so a fenced object is text "
+        "the model chose to show the user, not a call in the shape it was trained to make."),
+    "foreign-markers": (
+        "The call sits inside another family's markers (Hermes' <tool_call> around a JSON call): the template "
+        "never writes them, so the reply is in another model's format, read only by ignoring markup this family "
+        "does not have."),
 }
 
 

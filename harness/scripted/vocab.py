@@ -142,10 +142,15 @@ _NUMPY = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 
 
 def read_gguf_kv(path: Path) -> dict[str, tuple[int, int | None, object]]:
     """key -> (value type, array element type or None, value). String arrays become lists of str."""
+    return read_gguf_header(path)[0]
+
+
+def read_gguf_header(path: Path) -> tuple:
+    """(key/values as read_gguf_kv gives them, number of tensors, the file's bytes, offset past the key/values)."""
     buf = memoryview(Path(path).read_bytes())
     if bytes(buf[:4]) != b"GGUF":
         raise ValueError(f"{path}: not a GGUF file")
-    version, _n_tensors, n_kv = struct.unpack_from("<IQQ", buf, 4)
+    version, n_tensors, n_kv = struct.unpack_from("<IQQ", buf, 4)
     if version < 2:
         raise ValueError(f"{path}: GGUF version {version} is not supported")
     pos = 24
@@ -183,7 +188,7 @@ def read_gguf_kv(path: Path) -> dict[str, tuple[int, int | None, object]]:
             arr = np.frombuffer(buf, dtype=dt, count=count, offset=pos).copy()
             pos += dt.itemsize * count
             out[key] = (vtype, etype, arr)
-    return out
+    return out, n_tensors, buf, pos
 
 
 # --- the vocabulary of a profile ---------------------------------------------------------------------

