@@ -117,6 +117,11 @@ def chat_stream(url: str, body: dict, timeout: float) -> dict:
            "tool_calls": [calls[i] for i in sorted(calls)], "finish_reason": finish, "chunks": chunks}
     if ids:
         out["call_ids"] = [ids.get(i) for i in sorted(calls)]
+    if finish is not None and not done:
+        # A chunk with a finish_reason, then the end of the body without `data: [DONE]` (transformers serve): the
+        # answer finished and is judged as it came; the missing sentinel is noted, since a client that waits for
+        # it hangs or reports an error.
+        out["no_done_sentinel"] = True
     cut = _cut_short(done, finish, out["tool_calls"], out["content"])
     if cut:
         # A stream that stops early reads as a shorter answer: named, so it is never taken for a clean one.
@@ -128,14 +133,15 @@ def chat_stream(url: str, body: dict, timeout: float) -> dict:
 
 
 def _cut_short(done: bool, finish, calls: list, content) -> str | None:
-    """Why the stream did not end as a complete answer does ([DONE] after a chunk with a finish_reason), or
-    None; with what it stopped in, since a call cut mid-arguments looks like a short call."""
-    missing = [what for what, absent in (("[DONE]", not done), ("a finish_reason", finish is None)) if absent]
-    if not missing:
+    """Why the stream did not end as a complete answer does (a chunk with a finish_reason), or None; with what
+    it stopped in, since a call cut mid-arguments looks like a short call. A stream that ends after its
+    finish_reason without [DONE] finished (`no_done_sentinel`); one without a finish_reason was cut, [DONE] or
+    not."""
+    if finish is not None:
         return None
     last = calls[-1]["arguments"] if calls else content
     tail = f"; it stopped after {shown(last[-40:], 60)}" if last else ""
-    return f"cut short: the stream ended without {' and without '.join(missing)}{tail}"
+    return f"cut short: the stream ended without {'' if done else '[DONE] and without '}a finish_reason{tail}"
 
 
 def _delta(event, number: int, content: list, reasoning: list, calls: dict, problems: list, ids: dict):

@@ -3,10 +3,11 @@ so that a runtime author reads a handful of lines (what it does, how many reques
 that replays it) instead of a thousand.
 
 A record belongs to one cause: its most telling label (CAUSE_ORDER: an error before a parse outcome, a parse
-outcome before the rewrite or stream difference that often comes with it, a prompt that differs last, since it
-alone changes nothing a user sees), qualified where the label alone would lump different behaviours together:
-an error by its message, a forgiven reply by its deviation, a rewrite or another set of calls by the request's
-tool_choice variant."""
+outcome before the rewrite or stream difference that often comes with it, a prompt that differs near the end,
+since it alone changes nothing a user sees, and last a stream that ended without its [DONE], the cause only where
+nothing else differs), qualified where the label alone would lump different behaviours together: an error by its
+message, a forgiven reply by its deviation, a rewrite or another set of calls by the request's tool_choice
+variant."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from harness.evaluation.runtime_corpus import AUTO, NAMED, NAMED_OTHER, NO_PARAL
 
 CAUSE_ORDER = ("runtime-error", "runtime-dropped-call", "call-left-in-content", "parallel-ignored", "required-ignored",
                "call-ids-repeat", "runtime-forgave", "calls-differ", "arguments-changed", "content-differs",
-               "reply-rewritten", "stream-differs", "prompts-differ")
+               "reply-rewritten", "stream-differs", "prompts-differ", "no-done-sentinel")
 # What the runtime does, for each cause label; {q} is the qualifier.
 DOES = {
     "runtime-error": "answers an error ({q})",
@@ -35,6 +36,7 @@ DOES = {
     "reply-rewritten": "generates other tokens than the scripted reply: its grammar or sampling ({q})",
     "stream-differs": "streams another answer than it returns non-streamed",
     "prompts-differ": "renders another prompt than the pinned template does",
+    "no-done-sentinel": "ends a finished stream without `data: [DONE]` (nothing else differs)",
 }
 QUALIFIED_BY_VARIANT = {"calls-differ", "reply-rewritten"}
 # The request a variant makes, as a runtime author knows it.

@@ -37,7 +37,10 @@ LABELS = {
     "call-ids-repeat": "two calls of one answer carry the same id (an app answering by id loses a result)",
     "content-differs": "no call either side, but the runtime's content or reasoning is not the strict one's",
     "stream-differs": "the streamed answer (deltas accumulated) is not the non-streamed one",
-    "runtime-error": "an HTTP error, a refused request or history, a dead server (the records say which)",
+    "runtime-error": "an HTTP error, a refused request or history, a dead server, a stream cut before its "
+                     "finish_reason (the records say which)",
+    "no-done-sentinel": "the stream finished (a chunk with a finish_reason) and ended without `data: [DONE]`: "
+                        "judged as it came; a client that waits for the sentinel hangs or reports an error",
 }
 
 
@@ -81,6 +84,9 @@ def classify(record: dict, tools: list, marker: str | None) -> tuple:
     if errors:
         labels.append("runtime-error")
         details += errors
+    if stream.get("no_done_sentinel"):
+        labels.append("no-done-sentinel")
+        details.append(f"streamed: ended after finish_reason {stream.get('finish_reason')!r} without data: [DONE]")
     ours = record.get("ours") or {}
     if key.get("tokens") is not None and (key["tokens"] != ours.get("tokens") or key.get("same_text") is False):
         labels.append("prompts-differ")

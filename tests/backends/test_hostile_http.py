@@ -317,3 +317,13 @@ def test_a_complete_stream_is_not_cut_short():
     with HostileServer(sse([{"choices": [{"delta": {"content": "Hi"}, "finish_reason": "stop"}]}])) as server:
         out = chat_stream(server.url + "/v1/chat/completions", {}, HANG_GUARD)
     assert out["content"] == "Hi" and "cut_short" not in out and "problems" not in out
+
+
+def test_a_stream_that_ends_after_its_finish_reason_without_done_finished():
+    from harness.backends.chat_answers import chat_stream
+
+    events = [{"choices": [{"delta": {"content": "Hi"}}]}, {"choices": [{"delta": {}, "finish_reason": "stop"}]}]
+    with HostileServer(cut_stream(events)) as server:
+        out = chat_stream(server.url + "/v1/chat/completions", {}, HANG_GUARD)
+    assert out["content"] == "Hi" and out["finish_reason"] == "stop" and out["no_done_sentinel"] is True
+    assert "cut_short" not in out and "problems" not in out

@@ -63,8 +63,11 @@ class Runtime:
     server-sent events, unless `fail(name, streamed)` says to answer otherwise (a status, or "drop" to hang up
     without a word). It keeps every request it was asked, in order."""
 
-    def __init__(self, entries: list, fail=lambda name, streamed: None, counts=None):
+    def __init__(self, entries: list, fail=lambda name, streamed: None, counts=None, ending=lambda name: "done"):
         self.entries, self.fail, self.asked, self.lock = entries, fail, [], threading.Lock()
+        # name -> how its stream ends: "done" ([DONE] after the finish_reason), "eof" (the body ends after the
+        # finish_reason, as transformers serve's does) or "cut" (half a call, no finish_reason, then the end).
+        self.ending = ending
         self.counts = counts        # name -> the usage.prompt_tokens it answers with (None: no usage)
         self.models = set()
 
@@ -91,8 +94,12 @@ class Runtime:
         if not streamed:
             usage = {"usage": {"prompt_tokens": self.counts(name)}} if self.counts else {}
             return self._send(h, 200, {"choices": [{"message": message, "finish_reason": "stop"}], **usage})
+        end = self.ending(name)
         events = [{"choices": [{"delta": message, "finish_reason": "stop"}]}]
-        data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+        if end == "cut":
+            half = [{**c, "function": {**c["function"], "arguments": c["function"]["arguments"][:8]}} for c in calls]
+            events = [{"choices": [{"delta": {**message, "tool_calls": half}}]}]
+        data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + ("data: [DONE]\n\n" if end == "done" else "")
         h.send_response(200)
         h.send_header("Content-Type", "text/event-stream")
         h.send_header("Content-Length", str(len(data.encode())))
@@ -217,3 +224,25 @@ def test_without_served_model_every_model_of_the_manifest_is_asked_by_its_own_na
     records = recorded(tmp_path)
     assert runtime.models == {"scripted-a", "scripted-b"} and len(records) == len(entries)
     assert {r.served_model for r in records} == {"scripted-a", "scripted-b"}
+
+
+def test_a_stream_that_ends_after_its_finish_reason_without_done_is_judged_and_one_cut_midway_is_an_error(
+        manifest, tmp_path):
+    """transformers serve ends every stream after the chunk with its finish_reason, without `data: [DONE]`: that
+    answer finished and is judged (labelled no-done-sentinel beside what the judging finds), while a stream that
+    stops inside a call, before any finish_reason, stays a cut stream: runtime-error."""
+    path, _ = manifest
+    endings = {"one-call/auto": "eof", "one-call/required": "cut"}
+    runtime = Runtime(manifest[1], ending=lambda name: endings.get(name, "done"))
+    with HostileServer(runtime) as server:
+        done = conformance(server.url, path, tmp_path, "--case", "one-call")
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = {f"{r.case['name']}/{r.variant}": r for r in recorded(tmp_path)}
+    finished, cut = records.pop("one-call/auto"), records.pop("one-call/required")
+    assert finished.labels == ["no-done-sentinel"] and finished.stream["no_done_sentinel"] is True
+    assert "cut_short" not in finished.stream and "without data: [DONE]" in finished.details[0]
+    assert cut.labels[0] == "runtime-error" and "no_done_sentinel" not in cut.stream
+    assert cut.stream["cut_short"].startswith("cut short: the stream ended without [DONE] and without a "
+                                              "finish_reason")
+    assert records["one-call/named"].labels == ["agree"]
+    assert not any({"runtime-error", "no-done-sentinel"} & set(r.labels) for r in records.values())

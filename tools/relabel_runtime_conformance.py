@@ -1,0 +1,96 @@
+#!/usr/bin/env python
+"""Maintainer tool: label the committed runtime-conformance records again from the answers they hold, offline (no
+runtime is asked): after a change to the labels (harness.evaluation.runtime_conformance.classify) the records
+say what the current harness makes of the same answers.
+
+    python tools/relabel_runtime_conformance.py          # rewrite results/runtime-conformance/*.jsonl
+    python tools/relabel_runtime_conformance.py --check  # exit 1 when a record's labels are not what classify gives
+
+Each record is judged with its template's corpus tools (harness.evaluation.runtime_corpus: one list per
+template, which types the arguments) and its family's call opener, as the run that asked it did. Records written
+before the harness read a stream that ends without `data: [DONE]` after its finish_reason as finished are brought
+to today's shape first (see `finished_stream`); nothing else in a record changes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness.evaluation.runtime_conformance import SUITE, classify  # noqa: E402
+from harness.evaluation.runtime_corpus import build_corpus  # noqa: E402
+from harness.evaluation.transcripts import encode_line  # noqa: E402
+from harness.families import get as family_get  # noqa: E402
+from harness.pins.sources import load_sources, resolve_template  # noqa: E402
+from harness.live.runtime_conformance import template_sha  # noqa: E402
+
+FOLDER = ROOT / "results" / "runtime-conformance"
+OLD_NO_DONE = "cut short: the stream ended without [DONE]"
+
+
+def finished_stream(stream: dict | None) -> dict | None:
+    """A stream recorded as cut short for want of [DONE] alone, though a chunk carried its finish_reason, as
+    harness.backends.chat_answers.chat_stream now reads it: finished, `no_done_sentinel` noted."""
+    cut = (stream or {}).get("cut_short") or ""
+    if not cut.startswith(OLD_NO_DONE) or "finish_reason" in cut or stream.get("finish_reason") is None:
+        return stream
+    stream = {k: v for k, v in stream.items() if k != "cut_short"}
+    problems = [p for p in stream.pop("problems", []) if p != cut]
+    return {**stream, **({"problems": problems} if problems else {}), "no_done_sentinel": True}
+
+
+class Judge:
+    """Tools and marker per template and family, each corpus built once."""
+
+    def __init__(self):
+        self.sources, self.tools = load_sources(), {}
+
+    def corpus_tools(self, template: dict) -> list:
+        if template["id"] not in self.tools:
+            ref = resolve_template(template["id"], self.sources)
+            if template_sha(ref) != template["sha256"]:
+                raise SystemExit(f"{template['id']}: the pinned template is not the one recorded; ask it again")
+            corpus = build_corpus(ref)
+            self.tools[template["id"]] = corpus.cases[0].tools if corpus.cases else []
+        return self.tools[template["id"]]
+
+    def labels(self, record) -> tuple:
+        markers = family_get(record.family).markers if record.family else ()
+        return classify(record.to_json(), self.corpus_tools(record.template), markers[0] if markers else None)
+
+
+def relabel(path: Path, judge: Judge) -> tuple:
+    """(records, how many changed) of one file, relabelled."""
+    records, warnings = SUITE.read_records(path)
+    if warnings:
+        raise SystemExit(f"{path}: {'; '.join(map(str, warnings))}")
+    changed = 0
+    for r in records:
+        before = r.to_json()
+        r.stream = finished_stream(r.stream)
+        r.labels, r.details = (list(x) for x in judge.labels(r))
+        changed += r.to_json() != before
+    return records, changed
+
+
+def main(argv: list) -> int:
+    judge, stale = Judge(), 0
+    for path in sorted(FOLDER.glob("*.jsonl")):
+        records, changed = relabel(path, judge)
+        stale += changed
+        print(f"{path.relative_to(ROOT)}: {len(records)} record(s), {changed} relabelled")
+        if changed and "--check" not in argv:
+            scratch = path.with_name(path.name + ".tmp")
+            scratch.write_bytes(b"".join(encode_line(r.to_json()) for r in records))
+            os.replace(scratch, path)
+    if "--check" in argv and stale:
+        print("out of date: run python tools/relabel_runtime_conformance.py")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
