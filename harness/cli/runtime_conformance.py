@@ -23,8 +23,12 @@ def run(args) -> int:
 
     if bool(args.server) == bool(args.endpoint):
         raise HarnessError("give --server (a runtime the harness starts) or --endpoint (one you serve), not both")
-    if args.endpoint and not (args.manifest and args.runtime):
-        raise HarnessError("--endpoint needs --manifest (from harness scripted-model) and --runtime")
+    if args.endpoint and not ((args.manifest or args.template) and args.runtime):
+        raise HarnessError("--endpoint needs --manifest (from harness scripted-model) or --template (its manifest "
+                           "rebuilt), and --runtime")
+    if args.endpoint and (bool(args.manifest) == bool(args.template) or len(args.template or ()) > 1):
+        raise HarnessError("with --endpoint give --manifest FILE or one --template ID whose manifest `harness "
+                           "scripted-model` rebuilds, not both")
     if args.server and (args.timeout is not None or args.deadline is not None):
         raise HarnessError("--timeout and --deadline bound the requests to an --endpoint you serve; the servers "
                            "the harness starts are restarted when they stop answering")
@@ -78,9 +82,11 @@ def _endpoint(args, runtime: str) -> int:
     existing, problems = SUITE.read_records(path)
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
-    run = run_manifest(args.endpoint, args.served_model, args.manifest, runtime, path,
-                       {r.done_key() for r in existing}, args.case, args.variant, log=_log,
-                       timeout=timeout, deadline=args.deadline)
+    with tempfile.TemporaryDirectory(prefix="harness-manifest-") as scratch:
+        manifest = args.manifest or _rebuilt_manifest(args.template[0], Path(scratch))
+        run = run_manifest(args.endpoint, args.served_model, manifest, runtime, path,
+                           {r.done_key() for r in existing}, args.case, args.variant, log=_log,
+                           timeout=timeout, deadline=args.deadline)
     for failure in run.failed:
         print(f"harness runtime-conformance: failed, not recorded: {failure}", file=sys.stderr)
     agree = sum(r.labels == ["agree"] for r in run.written)
@@ -92,6 +98,21 @@ def _endpoint(args, runtime: str) -> int:
     print(f"{runtime}: {len(run.written)} request(s) asked, {agree} agree, {len(existing)} already recorded{left} "
           f"-> {path}")
     return 1 if run.left else 0
+
+
+def _rebuilt_manifest(template: str, scratch: Path) -> Path:
+    """The manifest `harness scripted-model --template TEMPLATE` writes (every case, keyed to our render), built
+    in `scratch`: what a record's replay asks from the template alone, with no machine's paths in it."""
+    import argparse
+    import contextlib
+
+    from harness.cli import scripted
+
+    options = argparse.Namespace(template=template, cases=None, case=None, key_from=scripted.RENDER,
+                                 serve_with=None, out=scratch, max_bytes=None)
+    with contextlib.redirect_stdout(sys.stderr):
+        scripted.run(options)
+    return next(scratch.glob("*.manifest.json"))
 
 
 def register(subparsers) -> None:
@@ -110,7 +131,9 @@ def register(subparsers) -> None:
                    help="the runtime to start (one the harness starts: harness.backends.runtimes)")
     p.add_argument("--endpoint", metavar="URL",
                    help="instead, a runtime you serve (Ollama, LM Studio, vLLM, …) with a scripted model loaded")
-    p.add_argument("--manifest", type=Path, metavar="FILE", help="with --endpoint: the harness scripted-model manifest")
+    p.add_argument("--manifest", type=Path, metavar="FILE",
+                   help="with --endpoint: the harness scripted-model manifest (or give one --template: its "
+                        "manifest is rebuilt in a scratch folder, as a record's replay does)")
     p.add_argument("--served-model", metavar="NAME",
                    help="with --endpoint: only the scripted model served as NAME (its served_name in the "
                         "manifest; default: every model of the manifest, each request naming its own, for a "

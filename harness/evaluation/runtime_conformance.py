@@ -129,11 +129,11 @@ HARNESS = ".venv/bin/harness"
 
 def replay_command(record: RuntimeConformanceRecord) -> str:
     """One line that asks this single case again, into a scratch results folder, run as printed from the
-    repository root (it prints the request's labels and details)."""
+    repository root (it prints the request's labels and details). A runtime the user serves is asked the case
+    from its template's manifest, rebuilt (`--template`: no machine's path), its request naming its own model."""
     where = ["--server", record.server, "--template", record.template["id"]]
     if record.server == "endpoint":
-        where = ["--endpoint", record.endpoint, "--manifest", record.manifest, "--served-model",
-                 record.served_model, "--runtime", record.runtime]
+        where = ["--endpoint", record.endpoint, "--template", record.template["id"], "--runtime", record.runtime]
     return " ".join([HARNESS, "runtime-conformance", *map(shlex.quote, where), "--case", record.case["name"], "--variant",
                      record.variant, '--results-dir "$(mktemp -d)"'])
 

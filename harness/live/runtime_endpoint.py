@@ -53,6 +53,17 @@ def endpoint_key(entry: dict, plain: dict) -> dict:
             "keyed": entry["prompt_tokens"]}
 
 
+def manifest_field(path) -> str:
+    """The manifest as a record names it: its path relative to the current folder where it lies inside it, else
+    its file name (what `harness scripted-model --template ID` writes), so that a committed record names no
+    machine's folders; a replay rebuilds the manifest from the template (harness runtime-conformance --template)."""
+    path = Path(path).resolve()
+    try:
+        return path.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.name
+
+
 @dataclass
 class EndpointRun:
     written: list = field(default_factory=list)     # the records appended
@@ -113,7 +124,7 @@ def run_manifest(url: str, served_model: str | None, manifest_path: Path, runtim
                 run.failed.append(f"{e['case']}/{e['variant']}: {failed}")
                 continue
             record = conformance_record(
-                runtime=runtime, server="endpoint", endpoint=url, manifest=str(manifest_path),
+                runtime=runtime, server="endpoint", endpoint=url, manifest=manifest_field(manifest_path),
                 served_model=model["served_name"], template=manifest["template"], family=manifest["family"],
                 profile=manifest["vocabulary"], case={"name": e["case"], "hash": entry_key}, variant=e["variant"],
                 request=request_switches(e["request"]), reply=e["reply"], reply_tokens=e["reply_tokens"],

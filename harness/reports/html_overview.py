@@ -15,8 +15,9 @@ from harness.evaluation import parser_agreement
 from harness.evaluation.runtime_agreement import LABELS as AGREEMENT_LABELS
 from harness.evaluation.runtime_agreement import agreement_table
 from harness.evaluation.runtime_causes import cause_line, root_causes
-from harness.evaluation.runtime_conformance import LABELS, matrix, replay_command
+from harness.evaluation.runtime_conformance import LABELS, matrix
 from harness.reports.html_samples import names_html
+from harness.reports.suite_pages import conformance_replay
 from harness.reports.tables import LEGEND, class_table, mode_order, row_labels
 from harness.reports.funnel import funnel_html
 from harness.reports.verdict import RULE, bottom_line, recorded_differences, table_title, top_names
@@ -111,7 +112,7 @@ def _agreement(records: list) -> tuple:
 def _runtime_conformance(records: list) -> tuple:
     frame = pd.DataFrame([{"runtime": row["runtime"], "family": row["family"], "templates": len(row["templates"]),
                            "requests": row["requests"], **{k: row[k] for k in LABELS}} for row in matrix(records)])
-    causes = "".join(f"<li>{escape(cause_line(c, replay_command))}</li>" for c in root_causes(records))
+    causes = "".join(f"<li>{escape(cause_line(c, conformance_replay))}</li>" for c in root_causes(records))
     # A column per label: the "labels" class lets its headers wrap.
     return ("Exact replies of scripted models through each runtime's /v1/chat/completions. Root causes first "
             "(what the runtime does, how many requests, which families, a replay run from the repository "

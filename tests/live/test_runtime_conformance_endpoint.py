@@ -246,3 +246,27 @@ def test_a_stream_that_ends_after_its_finish_reason_without_done_is_judged_and_o
                                               "finish_reason")
     assert records["one-call/named"].labels == ["agree"]
     assert not any({"runtime-error", "no-done-sentinel"} & set(r.labels) for r in records.values())
+
+
+def test_a_record_names_no_machine_path_and_its_replay_rebuilds_the_manifest_from_the_template(manifest, tmp_path):
+    """A record names its manifest without the folder it lay in (committed records carry no machine's paths),
+    and its replay, run as printed, asks the case again from the manifest `harness scripted-model --template`
+    rebuilds in a scratch folder."""
+    import shlex
+
+    from harness.evaluation.runtime_conformance import replay_command
+
+    path, entries = manifest
+    with HostileServer(Runtime(entries)) as server:
+        done = conformance(server.url, path, tmp_path / "first", "--case", "one-call", "--variant", "auto")
+        assert done.returncode == 0, done.stdout + done.stderr
+        [record] = recorded(tmp_path / "first")
+        assert record.manifest == f"{TEMPLATE}.manifest.json"
+        line = replay_command(record)
+        assert "--manifest" not in line and f"--template {TEMPLATE}" in line and "/" not in record.manifest
+        words = shlex.split(line.replace('"$(mktemp -d)"', str(tmp_path / "replayed")))
+        assert words[:2] == [".venv/bin/harness", "runtime-conformance"]
+        again = subprocess.run([sys.executable, "-m", "harness", *words[1:]], capture_output=True, text=True)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "one-call/auto: agree" in again.stderr
+    assert [r.labels for r in recorded(tmp_path / "replayed")] == [["agree"]]

@@ -18,6 +18,8 @@ from harness.core.errors import HarnessError
 RUNTIMES = {
     "llama-server": "harness.backends.runtimes.llama_server:LlamaServer",
     "llama-cpp-python": "harness.backends.runtimes.llama_cpp_python:LlamaCppPython",
+    "vllm-cpu": "harness.backends.runtimes.vllm_cpu:VllmCpu",
+    "transformers-serve": "harness.backends.runtimes.transformers_serve:TransformersServe",
 }
 
 _LOADED: dict = {}
@@ -40,6 +42,11 @@ def every() -> list:
     return [get(name) for name in RUNTIMES]
 
 
+def of_record(record_name: str):
+    """The registered runtime whose records carry `record_name` (its record_name), or None."""
+    return next((r for r in every() if r.record_name == record_name), None)
+
+
 def startable() -> tuple:
     """The names of the runtimes the harness starts itself (`--server`, `--key-from`)."""
     return tuple(r.name for r in every() if r.startable)
@@ -47,14 +54,20 @@ def startable() -> tuple:
 
 def unrun(results_dir, root, table: dict | None = None) -> list:
     """Why each registered runtime (of `table`: name -> Runtime; default every one) lacks what it owes: a
-    committed conformance run (results_dir/runtime-conformance/NAME*.jsonl, not empty), or, for a runtime whose
-    run needs an environment CI does not build, the declared reason and the script that builds it."""
+    committed conformance run (results_dir/runtime-conformance/NAME*.jsonl, not empty; for a runtime whose run
+    needs an environment CI does not build, with the script that builds it), or, for such a runtime without a
+    run, the declared reason and that script."""
     from pathlib import Path
 
     problems = []
     folder = Path(results_dir) / "runtime-conformance"
     for name, runtime in (table or {r.name: r for r in every()}).items():
         runs = [p for p in sorted(folder.glob(f"{name}*.jsonl")) if p.stat().st_size]
+        if runtime.environment and runs and not runtime.not_runnable_here:
+            # Run in an environment built apart, and committed: its script must still be there to run it again.
+            if not (Path(root) / runtime.environment).is_file():
+                problems.append(f"{name}: its environment's script {runtime.environment} is not a file")
+            continue
         if runtime.not_runnable_here or runtime.environment:
             script = Path(root) / runtime.environment if runtime.environment else None
             if not runtime.not_runnable_here:

