@@ -18,6 +18,7 @@ from harness.core.errors import HarnessError
 RUNTIMES = {
     "llama-server": "harness.backends.runtimes.llama_server:LlamaServer",
     "llama-cpp-python": "harness.backends.runtimes.llama_cpp_python:LlamaCppPython",
+    "mistralrs": "harness.backends.runtimes.mistral_rs:MistralRs",
 }
 
 _LOADED: dict = {}
