@@ -17,7 +17,7 @@ written back field by field, nothing added, nothing parsed again.
 
 Usage: python mistralrs_worker.py --model FILE --alias NAME --port N [--threads N]
        python mistralrs_worker.py --hello          (prints {"mistralrs": version, "python": version})
-A model mistral.rs refuses to load exits 3 after one line on stderr: "mistralrs could not load FILE: Type: words".
+A model mistral.rs refuses to load exits 3 after one line on stderr: "mistralrs refused the model: Type: words".
 A request it refuses is answered HTTP 500 (400 for a body that is not a chat request) with its words as
 {"error": {"message"}}; an error in the middle of a stream is one `data: {"error": ...}` event.
 """
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     except BaseException as exc:  # a Rust panic arrives as a BaseException subclass
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise
-        print(f"mistralrs could not load {name}: {_error(exc)}", file=sys.stderr, flush=True)
+        print(f"mistralrs refused the model: {_error(exc)}", file=sys.stderr, flush=True)
         return 3
     Handler.runner, Handler.alias, Handler.api = runner, args.alias or os.path.splitext(name)[0], mistralrs
     Handler.version = metadata.version("mistralrs")
