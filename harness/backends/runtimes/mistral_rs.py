@@ -48,6 +48,6 @@ class MistralRs(Runtime):
                                    f"(it builds {MISTRALRS_VENV})")
 
     def command(self, server) -> list:
-        return [str(mistralrs_python()), str(WORKER), "--model", str(server.model_path), "--alias", server.model,
+        return [str(MISTRALRS_VENV / "bin" / "python"), str(WORKER), "--model", str(server.model_path), "--alias", server.model,
                 "--host", "127.0.0.1", "--port", str(server.port), "--threads", str(server.threads),
                 *server.extra_args]
