@@ -15,7 +15,7 @@ from harness.backends.runtimes import mistralrs_worker as worker
 from harness.backends.servers import LocalServer
 from harness.backends.transport import request_json
 from harness.core import constants
-from harness.core.errors import ServerReplyError, ServerStartError
+from harness.core.errors import MissingEnvironmentError, ServerReplyError
 from tests.cached_models import cached_model
 
 API = NS(ToolChoice=NS(NoTools="NoTools", Auto="Auto"), ChatCompletionRequest=lambda **fields: fields)
@@ -70,7 +70,7 @@ def test_the_runtime_declares_what_it_ignores_and_names_the_command_that_builds_
     assert runtime.identifies({"data": [{"id": "m", "owned_by": f"mistralrs-{mistral_rs.VERSION}"}]})
     assert not runtime.identifies({"data": [{"id": "m", "owned_by": "llamacpp"}]})
     monkeypatch.setattr(mistral_rs, "MISTRALRS_VENV", tmp_path / "absent")
-    with pytest.raises(ServerStartError, match=re.escape("bash scripts/setup_mistralrs.sh")):
+    with pytest.raises(MissingEnvironmentError, match=re.escape("bash scripts/setup_mistralrs.sh")):
         runtime.check_startable()
     command = LocalServer("mistralrs", tmp_path / "m.gguf", port=8123, threads=2).command()
     assert command[:2] == [str(tmp_path / "absent" / "bin" / "python"), str(mistral_rs.WORKER)]

@@ -52,6 +52,12 @@ def test_a_runtime_without_a_run_fails_the_check_and_so_does_a_marker_without_it
         "no-reason: declares an environment but not why its run is not committed"]
     (tmp_path / "runtime-conformance" / "fake-0.1.jsonl").write_text("{}\n")
     assert runtimes.unrun(tmp_path, tmp_path, {"fake": _Fake(), "marked": marked}) == []
+    # An environment built apart, with its run committed: only its script is owed.
+    built, lost = _Fake(), _Fake()
+    built.environment, lost.environment = "scripts/env.sh", "scripts/gone.sh"
+    assert runtimes.unrun(tmp_path, tmp_path, {"fake": built}) == []
+    assert runtimes.unrun(tmp_path, tmp_path, {"fake": lost}) == ["fake: its environment's script scripts/gone.sh "
+                                                                  "is not a file"]
 
 
 def test_a_server_is_checked_against_its_runtimes_capabilities(tmp_path):

@@ -49,14 +49,15 @@ def startable() -> tuple:
 def unrun(results_dir, root, table: dict | None = None) -> list:
     """Why each registered runtime (of `table`: name -> Runtime; default every one) lacks what it owes: a
     committed conformance run (results_dir/runtime-conformance/NAME*.jsonl, not empty), or, for a runtime whose
-    run needs an environment CI does not build, the declared reason and the script that builds it."""
+    run needs an environment CI does not build, the declared reason and the script that builds it. A runtime
+    that declares its environment's script and has a committed run owes that the script exists."""
     from pathlib import Path
 
     problems = []
     folder = Path(results_dir) / "runtime-conformance"
     for name, runtime in (table or {r.name: r for r in every()}).items():
         runs = [p for p in sorted(folder.glob(f"{name}*.jsonl")) if p.stat().st_size]
-        if runtime.not_runnable_here or runtime.environment:
+        if runtime.not_runnable_here or (runtime.environment and not runs):
             script = Path(root) / runtime.environment if runtime.environment else None
             if not runtime.not_runnable_here:
                 problems.append(f"{name}: declares an environment but not why its run is not committed")
@@ -64,6 +65,8 @@ def unrun(results_dir, root, table: dict | None = None) -> list:
                 problems.append(f"{name}: not runnable here ({runtime.not_runnable_here}) needs the script that "
                                 f"builds its environment; {runtime.environment or 'none'} is not a file")
             continue
+        if runtime.environment and not (Path(root) / runtime.environment).is_file():
+            problems.append(f"{name}: its environment's script {runtime.environment} is not a file")
         if not runs:
             problems.append(f"{name}: no committed conformance run ({folder.name}/{name}*.jsonl): run `harness "
                             f"runtime-conformance --server {name}` (or --endpoint) and commit its records")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from harness.backends.runtimes.base import Runtime
 from harness.core import constants
-from harness.core.errors import ServerStartError
+from harness.core.errors import MissingEnvironmentError
 
 MISTRALRS_VENV = constants.CACHE_DIR / "mistralrs-venv"
-SETUP_COMMAND = "bash scripts/setup_mistralrs.sh"
+SETUP_COMMAND = "bash scripts/setup_mistralrs.sh"      # bash + MistralRs.environment
 WORKER = Path(__file__).with_name("mistralrs_worker.py")
 VERSION = "0.9.5"
 
@@ -31,6 +31,8 @@ class MistralRs(Runtime):
                f"({SETUP_COMMAND}), served by harness' worker over it")
     startable = True
     health_path = "/v1/models"
+    # Built apart from the main venv; its conformance run is committed (results/runtime-conformance/).
+    environment = "scripts/setup_mistralrs.sh"
     ignores = {
         "tool_choice": "\"required\" and a named function: the Python API's ToolChoice is NoTools or Auto only; "
                        "sent as Auto",
@@ -44,7 +46,7 @@ class MistralRs(Runtime):
 
     def check_startable(self) -> None:
         if mistralrs_python() is None:
-            raise ServerStartError(f"mistral.rs runs in an environment of its own, not built here: {SETUP_COMMAND} "
+            raise MissingEnvironmentError(f"mistral.rs runs in an environment of its own, not built here: {SETUP_COMMAND} "
                                    f"(it builds {MISTRALRS_VENV})")
 
     def command(self, server) -> list:
