@@ -133,3 +133,20 @@ def test_a_history_with_a_call_is_taken_and_a_bad_request_or_a_dead_worker_is_an
     assert chat_answer(url, {"messages": USER, "max_tokens": 1}, 30)["error"]
     smol.start()
     assert chat_answer(url, {"messages": USER, "max_tokens": 1, "temperature": 0.0}, 300)["status"] == 200
+
+
+@pytest.mark.needs_mistralrs
+def test_a_real_hermes_call_is_read_by_mistralrs_alike_streamed_or_not():
+    # Qwen2.5-Coder 0.5B writes a hermes call for this request; mistral.rs' parser, not ours, reads it. About a
+    # minute a request on one shared core.
+    path = cached_model("qwen2.5-coder-0.5b-instruct-q4_k_m")
+    body = {"model": "q", "messages": [{"role": "user", "content": "What is the weather in Paris? Use the tool."}],
+            "tools": TOOLS, "tool_choice": "auto", "max_tokens": 30, "temperature": 0.0}
+    with LocalServer("mistralrs", path, alias="q", ready_timeout=300) as server:
+        url = server.base_url + "/v1/chat/completions"
+        plain, stream = chat_answer(url, body, 600), chat_stream(url, body, 600)
+    assert plain["finish_reason"] == stream["finish_reason"] == "tool_calls", (plain, stream)
+    assert [c["name"] for c in plain["tool_calls"]] == ["get_weather"] and not plain["content"]
+    assert json.loads(plain["tool_calls"][0]["arguments"]) == {"location": "Paris"}
+    assert stream["tool_calls"] == plain["tool_calls"] and not stream["content"] and "cut_short" not in stream
+    assert len(plain["call_ids"]) == 1 and plain["call_ids"][0]
