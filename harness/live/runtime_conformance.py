@@ -229,8 +229,8 @@ class TemplateRun:
         same = None if key.prompt is None else key.prompt.removeprefix(bos) == (ours.prompt or "").removeprefix(bos)
         key_seen = {**key.to_json(), "same_text": same}
         for answer in (plain, stream, key_seen):
-            if answer.get("error"):       # the port changes from run to run; the path and the words do not
-                answer["error"] = LOCAL_URL.sub("", answer["error"])
+            if answer.get("error"):       # the port and the scratch folder change from run to run; the words do not
+                answer["error"] = LOCAL_URL.sub("", answer["error"]).replace(f"{self.workdir}/", "")
         typed = conformance_record(
             runtime=self.runtime, server=self.kind, template={"id": self.ref.id, "sha256": template_sha(self.ref)},
             family=self.corpus.family, profile=self.profile, case={"name": r.case.name, "hash": case_hash(r.case)},

@@ -22,6 +22,11 @@ def test_an_error_is_known_by_its_message_without_what_varies_per_request():
     assert error_signature(multi) == "prompt: HTTP 500 While executing … at line N"
     assert error_signature("streamed: the server died (signal SIGSEGV)") == \
         "streamed: the server died (signal SIGSEGV)"
+    refused = ("prompt: mistralrs exited with exit code 3 before it was ready (model T-gpt2-0-1a2b.gguf); last lines "
+               "of T-gpt2-0-1a2b-mistralrs.log:\nloading\nmistralrs refused the model: ValueError: Unknown "
+               "normal-model GGUF architecture `gpt2`")
+    assert error_signature(refused) == error_signature(refused.replace("T-gpt2-0-1a2b", "U-qwen2.5-0-9f")) == \
+        "prompt: did not start: mistralrs refused the model: ValueError: Unknown normal-model GGUF architecture"
 
 
 def test_the_most_telling_label_is_the_cause():

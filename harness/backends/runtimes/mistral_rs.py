@@ -1,0 +1,55 @@
+"""mistral.rs through its Python API (the `mistralrs` wheel), in an environment of its own: scripts/setup_mistralrs.sh
+builds MISTRALRS_VENV in the harness cache, never in .venv. Its HTTP server is a separate binary not on the package
+registry, so the harness starts mistralrs_worker.py (this folder) under that venv's python: one GGUF per process,
+loaded with mistralrs.Runner (Which.GGUF), its embedded chat template rendered by mistral.rs, tool calls parsed
+by mistral.rs, answered as OpenAI chat completions (the worker's docstring maps each field). One request at a
+time; the prompt length is its usage.prompt_tokens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.backends.runtimes.base import Runtime
+from harness.core import constants
+from harness.core.errors import MissingEnvironmentError
+
+MISTRALRS_VENV = constants.CACHE_DIR / "mistralrs-venv"
+SETUP_COMMAND = "bash scripts/setup_mistralrs.sh"      # bash + MistralRs.environment
+WORKER = Path(__file__).with_name("mistralrs_worker.py")
+VERSION = "0.9.5"
+
+
+def mistralrs_python(venv: Path | None = None) -> Path | None:
+    python = (venv or MISTRALRS_VENV) / "bin" / "python"
+    return python if python.exists() else None
+
+
+class MistralRs(Runtime):
+    name = "mistralrs"
+    record_name = f"mistralrs-{VERSION}"
+    summary = (f"mistral.rs {VERSION}'s Python API (mistralrs.Runner, Which.GGUF) in its own venv "
+               f"({SETUP_COMMAND}), served by harness' worker over it")
+    startable = True
+    health_path = "/v1/models"
+    # Built apart from the main venv; its conformance run is committed (results/runtime-conformance/).
+    environment = "scripts/setup_mistralrs.sh"
+    ignores = {
+        "tool_choice": "\"required\" and a named function: the Python API's ToolChoice is NoTools or Auto only; "
+                       "sent as Auto",
+        "parallel_tool_calls": "not a field of its ChatCompletionRequest: dropped",
+        "seed": "not a field of its ChatCompletionRequest (Runner(seed=) raises on CPU): dropped",
+        "chat_template_kwargs": "only enable_thinking has a field (enable_thinking); other keys dropped",
+    }
+    # The worker lists its one model under the owner "mistralrs-VERSION".
+    probe = ("/v1/models", lambda models: isinstance(models.get("data"), list) and any(
+        isinstance(m, dict) and str(m.get("owned_by", "")).startswith("mistralrs-") for m in models["data"]))
+
+    def check_startable(self) -> None:
+        if mistralrs_python() is None:
+            raise MissingEnvironmentError(f"mistral.rs runs in an environment of its own, not built here: {SETUP_COMMAND} "
+                                   f"(it builds {MISTRALRS_VENV})")
+
+    def command(self, server) -> list:
+        return [str(MISTRALRS_VENV / "bin" / "python"), str(WORKER), "--model", str(server.model_path), "--alias", server.model,
+                "--host", "127.0.0.1", "--port", str(server.port), "--threads", str(server.threads),
+                *server.extra_args]
