@@ -330,7 +330,10 @@ def _run_work(model: OpenModel, work: list, base_seed: int, writer, summary: dic
         except BaseException:
             # Ctrl-C or a write that failed: the samples not yet started are dropped, not run to the end
             # behind a run that is stopping; those in flight finish (each request within its deadline), and
-            # are written, or not.
+            # are written, or not. Cancelled before anything is said: a request in flight that ends meanwhile
+            # would free its worker to start the next sample.
+            for future in futures:
+                future.cancel()
             running = sum(f.running() for f in futures)
             if running and progress is not None:
                 progress.write(f"harness run: stopping: waiting for {running} request(s) in flight", file=sys.stderr)
