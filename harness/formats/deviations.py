@@ -47,6 +47,10 @@ _FENCE = re.compile(r"```(?:json|JSON|tool_call|python)?\s*[\[{]")
 _DOUBLE = re.compile(r"\{\{\s*\"")
 _CALL_KEYS = ("name", "function", "tool_name")
 _PY_DICT = re.compile(r"\{\s*'[A-Za-z_]+'\s*:")
+# A call key quoted half the JSON way and half the Python way ({"name': 'read_note', ...}): Qwen2.5-Coder wrote
+# it in prose under an answer grammar that refused only the JSON spelling. Neither JSON nor a Python dict, so
+# neither of the two above reads it; only call keys, so an answer quoting some other word is not caught.
+_MIXED_QUOTES = re.compile(r"""\{\s*(?:"(?:name|function|tool_name)'|'(?:name|function|tool_name)")\s*:""")
 
 
 def json_failure(payload: str) -> str:
@@ -54,7 +58,7 @@ def json_failure(payload: str) -> str:
     stripped = payload.lstrip()
     if stripped.startswith("{{") or _DOUBLE.search(stripped[:40]):
         return DOUBLE_BRACES
-    if _PY_DICT.search(stripped[:80]) or re.search(r":\s*(True|False|None)\b", stripped):
+    if _PY_DICT.search(stripped[:80]) or _MIXED_QUOTES.search(stripped[:80]) or re.search(r":\s*(True|False|None)\b", stripped):
         return PYTHON_LITERALS
     return INVALID_JSON
 
@@ -156,6 +160,6 @@ def classify_unmarked(text: str, own_markers, foreign_markers, call_keys=()) -> 
         return DOUBLE_BRACES
     if has_json_call_object(text, call_keys):
         return FENCED_JSON if _FENCE.search(text) else BARE_JSON
-    if _PY_DICT.search(text):
+    if _PY_DICT.search(text) or _MIXED_QUOTES.search(text):
         return PYTHON_LITERALS
     return None

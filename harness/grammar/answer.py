@@ -19,9 +19,9 @@ OPENERS = ("{", "[", "```")
 # What a call written in another shape holds wherever it stands, as the strict parsers name near misses in text
 # (harness.formats.deviations.classify_unmarked): a JSON object's call key, doubled braces, a Python dict. An
 # answer under the grammar holds none of them, so prose cannot carry a fenced or bare call after a plain first
-# line (Qwen2.5-Coder did exactly that once its opening brace was refused). The cost: such an answer may not
-# quote these keys either.
-CALL_SHAPED = ('"name"', '"function"', '"tool_name"', '{{"', "{'")
+# line (Qwen2.5-Coder did exactly that once its opening brace was refused, and then wrote {"name': ... once
+# only the JSON spelling of the key was refused). The cost: such an answer may not quote these keys either.
+CALL_SHAPED = ('"name"', '"function"', '"tool_name"', '"name\'', '"function\'', '"tool_name\'', '{{"', "{'")
 _BLANKS = " \t\r\n"
 
 

@@ -202,3 +202,18 @@ def test_generic_json_answer_object_is_read_by_the_same_bounded_reader(text, dev
     # generic-json's answer object is read before its call pattern: the sweeps above only reach the calls.
     parsed = registry.parse("generic-json", text)
     assert (parsed.calls, parsed.deviation) == ([], deviation)
+
+
+@pytest.mark.parametrize("text, named", [
+    # Qwen2.5-Coder under the answer grammar: a call key quoted half JSON, half Python, in prose and a fence.
+    ("You would call:\n```json\n{\"name': 'file_chunks', 'arguments': {\"source\": 'a.py'}}\n```", True),
+    ("Use `read_note`: {\"name': 'read_note', 'arguments': {\"title\": 'locker'}}", True),
+    ("{'function\": \"f\"}", True),
+    # Other keys quoted so are some answer's text, not a call.
+    ("It printed {\"response': 'ok'} and stopped.", False),
+    ('It printed {"name": and nothing else.', False),
+])
+def test_a_call_key_in_mixed_quotes_is_named_python_literals(text, named):
+    assert dev.classify_unmarked(text, (), ()) == (dev.PYTHON_LITERALS if named else None)
+    for name in ("hermes", "llama3", "mistral"):
+        assert bool(registry.parse(name, text).deviation) is named, name

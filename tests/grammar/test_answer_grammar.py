@@ -67,6 +67,12 @@ def test_auto_grammar_refuses_an_answer_that_opens_like_a_call(name, specs, chec
     assert fam(name).parse(prose_then_call).deviation
     if not call_opens_with_text:
         assert checker.check(auto.gbnf, prose_then_call).status == "rejected"
+    # The call key quoted half JSON, half Python (Qwen2.5-Coder's next way around, once "name" was refused):
+    # a near miss the parser names, refused in prose as well.
+    mixed = 'You would call:\n```json\n{"name\': \'get_time\', \'arguments\': {}}\n```'
+    assert fam(name).parse(mixed).deviation
+    if not call_opens_with_text:
+        assert checker.check(auto.gbnf, mixed).status == "rejected"
     # An answer holding JSON that is no call, or a code fence, is still an answer.
     assert checker.check(auto.gbnf, 'I would send {"city": "Paris"} to it.').accepted
     assert checker.check(auto.gbnf, "Run this:\n```python\nprint(1)\n```").accepted
