@@ -202,18 +202,29 @@ def judge_folder(results: ResultsDir, warnings: list, checker_python: Path | Non
 
 
 def headline(judged: Judged) -> str:
-    """The bottom line's BFCL sentence (markdown): rows (model × mode) ranked on BFCL's checker over the calls
-    the strict parser read, every category pooled, only rows run on the same cases together; a leader only when
-    its interval lies above every other row's."""
+    """The bottom line's BFCL sentences (markdown), one per question: the categories where a call is due, and
+    the irrelevance ones where none is (pooled, a model that never calls would rank on its abstentions). In
+    each, rows (model × mode) ranked on BFCL's checker over the calls the strict parser read, only rows run on
+    the same cases together; a leader only when its interval lies above every other row's."""
     if not judged.outcomes:
         return ("**BFCL**: no BFCL runs in this folder (`harness run --suite bfcl` records them; `harness report` "
                 "then writes bfcl.md).")
-    rows = {}
-    for o in judged.outcomes:
-        rows.setdefault((o.model, o.mode), []).append(o)
     if judged.verdicts is None:
+        rows = {(o.model, o.mode) for o in judged.outcomes}
         return (f"**BFCL**: {len(judged.outcomes)} cases recorded over {len(rows)} model × mode rows, not judged: "
                 "BFCL's checker was not run here (bfcl.md says why), so these samples rank nothing.")
+    out = []
+    for question, abstain in (("calls due", False), ("no call due", True)):
+        asked = [o for o in judged.outcomes if ((_category(o.case) or "") in IRRELEVANCE) is abstain]
+        if asked:
+            out.append(_question(judged, asked, question))
+    return " ".join(out)
+
+
+def _question(judged: Judged, outcomes: list, question: str) -> str:
+    rows = {}
+    for o in outcomes:
+        rows.setdefault((o.model, o.mode), []).append(o)
     groups = {}
     for (model, mode), group in rows.items():
         valid = [_valid(judged.verdicts[(o.case, o.model, o.mode)][0]) for o in group]
@@ -231,7 +242,7 @@ def headline(judged: Judged) -> str:
                  f"{many}: " if index == 0 else
                  f"{many} run on other cases ({len(cases)} case{'s' if len(cases) > 1 else ''}: "
                  f"{', '.join(categories)}), ranked apart: ")
-        out.append(f"**BFCL**, {where}{_lead(ranked)}")
+        out.append(f"**BFCL, {question}**, {where}{_lead(ranked)}")
     return " ".join(out)
 
 

@@ -111,15 +111,19 @@ def test_the_bottom_line_ranks_bfcl_rows_only_against_rows_run_on_the_same_cases
     scenarios, results = setup(tmp_path)
     _results(tmp_path)
     write_reports(results, scenarios, plot=False)
-    line = next(l for l in _bottom_line((results / "summary.md").read_text()).splitlines() if "**BFCL**" in l)
-    # native ran 6 cases (3 of simple_python, 3 of irrelevance), grammar 1: two groups, never one ranking.
-    assert ("**BFCL**, ranked on *BFCL accuracy* (BFCL's own checker on the calls the strict parser read), over "
-            "the same 6 cases (simple_python, irrelevance) in each of 1 row: **qwen3-0.6b-q8_0, native**: "
-            "3/6 50% [19–81] (the only row).") in line
-    assert ("**BFCL**, 1 row run on other cases (1 case: simple_python), ranked apart: "
+    line = next(l for l in _bottom_line((results / "summary.md").read_text()).splitlines() if "**BFCL" in l)
+    # native ran 6 cases (3 of simple_python, 3 of irrelevance), grammar 1: each question apart (a row that
+    # never called would otherwise rank on its abstentions), and within one, two groups, never one ranking.
+    assert ("**BFCL, calls due**, ranked on *BFCL accuracy* (BFCL's own checker on the calls the strict parser "
+            "read), over the same 3 cases (simple_python) in each of 1 row: **qwen3-0.6b-q8_0, native**: "
+            "1/3 33% [6–79] (the only row).") in line
+    assert ("**BFCL, calls due**, 1 row run on other cases (1 case: simple_python), ranked apart: "
             "**qwen3-0.6b-q8_0, grammar**: 1/1 100% [21–100] (the only row).") in line
+    assert ("**BFCL, no call due**, ranked on *BFCL accuracy* (BFCL's own checker on the calls the strict parser "
+            "read), over the same 3 cases (irrelevance) in each of 1 row: **qwen3-0.6b-q8_0, native**: "
+            "2/3 67% [21–94] (the only row).") in line
     html = (results / "report.html").read_text(encoding="utf-8")
-    assert "<strong>qwen3-0.6b-q8_0, native</strong>: 3/6 50% [19–81]" in html
+    assert "<strong>qwen3-0.6b-q8_0, native</strong>: 1/3 33% [6–79]" in html
 
 
 def test_the_bfcl_line_says_not_judged_without_the_checker_and_no_runs_without_records(tmp_path):
