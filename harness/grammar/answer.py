@@ -20,8 +20,10 @@ OPENERS = ("{", "[", "```")
 # (harness.formats.deviations.classify_unmarked): a JSON object's call key, doubled braces, a Python dict. An
 # answer under the grammar holds none of them, so prose cannot carry a fenced or bare call after a plain first
 # line (Qwen2.5-Coder did exactly that once its opening brace was refused, and then wrote {"name': ... once
-# only the JSON spelling of the key was refused). The cost: such an answer may not quote these keys either.
-CALL_SHAPED = ('"name"', '"function"', '"tool_name"', '"name\'', '"function\'', '"tool_name\'', '{{"', "{'")
+# only the JSON spelling of the key was refused; Qwen2.5-Coder-1.5B wrote `{{ "name"` past a refused `{{"`, so
+# doubled braces are refused whatever follows). The cost: such an answer may not quote these keys, nor double a
+# brace, either.
+CALL_SHAPED = ('"name"', '"function"', '"tool_name"', '"name\'', '"function\'', '"tool_name\'', '{{', "{'")
 _BLANKS = " \t\r\n"
 
 

@@ -73,6 +73,11 @@ def test_auto_grammar_refuses_an_answer_that_opens_like_a_call(name, specs, chec
     assert fam(name).parse(mixed).deviation
     if not call_opens_with_text:
         assert checker.check(auto.gbnf, mixed).status == "rejected"
+    # Doubled braces with a blank before the key (qwen2.5-coder-1.5b's way past a refused `{{"`): named, refused.
+    doubled = 'Call it so: {{ "name": "get_time", "arguments": {} }}'
+    assert fam(name).parse(doubled).deviation
+    if not call_opens_with_text:
+        assert checker.check(auto.gbnf, doubled).status == "rejected"
     # An answer holding JSON that is no call, or a code fence, is still an answer.
     assert checker.check(auto.gbnf, 'I would send {"city": "Paris"} to it.').accepted
     assert checker.check(auto.gbnf, "Run this:\n```python\nprint(1)\n```").accepted
