@@ -5,11 +5,11 @@ sample record repeated, each copy with a new seed and sample index, so each is a
 records once per file), runs `harness report --results-dir DIR` on each in a child process, and prints per size
 the wall time, the child's peak RSS, report.html's size and the sample pages' total size, side by side.
 
-With --against CHECKOUT (another copy of the harness, e.g. `git archive main | tar -x -C /tmp/main-copy`), the
+With --against CHECKOUT (another copy of the harness, e.g. `d=$(mktemp -d) && git archive main | tar -x -C "$d"`), the
 same folders are also reported by that copy's code and the ratios printed: time, memory and page size of this
 code over that one's.
 
-    python benchmarks/report_bench.py [--sizes 1000,10000,50000] [--against /tmp/main-copy] [--keep DIR]
+    python benchmarks/report_bench.py [--sizes 1000,10000,50000] [--against "$d"] [--keep DIR]
 """
 
 import argparse

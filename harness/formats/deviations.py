@@ -50,7 +50,8 @@ _PY_DICT = re.compile(r"\{\s*'[A-Za-z_]+'\s*:")
 # A call key quoted half the JSON way and half the Python way ({"name': 'read_note', ...}): Qwen2.5-Coder wrote
 # it in prose under an answer grammar that refused only the JSON spelling. Neither JSON nor a Python dict, so
 # neither of the two above reads it; only call keys, so an answer quoting some other word is not caught.
-_MIXED_QUOTES = re.compile(r"""\{\s*(?:"(?:name|function|tool_name)'|'(?:name|function|tool_name)")\s*:""")
+_KEY_ALTERNATION = "|".join(_CALL_KEYS)
+_MIXED_QUOTES = re.compile(rf"""\{{\s*(?:"(?:{_KEY_ALTERNATION})'|'(?:{_KEY_ALTERNATION})")\s*:""")
 
 
 def json_failure(payload: str) -> str:
