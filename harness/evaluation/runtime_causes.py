@@ -20,7 +20,8 @@ from harness.evaluation.runtime_corpus import AUTO, NAMED, NAMED_OTHER, NO_PARAL
 
 CAUSE_ORDER = ("runtime-error", "runtime-dropped-call", "call-left-in-content", "parallel-ignored", "required-ignored",
                "call-ids-repeat", "runtime-forgave", "calls-differ", "arguments-changed", "content-differs",
-               "reply-rewritten", "stream-differs", "prompts-differ", "no-done-sentinel")
+               "reply-rewritten", "stream-differs", "prompts-differ", "no-done-sentinel",
+               "history-refused")
 # What the runtime does, for each cause label; {q} is the qualifier.
 DOES = {
     "runtime-error": "answers an error ({q})",
@@ -37,6 +38,8 @@ DOES = {
     "stream-differs": "streams another answer than it returns non-streamed",
     "prompts-differ": "renders another prompt than the pinned template does",
     "no-done-sentinel": "ends a finished stream without `data: [DONE]` (nothing else differs)",
+    "history-refused": "refuses a history whose call's arguments are not JSON with a 4xx and its words (a client "
+                       "error, as it should be)",
 }
 QUALIFIED_BY_VARIANT = {"calls-differ", "reply-rewritten"}
 # The request a variant makes, as a runtime author knows it.

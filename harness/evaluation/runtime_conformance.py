@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 
 from harness.evaluation.judging import answer_summary, arguments_object, fork, judge, label_head, text
+from harness.evaluation.runtime_corpus import MALFORMED_HISTORY
 from harness.evaluation.records import RUNTIME_CONFORMANCE, RuntimeConformanceRecord
 from harness.evaluation.suite import Suite
 
@@ -39,6 +40,8 @@ LABELS = {
     "stream-differs": "the streamed answer (deltas accumulated) is not the non-streamed one",
     "runtime-error": "an HTTP error, a refused request or history, a dead server, a stream cut before its "
                      "finish_reason (the records say which)",
+    "history-refused": "the history holds a call whose arguments are not JSON, and the runtime refused it with a "
+                       "4xx and its words: a client error, as it should be (a 5xx is a runtime-error)",
     "no-done-sentinel": "the stream finished (a chunk with a finish_reason) and ended without `data: [DONE]`: "
                         "judged as it came; a client that waits for the sentinel hangs or reports an error",
 }
@@ -70,6 +73,13 @@ def _rewritten(record: dict, plain: dict) -> str | None:
     return None
 
 
+def _refused_bad_history(record: dict, answers) -> bool:
+    """Both answers to the malformed-history case are 4xx refusals (and nothing else went wrong)."""
+    if (record.get("case") or {}).get("name") != MALFORMED_HISTORY:
+        return False
+    return all(x.get("error") and not x.get("problems") and 400 <= (x.get("status") or 0) < 500 for _, x in answers)
+
+
 def classify(record: dict, tools: list, marker: str | None) -> tuple:
     """(labels, details) for one record: prompt, generation, parse (non-streamed), then the stream."""
     labels, details = [], []
@@ -81,7 +91,10 @@ def classify(record: dict, tools: list, marker: str | None) -> tuple:
     key = record.get("key") or {}
     if key.get("error"):
         errors.insert(0, f"prompt: {key['error']}")
-    if errors:
+    if errors and _refused_bad_history(record, answers):
+        labels.append("history-refused")
+        details += errors
+    elif errors:
         labels.append("runtime-error")
         details += errors
     if stream.get("no_done_sentinel"):

@@ -11,7 +11,9 @@ A case names the requests it is asked with (`variants`): tool_choice auto always
 function (the one the reply calls, and another one) for the one-call case; parallel_tool_calls false for the
 two-call case; required alone for prose-required (prose where a call is required). Thinking is on only for the
 cases that write reasoning (one closes its block before the call, one never does), and only where the template
-reads `enable_thinking`. Beside the calls, text after a call and a history whose two calls share one id.
+reads `enable_thinking`; a template that renders reasoning without a switch (Harmony's analysis channel) gets the
+first of them too. Beside the calls, text after a call, a history whose two calls share one id, and a history
+whose call's arguments are not JSON.
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ WEATHER = {"location": "Paris", "days": 3}
 EVENT = {"title": "Café \"Zürich\" \\ 東京 🎉", "attendees": ["Ana", "Bo"],
          "details": {"room": 12, "online": False, "notes": None}, "budget": 1250.5, "priority": -3}
 REASONING = "The user asks for the weather in Paris, so get_weather fits."
+# A call's arguments cut short mid-value, as a model that stopped early leaves them (llama.cpp issue 25510).
+MALFORMED_ARGUMENTS = '{"location": "Par'
+MALFORMED_HISTORY = "history-malformed-call"      # the case that carries them in its history
 OPENED_REASONING = "Nothing to think about."
 # tool_choice variants: how each is sent is in harness.live.runtime_conformance.request_body.
 # named: the function the reply calls; named-other: another one, which the runtime must not return a call to.
@@ -109,6 +114,7 @@ class Renderer:
         self.kwargs = template_kwargs_for(ref.text)
         parser = family_get(found.family).parser if found.family else None
         self.pairs = getattr(parser, "reasoning", None) or DEFAULT_PAIRS
+        self.turn_ends = getattr(parser, "turn_ends", None)    # a family whose messages end before its turn does
 
     def variables(self, messages, tools, kwargs) -> tuple:
         """(messages, render variables): a template that takes no `tools` gets the tool list where its model card
@@ -149,7 +155,7 @@ class Renderer:
             else:
                 region = next((region[len(c):] for _, c in self.pairs
                                if tail.rstrip().endswith(c) and region.startswith(c)), region)
-        return self.answer(prompt, detection.cut_at_end_of_turn(region, self.eos))
+        return self.answer(prompt, detection.cut_at_end_of_turn(region, self.eos, self.turn_ends))
 
     def answer(self, prompt: str, text: str) -> str:
         """`text` as the model writes it after `prompt`: a generation prompt that opens a reasoning block
@@ -232,8 +238,6 @@ def build_corpus(ref, found=None) -> Corpus:
         add("reasoning-unclosed-call", [_user("Think it over: the weather in Paris for 3 days?")],
             lambda m, k: unclosed or (None, "the reasoning block has no closing tag to leave out"),
             kwargs={"enable_thinking": True})
-    else:
-        skipped.append(("reasoning-then-call", "the template does not read enable_thinking"))
     if call_case is not None:
         # Text the model writes after its call: a runtime may keep it streamed and drop it non-streamed.
         add("text-after-call", [_user("Weather in Paris for 3 days, then say what you did.")],
@@ -275,6 +279,24 @@ def build_corpus(ref, found=None) -> Corpus:
                  {"role": "tool", "tool_call_id": "call00001", "name": "get_weather",
                   "content": '{"forecast": ["rain", "rain", "sunny"]}'}]
         add("history-same-id", twice, rendered(content="Paris clears up, Rome gets wet."))
+    # A call the model cut short, as a client keeps it in the history: arguments that are not JSON. The runtime
+    # renders them as the string they are, or refuses the history in words with a 4xx; a 5xx says the server
+    # took the client's bad input for its own failure (and every later request of that conversation fails too).
+    # Cases from here on are appended after the older ones, so the older cases' prompts keep their padding.
+    broken = [_user("What will the weather be in Paris for the next 3 days?"),
+              {"role": "assistant", "content": "", "tool_calls": [_call("get_weather", MALFORMED_ARGUMENTS, 1)]},
+              {"role": "tool", "tool_call_id": "call00001", "name": "get_weather",
+               "content": '{"error": "the arguments are not JSON"}'}]
+    if r.found.declared:
+        skipped.append((MALFORMED_HISTORY, "the template renders no call: past calls go into content as the "
+                                           "family writes them, which needs JSON arguments"))
+    else:
+        add(MALFORMED_HISTORY, broken, rendered(content="My call was cut short; let me ask again."))
+    if "enable_thinking" not in off:
+        # Reasoning the template renders without a thinking switch: Harmony's analysis channel, then the call on
+        # the commentary channel (the two messages of one reply a runtime must split between reasoning and call).
+        add("reasoning-then-call", [_user("Think first: the weather in Paris for 3 days?")],
+            rendered(("get_weather", WEATHER), reasoning=REASONING, must=(REASONING, "get_weather")))
     return Corpus(ref.id, family.name, cases, skipped, found)
 
 

@@ -33,6 +33,9 @@ RECIPIENT = re.compile(r"functions\.([A-Za-z_][A-Za-z0-9_.\-]*)")
 class HarmonyParser:
     family = "harmony"
     markers = (CHANNEL, FUNCTIONS)
+    # A reply may be several messages (analysis, then a call): `<|end|>` closes one message, the turn ends at
+    # `<|call|>` or `<|return|>`, the end-of-generation tokens.
+    turn_ends = (CALL, RETURN)
 
     def __init__(self, foreign_markers):
         self.foreign_markers = foreign_markers

@@ -145,8 +145,10 @@ def with_string_arguments(messages: list) -> list:
     return out
 
 
-def cut_at_end_of_turn(text: str, eos_token: str | None) -> str:
-    tokens = [t for t in (*END_OF_TURN, eos_token) if t]
+def cut_at_end_of_turn(text: str, eos_token: str | None, ends: tuple | None = None) -> str:
+    """`text` up to its end of turn: the first of `ends` where a family names its own (Harmony's reply runs
+    through several `<|end|>`-closed messages), else of the known end-of-turn tokens and the template's EOS."""
+    tokens = list(ends) if ends else [t for t in (*END_OF_TURN, eos_token) if t]
     hits = [text.find(t) for t in tokens if t in text]
     return text[: min(hits)] if hits else text
 

@@ -67,6 +67,17 @@ def test_classify_adds_prompt_generation_and_stream_layers():
     assert labels == ["runtime-error"] and details[0].startswith("non-streamed: HTTP 500")
 
 
+def test_a_malformed_history_refused_with_a_4xx_is_named_and_a_5xx_stays_an_error():
+    refused = {"error": "HTTP 400: Failed to parse tool call arguments as JSON", "status": 400}
+    broken = {**record(dict(refused), dict(refused)), "case": {"name": "history-malformed-call"}}
+    labels, details = classify(broken, TOOLS, None)
+    assert labels == ["history-refused"] and details[0].startswith("non-streamed: HTTP 400")
+    failed = {"error": "HTTP 500: Failed to parse tool call arguments as JSON", "status": 500}
+    assert classify({**broken, "plain": failed, "stream": dict(failed)}, TOOLS, None)[0] == ["runtime-error"]
+    # Only that case: another case refused with a 400 is a runtime error.
+    assert classify({**broken, "case": {"name": "one-call"}}, TOOLS, None)[0] == ["runtime-error"]
+
+
 def test_two_calls_of_one_answer_under_one_id_are_named():
     twice = {**answer(None, [("get_weather", WEATHER_ARGS)]), "call_ids": ["call_0"]}
     assert classify({**record(twice, dict(twice))}, TOOLS, "<tool_call>") == (["agree"], [])

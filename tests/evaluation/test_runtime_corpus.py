@@ -69,6 +69,32 @@ def test_replies_come_from_the_template():
 
 
 
+def test_harmony_calls_after_its_analysis_channel_and_a_malformed_call_stays_in_the_history_as_sent():
+    """gpt-oss has no thinking switch: its reasoning-then-call reply is an analysis message, then the call on the
+    commentary channel, read as reasoning and one call. The malformed-history case keeps the cut-short arguments
+    as the string a client sends; a template that cannot render them says so instead."""
+    harmony = {c.name: c for c in CORPORA["openai-gpt-oss-120b"].cases}
+    thought = harmony["reasoning-then-call"]
+    assert thought.template_kwargs == {} and thought.reply.startswith("<|channel|>analysis<|message|>")
+    assert thought.reply.index("<|end|>") < thought.reply.index("to=functions.get_weather")
+    assert thought.expect["reasoning"] and [c["name"] for c in thought.expect["calls"]] == ["get_weather"]
+    assert thought.expect["deviation"] is None
+    hermes = {c.name: c for c in CORPORA["Qwen-Qwen2.5-7B-Instruct"].cases}
+    broken = hermes["history-malformed-call"]
+    assert broken.messages[1]["tool_calls"][0]["function"]["arguments"] == '{"location": "Par'
+    assert broken.expect["calls"] == [] and broken.reply == "My call was cut short; let me ask again."
+    # Appended after the older cases: their prompts (and padding) are what they were.
+    names = [c.name for c in CORPORA["Qwen-Qwen2.5-7B-Instruct"].cases]
+    assert names[-1] == "history-malformed-call" and names.index("history-same-id") == len(names) - 2
+    # A template that iterates the arguments as a mapping refuses them in words; one that renders no call (LFM2)
+    # cannot be given them (its history writes calls in the family's format, from JSON arguments).
+    why = {t: dict(c.skipped)["history-malformed-call"] for t, c in CORPORA.items()
+           if c.family and "history-malformed-call" in dict(c.skipped)}
+    assert all("refuses the conversation" in w or "renders no call" in w for w in why.values()), why
+    assert "refuses the conversation" in why["Qwen3-Coder"] and "renders no call" in why["LFM2-8B-A1B"]
+    assert len(why) < len(DETECTED) / 2
+
+
 def test_a_reasoning_block_the_prompt_closed_is_not_closed_again_in_the_reply():
     # DeepSeek V3.2 without thinking prompts `<think></think>` but renders a past answer as `</think>` + text.
     v32 = {c.name: c for c in CORPORA["deepseek-ai-DeepSeek-V3.2"].cases}
