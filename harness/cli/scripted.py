@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from harness.backends import runtimes
+from harness.scripted.vocab import CONTROL, USER_DEFINED
 
 RENDER = "render"
 # The runtime the printed serve commands start when neither --serve-with nor --key-from names one, and its port.
@@ -52,7 +53,8 @@ def run(args) -> int:
     refused = [{"request": n, "why": k.error} for n, k in prepared.keys.items() if k.tokens is None]
     refused += [{"request": n, "why": why} for n, why in prepared.refused]
     manifest = {"template": {"id": ref.id, "sha256": template_sha(ref)}, "family": corpus.family,
-                "vocabulary": planner.profile, "key_from": args.key_from, "models": models, "refused": refused,
+                "vocabulary": planner.profile, "marker_tokens": marker_tokens(planner.vocab),
+                "key_from": args.key_from, "models": models, "refused": refused,
                 "skipped_cases": [{"case": n, "why": w} for n, w in corpus.skipped]}
     path = out / f"{ref.id}.manifest.json"
     path.write_text(json.dumps(manifest, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
@@ -64,6 +66,14 @@ def run(args) -> int:
     for line in serve_lines(runtimes.get(serve_with), out.resolve(), path.resolve(), models):
         print(line)
     return 0
+
+
+def marker_tokens(vocab) -> list:
+    """The family's markers the vocabulary holds as the real model's tokens: id, GGUF type, and whether the real
+    tokenizer marks it special (harness.scripted.plan.profile_with_tokens)."""
+    kinds = {CONTROL: "control", USER_DEFINED: "user-defined"}
+    return [{"token": t, "id": vocab.id(t), "gguf_type": kinds[vocab.types[vocab.id(t)]], "special": special}
+            for t, special in vocab.profile.hf_special]
 
 
 def serve_lines(runtime, out: Path, manifest: Path, models: list) -> list:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness.core.errors import FamilySpecError
 from harness.formats import deviations as dev
-from harness.formats.base import CustomFamily, Family, NearMiss, peers_problem
+from harness.formats.base import CustomFamily, Family, NearMiss, peers_problem, tokens_problem
 from harness.formats.calls import ParseResult, ToolCall
 from harness.formats.reasoning import DEFAULT_PAIRS, split_reasoning
 from harness.formats.spec import load_family
@@ -53,7 +53,8 @@ def load_table(directory: Path, package: str) -> dict:
             continue
         if not isinstance(declared.FAMILY, CustomFamily):
             raise FamilySpecError(f"{module}: FAMILY must be a CustomFamily (harness.formats.base)")
-        problem = peers_problem(declared.FAMILY.peers, family=True)
+        problem = peers_problem(declared.FAMILY.peers, family=True) or tokens_problem(declared.FAMILY.tokens,
+                                                                                  declared.FAMILY.tokens_source)
         if problem:
             raise FamilySpecError(f"{module}: {problem}")
         family = declared.FAMILY.build(all_markers, declared.__file__)

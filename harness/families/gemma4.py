@@ -139,4 +139,7 @@ FAMILY = CustomFamily(
         reasoning=(("<|channel>thought", "<channel|>"),),
         note="Gemma 4's call language: bare sorted keys, <|\"|> strings",
     ),
+    tokens={"<|tool_call>": "special", "<tool_call|>": "special", QUOTE: "special"},
+    tokens_source="Gemma 4's added tokens as tokenizer fixtures copy them (special: true); the real tokenizer file "
+                  "was not read. llama.cpp's converter does not see <|tool_call> as a control token by its look",
 )

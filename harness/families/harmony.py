@@ -172,4 +172,6 @@ FAMILY = CustomFamily(
         triggers=("<|channel|>commentary to=functions.",),
         note="a commentary message to functions.NAME (the channel form of the recipient)",
     ),
+    tokens={t: "special" for t in ("<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", END, CALL, RETURN)},
+    tokens_source="gpt-oss' tokenizer_config (ids 200002-200012, special: true), as tokenizer test fixtures copy it",
 )

@@ -91,6 +91,10 @@ class Family:
     # The call shape a Python family declares for grammars; None for YAML families (read from their
     # pattern) and for Python families without one (the generic JSON shape is imposed on them).
     shape: Shape | None = field(default=None, compare=False)
+    # The family's markers that the real model's tokenizer holds as single added tokens: text -> TOKEN_KINDS key
+    # (scripted models add them, so a runtime meets them as the real model's tokens), and where that comes from.
+    tokens: dict = field(default_factory=dict, compare=False)
+    tokens_source: str = field(default="", compare=False)
 
     def parse(self, text: str, prompt: str = "") -> ParseResult:
         return self.parser.parse(text, prompt)
@@ -130,6 +134,8 @@ class CustomFamily:
     shape: Shape | None = None
     detectable: bool = True
     peers: dict = field(default_factory=dict)
+    tokens: dict = field(default_factory=dict)
+    tokens_source: str = ""
 
     def build(self, foreign_markers, source: str) -> Family:
         parser = self.parser(foreign_markers)
@@ -137,4 +143,23 @@ class CustomFamily:
         return Family(name=self.name, label=self.label, detail=self.detail, markers=parser.markers,
                       start_only=False, parser=parser, multiple_calls=self.multiple_calls,
                       near_misses=self.near_misses, source=source, detectable=self.detectable,
-                      peers=dict(self.peers), shape=shape)
+                      peers=dict(self.peers), shape=shape, tokens=dict(self.tokens),
+                      tokens_source=self.tokens_source)
+
+
+# How the real model's tokenizer holds a marker: an added token with "special": true (decoders skip it unless
+# asked not to; llama.cpp's converter makes it a control token) or with "special": false (decoded as its text).
+TOKEN_KINDS = {"special": "an added token marked special (hidden by a decoder that skips special tokens)",
+               "not-special": "an added token not marked special (decoded as its text)"}
+
+
+def tokens_problem(tokens, source) -> str | None:
+    """What is wrong with a family's `tokens` (and its `tokens_source`), or None."""
+    if not isinstance(tokens, dict) or not all(isinstance(t, str) and t.strip() == t and t for t in tokens):
+        return "a mapping of token texts (no surrounding blanks) to special or not-special"
+    bad = [t for t, kind in tokens.items() if kind not in TOKEN_KINDS]
+    if bad:
+        return f"{bad[0]!r}: the kind is one of {', '.join(TOKEN_KINDS)}"
+    if tokens and not (isinstance(source, str) and source.strip()):
+        return "tokens_source must say where the kinds come from (the tokenizer file read, or what stands in for it)"
+    return None

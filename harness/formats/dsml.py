@@ -118,6 +118,11 @@ def declare(name: str, block: str, written_by: str, peers: dict) -> CustomFamily
         parser=partial(DsmlParser, name, block),
         near_misses=near_misses(block),
         peers=peers,
+        # Only ｜DSML｜ itself is a token: <｜DSML｜function_calls> is "<" + ｜DSML｜ + text.
+        tokens={DSML: "not-special", "<think>": "not-special", "</think>": "not-special"},
+        tokens_source="DeepSeek V3.2's tokenizer: ｜DSML｜ an added token not marked special (vLLM's deepseek_v32 "
+                      "parser says so, and looks it up as one id); <think> and </think> not special; the real "
+                      "tokenizer file was not read",
         shape=Shape(
             section_open=exact(f"<{DSML}{block}>{{ws}}"),
             call=exact(f'<{DSML}invoke name="{{name}}">{{ws}}{{params}}{{ws}}</{DSML}invoke>'),

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from harness.core.errors import FamilySpecError
 from harness.formats import deviations as dev
-from harness.formats.base import Family, NearMiss, peers_problem
+from harness.formats.base import Family, NearMiss, peers_problem, tokens_problem
 from harness.formats.pattern import CallSpec, PatternParser, compile_pattern
 from harness.formats.payloads import ObjectShape
 from harness.formats.reasoning import DEFAULT_PAIRS
@@ -28,6 +28,9 @@ TOP_KEYS = {
     "end_of_turn": "the marker closing the turn's last message when it also separates messages inside the turn "
                    "(GigaChat's <|message_sep|>): not content, and a call may end where it is due",
     "detectable": "false for a format no template writes: detection never picks it (default true)",
+    "tokens": "{TOKEN: special|not-special}: markers the real model's tokenizer holds as single added tokens, "
+              "and whether they are marked special (scripted models add them so)",
+    "tokens_source": "where the kinds in `tokens` come from: the tokenizer file read, or what stands in for it",
     "peers": "the names other projects use for this family: {vllm|sglang|llama.cpp|transformers: NAME}, and "
              "optionally templates: {TEMPLATE ID or PATTERN: {PEER: NAME or null}} and tokenizer_config: {KEY: STRING}",
 }
@@ -111,6 +114,9 @@ def load_family(path: Path, foreign_markers) -> Family:
     if problem:
         fail(problem, "peers")
 
+    problem = tokens_problem(data.get("tokens", {}), data.get("tokens_source", ""))
+    if problem:
+        fail(problem, "tokens")
     spec = CallSpec(
         call=call,
         param=param,
@@ -133,4 +139,5 @@ def load_family(path: Path, foreign_markers) -> Family:
     parser = PatternParser(data["name"], spec, markers, start_only, multiple,
                            tuple(tuple(p) for p in reasoning), foreign_markers)
     return Family(data["name"], data["label"], data["detail"].strip(), tuple(markers), start_only, parser,
-                  multiple, tuple(near), str(path), detectable=data.get("detectable", True), peers=dict(peers))
+                  multiple, tuple(near), str(path), detectable=data.get("detectable", True), peers=dict(peers),
+                  tokens=dict(data.get("tokens", {})), tokens_source=str(data.get("tokens_source", "")).strip())

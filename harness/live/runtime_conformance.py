@@ -23,7 +23,7 @@ from harness.backends import runtimes
 from harness.backends.chat_answers import chat_answer, chat_stream
 from harness.backends.openai import wire_messages
 from harness.scripted.keying import PromptKey, render_key, runtime_key
-from harness.scripted.plan import build_models, pack, profile_for, reply_ids
+from harness.scripted.plan import build_models, pack, profile_with_tokens, reply_ids
 from harness.scripted.vocab import CONTEXT_LENGTH, vocab_for
 from harness.backends.servers import LocalServer, ModelHost
 from harness.core.errors import ServerStartError
@@ -117,7 +117,7 @@ class TemplateRun:
     def __init__(self, kind: str, runtime: str, ref, corpus, workdir: Path, writer, log=print):
         self.kind, self.runtime, self.ref, self.corpus = kind, runtime, ref, corpus
         self.workdir, self.writer, self.log = Path(workdir), writer, log
-        self.profile = profile_for(ref.text)
+        self.profile = profile_with_tokens(ref.text, family_get(corpus.family) if corpus.family else None)
         self.vocab = vocab_for(self.profile)
         # Our prompt as the runtime should render it: the scripted vocabulary's BOS and end of turn, which is what
         # the runtime hands the template (the pin's tokens are the real model's; here only the reply uses them).

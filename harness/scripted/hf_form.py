@@ -15,7 +15,8 @@ positions, layer norm), as the GGUF's. One thing differs. vLLM's CPU attention t
 The tokenizer is written from the GGUF's own vocabulary (tokens, merges, token types, llama.cpp's pre-tokenizer
 name): byte-level BPE (GPT-2, Qwen2, Llama 3) only; SentencePiece vocabularies (the Mistral profile) are refused.
 Control tokens become special added tokens (hidden from decoded text, as the real models' are), user-defined
-ones (Qwen2.5's <tool_call>) added tokens that are not special, as in the real Qwen2.5 tokenizer."""
+ones (Qwen2.5's <tool_call>) added tokens that are not special, as in the real Qwen2.5 tokenizer; a family's
+markers are marked as the GGUF's harness.tokens.* keys say the real tokenizer marks them."""
 
 from __future__ import annotations
 
@@ -140,8 +141,12 @@ def tokenizer_json(kv: dict) -> dict:
                          f"only: {', '.join(PRE_TOKENIZERS)})")
     tokens = kv["tokenizer.ggml.tokens"][2]
     types = [int(t) for t in kv["tokenizer.ggml.token_type"][2]]
+    # A family's markers say how the real tokenizer marks them (harness.scripted.plan.profile_with_tokens); any
+    # other added token is special when the GGUF makes it a control token.
+    flags = {t: flag for key, flag in (("harness.tokens.special", True), ("harness.tokens.not_special", False))
+             for t in kv.get(key, (0, 0, []))[2]}
     added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-              "normalized": False, "special": k == CONTROL}
+              "normalized": False, "special": flags.get(t, k == CONTROL)}
              for i, (t, k) in enumerate(zip(tokens, types)) if k in (CONTROL, USER_DEFINED)]
     regex = PRE_TOKENIZERS[pre]
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": regex is None}

@@ -7,6 +7,7 @@ conversation asked several ways: tool_choice variants, streamed or not)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import re
@@ -41,6 +42,33 @@ def profile_for(template: str) -> str:
         if marker in template:
             return name
     return DEFAULT_PROFILE
+
+
+def profile_with_tokens(template: str, family) -> str:
+    """The vocabulary for `template` with its family's markers as the real model's tokens: profile_for's, plus
+    every token the family lists (harness.formats.base.TOKEN_KINDS) that it lacks, of the type llama.cpp's GGUF
+    converter gives the real one. A profile of its own (`gpt2+lfm2`), registered once; the base where the family
+    lists none."""
+    base = profile_for(template)
+    tokens = dict(getattr(family, "tokens", None) or {})
+    if not tokens:
+        return base
+    name = f"{base}+{family.name}"
+    if name not in PROFILES:
+        profile = PROFILES[base]
+        added = tuple((t, CONTROL if kind == "special" or looks_special(t) else USER_DEFINED)
+                      for t, kind in tokens.items())
+        PROFILES[name] = dataclasses.replace(
+            profile, name=name, appended=profile.appended + added,
+            hf_special=tuple((t, kind == "special") for t, kind in tokens.items()),
+            note=f"{profile.note}; plus {family.name}'s markers as the real model's tokens ({family.tokens_source})")
+    return name
+
+
+def looks_special(text: str) -> bool:
+    """llama.cpp's GGUF converter makes these control tokens whatever the tokenizer marks (does_token_look_special
+    in its convert_hf_to_gguf.py): DeepSeek's <｜…｜> and the <|…|> of most families."""
+    return (text.startswith("<|") and text.endswith("|>")) or (text.startswith("<｜") and text.endswith("｜>"))
 
 
 def reply_ids(vocab: Vocab, text: str) -> tuple:

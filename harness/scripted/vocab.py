@@ -49,8 +49,12 @@ class Profile:
     add_bos: bool
     template: str | None  # a file in models/templates, embedded as tokenizer.chat_template
     renames: dict[int, tuple[str, int]] = field(default_factory=dict)  # id -> (new text, token type)
-    appended: tuple[tuple[str, int], ...] = ()  # new tokens at the end of the vocabulary
+    appended: tuple[tuple[str, int], ...] = ()  # new tokens at the end (or, where the text is one, its new type)
     note: str = ""
+    # Added tokens a family's real tokenizer marks special (True) or not (False), written into the GGUF as
+    # harness.tokens.* so its HF form says the same (the GGUF type alone cannot: llama.cpp's converter makes
+    # "<|…|>" tokens control tokens even where the real tokenizer does not mark them special).
+    hf_special: tuple[tuple[str, bool], ...] = ()
 
 
 _QWEN25_ADDED = [
@@ -206,12 +210,16 @@ class Vocab:
         self.scores: list[float] | None = [float(s) for s in scores[2]] if scores else None
         for tid, (text, ttype) in profile.renames.items():
             self.tokens[tid], self.types[tid] = text, ttype
+        self._id = {t: i for i, t in enumerate(self.tokens)}
         for text, ttype in profile.appended:
+            if text in self._id:          # already one token of the vocabulary: it takes the type asked for
+                self.types[self._id[text]] = ttype
+                continue
+            self._id[text] = len(self.tokens)
             self.tokens.append(text)
             self.types.append(ttype)
             if self.scores is not None:
                 self.scores.append(0.0)
-        self._id = {t: i for i, t in enumerate(self.tokens)}
         self._tokenizer = None  # a vocabulary-only llama_cpp.Llama, made on first prompt_ids()
         if len(self._id) != len(self.tokens):
             raise ValueError(f"profile {profile.name}: duplicate token texts after edits")
@@ -397,3 +405,7 @@ def write_vocab_kv(w: GGUFWriter, vocab: Vocab, n_embd: int, template: str | Non
         template = (constants.TEMPLATES_DIR / profile.template).read_text(encoding="utf-8")
     if template:
         w.add_chat_template(template)
+    for flag, key in ((True, "harness.tokens.special"), (False, "harness.tokens.not_special")):
+        texts = [t for t, special in profile.hf_special if special is flag]
+        if texts:
+            w.add_key_value(key, texts, GGUFValueType.ARRAY, GGUFValueType.STRING)

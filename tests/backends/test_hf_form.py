@@ -106,3 +106,19 @@ def test_transformers_on_the_folder_gives_llama_cpps_logits(tmp_path, profile, q
     for p, a in zip(positions, answer["at"]):
         for token, logit in a["top"]:
             assert logit == pytest.approx(float(scores[p][token]), abs=0.05, rel=0.01 if quantized else 0), (p, token)
+
+
+def test_a_familys_markers_are_marked_as_the_real_tokenizer_marks_them(tmp_path):
+    """DeepSeek V3.1's markers are control tokens in the GGUF (llama.cpp's converter goes by their look) but not
+    special in its real tokenizer, so vLLM's parser, which reads decoded text, sees them: the HF form says false."""
+    from harness.families import get
+    from harness.scripted.plan import profile_with_tokens
+    from harness.core import constants
+
+    template = (constants.TEMPLATES_DIR / "deepseek-ai-DeepSeek-V3.1.jinja").read_text()
+    profile = profile_with_tokens(template, get("deepseek-v3.1"))
+    s = build_standin(tmp_path / "ds.gguf", profile, [Turn(12, ("<｜tool▁calls▁begin｜>", "<|endoftext|>"))])
+    added = {t["content"]: t["special"] for t in
+             json.loads((write_hf_folder(s.path) / "tokenizer.json").read_text())["added_tokens"]}
+    assert added["<｜tool▁calls▁begin｜>"] is False and added["<think>"] is False
+    assert added["<|endoftext|>"] is True

@@ -5,8 +5,9 @@ into models by the positions they own."""
 import pytest
 
 from harness.scripted import CONTEXT_LENGTH, vocab_for
-from harness.scripted.plan import pack, profile_for, reply_ids
-from harness.scripted.vocab import BYTE_ENCODER
+from harness.scripted.plan import pack, profile_for, profile_with_tokens, reply_ids
+from harness.scripted.vocab import BYTE_ENCODER, CONTROL, USER_DEFINED
+from harness.families import get as family
 from harness.core import constants
 
 
@@ -15,6 +16,32 @@ from harness.core import constants
     ("mistralai-Mistral-Nemo-Instruct-2407.jinja", "mistral"), ("GLM-4.6.jinja", "gpt2")])
 def test_a_template_gets_the_vocabulary_whose_end_of_turn_it_writes(template, profile):
     assert profile_for((constants.TEMPLATES_DIR / template).read_text()) == profile
+
+
+def test_a_familys_markers_are_the_real_models_tokens_of_the_type_its_gguf_gives_them():
+    """DeepSeek V3.1's markers are not marked special in its tokenizer, yet llama.cpp's converter makes <｜…｜>
+    control tokens; Gemma 4's <|tool_call> is special but does not look it; Qwen3's <think> is neither. A reply and
+    a prompt spell each as one token, and the HF form marks it as the real tokenizer does."""
+    template = (constants.TEMPLATES_DIR / "deepseek-ai-DeepSeek-V3.1.jinja").read_text()
+    name = profile_with_tokens(template, family("deepseek-v3.1"))
+    vocab = vocab_for(name)
+    assert name == "gpt2+deepseek-v3.1" and len(vocab) == len(vocab_for("gpt2")) + 11
+    begin = vocab.id("<｜tool▁calls▁begin｜>")
+    assert vocab.types[begin] == CONTROL and vocab.types[vocab.id("<think>")] == USER_DEFINED
+    assert dict(vocab.profile.hf_special)["<｜tool▁calls▁begin｜>"] is False
+    reply = reply_ids(vocab, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{}")
+    assert reply[:2] == (begin, vocab.id("<｜tool▁call▁begin｜>"))
+    assert vocab.prompt_ids("a <｜tool▁calls▁begin｜> b").count(begin) == 1
+    gemma = vocab_for(profile_with_tokens((constants.TEMPLATES_DIR / "google-gemma-4-31B-it.jinja").read_text(),
+                                          family("gemma4")))
+    assert gemma.types[gemma.id("<|tool_call>")] == CONTROL          # special, though it does not look it
+    qwen3 = vocab_for(profile_with_tokens((constants.TEMPLATES_DIR / "Qwen-Qwen3-0.6B.jinja").read_text(),
+                                          family("hermes")))
+    # Qwen2.5's vocabulary already holds <tool_call> (user-defined, at its real id); <think> is added.
+    assert qwen3.id("<tool_call>") == vocab_for("qwen2.5").id("<tool_call>") == 151657
+    assert qwen3.types[qwen3.id("<think>")] == USER_DEFINED and len(qwen3) == len(vocab_for("qwen2.5")) + 2
+    # A family that lists no tokens keeps the base vocabulary.
+    assert profile_with_tokens(template, family("functionary-v3.1")) == "gpt2"
 
 
 @pytest.mark.parametrize("profile, text", [

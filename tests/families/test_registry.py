@@ -77,6 +77,17 @@ def test_a_module_declaring_peers_badly_is_named(tmp_path, monkeypatch):
         registry.load_table(folder, "fams_peers")
 
 
+def test_a_module_declaring_tokens_badly_is_named(tmp_path, monkeypatch):
+    text = """\
+        import dataclasses
+        from harness.families.minicpm5 import FAMILY as BASE
+        FAMILY = dataclasses.replace(BASE, name="minicpm5-copy", tokens={"<t>": "special"})
+        """
+    folder = package(tmp_path, monkeypatch, "fams_tokens", {"copy.py": text})
+    with pytest.raises(FamilySpecError, match=r"fams_tokens\.copy: tokens_source must say"):
+        registry.load_table(folder, "fams_tokens")
+
+
 def test_a_bad_shape_strategy_fails_where_the_family_declares_it(tmp_path, monkeypatch):
     # A name harness/grammar would not know is refused when the module loads, not when a grammar is built.
     with pytest.raises(ValueError, match="text='cdata2' is not one of plain, cdata, minimax"):
@@ -101,6 +112,9 @@ def test_a_bad_shape_strategy_fails_where_the_family_declares_it(tmp_path, monke
     ("peers: {templates: {'': {vllm: glm47}}}\n", "has a key that is not a template id"),
     ("peers: {vllm: a, tokenizer_config: {token_suffix: 3}}\n", "peers.tokenizer_config is a non-empty mapping"),
     ("detectable: no-thanks\n", "must be true or false"),
+    ("tokens: {'<t>': control}\n", "'<t>': the kind is one of special, not-special"),
+    ("tokens: {'<t>': special}\n", "tokens_source must say where the kinds come from"),
+    ("tokens: ['<t>']\n", "a mapping of token texts"),
     ("answer_key: response\n", "a non-empty key, in a start_only family"),
 ])
 def test_yaml_declarations_are_checked_with_file_and_line(tmp_path, extra, problem):
