@@ -97,6 +97,10 @@ def classify(record: dict, tools: list, marker: str | None) -> tuple:
     elif errors:
         labels.append("runtime-error")
         details += errors
+    if key.get("error"):
+        # The runtime gave no prompt length, so no model was keyed to it: what its chat endpoint answered (asked
+        # all the same) is recorded, not judged.
+        return labels, details
     if stream.get("no_done_sentinel"):
         labels.append("no-done-sentinel")
         details.append(f"streamed: ended after finish_reason {stream.get('finish_reason')!r} without data: [DONE]")

@@ -16,7 +16,7 @@ import functools
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.backends import runtimes
@@ -96,6 +96,7 @@ class Prepared:
     paths: list         # their GGUF files
     refused: list       # (name, why) no model can hold
     built: list         # every GGUF written for these requests, served or not
+    refusals: dict = field(default_factory=dict)   # name -> (plain, stream) asked though not keyed
 
 
 def local_server(kind: str, workdir: Path, path: Path, models: dict | None = None) -> LocalServer:
@@ -161,6 +162,14 @@ class TemplateRun:
             p.models, p.paths = [], []
             return
         p.keys = {n: runtime_key(self.kind, server.base_url, model, r.body, TIMEOUT) for n, r in p.requests.items()}
+        # A request the runtime would not key (it refused to render the prompt) is still sent to its chat endpoint,
+        # so its record says what a client gets there: a 4xx and words, or a 5xx. No model is keyed to it, so
+        # nothing more is judged.
+        url = server.base_url + "/v1/chat/completions"
+        for n, key in p.keys.items():
+            if key.tokens is None:
+                body = {**p.requests[n].body, "model": model, "max_tokens": EXTRA_TOKENS}
+                p.refusals[n] = (self._ask(server, chat_answer, url, body), self._ask(server, chat_stream, url, body))
         moved = {n for n in p.requests if p.keys[n].tokens != p.ours[n].tokens}
         for plan in p.models:
             for slot in plan.slots:
@@ -183,8 +192,8 @@ class TemplateRun:
 
     def unserved(self, p: Prepared) -> list:
         """Records of the requests no model answers: the runtime refused them, or no model can hold them."""
-        records = [self._record(p.requests[n], p.ours[n], p.keys[n], None, {}, {}) for n in p.requests
-                   if p.keys[n].tokens is None]
+        records = [self._record(p.requests[n], p.ours[n], p.keys[n], None, *p.refusals.get(n, ({}, {})))
+                   for n in p.requests if p.keys[n].tokens is None]
         for name, why in p.refused:
             records.append(self._record(p.requests[name], p.ours[name], p.keys[name], None, {"error": why}, {}))
         return records
