@@ -100,6 +100,19 @@ def test_a_server_killed_under_a_request_is_a_finding_and_comes_back(tmp_path, m
 
 
 @pytest.mark.needs_server
+def test_a_history_the_runtime_will_not_render_is_still_asked_of_its_chat_endpoint(tmp_path):
+    """A call whose arguments are not JSON in the history: llama-server's /apply-template refuses it, so no model
+    is keyed to the prompt; its chat endpoint is asked all the same and what a client gets there is recorded
+    (this llama.cpp answers 500, not a client error: runtime-error), not judged."""
+    records, _ = suite("llama-server", tmp_path, [pair("Qwen-Qwen2.5-7B-Instruct")], ["history-malformed-call"])
+    [record] = records
+    assert record.key["tokens"] is None and "Failed to parse tool call arguments as JSON" in record.key["error"]
+    assert record.plain["status"] == record.stream["status"] == 500, (record.plain, record.stream)
+    assert record.labels == ["runtime-error"] and record.model is None
+    assert any(d.startswith("non-streamed: ") for d in record.details)
+
+
+@pytest.mark.needs_server
 def test_a_resumed_run_asks_only_what_is_not_recorded(tmp_path):
     template = [pair("mistralai-Mistral-Nemo-Instruct-2407")]
     first, path = suite("llama-server", tmp_path, template, ["one-call"], ["auto"])
