@@ -55,3 +55,10 @@ HARNESS_THREADS = _env_number("HARNESS_THREADS", lambda raw: parse_int(raw, 1, M
 # Seconds one file's download may take before it is abandoned (nothing is stored). Unset: a default scaled to
 # the pinned size (harness.pins.hub_download.download_deadline).
 HARNESS_DOWNLOAD_DEADLINE = _env_number("HARNESS_DOWNLOAD_DEADLINE", parse_seconds)
+
+
+def venv_python(venv: Path) -> Path | None:
+    """The python of an environment a setup script builds apart from .venv (peers, vLLM CPU, mistral.rs, BFCL's
+    checker), or None while it is not built."""
+    python = Path(venv) / "bin" / "python"
+    return python if python.exists() else None

@@ -20,8 +20,7 @@ WORKER = Path(__file__).with_name("worker.py")
 
 
 def peers_python(venv: Path = PEERS_VENV) -> Path | None:
-    python = venv / "bin" / "python"
-    return python if python.exists() else None
+    return constants.venv_python(venv)
 
 
 def vocab_file(profile: str) -> Path:

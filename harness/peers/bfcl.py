@@ -23,8 +23,7 @@ class BFCLCheckerError(HarnessError):
 
 
 def bfcl_python(venv: Path = BFCL_VENV) -> Path | None:
-    python = Path(venv) / "bin" / "python"
-    return python if python.exists() else None
+    return constants.venv_python(venv)
 
 
 class BFCLChecker(WorkerProcess):

@@ -16,8 +16,7 @@ HF_WORKER = Path(__file__).with_name("hf_worker.py")
 
 
 def vllm_python(venv: Path = VLLM_VENV) -> Path | None:
-    python = venv / "bin" / "python"
-    return python if python.exists() else None
+    return constants.venv_python(venv)
 
 
 class HFWorkerError(RuntimeError):

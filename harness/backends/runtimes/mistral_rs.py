@@ -20,8 +20,7 @@ VERSION = "0.9.5"
 
 
 def mistralrs_python(venv: Path | None = None) -> Path | None:
-    python = (venv or MISTRALRS_VENV) / "bin" / "python"
-    return python if python.exists() else None
+    return constants.venv_python(venv or MISTRALRS_VENV)
 
 
 class MistralRs(Runtime):
