@@ -139,7 +139,9 @@ FAMILY = CustomFamily(
         reasoning=(("<|channel>thought", "<channel|>"),),
         note="Gemma 4's call language: bare sorted keys, <|\"|> strings",
     ),
-    tokens={"<|tool_call>": "special", "<tool_call|>": "special", QUOTE: "special"},
-    tokens_source="Gemma 4's added tokens as tokenizer fixtures copy them (special: true); the real tokenizer file "
-                  "was not read. llama.cpp's converter does not see <|tool_call> as a control token by its look",
+    tokens={"<|tool_call>": "special", "<tool_call|>": "special", QUOTE: "piece"},
+    tokens_source="<|tool_call> and <tool_call|> special, as tokenizer fixtures copy Gemma 4's and as llama.cpp's "
+                  "gemma4 parser keeps them (its preserved_tokens); <|\"|> a piece of the vocabulary decoded as "
+                  "text, inferred from that parser reading strings between <|\"|> without preserving it; the real "
+                  "tokenizer file was not read",
 )

@@ -150,13 +150,15 @@ class CustomFamily:
 # How the real model's tokenizer holds a marker: an added token with "special": true (decoders skip it unless
 # asked not to; llama.cpp's converter makes it a control token) or with "special": false (decoded as its text).
 TOKEN_KINDS = {"special": "an added token marked special (hidden by a decoder that skips special tokens)",
-               "not-special": "an added token not marked special (decoded as its text)"}
+               "not-special": "an added token not marked special (decoded as its text)",
+               "piece": "a token of the base vocabulary, not an added one (decoded as its text; llama.cpp's "
+                        "converter keeps it user-defined whatever it looks like)"}
 
 
 def tokens_problem(tokens, source) -> str | None:
     """What is wrong with a family's `tokens` (and its `tokens_source`), or None."""
     if not isinstance(tokens, dict) or not all(isinstance(t, str) and t.strip() == t and t for t in tokens):
-        return "a mapping of token texts (no surrounding blanks) to special or not-special"
+        return f"a mapping of token texts (no surrounding blanks) to {', '.join(TOKEN_KINDS)}"
     bad = [t for t, kind in tokens.items() if kind not in TOKEN_KINDS]
     if bad:
         return f"{bad[0]!r}: the kind is one of {', '.join(TOKEN_KINDS)}"

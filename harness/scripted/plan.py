@@ -47,7 +47,7 @@ def profile_for(template: str) -> str:
 def profile_with_tokens(template: str, family) -> str:
     """The vocabulary for `template` with its family's markers as the real model's tokens: profile_for's, plus
     every token the family lists (harness.formats.base.TOKEN_KINDS) that it lacks, of the type llama.cpp's GGUF
-    converter gives the real one. A profile of its own (`gpt2+lfm2`), registered once; the base where the family
+    converter gives the real one (its look rule applies to added tokens, not to pieces of the base vocabulary). A profile of its own (`gpt2+lfm2`), registered once; the base where the family
     lists none."""
     base = profile_for(template)
     tokens = dict(getattr(family, "tokens", None) or {})
@@ -56,8 +56,8 @@ def profile_with_tokens(template: str, family) -> str:
     name = f"{base}+{family.name}"
     if name not in PROFILES:
         profile = PROFILES[base]
-        added = tuple((t, CONTROL if kind == "special" or looks_special(t) else USER_DEFINED)
-                      for t, kind in tokens.items())
+        added = tuple((t, CONTROL if kind == "special" or (kind == "not-special" and looks_special(t))
+                       else USER_DEFINED) for t, kind in tokens.items())
         PROFILES[name] = dataclasses.replace(
             profile, name=name, appended=profile.appended + added,
             hf_special=tuple((t, kind == "special") for t, kind in tokens.items()),

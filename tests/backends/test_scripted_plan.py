@@ -35,6 +35,7 @@ def test_a_familys_markers_are_the_real_models_tokens_of_the_type_its_gguf_gives
     gemma = vocab_for(profile_with_tokens((constants.TEMPLATES_DIR / "google-gemma-4-31B-it.jinja").read_text(),
                                           family("gemma4")))
     assert gemma.types[gemma.id("<|tool_call>")] == CONTROL          # special, though it does not look it
+    assert gemma.types[gemma.id('<|"|>')] == USER_DEFINED            # a piece: the look rule is for added tokens
     qwen3 = vocab_for(profile_with_tokens((constants.TEMPLATES_DIR / "Qwen-Qwen3-0.6B.jinja").read_text(),
                                           family("hermes")))
     # Qwen2.5's vocabulary already holds <tool_call> (user-defined, at its real id); <think> is added.
