@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from harness.backends.runtimes.base import Runtime
 
-# On the CPU backend --gpu-memory-utilization is the share of the machine's memory vLLM reserves (KV cache
-# included); a scripted model's cache is kilobytes, and its default (0.92) refuses to start beside anything else.
-MEMORY_SHARE = "0.05"
+# The KV cache, set in bytes: a scripted model's (one layer, 8,192 positions) is a few MB. Left to
+# --gpu-memory-utilization, the CPU backend reserves that share of the NUMA node less the worker's resident
+# memory, which a 150k vocabulary and torch's import can exceed at 5%: the engine then refuses to start ("less
+# than requested memory for kv"), while the default share (0.92) refuses beside anything else.
+KV_CACHE_BYTES = str(256 * 2**20)
 # vLLM's reasoning parser for a template (first) or a family whose corpus has a reasoning case. The family YAMLs
 # name tool parsers only; these are vLLM's registered names (vllm/reasoning/__init__.py) for the same models.
 REASONING = {
@@ -48,7 +50,7 @@ class VllmCpu(Runtime):
         (its cache is keyed by the model) and changes neither the tokens nor what the parsers read."""
         command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
                    "--served-model-name", served_name, "--host", "127.0.0.1", "--port", str(port),
-                   "--dtype", "float32", "--max-model-len", "8192", "--gpu-memory-utilization", MEMORY_SHARE,
+                   "--dtype", "float32", "--max-model-len", "8192", "--kv-cache-memory-bytes", KV_CACHE_BYTES,
                    "--enforce-eager", "--enable-auto-tool-choice", "--tool-call-parser", tool_parser,
                    "--chat-template", str(folder / "chat_template.jinja")]
         return command + (["--reasoning-parser", reasoning_parser] if reasoning_parser else [])
