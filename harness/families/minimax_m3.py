@@ -135,4 +135,7 @@ FAMILY = CustomFamily(
         reasoning=(("<mm:think>", "</mm:think>"),),
         note="namespaced elements, objects and arrays as child elements",
     ),
+    tokens={"<mm:think>": "not-special", "</mm:think>": "not-special"},
+    tokens_source="single tokens of MiniMax-M3's tokenizer, as vLLM's minimax_m3 reasoning parser looks them up (it "
+                  "refuses to start without them); not special assumed, the real tokenizer file was not read",
 )
