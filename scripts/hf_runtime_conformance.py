@@ -201,13 +201,13 @@ def run_template(template: str, args, python: Path) -> list:
                       flush=True)
             else:
                 asked = time.monotonic()
-                done = subprocess.run(
+                asked_run = subprocess.run(
                     [sys.executable, "-m", "harness", "runtime-conformance", "--endpoint", url,
                      "--manifest", str(out / f"{template}.manifest.json"), "--served-model", model["served_name"],
                      "--runtime", runtime, "--results-dir", str(args.results_dir),
                      *[x for case in args.case or () for x in ("--case", case)],
                      *[x for variant in args.variant or () for x in ("--variant", variant)]], cwd=ROOT)
-                row.update(requests_s=round(time.monotonic() - asked, 1), exit=done.returncode)
+                row.update(requests_s=round(time.monotonic() - asked, 1), exit=asked_run.returncode)
         finally:
             stop(proc)
         print(json.dumps(row), flush=True)
