@@ -85,8 +85,7 @@ def test_transformers_on_the_folder_gives_llama_cpps_logits(tmp_path, profile, q
     the vLLM environment on the HF folder and llama-cpp-python on the GGUF give the same next token and the same
     top logits: to 0.05 on an F16 GGUF, to 1% on a Q8_0 one, whose matmul llama.cpp runs on activations rounded
     to 8 bits too (56.20 there for 55.97 in float32)."""
-    from llama_cpp import Llama
-
+    from harness.backends.embedded.generate import load_model
     from harness.peers.vllm_cpu import HFWorker, vllm_python
 
     vocab = vocab_for(profile)
@@ -95,7 +94,9 @@ def test_transformers_on_the_folder_gives_llama_cpps_logits(tmp_path, profile, q
     folder = write_hf_folder(s.path)
     ids = prompt + s.replies[0][:-1]
     positions = list(range(len(prompt) - 1, len(ids)))
-    llm = Llama(str(s.path), n_ctx=256, logits_all=True, verbose=False)
+    # Loaded as the harness loads a model: without llama.cpp's extra CPU buffer types, whose repacked Q8_0 kernels
+    # crash the first decode on a VM that advertises AMX and faults on it (a bare Llama() here did).
+    llm = load_model(s.path, n_ctx=256, logits_all=True)
     llm.eval(ids)
     scores = np.asarray(llm.scores[:len(ids)])
     with HFWorker(vllm_python()) as worker:
