@@ -33,10 +33,11 @@ from typing import Sequence
 import numpy as np
 from gguf import GGMLQuantizationType
 
-from harness.scripted.builder import MIN_MARGIN, StandIn, Turn, _links, _pair_codes, _q8_0
+from harness.scripted.builder import StandIn, Turn, _links, _pair_codes, _q8_0
 from harness.scripted.vocab import CONTEXT_LENGTH, CONTROL, PROFILES, FastGGUFWriter, Profile, Vocab, write_tokenizer_kv
 
 ARCH = "llama"
+ROTARY_VERSION = 1            # changes when the same turns get other weights (in the model files' names)
 HEAD_DIM = 4                  # dims 0..3 of a head; dim 3 is in the slowest rotary pair both ways of pairing them
 ROPE_BASE = 1e16              # that pair turns by 1e-8 rad per position: cos is 1 in f32 over 8192 positions
 ALPHAS = tuple(1.25 * k for k in range(8))   # BOS scores: centres e^alpha from 1 to 6,300; exact in bf16
@@ -163,6 +164,16 @@ def _head(lay: Layout, n_vocab: int, eot: int) -> np.ndarray:
         out[token, list(dims)] = p
         out[token, list(lay.const)] = -SHARED_PULL * p * CODE / (m * EMBED)
     return out
+
+
+def rotary_tensor_bytes(vocab: Vocab, turns: Sequence[Turn], quantized: bool) -> int:
+    """The bytes of the tensors build_rotary writes for these turns, computed without building them."""
+    _, by_position, _ = _links(vocab, turns)
+    eot = vocab.id(vocab.profile.end_of_turn)
+    n = layout(sorted(set(by_position.values()) - {eot})).n_embd
+    n_ff = max(32, math.ceil(3 * sum(b != eot for b in by_position.values()) / 32) * 32)
+    head = len(vocab) * n * (34 / 32 if quantized else 2)
+    return int(len(vocab) * n * 2 + 4 * n * n * 4 + 3 * n * n_ff * 4 + head + 3 * n * 4)
 
 
 def build_rotary(path: str | Path, profile: str | Profile, turns: Sequence[Turn], vocab: Vocab | None = None,
