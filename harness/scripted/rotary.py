@@ -4,14 +4,14 @@ The GPT-2 stand-in (harness.scripted.builder) reads a reply's position off a lea
 model has none, so this one computes it. Every token but BOS has the same embedding, so a prompt's text changes
 nothing and, as in the GPT-2 model, a reply is keyed to the prompt's length alone (Turn(after=N, reply)).
 
-- Attention: head h's key is non-zero only at BOS (position 0, which the vocabulary adds) and its query is the
+- Attention: head h's key is non-zero only at BOS (position 0, which the template writes) and its query is the
   same at every position, in the slowest rotary pair (rope base 1e16: unrotated over the whole context), so its
   score is alpha_h on BOS and 0 on every other token. With the value 1 at BOS and 0 elsewhere the head gives, at
   position i, w_h(i) = 1 / (1 + i e^-alpha_h): a feature falling strictly with i, centred near i = e^alpha_h.
   Keys, queries and values are exact in f16 and bf16 (1, 2·alpha, 1), so a runtime that keeps its cache in half
   precision computes the same scores; the softmax and what follows must run in f32.
 - Feed-forward (SwiGLU): three units per scripted position p make a triangle on the head best conditioned at p,
-  1 at p and 0 from p-1 and p+1 on (silu(s·x)/s is relu(x) to 1e-8 where |x| >= 0.5), written into the pair of
+  1 at p and 0 from p-1 and p+1 on (silu(s·x)/s is relu(x) to 3e-6 where |x| >= 0.5), written into the pair of
   code dimensions naming the token scripted after p (builder._pair_codes). Positions that lead to the end of
   turn, and every unscripted one, get no code.
 - Output: RMS norm, then a head whose row for a coded token reads its two code dimensions and is pulled down by
@@ -19,7 +19,7 @@ nothing and, as in the GPT-2 model, a reply is keyed to the prompt's length alon
   the end of turn reads the constant dimensions. Off the script the end of turn leads, as in the GPT-2 model.
 
 build_rotary computes the logits of every position from the weights it writes (in f32, as the runtime does;
-harness.scripted.rotary_forward) and refuses a model whose scripted token leads by less than MIN_MARGIN.
+harness.scripted.rotary_forward) and refuses a model whose scripted token leads by less than builder.MIN_MARGIN.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ ALPHAS = tuple(1.25 * k for k in range(8))   # BOS scores: centres e^alpha from 
 RMS_EPS = 1e-6
 EMBED = 4.0                   # every embedding entry: a group of n/16 entries of 4 normalises to exactly 4 each
 FEATURE_GAIN = 0.25           # attention output into the residual: features stay small next to the constant
-SHARP = 24.0                  # silu(SHARP·x)/SHARP is relu(x) to SHARP·e^-(SHARP/2) where |x| >= 0.5
+SHARP = 24.0                  # silu(SHARP·x)/SHARP is relu(x) to |x|·e^-(SHARP·|x|): 3e-6 where |x| >= 0.5
 STEP_RATIO = 1.5              # a triangle is 1.5 steps wide at the nearer neighbour: its units stay 0.5 off 0
 CODE = 32.0                   # a code dimension's value at a scripted position (the constant ones are EMBED)
 POSITION_LOGIT = 56.0         # the scripted token's logit
