@@ -190,8 +190,8 @@ def build_rotary(path: str | Path, profile: str | Profile, turns: Sequence[Turn]
     if any(not isinstance(t, Turn) for t in turns):
         raise ValueError("a rotary scripted model holds turns (replies keyed to a prompt length) only")
     by_token, by_position, replies = _links(vocab, turns)
-    if min(by_position, default=1) < 1 or max(by_position, default=0) >= CONTEXT_LENGTH - 1:
-        raise ValueError(f"a rotary model scripts positions 1..{CONTEXT_LENGTH - 2}: a prompt is BOS and more")
+    if min(by_position, default=1) < 1 or max(by_position, default=0) >= CONTEXT_LENGTH:
+        raise ValueError(f"a rotary model scripts positions 1..{CONTEXT_LENGTH - 1}: a prompt is BOS and more")
     eot = vocab.id(vocab.profile.end_of_turn)
     lay = layout(sorted(set(by_position.values()) - {eot}))
     bos = vocab.id(vocab.profile.bos)

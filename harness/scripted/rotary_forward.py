@@ -92,7 +92,7 @@ def check_margins(tensors: dict, written: np.ndarray, by_position: dict, eot: in
     other = 1 if bos == 0 else 0
     logits = forward(tensors, head, position_ids(bos, other, CONTEXT_LENGTH), eps, ROPE_BASE, HEAD_DIM)
     where = {int(t): j for j, t in enumerate(rows)}
-    for i in range(1, CONTEXT_LENGTH - 1):
+    for i in range(1, CONTEXT_LENGTH):
         want = by_position.get(i, eot)
         row = logits[i]
         top = row[where[want]] if want in where else 0.0

@@ -120,3 +120,21 @@ def test_mistralrs_writes_the_scripted_reply_through_the_worker(tmp_path):
             answer = chat_answer(server.base_url + "/v1/chat/completions", body, 300)
             assert answer["prompt_tokens"] == count[n]
             assert answer["content"] == PROSE and answer["completion_tokens"] == len(reply), n
+
+
+@pytest.mark.needs_binding
+def test_the_suite_builds_rotary_models_for_mistralrs_with_one_bos_and_gpt2_ones_for_llama_cpp(tmp_path):
+    from harness.evaluation.runtime_corpus import build_corpus
+    from harness.live.runtime_conformance import TemplateRun
+    from harness.pins.sources import load_sources, resolve_template
+
+    ref = resolve_template("Qwen-Qwen2.5-7B-Instruct", load_sources())
+    corpus = build_corpus(ref)
+    gpt2 = TemplateRun("llama-server", "x", ref, corpus, tmp_path, writer=None, log=None)
+    assert (gpt2.arch, gpt2.stem, gpt2.template) == ("gpt2", f"{ref.id}-qwen2.5", ref.text)   # names kept
+    run = TemplateRun("mistralrs", "x", ref, corpus, tmp_path, writer=None, log=None)
+    assert run.arch == "llama" and run.vocab is rotary_vocab("qwen2.5") and run.stem == f"{ref.id}-qwen2.5-llama"
+    # Qwen2.5's template writes no BOS: the model's template does, and a prompt holding a second one is refused
+    prompts, refused = run._with_bos({"a": "<|im_start|>user\nhi", "b": "<|im_start|>user\n<|endoftext|>"})
+    assert run.template == BOS_PREFIX + ref.text and prompts["a"] == "<|endoftext|><|im_start|>user\nhi"
+    assert [name for name, _ in refused] == ["b"] and "more than once" in refused[0][1]
