@@ -96,6 +96,23 @@ def test_llama_cpp_writes_each_reply_after_exactly_its_prompt_length(tmp_path):
                 assert out == list(reply[1:]), after
 
 
+@pytest.mark.needs_binding
+def test_llama_cpp_gives_the_logits_of_the_numpy_forward_pass(tmp_path):
+    """The first reply, token by token: llama.cpp's logits of every scripted token and the end of turn equal the
+    numpy pass of the file's weights to 1% (llama.cpp runs a Q8_0 matmul on activations rounded to 8 bits)."""
+    from llama_cpp import Llama
+
+    s, replies = _model(tmp_path)
+    tensors, head, eps = read_tensors(s.path)
+    rows, weights = head_rows(head)
+    ids = np.concatenate([_prompt(s.vocab, AFTERS[0]), replies[0][:-1]])
+    ours = forward(tensors, weights, ids, eps, ROPE_BASE, HEAD_DIM)
+    llm = Llama(str(s.path), n_ctx=64, logits_all=True, type_k=0, type_v=0, flash_attn=False, verbose=False)
+    llm.eval(ids.tolist())
+    theirs = np.asarray(llm.scores[:len(ids)])[:, rows]
+    np.testing.assert_allclose(theirs[AFTERS[0] - 1:], ours[AFTERS[0] - 1:], rtol=0.01, atol=0.5)
+
+
 @pytest.mark.needs_mistralrs
 def test_mistralrs_writes_the_scripted_reply_through_the_worker(tmp_path):
     from harness.backends.chat_answers import chat_answer
