@@ -4,16 +4,18 @@ The GPT-2 stand-in (harness.scripted.builder) reads a reply's position off a lea
 model has none, so this one computes it. Every token but BOS has the same embedding, so a prompt's text changes
 nothing and, as in the GPT-2 model, a reply is keyed to the prompt's length alone (Turn(after=N, reply)).
 
-- Attention: head h's key is non-zero only at BOS (position 0, which the template writes) and its query is the
-  same at every position, in the slowest rotary pair (rope base 1e16: unrotated over the whole context), so its
-  score is alpha_h on BOS and 0 on every other token. With the value 1 at BOS and 0 elsewhere the head gives, at
-  position i, w_h(i) = 1 / (1 + i e^-alpha_h): a feature falling strictly with i, centred near i = e^alpha_h.
-  Keys, queries and values are exact in f16 and bf16 (1, 2·alpha, 1), so a runtime that keeps its cache in half
-  precision computes the same scores; the softmax and what follows must run in f32.
-- Feed-forward (SwiGLU): three units per scripted position p make a triangle on the head best conditioned at p,
-  1 at p and 0 from p-1 and p+1 on (silu(s·x)/s is relu(x) to 3e-6 where |x| >= 0.5), written into the pair of
-  code dimensions naming the token scripted after p (builder._pair_codes). Positions that lead to the end of
-  turn, and every unscripted one, get no code.
+- Attention: head 0 has no query and no key (their weights are zero), so every score is exactly 0 and it
+  attends uniformly over the causal prefix, whatever precision the scores are kept in and whatever the rotary
+  embedding does. Its value is 1 at BOS (position 0, which the template writes) and 0 elsewhere, so at position i
+  it gives w(i) = 1/(i + 1): one feature, falling strictly with i by a part in i + 1 per token, which f32 (7
+  digits) resolves over the whole context. Heads that score BOS higher (1/(1 + i·e^-alpha), centred near
+  e^alpha) were tried: a part in e^alpha + i per token is never finer, and their scores must then stay exact in
+  a half-precision cache. The other heads are zero (a llama block's attention is as wide as its embedding).
+- Feed-forward (SwiGLU): three units per scripted position p make a triangle on w, 1 at p and 0 from p-1 and
+  p+1 on (silu(s·x)/s is relu(x) to 3e-6 where |x| >= 0.5), written into the pair of code dimensions naming the
+  token scripted after p (builder._pair_codes). Positions that lead to the end of turn, and every unscripted one,
+  get no code. The weighted sum of the attention (1/(i + 1)) and what follows must run in f32: a runtime that
+  weighs the values in f16 loses positions past ~1,000.
 - Output: RMS norm, then a head whose row for a coded token reads its two code dimensions and is pulled down by
   the constant dimensions (a llama output norm has no bias), so a row sharing one code dimension stays below 0;
   the end of turn reads the constant dimensions. Off the script the end of turn leads, as in the GPT-2 model.
@@ -37,13 +39,12 @@ from harness.scripted.builder import StandIn, Turn, _links, _pair_codes, _q8_0
 from harness.scripted.vocab import CONTEXT_LENGTH, CONTROL, PROFILES, FastGGUFWriter, Profile, Vocab, write_tokenizer_kv
 
 ARCH = "llama"
-ROTARY_VERSION = 1            # changes when the same turns get other weights (in the model files' names)
-HEAD_DIM = 4                  # dims 0..3 of a head; dim 3 is in the slowest rotary pair both ways of pairing them
-ROPE_BASE = 1e16              # that pair turns by 1e-8 rad per position: cos is 1 in f32 over 8192 positions
-ALPHAS = tuple(1.25 * k for k in range(8))   # BOS scores: centres e^alpha from 1 to 6,300; exact in bf16
+ROTARY_VERSION = 2            # changes when the same turns get other weights (in the model files' names)
+HEAD_DIM = 4                  # the width mistral.rs and llama.cpp were checked with; queries and keys are zero
+ROPE_BASE = 10000.0           # llama's default: with no query or key the rotary embedding changes nothing
 RMS_EPS = 1e-6
 EMBED = 4.0                   # every embedding entry: a group of n/16 entries of 4 normalises to exactly 4 each
-FEATURE_GAIN = 0.25           # attention output into the residual: features stay small next to the constant
+FEATURE_GAIN = 0.25           # attention output into the residual: the feature stays small next to the constant
 SHARP = 24.0                  # silu(SHARP·x)/SHARP is relu(x) to |x|·e^-(SHARP·|x|): 3e-6 where |x| >= 0.5
 STEP_RATIO = 1.5              # a triangle is 1.5 steps wide at the nearer neighbour: its units stay 0.5 off 0
 CODE = 32.0                   # a code dimension's value at a scripted position (the constant ones are EMBED)
@@ -51,7 +52,7 @@ POSITION_LOGIT = 56.0         # the scripted token's logit
 EOT_LOGIT = 40.0              # the end of turn's logit where nothing is scripted
 SHARED_PULL = 1.2             # a row sharing one code dimension gets (1 - SHARED_PULL)/2 of a scripted logit
 
-# The position features need exactly one BOS, at position 0. Runtimes disagree on adding one (mistral.rs adds
+# The position feature needs exactly one BOS, at position 0. Runtimes disagree on adding one (mistral.rs adds
 # none to a byte-level BPE prompt whatever the GGUF says), so a rotary model's vocabulary adds none and its
 # template writes it (with_bos): every runtime then sees the one the template writes. GPT-2's only special token
 # is also its end of turn, so its rotary vocabulary gets a BOS token of its own, appended.
@@ -79,7 +80,7 @@ class Layout:
     n_embd: int
     const: tuple        # the dimensions every token but BOS sets to EMBED
     bos: tuple          # the dimensions BOS sets to EMBED
-    features: tuple     # one per head: its w_h(i), times FEATURE_GAIN
+    feature: int        # w(i), times FEATURE_GAIN
     codes: dict         # token id -> its two code dimensions
 
     @property
@@ -88,36 +89,30 @@ class Layout:
 
 
 def layout(targets: Sequence[int]) -> Layout:
-    """The narrowest width (a multiple of 32, for Q8_0) that holds the groups, the features and the codes."""
+    """The narrowest width (a multiple of 32, for Q8_0) that holds the groups, the feature and the codes."""
     pairs = _pair_codes(len(targets))
     n_code = max((d + 1 for pair in pairs for d in pair), default=0)
     n = 32
-    while 2 * (n // 16) + len(ALPHAS) + n_code > n:
+    while 2 * (n // 16) + 1 + n_code > n:
         n += 32
     m = n // 16
     const, bos = tuple(range(m)), tuple(range(m, 2 * m))
-    features = tuple(range(2 * m, 2 * m + len(ALPHAS)))
-    first = 2 * m + len(ALPHAS)
+    first = 2 * m + 1
     codes = {t: (first + a, first + b) for t, (a, b) in zip(targets, pairs)}
-    return Layout(n, const, bos, features, codes)
+    return Layout(n, const, bos, 2 * m, codes)
 
 
-def head_features(n_positions: int) -> np.ndarray:
-    """w_h(i) for i in 0..n-1 (float64): what head h writes at position i after a lone BOS at 0."""
-    i = np.arange(n_positions, dtype=np.float64)[:, None]
-    return 1.0 / (1.0 + i * np.exp(-np.asarray(ALPHAS))[None, :])
+def position_feature(n_positions: int) -> np.ndarray:
+    """w(i) = 1/(i + 1) for i in 0..n-1 (float64): what head 0 writes at position i after a lone BOS at 0."""
+    return 1.0 / (1.0 + np.arange(n_positions, dtype=np.float64))
 
 
 def _attention(lay: Layout) -> dict:
-    """q, k, v, output weights (rows: out, columns: in). The normalised constant and BOS entries are exactly 4."""
-    n, d = lay.n_embd, lay.n_embd
-    wq, wk, wv, wo = (np.zeros((d, n), np.float32) for _ in range(4))
-    for h, alpha in enumerate(ALPHAS):
-        slow, value = h * HEAD_DIM + 3, h * HEAD_DIM
-        wq[slow, lay.const[0]] = 2 * alpha / 4      # q = 2·alpha; the score is q·k / sqrt(HEAD_DIM)
-        wk[slow, lay.bos[0]] = 1 / 4                # k = 1 at BOS, 0 elsewhere
-        wv[value, lay.bos[0]] = 1 / 4               # v = 1 at BOS, 0 elsewhere
-        wo[lay.features[h], value] = FEATURE_GAIN
+    """q, k, v, output weights (rows: out, columns: in): only head 0's value, read off BOS's normalised entry
+    (exactly 4), and its output, written into the feature dimension."""
+    wq, wk, wv, wo = (np.zeros((lay.n_embd, lay.n_embd), np.float32) for _ in range(4))
+    wv[0, lay.bos[0]] = 1 / 4                       # v = 1 at BOS, 0 elsewhere
+    wo[lay.feature, 0] = FEATURE_GAIN
     return {"attn_q": wq, "attn_k": wk, "attn_v": wv, "attn_output": wo}
 
 
@@ -132,18 +127,16 @@ def _feed_forward(lay: Layout, by_position: dict, eot: int) -> dict:
     gate = np.zeros((n_ff, lay.n_embd), np.float64)
     up = np.zeros((n_ff, lay.n_embd), np.float64)
     down = np.zeros((lay.n_embd, n_ff), np.float64)
-    r = _ratio(head_features(CONTEXT_LENGTH + 1))
+    r = _ratio(position_feature(CONTEXT_LENGTH + 1))
     c = lay.const[0]
     for k, p in enumerate(coded):
-        # The head whose feature falls fastest around p, relative to its value there (f32 keeps ~7 digits of it).
-        steps = np.minimum(r[p - 1] - r[p], r[p] - r[p + 1])
-        h = int(np.argmax(steps / r[p]))
-        step = steps[h] / STEP_RATIO
+        # the nearer neighbour's step, so both neighbours lie STEP_RATIO steps or more from p
+        step = min(r[p - 1] - r[p], r[p] - r[p + 1]) / STEP_RATIO
         for j, (offset, weight) in enumerate(((1.0, 1.0), (0.0, -2.0), (-1.0, 1.0))):
             unit = 3 * k + j
             # gate = SHARP·(t + offset), t = (r(p) - r(i)) / step, the constant entry standing in for 1·EMBED.
-            gate[unit, c] = SHARP * (r[p, h] + offset * step) / step / EMBED
-            gate[unit, lay.features[h]] = -SHARP / step / EMBED
+            gate[unit, c] = SHARP * (r[p] + offset * step) / step / EMBED
+            gate[unit, lay.feature] = -SHARP / step / EMBED
             up[unit, c] = 1 / EMBED
             for d in lay.codes[by_position[p]]:
                 down[d, unit] = weight * CODE / SHARP
@@ -205,7 +198,7 @@ def build_rotary(path: str | Path, profile: str | Profile, turns: Sequence[Turn]
                "output_norm": np.ones(lay.n_embd, np.float32)}
     head = _head(lay, len(vocab), eot)
     written = _q8_0(head) if quantized else head.astype(np.float16)
-    check_margins(tensors, written, by_position, eot, RMS_EPS)
+    check_margins(tensors, written, by_position, eot, bos, RMS_EPS)
 
     w = FastGGUFWriter(str(path), arch=ARCH)
     w.add_name(f"rotary stand-in {vocab.profile.name}")

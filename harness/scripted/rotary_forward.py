@@ -80,15 +80,13 @@ def position_ids(bos: int, other: int, n: int) -> np.ndarray:
     return ids
 
 
-def check_margins(tensors: dict, written: np.ndarray, by_position: dict, eot: int, eps: float) -> None:
+def check_margins(tensors: dict, written: np.ndarray, by_position: dict, eot: int, bos: int, eps: float) -> None:
     """Every position from 1 on: the scripted token (the end of turn where none is) leads every other token by
     MIN_MARGIN, and no token but those two scores above the unscripted tokens' 0."""
     from harness.scripted.rotary import HEAD_DIM, ROPE_BASE
     from harness.scripted.vocab import CONTEXT_LENGTH
 
     rows, head = head_rows(written)
-    embd = tensors["token_embd"]
-    bos = int(np.flatnonzero(np.any(embd != embd[0], axis=1))[0]) if np.any(embd != embd[0]) else 0
     other = 1 if bos == 0 else 0
     logits = forward(tensors, head, position_ids(bos, other, CONTEXT_LENGTH), eps, ROPE_BASE, HEAD_DIM)
     where = {int(t): j for j, t in enumerate(rows)}
