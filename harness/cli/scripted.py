@@ -36,7 +36,10 @@ def run(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     kind = None if args.key_from == RENDER else args.key_from      # our render asks no runtime
-    planner = TemplateRun(kind, kind, ref, corpus, out, writer=None, log=None)
+    serve_with = args.serve_with or kind or DEFAULT_SERVE
+    # The models are built in the architecture the serving runtime loads (a rotary one for mistral.rs).
+    planner = TemplateRun(kind, kind, ref, corpus, out, writer=None, log=None,
+                          arch=runtimes.get(serve_with).scripted_arch)
     requests = requests_for(corpus, args.case)
     prepared = planner.prepare(requests, from_runtime=kind is not None)
     models = []
@@ -62,7 +65,6 @@ def run(args) -> int:
     print(f"{ref.id}: {len(models)} scripted model(s) answering {served} request(s) -> {out}; manifest {path}")
     for item in refused:
         print(f"  not keyed: {item['request']}: {item['why']}", file=sys.stderr)
-    serve_with = args.serve_with or kind or DEFAULT_SERVE
     for line in serve_lines(runtimes.get(serve_with), out.resolve(), path.resolve(), models):
         print(line)
     return 0

@@ -23,7 +23,8 @@ from harness.backends import runtimes
 from harness.backends.chat_answers import chat_answer, chat_stream
 from harness.backends.openai import wire_messages
 from harness.scripted.keying import PromptKey, render_key, runtime_key
-from harness.scripted.plan import build_models, pack, profile_with_tokens, reply_ids
+from harness.scripted.plan import GPT2, build_models, pack, profile_with_tokens, reply_ids
+from harness.scripted.rotary import rotary_vocab, with_bos
 from harness.scripted.vocab import CONTEXT_LENGTH, vocab_for
 from harness.backends.servers import LocalServer, ModelHost
 from harness.core.errors import ServerStartError
@@ -115,18 +116,23 @@ class TemplateRun:
     requests. run_suite() does this for many templates at once, so that a runtime holding many models in one
     process starts once per phase, not once per model."""
 
-    def __init__(self, kind: str, runtime: str, ref, corpus, workdir: Path, writer, log=print):
+    def __init__(self, kind: str, runtime: str, ref, corpus, workdir: Path, writer, log=print, arch: str | None = None):
         self.kind, self.runtime, self.ref, self.corpus = kind, runtime, ref, corpus
         self.workdir, self.writer, self.log = Path(workdir), writer, log
         self.profile = profile_with_tokens(ref.text, family_get(corpus.family) if corpus.family else None)
-        self.vocab = vocab_for(self.profile)
+        # The scripted architecture the runtime loads (Runtime.scripted_arch); a rotary model's vocabulary has a BOS
+        # of its own, which its template writes (harness.scripted.rotary.with_bos).
+        self.arch = arch or (runtimes.get(kind).scripted_arch if kind else GPT2)
+        self.rotary = self.arch != GPT2
+        self.vocab = rotary_vocab(self.profile) if self.rotary else vocab_for(self.profile)
+        self.template = ref.text
         # Our prompt as the runtime should render it: the scripted vocabulary's BOS and end of turn, which is what
         # the runtime hands the template (the pin's tokens are the real model's; here only the reply uses them).
         profile = self.vocab.profile
         self.renderer = Renderer(ref, corpus.detection, bos=profile.bos or "", eos=profile.end_of_turn)
         markers = family_get(corpus.family).markers if corpus.family else ()
         self.marker = markers[0] if markers else None
-        self.stem = f"{ref.id}-{self.profile}"
+        self.stem = f"{ref.id}-{self.profile}" + (f"-{self.arch}" if self.rotary else "")
 
     def prepare(self, requests: list, from_runtime: bool = True) -> Prepared:
         """plan(), then with from_runtime rekey() on a server of the first model and rekeyed(): the models that
@@ -143,13 +149,31 @@ class TemplateRun:
         """Models keyed by our render, built; no server is asked."""
         by_name = {r.name: r for r in requests}
         ours, ids, counted, spelt = {}, {}, {}, {}      # variants of a case share its prompt and reply
+        prompts = {r.name: self.renderer.prompt(r.case.messages, r.case.tools or None, r.case.template_kwargs)
+                   for r in requests}
+        bos_refused = []
+        if self.rotary:
+            prompts, bos_refused = self._with_bos(prompts)
         for r in requests:
-            prompt = self.renderer.prompt(r.case.messages, r.case.tools or None, r.case.template_kwargs)
+            prompt = prompts[r.name]
             ours[r.name] = counted.get(prompt) or counted.setdefault(prompt, render_key(self.vocab, prompt))
             ids[r.name] = spelt.get(r.case.reply) or spelt.setdefault(r.case.reply, reply_ids(self.vocab, r.case.reply))
-        models, refused = pack([(n, ours[n].tokens, ids[n]) for n in by_name])
-        paths = build_models(self.workdir, self.stem, self.profile, self.ref.text, models)
-        return Prepared(by_name, ours, dict(ours), ids, models, paths, refused, list(paths))
+        wanted = [(n, ours[n].tokens, ids[n]) for n in by_name if n not in dict(bos_refused)]
+        models, refused = pack(wanted)
+        paths = build_models(self.workdir, self.stem, self.profile, self.template, models, self.arch)
+        return Prepared(by_name, ours, dict(ours), ids, models, paths, refused + bos_refused, list(paths))
+
+    def _with_bos(self, prompts: dict) -> tuple:
+        """A rotary model's prompts and template: BOS written first by the template (prefixed where its render does
+        not open with it), and the requests whose prompt would hold another BOS, refused with why."""
+        bos = self.vocab.profile.bos
+        opens = all(p.startswith(bos) for p in prompts.values())
+        self.template = with_bos(self.ref.text, opens)
+        prompts = {n: p if opens else bos + p for n, p in prompts.items()}
+        bos_id = self.vocab.id(bos)
+        refused = [(n, f"the prompt holds BOS ({bos}) more than once; a rotary scripted model needs it once, first")
+                   for n, p in prompts.items() if self.vocab.prompt_ids(p).count(bos_id) != 1]
+        return prompts, refused
 
     def rekey(self, p: Prepared, host: ModelHost) -> None:
         """The runtime's key of every request, asked on the first planned model (a stand-in of the same vocabulary
@@ -185,7 +209,7 @@ class TemplateRun:
         refused = {n for n, _ in p.refused}
         moved = [n for n in p.requests if p.keys[n].tokens is not None and n not in served | refused]
         extra, again = pack([(n, p.keys[n].tokens, p.ids[n]) for n in moved])
-        paths = build_models(self.workdir, f"{self.stem}-rekeyed", self.profile, self.ref.text, extra)
+        paths = build_models(self.workdir, f"{self.stem}-rekeyed", self.profile, self.template, extra, self.arch)
         p.models, p.paths, p.built = p.models + extra, p.paths + paths, p.built + paths
         p.refused += again
         return extra, paths

@@ -2,7 +2,8 @@
 replies to given conversations, so a runtime's handling of exact replies can be tested whatever it serves.
 
 builder.py writes the weights (Script: first-order token chains; Turn: a reply after a prompt of exactly N
-tokens), vocab.py the vocabularies. Importing this package needs the `gguf` package (a dependency of the
+tokens) of the GPT-2 models llama.cpp-based runtimes load, rotary.py the llama (rotary) models of turns for a
+runtime that loads no GPT-2 GGUF (mistral.rs), vocab.py the vocabularies. Importing this package needs the `gguf` package (a dependency of the
 harness); counting a prompt's tokens (Vocab.prompt_ids) loads the vocabulary in llama.cpp through the embedded
 backend."""
 

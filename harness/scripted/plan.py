@@ -20,6 +20,7 @@ from typing import Callable
 
 from harness.core.errors import HarnessError
 from harness.scripted.builder import WEIGHTS_VERSION, Turn, build_standin, tensor_bytes
+from harness.scripted.rotary import ARCH as ROTARY, ROTARY_VERSION, build_rotary, rotary_tensor_bytes, rotary_vocab
 from harness.scripted.vocab import (CONTEXT_LENGTH, CONTROL, PROFILES, USER_DEFINED, Vocab, vocab_for,
                                     write_vocab_gguf)
 
@@ -29,6 +30,7 @@ from harness.scripted.vocab import (CONTEXT_LENGTH, CONTROL, PROFILES, USER_DEFI
 # vocabulary is most of a scripted model's work per token).
 _PROFILE_BY_MARKER = (("<|im_end|>", "qwen2.5"), ("<|eot_id|>", "llama3.1"), ("[INST]", "mistral"))
 DEFAULT_PROFILE = "gpt2"
+GPT2 = "gpt2"       # the architecture of the scripted models every llama.cpp-based runtime loads (builder.py)
 # The output head (vocabulary × width) is most of a scripted model's work per token; Q8_0 stores these weights
 # exactly and runs the quantized kernels.
 QUANTIZED = True
@@ -165,33 +167,40 @@ DEFAULT_BUDGET = WriteBudget()     # frozen: the one default every build without
 write_budget: ContextVar[WriteBudget] = ContextVar("scripted_write_budget", default=DEFAULT_BUDGET)
 
 
-def build_models(directory: Path, stem: str, profile: str, template: str, models: list) -> list:
-    """Write each planned model as `stem-N.gguf` in `directory`; returns their paths. A file whose name already
-    says what it holds (a hash of the weights' version, template and turns) is kept: a resumed run does not write
-    it again. What the new files will take is said first, and refused past the write budget or the free space."""
-    vocab = vocab_for(profile) if PROFILES.get(profile) else None
+def build_models(directory: Path, stem: str, profile: str, template: str, models: list, arch: str = GPT2) -> list:
+    """Write each planned model as `stem-N.gguf` in `directory`, in architecture `arch` (GPT2, or ROTARY for a
+    runtime that loads no GPT-2 GGUF: harness.scripted.rotary, with the template it carries); returns their paths.
+    A file whose name already says what it holds (a hash of the weights' version, template and turns) is kept: a
+    resumed run does not write it again. What the new files will take is said first, and refused past the write
+    budget or the free space."""
+    rotary = arch == ROTARY
+    vocab = rotary_vocab(profile) if rotary else vocab_for(profile) if PROFILES.get(profile) else None
     planned = []
     for n, plan in enumerate(models):
         turns = [Turn(s.after, s.ids) for s in plan.slots]
-        digest = hashlib.sha256(repr((WEIGHTS_VERSION, profile, template, [(t.after, t.reply) for t in turns]))
-                                .encode()).hexdigest()
+        held = [(t.after, t.reply) for t in turns]
+        # The GPT-2 models' names are in committed records: their hash stays what it was.
+        key = (ROTARY_VERSION, arch, profile, template, held) if rotary else (WEIGHTS_VERSION, profile, template, held)
+        digest = hashlib.sha256(repr(key).encode()).hexdigest()
         planned.append((Path(directory) / f"{stem}-{n}-{digest[:10]}.gguf", turns))
     _check_room(Path(directory), profile, template, vocab, [(p, t) for p, t in planned if not p.is_file()],
-                len(planned))
+                len(planned), rotary)
+    build = build_rotary if rotary else build_standin
     for path, turns in planned:
         if not path.is_file():
             tmp = path.with_suffix(".part")
-            build_standin(tmp, profile, turns, vocab=vocab, template=template, quantized=QUANTIZED)
+            build(tmp, profile, turns, vocab=vocab, template=template, quantized=QUANTIZED)
             tmp.replace(path)
     return [path for path, _ in planned]
 
 
-def _check_room(directory: Path, profile: str, template: str, vocab, new: list, total: int) -> None:
+def _check_room(directory: Path, profile: str, template: str, vocab, new: list, total: int, rotary: bool) -> None:
     if not new:
         return
     vocab = vocab or vocab_for(profile)
     each = _vocabulary_bytes(profile) + len(template.encode("utf-8"))
-    size = sum(each + tensor_bytes(vocab, turns, QUANTIZED) for _, turns in new)
+    size_of = rotary_tensor_bytes if rotary else tensor_bytes
+    size = sum(each + size_of(vocab, turns, QUANTIZED) for _, turns in new)
     budget = write_budget.get()
     kept = f", {total - len(new)} already written" if total > len(new) else ""
     if budget.say:

@@ -377,14 +377,19 @@ def vocab_for(profile: str) -> Vocab:
 
 
 def write_vocab_kv(w: GGUFWriter, vocab: Vocab, n_embd: int, template: str | None = None) -> None:
-    profile = vocab.profile
-    w.add_name(f"stand-in {profile.name}")
+    """The keys of a one-block GPT-2 stand-in and its tokenizer (a rotary model writes its own model keys)."""
+    w.add_name(f"stand-in {vocab.profile.name}")
     w.add_context_length(CONTEXT_LENGTH)
     w.add_embedding_length(n_embd)
     w.add_block_count(1)
     w.add_feed_forward_length(n_embd)
     w.add_head_count(1)
     w.add_layer_norm_eps(1e-5)
+    write_tokenizer_kv(w, vocab, template)
+
+
+def write_tokenizer_kv(w: GGUFWriter, vocab: Vocab, template: str | None = None) -> None:
+    profile = vocab.profile
     w.add_vocab_size(len(vocab))
     w.add_file_type(1)  # mostly F16
     w.add_key_value("tokenizer.ggml.tokens", vocab.tokens, GGUFValueType.ARRAY, GGUFValueType.STRING)

@@ -84,17 +84,23 @@ def test_the_setup_script_pins_the_wheel_by_version_and_hash():
 
 
 @pytest.mark.needs_mistralrs
-def test_the_suite_records_a_scripted_model_mistralrs_refuses_with_its_words(tmp_path):
+def test_the_suite_gives_mistralrs_rotary_scripted_models_and_records_what_it_does_with_the_reply(tmp_path):
+    """mistral.rs loads no GPT-2 GGUF; its runtime declares the rotary architecture, so the suite's models load and
+    write the scripted reply (tool_choice none: the reply is prose the runtime passes through)."""
     from harness.evaluation.runtime_corpus import build_corpus
     from harness.live.runtime_conformance import run_suite
     from harness.pins.sources import load_sources, resolve_template
 
     ref = resolve_template("Qwen-Qwen2.5-7B-Instruct", load_sources())
     records, skipped = run_suite("mistralrs", "mistralrs-test", [(ref, build_corpus(ref))], tmp_path / "r.jsonl",
-                                 tmp_path / "work", set(), cases=["one-call"], variants=["auto"], log=lambda r: None)
-    assert skipped == [] and len(records) == 1 and records[0].labels == ["runtime-error"]
-    assert "mistralrs refused the model: ValueError: Unknown normal-model GGUF architecture `gpt2`" in \
-        records[0].details[0] and str(tmp_path) not in records[0].details[0]
+                                 tmp_path / "work", set(), cases=["one-call", "prose-braces"], variants=["none", "auto"],
+                                 log=lambda r: None)
+    by = {(r.case["name"], r.variant): r for r in records}
+    assert skipped == [] and set(by) == {("one-call", "none"), ("one-call", "auto"), ("prose-braces", "auto")}
+    for name in (("one-call", "none"), ("prose-braces", "auto")):
+        r = by[name]
+        assert r.labels == ["agree"] and r.model.endswith(".gguf") and "-llama-" in r.model, name
+        assert r.plain["completion_tokens"] == r.reply_tokens and r.key["tokens"] == r.plain["prompt_tokens"]
 
 
 @pytest.fixture(scope="module")

@@ -49,6 +49,10 @@ class Runtime:
     shows_prompt = False
     # Request fields it accepts without effect: name -> what it does instead.
     ignores: dict = {}
+    # The scripted models it is given (harness.scripted): "gpt2", the one-block GPT-2 GGUF every llama.cpp-based
+    # runtime loads (its committed records were made with it), or "llama", the rotary model of harness.scripted.rotary
+    # for a runtime that loads no GPT-2 GGUF.
+    scripted_arch = "gpt2"
     # Settings its conformance run starts it with (LocalServer's settings).
     conformance_settings: dict | None = None
     # A runtime whose run needs an environment CI does not build: the script that builds it (from the repository

@@ -30,6 +30,8 @@ class MistralRs(Runtime):
                f"({SETUP_COMMAND}), served by harness' worker over it")
     startable = True
     health_path = "/v1/models"
+    # Its GGUF loader knows llama, qwen2, phi3 … but not gpt2: it is given the rotary scripted models.
+    scripted_arch = "llama"
     # Built apart from the main venv; its conformance run is committed (results/runtime-conformance/).
     environment = "scripts/setup_mistralrs.sh"
     ignores = {

@@ -48,6 +48,10 @@ def main(argv=None) -> int:
         os.environ.setdefault("RAYON_NUM_THREADS", str(args.threads))
     os.environ.setdefault("NO_COLOR", "1")
     os.environ.setdefault("RUST_LOG", "warn")     # its INFO lines would bury the words of a refusal in the log
+    # On CPU it keeps the KV cache in f16 unless told otherwise, and its attention then weighs the values in f16:
+    # a rotary scripted model reads its position off those weights (a part in 8,000 at position 8,000), which f16
+    # rounds away. f32 changes no parsing, only what the model computes.
+    os.environ.setdefault("MISTRALRS_CPU_KV_F32", "1")
     if args.hello:
         import mistralrs  # noqa: F401  (the import itself is checked)
         print(json.dumps({"mistralrs": metadata.version("mistralrs"), "python": sys.version.split()[0]}))
