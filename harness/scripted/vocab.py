@@ -1,8 +1,8 @@
 """Scripted-model vocabularies: llama.cpp's vocabulary GGUFs with the edits that make them a family's.
 
-Part of the scripted-model builder (harness.scripted.builder): the family profiles, a fast reader of GGUF key/values
-(gguf.GGUFReader takes ~20 s on the 128k-token Llama 3 vocabulary, this well under a second), naming a token by
-its text, spelling text with distinct tokens, counting a prompt's tokens, and writing the tokenizer keys.
+Part of the scripted-model builder (harness.scripted.builder): the family profiles (read with
+harness.scripted.gguf_read), naming a token by its text, spelling text with distinct tokens, counting a prompt's
+tokens, and writing the tokenizer keys.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from gguf import GGUFValueType, GGUFWriter
 
 from harness.core import constants
 from harness.pins.archives import archive_tree
+from harness.scripted.gguf_read import read_gguf_header, read_gguf_kv  # noqa: F401 -- re-exported
 
 # llama.cpp's models/ folder (its ggml-vocab-*.gguf files) comes out of the pinned llama-cpp-python sdist,
 # fetched, verified and unpacked into the cache the first time a test needs it (harness.pins.archives).
@@ -136,63 +137,6 @@ def _bytes_to_unicode() -> dict[int, str]:
 
 
 BYTE_ENCODER = _bytes_to_unicode()
-
-
-# --- GGUF key/value reader (vocabulary files hold no tensors) -------------------------------------------
-
-_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-_NUMPY = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "?", 10: "<u8", 11: "<i8", 12: "<f8"}
-
-
-def read_gguf_kv(path: Path) -> dict[str, tuple[int, int | None, object]]:
-    """key -> (value type, array element type or None, value). String arrays become lists of str."""
-    return read_gguf_header(path)[0]
-
-
-def read_gguf_header(path: Path) -> tuple:
-    """(key/values as read_gguf_kv gives them, number of tensors, the file's bytes, offset past the key/values)."""
-    buf = memoryview(Path(path).read_bytes())
-    if bytes(buf[:4]) != b"GGUF":
-        raise ValueError(f"{path}: not a GGUF file")
-    version, n_tensors, n_kv = struct.unpack_from("<IQQ", buf, 4)
-    if version < 2:
-        raise ValueError(f"{path}: GGUF version {version} is not supported")
-    pos = 24
-
-    def string() -> str:
-        nonlocal pos
-        (n,) = struct.unpack_from("<Q", buf, pos)
-        s = bytes(buf[pos + 8:pos + 8 + n]).decode("utf-8")
-        pos += 8 + n
-        return s
-
-    def scalar(t: int):
-        nonlocal pos
-        if t == 8:
-            return string()
-        fmt = _SCALARS[t]
-        (v,) = struct.unpack_from(fmt, buf, pos)
-        pos += struct.calcsize(fmt)
-        return v
-
-    out: dict[str, tuple[int, int | None, object]] = {}
-    for _ in range(n_kv):
-        key = string()
-        (vtype,) = struct.unpack_from("<I", buf, pos)
-        pos += 4
-        if vtype != 9:
-            out[key] = (vtype, None, scalar(vtype))
-            continue
-        etype, count = struct.unpack_from("<IQ", buf, pos)
-        pos += 12
-        if etype == 8:
-            out[key] = (vtype, etype, [string() for _ in range(count)])
-        else:
-            dt = np.dtype(_NUMPY[etype])
-            arr = np.frombuffer(buf, dtype=dt, count=count, offset=pos).copy()
-            pos += dt.itemsize * count
-            out[key] = (vtype, etype, arr)
-    return out, n_tensors, buf, pos
 
 
 # --- the vocabulary of a profile ---------------------------------------------------------------------
