@@ -45,6 +45,10 @@ REASONS = {
     "fenced-json": (
         "The call is inside a Markdown code fence: the template renders a call bare, so a fenced object is text "
         "the model chose to show the user, not a call in the shape it was trained to make."),
+    "bare-json": (
+        "A JSON call object with none of the family's markers around it: the template renders a call inside its "
+        "markers, so bare JSON is text the model wrote, and whether the user was meant to read it or a tool to run "
+        "it would be a guess."),
     "foreign-markers": (
         "The call sits inside another family's markers (Hermes' <tool_call> around a JSON call): the template "
         "never writes them, so the reply is in another model's format, read only by ignoring markup this family "
