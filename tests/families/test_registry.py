@@ -66,26 +66,19 @@ def test_family_must_be_a_custom_family(tmp_path, monkeypatch):
         registry.load_table(folder, "fams_wrong")
 
 
-def test_a_module_declaring_peers_badly_is_named(tmp_path, monkeypatch):
-    text = """\
+@pytest.mark.parametrize("package_name, fields, problem", [
+    ("fams_peers", 'peers={"ollama": "minicpm"}', "unknown peer 'ollama'"),
+    ("fams_tokens", 'tokens={"<t>": "special"}', "tokens_source must say"),
+])
+def test_a_module_declaring_peers_or_tokens_badly_is_named(tmp_path, monkeypatch, package_name, fields, problem):
+    text = f"""\
         import dataclasses
         from harness.families.minicpm5 import FAMILY as BASE
-        FAMILY = dataclasses.replace(BASE, name="minicpm5-copy", peers={"ollama": "minicpm"})
+        FAMILY = dataclasses.replace(BASE, name="minicpm5-copy", {fields})
         """
-    folder = package(tmp_path, monkeypatch, "fams_peers", {"copy.py": text})
-    with pytest.raises(FamilySpecError, match=r"fams_peers\.copy: unknown peer 'ollama'"):
-        registry.load_table(folder, "fams_peers")
-
-
-def test_a_module_declaring_tokens_badly_is_named(tmp_path, monkeypatch):
-    text = """\
-        import dataclasses
-        from harness.families.minicpm5 import FAMILY as BASE
-        FAMILY = dataclasses.replace(BASE, name="minicpm5-copy", tokens={"<t>": "special"})
-        """
-    folder = package(tmp_path, monkeypatch, "fams_tokens", {"copy.py": text})
-    with pytest.raises(FamilySpecError, match=r"fams_tokens\.copy: tokens_source must say"):
-        registry.load_table(folder, "fams_tokens")
+    folder = package(tmp_path, monkeypatch, package_name, {"copy.py": text})
+    with pytest.raises(FamilySpecError, match=rf"{package_name}\.copy: {problem}"):
+        registry.load_table(folder, package_name)
 
 
 def test_a_bad_shape_strategy_fails_where_the_family_declares_it(tmp_path, monkeypatch):
