@@ -130,7 +130,11 @@ def test_scripted_model_keyed_to_llama_server_writes_the_manifest_reply_at_any_e
                            "--out", str(out)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     manifest = json.loads((out / "Qwen3.5-4B.manifest.json").read_text())
-    assert manifest["vocabulary"] == "qwen2.5" and manifest["family"] == "qwen-xml"
+    assert manifest["vocabulary"] == "qwen2.5+qwen-xml" and manifest["family"] == "qwen-xml"
+    # Qwen2.5's vocabulary already holds <tool_call> at its real id; Qwen3's <think> pair is added, not special.
+    marked = {m["token"]: m for m in manifest["marker_tokens"]}
+    assert marked["<tool_call>"]["id"] == 151657 and marked["<think>"]["gguf_type"] == "user-defined"
+    assert marked["<think>"]["special"] is False
     model = manifest["models"][0]
     entries = {f"{e['case']}/{e['variant']}": e for e in model["requests"]}
     assert entries["one-call/auto"]["key_source"].startswith("llama-server")
