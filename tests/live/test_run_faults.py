@@ -9,6 +9,7 @@ import resource
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -164,14 +165,11 @@ def test_a_file_that_cannot_grow_stops_the_run_and_the_rerun_resumes(tmp_path):
 def _can_mount() -> bool:
     if os.geteuid() != 0:
         return False
-    probe = Path(f"/tmp/harness-mount-probe-{os.getpid()}")
-    probe.mkdir(exist_ok=True)
-    try:
-        return subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(probe)],
+    # A fresh temporary folder (no fixed path): the probe mounts on it once and takes it away.
+    with tempfile.TemporaryDirectory(prefix="harness-mount-probe-") as probe:
+        return subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", probe],
                               capture_output=True).returncode == 0 and \
-            subprocess.run(["umount", str(probe)]).returncode == 0
-    finally:
-        probe.rmdir()
+            subprocess.run(["umount", probe]).returncode == 0
 
 
 @pytest.mark.skipif(not _can_mount(), reason="needs root and mount (a tmpfs remounted read-only)")
