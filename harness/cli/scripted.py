@@ -74,7 +74,8 @@ def marker_tokens(vocab) -> list:
     """The family's markers the vocabulary holds as the real model's tokens: id, GGUF type, and whether the real
     tokenizer marks it special (harness.scripted.plan.profile_with_tokens)."""
     kinds = {CONTROL: "control", USER_DEFINED: "user-defined"}
-    return [{"token": t, "id": vocab.id(t), "gguf_type": kinds[vocab.types[vocab.id(t)]], "special": special}
+    ids = {t: vocab.id(t) for t, _ in vocab.profile.hf_special}
+    return [{"token": t, "id": ids[t], "gguf_type": kinds[vocab.types[ids[t]]], "special": special}
             for t, special in vocab.profile.hf_special]
 
 

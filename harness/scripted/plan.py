@@ -49,8 +49,8 @@ def profile_for(template: str) -> str:
 def profile_with_tokens(template: str, family) -> str:
     """The vocabulary for `template` with its family's markers as the real model's tokens: profile_for's, plus
     every token the family lists (harness.formats.base.TOKEN_KINDS) that it lacks, of the type llama.cpp's GGUF
-    converter gives the real one (its look rule applies to added tokens, not to pieces of the base vocabulary). A profile of its own (`gpt2+lfm2`), registered once; the base where the family
-    lists none."""
+    converter gives the real one (its look rule applies to added tokens, not to pieces of the base vocabulary).
+    A profile of its own (`gpt2+lfm2`), registered once; the base where the family lists none."""
     base = profile_for(template)
     tokens = dict(getattr(family, "tokens", None) or {})
     if not tokens:
