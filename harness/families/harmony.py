@@ -56,7 +56,11 @@ class HarmonyParser:
         try:
             return self._read_messages(full, result)
         except Mismatch as miss:
-            result.calls = []
+            # A rejected reply keeps its text as content, past the analysis messages it closed (its reasoning):
+            # the near miss is reported, never emptied. The role header the prompt opened is not the reply's.
+            reasoning, kept = _closed_analysis(full)
+            result.calls, result.reasoning = [], "\n".join(reasoning).strip() or None
+            result.content = full[max(kept, len(full) - len(text.lstrip())):].strip()
             result.deviation, result.detail = miss.deviation, miss.detail
             return result
 
@@ -137,6 +141,20 @@ class HarmonyParser:
             f"{CHANNEL}commentary to=functions.{c.name} <|constrain|>json{MESSAGE}{json.dumps(c.arguments, ensure_ascii=False)}"
             for c in calls
         )
+
+
+def _closed_analysis(full: str) -> tuple:
+    """(the bodies of the analysis messages the reply opens with, each closed by <|end|>; where the text after
+    them starts)."""
+    bodies, pos = [], 0
+    while full.startswith(START, pos):
+        header = HEADER.match(full, pos + len(START))
+        end = full.find(END, header.end()) if header else -1
+        if header is None or header["channel"] != "analysis" or header["role_to"] or header["channel_to"] or end < 0:
+            break
+        bodies.append(full[header.end():end].strip())
+        pos = end + len(END)
+    return bodies, pos
 
 
 _CALL_HEAD = f"{CHANNEL}commentary to=functions.get_weather <|constrain|>json{MESSAGE}"

@@ -64,6 +64,9 @@ class KimiK3Parser:
         if cursor.at(MESSAGE_OPEN):
             cursor.pos += len(MESSAGE_OPEN)
         result = ParseResult(self.family, content=text.strip())
+        # Where the reply's own text starts (the tag the prompt opened is not the reply's), then past its closed
+        # think section: a rejected reply keeps the text from there as content, so a near miss is reported whole.
+        kept = len(opened)
         if cursor.at(THINK_OPEN):
             start = cursor.pos + len(THINK_OPEN)
             end = full.find(THINK_CLOSE, start)
@@ -72,21 +75,21 @@ class KimiK3Parser:
                 result.deviation = dev.CALL_IN_REASONING if TOOLS_OPEN in full[start:] else dev.UNCLOSED_REASONING
                 return result
             result.reasoning = full[start:end].strip() or None
-            cursor.pos = end + len(THINK_CLOSE)
+            cursor.pos = kept = end + len(THINK_CLOSE)
         if not cursor.at(RESPONSE_OPEN):
             body = full[cursor.pos :]
             result.content = body.strip()
             if TOOLS_OPEN in body:
-                result.deviation, result.detail = dev.MALFORMED_CALL, "a tools section outside the response structure"
-                return result
+                return _rejected(result, full[kept:], dev.MALFORMED_CALL,
+                                 "a tools section outside the response structure")
             return no_call(result, body, self.markers, self.foreign_markers(), None)
         cursor.pos += len(RESPONSE_OPEN)
         end = full.find(RESPONSE_CLOSE, cursor.pos)
         content = full[cursor.pos :] if end < 0 else full[cursor.pos : end]
         result.content = content.strip()
         if TOOLS_OPEN in content:
-            result.deviation, result.detail = dev.MALFORMED_CALL, "the tools section is inside the response section"
-            return result
+            return _rejected(result, full[kept:], dev.MALFORMED_CALL,
+                             "the tools section is inside the response section")
         if end < 0:
             return no_call(result, content, self.markers, self.foreign_markers(), None)
         cursor.pos = end + len(RESPONSE_CLOSE)
@@ -97,12 +100,10 @@ class KimiK3Parser:
             cursor.skip_ws()
             calls = self._read_tools(cursor)
         except Mismatch as miss:
-            result.deviation, result.detail = miss.deviation, miss.detail
-            return result
+            return _rejected(result, full[kept:], miss.deviation, miss.detail)
         trailing = full[cursor.pos :].strip()
         if trailing:
-            result.deviation, result.detail = dev.TRAILING_TEXT, f"text after the message: {trailing[:60]!r}"
-            return result
+            return _rejected(result, full[kept:], dev.TRAILING_TEXT, f"text after the message: {trailing[:60]!r}")
         result.calls = calls
         return result
 
@@ -160,6 +161,13 @@ class KimiK3Parser:
 
     def format(self, calls, content: str = "") -> str:
         return f"{RESPONSE_OPEN}{content}{RESPONSE_CLOSE}{self.write(calls)}"
+
+
+def _rejected(result: ParseResult, text: str, deviation: str, detail: str) -> ParseResult:
+    """A reply the parser refuses: no calls, its text (past the reasoning) as content, the deviation named."""
+    result.calls, result.content = [], text.strip()
+    result.deviation, result.detail = deviation, detail
+    return result
 
 
 def _escape(value: str) -> str:
