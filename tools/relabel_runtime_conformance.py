@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Maintainer tool: label the committed runtime-conformance records again from the answers they hold, offline (no
-runtime is asked): after a change to the labels (harness.evaluation.runtime_conformance.classify) the records
-say what the current harness makes of the same answers.
+runtime is asked): after a change to the labels (harness.evaluation.runtime_conformance.classify) or to a parser,
+the records say what the current harness makes of the same answers: each record's strict parse (`expect`) is
+read again from its case as the corpus writes it today, then its labels.
 
     python tools/relabel_runtime_conformance.py          # rewrite results/runtime-conformance/*.jsonl
     python tools/relabel_runtime_conformance.py --check  # exit 1 when a record is not what it would be made today
@@ -47,16 +48,32 @@ class Judge:
     """Tools and marker per template and family, each corpus built once."""
 
     def __init__(self):
-        self.sources, self.tools = load_sources(), {}
+        self.sources, self.tools, self.cases = load_sources(), {}, {}
 
-    def corpus_tools(self, template: dict) -> list:
+    def _corpus(self, template: dict) -> None:
         if template["id"] not in self.tools:
             ref = resolve_template(template["id"], self.sources)
             if template_sha(ref) != template["sha256"]:
                 raise SystemExit(f"{template['id']}: the pinned template is not the one recorded; ask it again")
             corpus = build_corpus(ref)
             self.tools[template["id"]] = corpus.cases[0].tools if corpus.cases else []
+            self.cases[template["id"]] = {c.name: c for c in corpus.cases}
+
+    def corpus_tools(self, template: dict) -> list:
+        self._corpus(template)
         return self.tools[template["id"]]
+
+    def expect(self, record) -> dict | None:
+        """The strict parse of the record's reply after our render of its case's prompt, as the current parsers
+        read it: the case of that name in the template's corpus, when it still writes the same reply under the
+        same template variables (else the record keeps the parse it was asked with). The case's hash is not
+        compared: a run keyed to another runtime pads the conversation to other prompt lengths, which leaves
+        the generation prompt, all the strict parse reads of it, as it is."""
+        self._corpus(record.template)
+        case = self.cases[record.template["id"]].get(record.case["name"])
+        variables = (record.request or {}).get("chat_template_kwargs") or {}
+        same = case is not None and case.reply == record.reply and (case.template_kwargs or {}) == variables
+        return case.expect if same else record.expect
 
     def labels(self, record) -> tuple:
         markers = family_get(record.family).markers if record.family else ()
@@ -74,6 +91,9 @@ def relabel(path: Path, judge: Judge) -> tuple:
         r.stream = finished_stream(r.stream)
         if r.manifest and Path(r.manifest).is_absolute():
             r.manifest = Path(r.manifest).name        # as harness.live.runtime_endpoint.manifest_field names it
+        # The strict parse the labels compare against is the current parsers' (a parser fix changes it), then
+        # the labels themselves.
+        r.expect = judge.expect(r)
         r.labels, r.details = (list(x) for x in judge.labels(r))
         changed += r.to_json() != before
     return records, changed

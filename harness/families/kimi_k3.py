@@ -65,7 +65,8 @@ class KimiK3Parser:
             cursor.pos += len(MESSAGE_OPEN)
         result = ParseResult(self.family, content=text.strip())
         # Where the reply's own text starts (the tag the prompt opened is not the reply's), then past its closed
-        # think section: a rejected reply keeps the text from there as content, so a near miss is reported whole.
+        # think section: a reply rejected past its response section keeps the text from there as content, so a
+        # near miss is reported whole, never emptied.
         kept = len(opened)
         if cursor.at(THINK_OPEN):
             start = cursor.pos + len(THINK_OPEN)
@@ -80,16 +81,17 @@ class KimiK3Parser:
             body = full[cursor.pos :]
             result.content = body.strip()
             if TOOLS_OPEN in body:
-                return _rejected(result, full[kept:], dev.MALFORMED_CALL,
-                                 "a tools section outside the response structure")
+                result.deviation, result.detail = dev.MALFORMED_CALL, "a tools section outside the response structure"
+                return result
             return no_call(result, body, self.markers, self.foreign_markers(), None)
         cursor.pos += len(RESPONSE_OPEN)
         end = full.find(RESPONSE_CLOSE, cursor.pos)
         content = full[cursor.pos :] if end < 0 else full[cursor.pos : end]
         result.content = content.strip()
         if TOOLS_OPEN in content:
-            return _rejected(result, full[kept:], dev.MALFORMED_CALL,
-                             "the tools section is inside the response section")
+            # The response section's text, the tools section in it, is the content (as a runtime returns it).
+            result.deviation, result.detail = dev.MALFORMED_CALL, "the tools section is inside the response section"
+            return result
         if end < 0:
             return no_call(result, content, self.markers, self.foreign_markers(), None)
         cursor.pos = end + len(RESPONSE_CLOSE)
