@@ -14,9 +14,11 @@ def register(subparsers) -> None:
         "score", help="print every recorded sample's verdicts under the current scoring (no model loaded)",
         description="Re-score the samples of transcript files (results/transcripts/<model>.jsonl, or a folder of "
                     "them) through the current parsers and scenarios, and print per sample its model, scenario, "
-                    "mode, seed, sample, verdicts (all_checks: every check that applies holds) and findings. A "
-                    "record of a scenario that has since changed what the model sees is printed as stale, "
-                    "without verdicts. Exit 1 when a malformed record was skipped.")
+                    "mode, seed, sample, verdicts (all_checks: every check that applies holds) and findings. A BFCL "
+                    "record (results/bfcl/<model>.jsonl, `harness run --suite bfcl`) is scored against its case "
+                    "in the pinned BFCL suite. A record of a scenario or case that has since changed what the "
+                    "model sees is printed as stale, without verdicts. Exit 1 when a malformed record was "
+                    "skipped.")
     parser.add_argument("paths", nargs="+", type=Path, metavar="PATH",
                         help="a transcript .jsonl file, or a folder whose *.jsonl files are read")
     parser.add_argument("--scenarios-dir", type=Path, default=constants.SCENARIOS_DIR, metavar="DIR",
@@ -45,10 +47,13 @@ def _files(paths) -> list:
 
 def run(args) -> int:
     from harness.cli.common import emit_json
+    from harness.evaluation.bfcl import WithCases
     from harness.evaluation.scenarios import load_scenarios
     from harness.evaluation.scored import sample_entry, score_transcripts
 
-    scenarios = {s.name: s for s in load_scenarios(args.scenarios_dir)}
+    # A BFCL record (harness run --suite bfcl) was run on a case of the pinned suite, not on a scenario file: it
+    # is scored against that case's scenario, as the report scores it.
+    scenarios = WithCases({s.name: s for s in load_scenarios(args.scenarios_dir)})
     # Streamed: each record is scored as it is read and only its entry kept.
     scored = score_transcripts(_files(args.paths), scenarios,
                                keep=lambda record, scenario, verdicts, ref: sample_entry(record, scenario, verdicts))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,6 +81,45 @@ class Suite:
 
     def by_name(self, name: str) -> Case | None:
         return self.cases.get(name[len(CASE_PREFIX):]) if name.startswith(CASE_PREFIX) else None
+
+
+def category_of(case_id: str) -> str | None:
+    """The category a case id belongs to (`live_simple_3` to live_simple, not simple), or None."""
+    found = [c for c in CATEGORIES if case_id.startswith(c + "_")]
+    return max(found, key=len) if found else None
+
+
+class WithCases(Mapping):
+    """Scenarios by name, BFCL's cases among them: what a BFCL record (`bfcl-<case id>`) was run on is the case's
+    scenario, looked up in the pinned suite (each category read on first use), so its verdicts are scored as the
+    report scores them; any other name is looked up in the scenarios given."""
+
+    def __init__(self, scenarios: dict, tree: Path | None = None):
+        self.scenarios, self.tree, self.suite, self.read = dict(scenarios), tree, Suite(), set()
+
+    def _case(self, name: str) -> Case | None:
+        category = category_of(name[len(CASE_PREFIX):]) if name.startswith(CASE_PREFIX) else None
+        if category is None:
+            return None
+        if category not in self.read:
+            loaded = load_suite([category], self.tree)
+            self.suite.cases.update(loaded.cases)
+            self.read.add(category)
+        return self.suite.by_name(name)
+
+    def __getitem__(self, name: str):
+        if name in self.scenarios:
+            return self.scenarios[name]
+        case = self._case(name) if isinstance(name, str) else None
+        if case is None:
+            raise KeyError(name)
+        return case.scenario
+
+    def __iter__(self):
+        return iter({**self.scenarios, **{c.name: c for c in self.suite.cases.values()}})
+
+    def __len__(self) -> int:
+        return len(self.scenarios) + len(self.suite.cases)
 
 
 def data_dir(tree: Path | None = None) -> Path:

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.evaluation.bfcl import ARCHIVE_ID, CATEGORIES, IRRELEVANCE, load_suite
+from harness.evaluation.bfcl import ARCHIVE_ID, CATEGORIES, IRRELEVANCE, category_of, load_suite
 from harness.evaluation.bfcl_outcome import outcome
 from harness.evaluation.records import ModelRecord, SampleRecord
 from harness.evaluation.results import ResultsDir
@@ -38,8 +38,7 @@ COLUMNS = {"simple": ("simple_python",), "multiple": ("multiple",), "parallel": 
 
 
 def _category(case_id: str) -> str | None:
-    found = [c for c in CATEGORIES if case_id.startswith(c + "_")]
-    return max(found, key=len) if found else None
+    return category_of(case_id)
 
 
 def read_outcomes(results: ResultsDir, warnings: list) -> tuple:

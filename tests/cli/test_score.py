@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.evaluation.results import ResultsDir
+from harness.reports.bfcl import read_outcomes
 from harness.reports.tables import collect
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,3 +75,24 @@ def test_a_sample_that_was_never_generated_is_not_scored(tmp_path):
     assert entry["not_generated"] is True and entry["verdicts"] is None
     assert "not generated, not scored" in done.stderr
     assert len(collect(tmp_path).samples) == 0
+
+
+def test_a_bfcl_record_is_scored_against_its_case_not_called_stale():
+    # `harness run --suite bfcl` records are run on cases of the pinned BFCL suite, which no scenario file holds.
+    bfcl = ROOT / "results" / "bfcl" / "qwen2.5-coder-1.5b-instruct-q4_k_m.jsonl"
+    done = harness("score", bfcl, "--json")
+    assert done.returncode == 0, done.stderr
+    entries = json.loads(done.stdout)
+    records = [json.loads(line) for line in bfcl.read_text(encoding="utf-8").splitlines()]
+    assert len(entries) == sum(r["kind"] == "sample" for r in records)
+    assert not [e for e in entries if e.get("stale") or e["verdicts"] is None]
+    # The verdicts are the ones bfcl.md counts as our checks (harness.evaluation.bfcl_outcome).
+    outcomes, _, _ = read_outcomes(ResultsDir(ROOT / "results"), [])
+    ours = {(o.case, o.mode): o for o in outcomes if o.model == "qwen2.5-coder-1.5b-instruct-q4_k_m"}
+    assert len(ours) == len(entries)
+    for entry in entries:
+        outcome = ours[(entry["scenario"].removeprefix("bfcl-"), entry["mode"])]
+        assert entry["call_due"] is outcome.call_due
+        assert (entry["verdicts"]["parsed"], entry["verdicts"]["right_tool"]) == (outcome.parsed, outcome.right_tool)
+    text = harness("score", bfcl)
+    assert text.returncode == 0 and ": stale" not in text.stdout and ": pass" in text.stdout
