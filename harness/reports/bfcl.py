@@ -37,6 +37,10 @@ COLUMNS = {"simple": ("simple_python",), "multiple": ("multiple",), "parallel": 
            "parallel_multiple": ("parallel_multiple",), "irrelevance": ("irrelevance", "live_irrelevance")}
 
 
+# What a cell of BFCL's columns says when its checker was not run: and the command that makes it run.
+NOT_JUDGED = f"not judged (`{SETUP_COMMAND}`)"
+
+
 def _category(case_id: str) -> str | None:
     return category_of(case_id)
 
@@ -108,13 +112,13 @@ def rows(outcomes: list, verdicts: dict | None, suite) -> list:
         seconds = [o.seconds for o in group if o.seconds is not None]
         table.append({
             "model": model, "mode": mode, "category": category, "cases": len(group),
-            "BFCL, strict calls": rate_cell([_valid(s) for s, _ in got]) if got else "not judged",
-            "BFCL, lenient reading": rate_cell([_valid(v) for _, v in got]) if got else "not judged",
+            "BFCL, strict calls": rate_cell([_valid(s) for s, _ in got]) if got else NOT_JUDGED,
+            "BFCL, lenient reading": rate_cell([_valid(v) for _, v in got]) if got else NOT_JUDGED,
             "strict call parsed": "–" if irrelevance else rate_cell([bool(o.strict) for o in group]),
             "ours: no call attempted":
                 rate_cell([not o.attempted and not o.errored for o in group]) if irrelevance else "–",
             "lenient reading found calls": sum(o.lenient_read for o in group),
-            "BFCL's failures, lenient reading": _kinds(v for _, v in got) if got else "not judged",
+            "BFCL's failures, lenient reading": _kinds(v for _, v in got) if got else NOT_JUDGED,
             "format failures": ", ".join(f"{d} ×{n}" for d, n in Counter(
                 o.deviation for o in group if o.deviation).most_common()) or "–",
             "checker errors": sum("error" in s or "error" in v for s, v in got) if got else "–",
@@ -134,7 +138,9 @@ def published_lines(outcomes: list, verdicts: dict | None) -> list:
             cells = []
             for mode in modes:
                 group = [o for o in outcomes if o.model == model and o.mode == mode and o.category in COLUMNS[column]]
-                if group and verdicts is not None:
+                if group and verdicts is None:
+                    cells.append(f"{mode}: {NOT_JUDGED}")   # run here, but BFCL's checker was not
+                elif group:
                     valid = [_valid(verdicts[(o.case, o.model, o.mode)][0]) for o in group]
                     cells.append(f"{mode}: {rate_cell(valid)}")
             here = "; ".join(cells) if cells else "not run here"
@@ -195,7 +201,8 @@ def judge_folder(results: ResultsDir, warnings: list, checker_python: Path | Non
             out.hello = checker.hello
             out.verdicts = judge(outcomes, checker, suite)
     except BFCLCheckerError as exc:
-        out.note = f"BFCL's checker was not run ({exc}); its columns say \"not judged\" ({SETUP_COMMAND})."
+        out.note = (f"BFCL's checker was not run ({exc}); its columns say \"not judged\" until its environment is "
+                    f"built: `{SETUP_COMMAND}`, then `harness report` again.")
         warnings.append(out.note)
     return out
 
@@ -211,7 +218,8 @@ def headline(judged: Judged) -> str:
     if judged.verdicts is None:
         rows = {(o.model, o.mode) for o in judged.outcomes}
         return (f"**BFCL**: {len(judged.outcomes)} cases recorded over {len(rows)} model × mode rows, not judged: "
-                "BFCL's checker was not run here (bfcl.md says why), so these samples rank nothing.")
+                f"BFCL's checker was not run here (bfcl.md says why; `{SETUP_COMMAND}` builds its environment), so "
+                "these samples rank nothing.")
     out = []
     for question, abstain in (("calls due", False), ("no call due", True)):
         asked = [o for o in judged.outcomes if ((_category(o.case) or "") in IRRELEVANCE) is abstain]

@@ -93,7 +93,12 @@ def test_without_the_checker_environment_our_checks_stand_and_bfcls_say_not_judg
     warnings = []
     write_bfcl(results, warnings, checker_python=Path(sys.executable))
     text = results.bfcl_report.read_text(encoding="utf-8")
-    assert _row(text, "native", "simple_python")[4:7] == ["not judged", "not judged", "2/3 67% [21–94]"]
+    # Each cell BFCL's checker would fill names the command that builds its environment.
+    not_judged = "not judged (`bash scripts/setup_bfcl.sh`)"
+    assert _row(text, "native", "simple_python")[4:7] == [not_judged, not_judged, "2/3 67% [21–94]"]
+    assert _row(text, "native", "simple_python")[9] == not_judged
+    assert f"| {MODEL} | Qwen3-0.6B (FC) | simple | 64.2 | native: {not_judged}; grammar: {not_judged} |" in text
+    assert "| llama-3.2-1b-instruct-q4_k_m | Llama-3.2-1B-Instruct (FC) | simple | 44 | not run here |" in text
     assert any("BFCL's checker was not run" in w and "setup_bfcl.sh" in w for w in warnings)
 
 
@@ -131,5 +136,6 @@ def test_the_bfcl_line_says_not_judged_without_the_checker_and_no_runs_without_r
     judged = judge_folder(results, [], checker_python=Path(sys.executable))
     assert judged.verdicts is None
     assert headline(judged).startswith("**BFCL**: 7 cases recorded over 2 model × mode rows, not judged")
+    assert "`bash scripts/setup_bfcl.sh` builds its environment" in headline(judged)
     empty = judge_folder(ResultsDir(tmp_path / "elsewhere"), [])
     assert headline(empty).startswith("**BFCL**: no BFCL runs in this folder")
