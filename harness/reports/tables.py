@@ -125,8 +125,16 @@ def _row(record: SampleRecord, scenario, verdicts: dict, runtime: str = IN_PROCE
         # Repeats of one reply count once in an interval (harness.reports.rates).
         "reply_key": reply_key(record.scenario.name, steps, record.error),
         # What the run recorded as its verdict then, only to say where today's scoring differs from it.
-        "recorded_passed": (record.recorded_verdicts or {}).get("passed"),
+        "recorded_passed": run_passed(record.recorded_verdicts),
     }
+
+
+def run_passed(stored: dict | None):
+    """The all-checks verdict the run itself stored: kept as `rescored.run_passed` once tools/rescore_transcripts.py
+    has brought the stored block up to current scoring."""
+    stored = stored or {}
+    rescored = stored.get("rescored")
+    return rescored.get("run_passed") if isinstance(rescored, dict) else stored.get("passed")
 
 
 def _illustration(record: SampleRecord) -> dict:

@@ -246,8 +246,9 @@ def recorded_differences(live: pd.DataFrame) -> str | None:
         return None
     passed_then = sum(1 for a, _ in differ if a)
     return (f"{len(differ)} sample(s) score differently now than the verdict their run recorded ({passed_then} "
-            "recorded as passed now fail); the recorded verdicts are kept in the transcripts as "
-            "`recorded_verdicts` (older records: `verdicts`), and every table here counts the current scoring.")
+            "recorded as passed now fail); the run's verdicts are kept in the transcripts as `recorded_verdicts` "
+            "(older records: `verdicts`; once brought up to current scoring by tools/rescore_transcripts.py, the "
+            "run's all-checks verdict as `rescored.run_passed`), and every table here counts the current scoring.")
 
 
 def top_names(live: pd.DataFrame, top: int = 3) -> list:

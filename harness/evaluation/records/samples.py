@@ -71,7 +71,9 @@ class SampleRecord:
     batch: dict | None = None         # the first step was written in a batch: its size and wall time
     # What scoring said when the sample was recorded, kept as a record of then and never read as the verdict:
     # the parsers and checks have changed since, and every report and `harness score` scores the replies again.
-    # Records written before it had this name hold it under "verdicts" (read here all the same).
+    # Records written before it had this name hold it under "verdicts" (read here all the same). Where current
+    # scoring contradicted it, tools/rescore_transcripts.py replaced it with today's verdicts, the run's own
+    # all-checks verdict kept in it as `rescored.run_passed`.
     recorded_verdicts: dict | None = None
     schema: int = SCHEMA_VERSION     # as read; to_json writes this harness's schema
 
