@@ -1,6 +1,7 @@
 """What every family is and returns. A family is a name plus a strict parser (and its inverse, a
 formatter, used for canonical outputs and grammars). Parsers never repair: a near miss comes back with no
-calls and a named deviation."""
+calls, a named deviation and the reply's text kept as content (what an unclosed reasoning block holds stays its
+reasoning), never emptied; tests/families/test_near_miss_content.py holds it for every registered near miss."""
 
 from __future__ import annotations
 

@@ -1,0 +1,86 @@
+"""README.md's "What it found" quotes results/: every figure there stands between markers that
+tools/readme_figures.py writes from results/ (harness.reports.readme_figures, the reports' own counting), and
+this test fails when one differs from what results/ gives or a number stands outside a marker."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.evaluation.results import ResultsDir
+from harness.reports.readme_figures import (
+    ReadmeFiguresError, conformance_figures, figures, fill, problems, runtime_figures,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_figure_in_the_readme_is_what_results_gives():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert problems(text, figures(ROOT / "results")) == [], "run python tools/readme_figures.py"
+
+
+SECTION = """# x
+
+## What it found
+
+1. **Finding.** Of <!-- fig templates -->73<!-- /fig --> templates, {rest}
+
+## Read more
+
+Not checked: 42 and two.
+"""
+
+
+def test_a_figure_that_differs_and_a_number_outside_a_marker_are_named():
+    assert problems(SECTION.format(rest="all read."), {"templates": "73"}) == []
+    assert problems(SECTION.format(rest="all read."), {"templates": "74"}) == [
+        "templates: README says '73', results/ gives '74'"]
+    for unchecked, number in (("61 read.", "6"), ("three read.", "three"), ("Both read.", "Both")):
+        found = problems(SECTION.format(rest=unchecked), {"templates": "73"})
+        assert found and all("outside a figure marker" in f for f in found) and number in found[0], found
+    unknown = SECTION.format(rest="<!-- fig detected -->61<!-- /fig --> read.")
+    assert problems(unknown, {"templates": "73"}) == ["unknown figure 'detected'"]
+
+
+def test_fill_rewrites_the_marked_values_of_the_section_only():
+    text = SECTION.format(rest="all read.") + "<!-- fig templates -->73<!-- /fig -->\n"
+    filled = fill(text, {"templates": "74"})
+    assert filled.count("<!-- fig templates -->74<!-- /fig -->") == 1 and filled.endswith(
+        "<!-- fig templates -->73<!-- /fig -->\n")
+    assert "Not checked: 42 and two." in filled
+    with pytest.raises(ReadmeFiguresError, match="unknown figure marker"):
+        fill(SECTION.format(rest="<!-- fig detected -->61<!-- /fig -->"), {"templates": "74"})
+    with pytest.raises(ReadmeFiguresError, match="no '## What it found' section"):
+        fill("# x\n", {})
+
+
+def _conformance(tmp_path, violations: int) -> ResultsDir:
+    results = ResultsDir(tmp_path)
+    summary = {"templates": 2, "detected": 1, "declared": 0, "walls": 1, "no_tools": 0, "matrix_cases": 1200,
+               "matrix_violations": violations}
+    templates = [{"id": "b", "status": "detected", "findings": [{"name": "tools-in-system-prompt"}]},
+                 {"id": "a", "status": "wall", "findings": []}]
+    results.conformance[1].write_text(json.dumps({"summary": summary, "templates": templates}), encoding="utf-8")
+    return results
+
+
+def test_conformance_figures_come_from_conformance_json_and_a_violation_stops_finding_two(tmp_path):
+    got = conformance_figures(_conformance(tmp_path, 0))
+    assert (got["matrix-cases"], got["walls"], got["wall-ids"], got["tools-in-prompt"], got["declared-ids"]) == (
+        "1,200", "1", "`a`", "`b`", "")
+    with pytest.raises(ReadmeFiguresError, match="finding 2 no longer holds"):
+        conformance_figures(_conformance(tmp_path, 1))
+    (tmp_path / "conformance.json").write_text("{", encoding="utf-8")
+    with pytest.raises(ReadmeFiguresError, match="conformance.json: not the conformance report"):
+        conformance_figures(ResultsDir(tmp_path))
+
+
+def test_the_runtime_figures_need_one_runtime_of_each_server(tmp_path):
+    folder = tmp_path / "runtime-conformance"
+    folder.mkdir()
+    source = ROOT / "results" / "runtime-conformance" / "llama-server-0.3.36-vendored.jsonl"
+    head = source.read_text(encoding="utf-8").splitlines()[:3]
+    (folder / "llama-server-0.3.36-vendored.jsonl").write_text("\n".join(head) + "\n", encoding="utf-8")
+    with pytest.raises(ReadmeFiguresError, match="one llama-cpp-python runtime; the records hold 0"):
+        runtime_figures(ResultsDir(tmp_path))
