@@ -61,6 +61,10 @@ def register(subparsers) -> None:
                              "from the tool schemas) or fallback (native, a failed step retried under the grammar); "
                              "repeatable or a comma list (default: the scenario's `modes`, else the model's in "
                              "sources.json, else native)")
+    parser.add_argument("--grammar-variant", default=None, metavar="NAME",
+                        help="the grammar design of grammar and fallback modes: refusal-list (the default), no-brace "
+                             "or envelope (docs/live-evaluation.md); samples recorded under another design are run "
+                             "again and superseded")
     parser.add_argument("--seed", type=int_argument(0, MAX_SEED), default=0, metavar="S",
                         help=f"base seed, 0 to {MAX_SEED}; sample i uses S+i (default 0)")
     parser.add_argument("--threads", type=int_argument(1, MAX_THREADS), metavar="N",
@@ -91,7 +95,10 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from harness.grammar.plan import DEFAULT_VARIANT, check_variant
     from harness.live.modes import parse_modes
+
+    args.grammar_variant = check_variant(args.grammar_variant or DEFAULT_VARIANT)
 
     if args.suite == "bfcl" or args.category or args.cases:
         from harness.cli.run_bfcl import run_bfcl
@@ -114,6 +121,9 @@ def run(args) -> int:
             stopped = f", {s['errors']} stopped by errors" if s["errors"] else ""
             if s["failed"]:
                 stopped += f" ({s['failed']} could not generate: not done, run again to retry them)"
+            if s.get("superseded"):
+                stopped += (f"; {s['superseded']} recorded under another setup (grammar, fallback rule) run again"
+                            f", {s.get('dropped', 0)} old record(s) superseded")
             print(f"{s['model']}: ran {s['ran']}, already recorded {s['skipped']}, {s['seconds']} s{stopped}"
                   f" -> {s['transcript']}")
         for line in nothing_ran_notice(summaries, args.results_dir) + comparison(summaries, args.results_dir,
@@ -162,7 +172,8 @@ def drive(args, models, by_id, backend_cls, scenarios, samples, sources, modes, 
                                                warn=lambda m: bar.write(f"warning: {m}", file=sys.stderr),
                                                threads=args.threads, modes=modes, model=by_id.get(model_id),
                                                backend_cls=backend_cls,
-                                               transcript=transcript_for(model_id) if transcript_for else None))
+                                               transcript=transcript_for(model_id) if transcript_for else None,
+                                               variant=getattr(args, "grammar_variant", None) or "refusal-list"))
                 except HarnessError as exc:
                     # A missing or drifted model file says how to fetch it, a transcript another run holds who
                     # holds it; the other models still run.

@@ -55,6 +55,9 @@ def run_bfcl(args) -> int:
     else:
         for s in summaries:
             per = f", {s['seconds'] / s['ran']:.1f} s a case" if s["ran"] else ""
+            if s.get("superseded"):
+                per += (f"; {s['superseded']} recorded under another setup run again, "
+                        f"{s.get('dropped', 0)} old record(s) superseded")
             print(f"{s['model']}: bfcl: ran {s['ran']}, already recorded {s['skipped']}, {s['seconds']} s{per}"
                   f" -> {s['transcript']}")
         if summaries:

@@ -56,7 +56,7 @@ def _strict(case: Case, parse, family) -> list:
 def outcome(case: Case, record) -> Outcome:
     verdicts = score_sample(case.scenario, record)
     steps = record.turns[0].get("steps", []) if record.turns else []
-    parses = parse_steps(steps, record.family)
+    parses = parse_steps(steps, record.family, [t.name for t in case.scenario.tools])
     judged = parses[-1] if parses else None
     strict = _strict(case, judged, record.family) if judged is not None and judged.accepted else []
     deviation = judged.deviation if judged is not None else None

@@ -19,7 +19,7 @@ from harness.formats.jsonscan import balanced_regions
 
 READABLE = frozenset({dev.BARE_JSON, dev.FENCED_JSON, dev.DOUBLE_BRACES, dev.PYTHON_LITERALS,
                       dev.STRINGIFIED_ARGUMENTS, dev.NESTED_FUNCTION_SHAPE, dev.TRAILING_TEXT,
-                      dev.TEXT_BEFORE_CALL, dev.UNCLOSED_CALL})
+                      dev.TEXT_BEFORE_CALL, dev.UNCLOSED_CALL, dev.CALL_KEY_SPELLING})
 _ARGUMENT_KEYS = ("arguments", "parameters")
 _DOUBLED = re.compile(r"\{\{|\}\}")
 
@@ -54,6 +54,8 @@ def _calls(value) -> list:
         return [call for item in value for call in _calls(item)]
     if not isinstance(value, dict):
         return []
+    # A key spelled with blanks or capitals ("name ", "Arguments") is read as the key it stands for.
+    value = {k.strip().casefold() if isinstance(k, str) else k: v for k, v in value.items()}
     if value.get("type") == "function" and isinstance(value.get("function"), dict):
         value = value["function"]
     name = value.get("name")

@@ -9,13 +9,15 @@ from pathlib import Path
 from harness import families as registry
 from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, score_sample
 from harness.evaluation.records import ModelRecord, SampleRecord
+from harness.evaluation.setups import CurrentSetups
 from harness.evaluation.transcripts import GENERATION_FAILED, Transcript, scan_transcript
 
 
 @dataclass
 class Scored:
     samples: list = field(default_factory=list)   # (record, scenario, verdicts) of records of current scenarios
-    stale: list = field(default_factory=list)     # records of a scenario that has since changed, or is gone
+    stale: list = field(default_factory=list)     # records of a scenario that has since changed, or is gone, or
+    #                                               written under another setup than today's (an older grammar)
     not_generated: list = field(default_factory=list)  # records of a sample whose generation failed: no verdict
     models: dict = field(default_factory=dict)    # model id -> latest model record
     model_files: dict = field(default_factory=dict)  # (model id, sha256) -> its latest model record
@@ -61,11 +63,13 @@ def score_transcripts(transcripts, scenarios: dict, keep=_whole, slim=lambda rec
     for transcript in transcripts:
         latest = {}   # key -> (list name, kept value, warning or None), in the order keys were first seen
         models = []
+        setups = CurrentSetups()
         for record, ref, where in _sources(transcript, out):
             if isinstance(record, ModelRecord):
                 models.append(record)
+                setups.add(record)
             elif isinstance(record, SampleRecord):
-                latest[record.key()] = _score_one(record, ref, where, scenarios, keep, slim)
+                latest[record.key()] = _score_one(record, ref, where, scenarios, keep, slim, setups)
         for record in models:
             out.models[record.model.id] = record
             out.model_files[(record.model.id, record.model.sha256)] = record
@@ -79,10 +83,12 @@ def score_transcripts(transcripts, scenarios: dict, keep=_whole, slim=lambda rec
     return out
 
 
-def _score_one(record: SampleRecord, ref, where: str, scenarios: dict, keep, slim) -> tuple:
+def _score_one(record: SampleRecord, ref, where: str, scenarios: dict, keep, slim, setups=None) -> tuple:
     """(the Scored list it goes to, or None when skipped; what is kept; the warning about it, if any)."""
     scenario = scenarios.get(record.scenario.name)
     if scenario is None or scenario.hash != record.scenario.hash:
+        return "stale", slim(record), None
+    if setups is not None and setups.outdated(record, scenario):
         return "stale", slim(record), None
     if (record.error or "").startswith(GENERATION_FAILED):
         # Nothing was written (a server down, a deadline, a refused prompt): a verdict would score the runtime's

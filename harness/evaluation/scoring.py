@@ -10,12 +10,14 @@ generation failed) fails every check it reaches; an answer is judged as harness.
 
 import json
 import re
+from dataclasses import replace
 from functools import lru_cache
 
 from harness import families as registry
 from harness.schema.arguments import type_arguments
 from harness.template.detect import END_OF_TURN
 from harness.formats import deviations as dev
+from harness.formats.attempts import call_attempt
 from harness.formats.calls import ParseResult, ToolCall
 from harness.evaluation.records import SampleRecord
 from harness.evaluation.answers import Answer, read_answer
@@ -134,12 +136,30 @@ def _all(values):
     return None if not known else all(known)
 
 
-def parse_steps(steps: list, family: str | None) -> list:
+def parse_steps(steps: list, family: str | None, tools=()) -> list:
     """The current parse of each recorded step. Each step is read by the parser it was written for (a grammar
-    attempt's may differ from the model's); a synthesized answer is the loop's text, never parsed for calls."""
+    attempt's may differ from the model's); a synthesized answer is the loop's text, never parsed for calls.
+    tools: the names of the tools the step was offered; a reply the parser reads as plain text that holds a call
+    to one of them in any dialect is that near miss (judged_parse)."""
     return [ParseResult(None, content=s.get("reply", "")) if s.get("synthesized")
-            else registry.parse(s.get("family", family), s.get("reply", ""), s.get("prompt_tail", ""))
+            else judged_parse(registry.parse(s.get("family", family), s.get("reply", ""), s.get("prompt_tail", "")),
+                              tools)
             for s in steps]
+
+
+def judged_parse(parse: ParseResult, tools) -> ParseResult:
+    """`parse`, or, where the parser saw plain text holding a call to one of `tools` (names) written as an object
+    in any spelling (harness.formats.attempts), the same text named as that near miss. The parser knows only
+    the spellings it lists; the judge knows which tools were offered, and a call to one is an attempt whatever
+    its key's blanks or its fence's backticks. Nothing is read into a call: it stays a near miss."""
+    if parse.accepted or parse.deviation is not None or not tools:
+        return parse
+    spelling = call_attempt(parse.content, tools)
+    if spelling is None:
+        return parse
+    return replace(parse, deviation=spelling,
+                   detail="a call to an offered tool written as an object the family's parser does not read "
+                          "(recognised by its structure)")
 
 
 class _Turn:
@@ -148,7 +168,7 @@ class _Turn:
 
     def __init__(self, record_turn: dict, family, scenario, shown=((), ())):
         self.steps = record_turn.get("steps", [])
-        self.parses = parse_steps(self.steps, family)
+        self.parses = parse_steps(self.steps, family, [t.name for t in scenario.tools])
         self.calls = []  # (step index, ToolCall, Typed or None)
         for index, parse in enumerate(self.parses):
             for call in parse.calls if parse.accepted else ():
@@ -204,7 +224,7 @@ def score_turn(scenario, spec, record_turn, family, replayed=False, shown=((), (
         first = first_reply_verdicts(expect, turn.parses[0], tools, names)
         out.update({k: first[k] for k in ("parsed", "right_tool", "intended_tool")})
         native = turn.steps[0].get("fallback_from")
-        native = parse_steps([native], family)[0] if native else turn.parses[0]
+        native = parse_steps([native], family, tools)[0] if native else turn.parses[0]
         native = first_reply_verdicts(expect, native, tools)
     target = next(((i, c, t) for i, c, t in turn.calls if c.name == expect.tool), None) if expect.tool else None
     if target is not None:

@@ -73,6 +73,12 @@ class Transcript:
         return {r.key() for r in self.records if isinstance(r, SampleRecord)
                 and not (r.error or "").startswith(GENERATION_FAILED)}
 
+    def done_setups(self) -> dict:
+        """done()'s keys, each with the setup its latest record was written under (SampleRecord.setup): a run
+        whose plan gives a sample another setup runs it again, and the new record supersedes the old."""
+        return {r.key(): r.setup() for r in self.records if isinstance(r, SampleRecord)
+                and not (r.error or "").startswith(GENERATION_FAILED)}
+
 
 # The longest record line read: a sample of many long replies stays far below it, and a file whose "line" runs
 # past it (a device, a file with no newline) is a malformed record named by its line, not an allocation of
@@ -300,6 +306,36 @@ class TranscriptWriter:
         the lock: a writer that opened the old file finds it gone once it holds the lock, and opens again."""
         if self._file is not None and os.fstat(self._file.fileno()).st_size == 0:
             self.path.unlink(missing_ok=True)
+
+    def drop_superseded(self) -> int:
+        """Rewrite the transcript without the sample records a later record of the same sample replaced under
+        another setup (harness.grammar.plan.setup_digest: a sample re-run under today's grammar). The new file
+        is written beside it and renamed over it, so a kill leaves either the old file (whose later record wins
+        in every reader) or the new one, never a mix. Returns how many records were dropped. The last thing a
+        writer does: its appends go to the file it opened, which this replaces."""
+        if self._file is None:
+            raise TranscriptError(f"{self.path}: writer is not open")
+        read = read_transcript(self.path)
+        last = {}
+        for record in read.records:
+            if isinstance(record, SampleRecord):
+                last[record.key()] = record
+        drop = {id(r) for r in read.records if isinstance(r, SampleRecord)
+                and last[r.key()] is not r and last[r.key()].setup() != r.setup()}
+        if not drop:
+            return 0
+        fresh = self.path.with_name(self.path.name + ".rewrite")
+        kept_lines = {read.lines[id(r)] for r in read.records if id(r) not in drop}
+        typed_lines = set(read.lines.values())
+        with open(self.path, "rb") as old, _open(fresh, self.root) as out:
+            os.ftruncate(out.fileno(), 0)
+            for number, line in enumerate(old, 1):
+                # Only the dropped records' lines go: a line left out as malformed is kept as it was.
+                if number in kept_lines or number not in typed_lines:
+                    _write_all(out.fileno(), line if line.endswith(b"\n") else line + b"\n")
+            os.fsync(out.fileno())
+        os.replace(fresh, self.path)
+        return len(drop)
 
     def _repair_tail(self):
         """A torn last line (a kill while writing it, of any length) would swallow the next record: it is moved

@@ -48,7 +48,7 @@ from harness.grammar.gbnf import PATTERN_SPACE, Lit, Opt, RuleSet, alt, seq, tex
 from harness.grammar.generic import answer_grammar
 from harness.grammar.shapes import shape_for
 
-__all__ = ["GENERIC", "TOOL_CHOICES", "GrammarSpec", "GrammarError", "GrammarRuntimeError", "build_grammar"]
+__all__ = ["GENERIC", "TOOL_CHOICES", "ANSWER_RULES", "GrammarSpec", "GrammarError", "GrammarRuntimeError", "build_grammar"]
 
 # The family whose shape is imposed where a family has none (or there is no family).
 GENERIC = "generic-json"
@@ -96,15 +96,23 @@ class GrammarSpec:
                 "gbnf": self.gbnf}
 
 
+# What the plain answer of an "auto" grammar may not hold anywhere: the call shapes the strict parsers name
+# (CALL_SHAPED, a list of spellings), or no brace at all: a model refused one spelling samples the next one no
+# list names ("name " with a blank, doubled braces, mixed quotes), while every call object opens with a brace.
+ANSWER_RULES = ("refusal-list", "no-brace")
+
+
 def build_grammar(family: str | None, tools: list, tool_choice: str = "auto", *, lazy: bool = False,
-                  template: str | None = None) -> GrammarSpec:
+                  template: str | None = None, answer: str = "refusal-list") -> GrammarSpec:
     """The grammar of a call of `family` (None: no tool format) to one of `tools` (OpenAI-style tool dicts or
     bare functions with name/parameters). tool_choice "auto": a call or a plain answer from the first token
     (lazy=True: plain text, or text then a call, constrained only from a trigger word on); "required": a call
     and nothing else. template: the model's chat template; where it holds the family's reasoning tag, the
-    reply may open with a reasoning block."""
+    reply may open with a reasoning block. answer: what the plain answer may not hold (ANSWER_RULES)."""
     if tool_choice not in TOOL_CHOICES:
         raise GrammarError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)}, not {tool_choice!r}")
+    if answer not in ANSWER_RULES:
+        raise GrammarError(f"answer rule must be one of {', '.join(ANSWER_RULES)}, not {answer!r}")
     tools = tool_list(tools)
     if family is None:
         return _build_generic(tools, tool_choice, None, "the template has no tool-call format")
@@ -117,7 +125,7 @@ def build_grammar(family: str | None, tools: list, tool_choice: str = "auto", *,
         return _build_generic(tools, tool_choice, family, why)
     thinks = tuple(p for p in shape.reasoning if template and p[0] in template)
     try:
-        return _build(fam, shape, tools, tool_choice, family, shape.note, lazy, thinks)
+        return _build(fam, shape, tools, tool_choice, family, shape.note, lazy, thinks, answer)
     except GrammarError as exc:
         why = f"{family}'s pattern cannot be made a grammar ({exc}); the generic JSON shape is imposed"
         return _build_generic(tools, tool_choice, family, why)
@@ -154,7 +162,8 @@ def _whole(family: str, grammar: CallGrammar, shape, body, tool_choice, requeste
                        openings=tuple(answer[0]), answer_excludes=tuple(answer[1]))
 
 
-def _build(fam: Family, shape, tools, tool_choice, requested, note, lazy=False, thinks=()) -> GrammarSpec:
+def _build(fam: Family, shape, tools, tool_choice, requested, note, lazy=False, thinks=(),
+           answer_rule="refusal-list") -> GrammarSpec:
     grammar = CallGrammar(shape, tools, RuleSet())
     calls = grammar.calls()
     names = [n for n, _ in tools]
@@ -177,7 +186,7 @@ def _build(fam: Family, shape, tools, tool_choice, requested, note, lazy=False, 
         # Anywhere in the answer: the family's own trigger words and calls in a JSON dialect. (Another family's
         # marker is refused as an opening only: every marker of every family in every state of the text would
         # make the grammar five times larger and each refused token's mask as much slower.)
-        held = tuple(dict.fromkeys([*anywhere, *CALL_SHAPED]))
+        held = tuple(dict.fromkeys([*anywhere, *(CALL_SHAPED if answer_rule == "refusal-list" else ("{",))]))
         answer = answer_text(grammar.rules, openings, held)
         if anywhere:  # text before a call, as the family writes it: the call from its trigger word on
             answer = seq(answer, Opt(later))

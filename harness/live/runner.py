@@ -17,6 +17,7 @@ from harness.core.hashing import sha256_text
 from harness.evaluation.records import ModelRecord, ModelRef, SampleRecord, ScenarioRef
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.scoring import score_sample
+from harness.grammar.plan import DEFAULT_VARIANT, planned_setup
 from harness.live.modes import grammar_plan
 from harness.live.tool_loop import DrivenModel, first_prompt, run_sample, step_seed
 from harness.pins.digest import file_digest
@@ -191,7 +192,7 @@ def sample_record(model: OpenModel, scenario, index: int, seed: int, result: dic
         template={"id": model.template_id, "sha256": sha256_text(model.chat.template),
                   "source": model.template_source},
         # The grammar of grammar and fallback attempts: family, triggers, GBNF hash and the preamble as sent.
-        grammar=plan.to_json() if plan is not None and mode != "native" else None,
+        grammar=plan.to_json(mode) if plan is not None and mode != "native" else None,
         sampling=scenario.sampling, max_steps=scenario.max_steps, template_kwargs=model.chat.template_kwargs,
         turns=result["turns"], error=result["error"], executions=result["executions"],
         started=started, finished=now(), seconds=round(seconds, 3), batch=batch)
@@ -222,22 +223,47 @@ def planned_count(scenarios, samples: int | None, model_modes=None, requested=No
     return sum((samples or s.samples) * len(modes_for(s, model_modes, requested)) for s in scenarios)
 
 
-def pending(model_id: str, sha256: str, scenarios, samples: int | None, base_seed: int, done: set,
-            modes=None, model_modes=None) -> list:
-    """(scenario, mode, [sample indices still to run]) for every scenario and mode (see modes_for), in order."""
+def pending(model_id: str, sha256: str, scenarios, samples: int | None, base_seed: int, done,
+            modes=None, model_modes=None, setup_of=None) -> list:
+    """(scenario, mode, [sample indices still to run]) for every scenario and mode (see modes_for), in order.
+    done: the keys recorded (a set), or key -> the setup it was recorded under (Transcript.done_setups); with
+    setup_of(scenario, mode), the setup a sample gets today, a sample recorded under another one runs again."""
     ident = ModelRef(model_id, sha256)
     out = []
     for scenario in scenarios:
         n = samples or scenario.samples
         for mode in modes_for(scenario, model_modes, modes):
-            todo = [i for i in range(n) if planned_key(ident, scenario, i, base_seed, mode) not in done]
+            today = setup_of(scenario, mode) if setup_of is not None and isinstance(done, dict) else None
+            todo = [i for i in range(n) if (key := planned_key(ident, scenario, i, base_seed, mode)) not in done
+                    or (today is not None and done[key] != today)]
             out.append((scenario, mode, todo))
     return out
 
 
+def superseding(work: list, done, model_id: str, sha256: str, base_seed: int) -> int:
+    """How many of the samples in `work` are recorded already (under another setup): each is run again and its
+    new record supersedes the old."""
+    ident = ModelRef(model_id, sha256)
+    return sum(planned_key(ident, scenario, i, base_seed, mode) in done
+               for scenario, mode, todo in work for i in todo)
+
+
+def setups_for(family: str | None, template: str | None, variant: str = DEFAULT_VARIANT):
+    """setup_of for pending(): the setup each scenario and mode gets today for a model of this family and
+    template, each grammar built once."""
+    made = {}
+
+    def setup_of(scenario, mode):
+        key = (scenario.name, scenario.hash, mode)
+        if key not in made:
+            made[key] = planned_setup(mode, family, scenario, template, variant)
+        return made[key]
+    return setup_of
+
+
 def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, progress=None, sources=None,
               results_dir=None, warn=print, threads: int | None = None, model: OpenModel | None = None,
-              modes=None, backend_cls=None, transcript: Path | None = None) -> dict:
+              modes=None, backend_cls=None, transcript: Path | None = None, variant: str = DEFAULT_VARIANT) -> dict:
     """Run every pending sample of one model (opened here, by `backend_cls`, unless `model` is already open: an unpinned GGUF or
     a served model, which have no pin). `transcript`: the file the samples go to, when not the model's scenario
     transcript (a suite of its own, BFCL's). Returns a summary: counts and wall time. `progress` (harness.cli.run's):
@@ -257,13 +283,22 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
             warn(message)
         if model is not None:     # before the done set is consulted: another model's samples are not this one's
             _checked(writer, existing, model, sources, path)
-        work = pending(model_id, sha256, scenarios, samples, base_seed, existing.done(), modes, model_modes)
+        done = existing.done_setups()
+        # The setup each sample gets today, from the open model or else the model record of this file (no record:
+        # nothing of it is recorded, so nothing can be superseded).
+        recorded = existing.models().get(sha256)
+        known = (model.chat.family, model.chat.template) if model is not None else \
+            (recorded.family, (recorded.template or {}).get("text")) if recorded is not None else None
+        work = pending(model_id, sha256, scenarios, samples, base_seed, done, modes, model_modes,
+                       setups_for(*known, variant) if known else None)
         total = sum(len(todo) for _, _, todo in work)
         skipped = planned_count(scenarios, samples, model_modes, modes) - total
         # errors: samples stopped by an error (a template that raised is a finding about the model); failed:
-        # those stopped because generation failed, which a later run asks again.
+        # those stopped because generation failed, which a later run asks again. superseded: samples recorded
+        # under another setup (an older grammar or fallback rule), run again; their old records are dropped.
         summary = {"model": model_id, "transcript": str(path), "ran": 0, "skipped": skipped, "seconds": 0.0,
-                   "errors": 0, "failed": 0, "family": None}
+                   "errors": 0, "failed": 0, "family": None,
+                   "superseded": superseding(work, done, model_id, sha256, base_seed)}
         if progress is not None:
             progress.skip(skipped)
         if total == 0:
@@ -277,22 +312,30 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
                 writer.discard_if_empty()     # a model that cannot load leaves no empty transcript behind
                 raise
             _checked(writer, existing, model, sources, path)
+            if (model.chat.family, model.chat.template) != known:
+                # The model as opened now decides the setups (its template or family changed since the record).
+                work = pending(model_id, sha256, scenarios, samples, base_seed, done, modes, model_modes,
+                               setups_for(model.chat.family, model.chat.template, variant))
+                summary["superseded"] = superseding(work, done, model_id, sha256, base_seed)
         summary["family"] = model.chat.family
         if model.sha256 not in existing.models() or _changed(existing.models()[model.sha256], model):
             writer.append(model_record(model))
-        _run_work(model, work, base_seed, writer, summary, progress)
+        _run_work(model, work, base_seed, writer, summary, progress, variant)
+        if summary["superseded"]:
+            summary["dropped"] = writer.drop_superseded()
     summary["seconds"] = round(time.monotonic() - started, 1)
     return summary
 
 
-def _run_work(model: OpenModel, work: list, base_seed: int, writer, summary: dict, progress) -> None:
+def _run_work(model: OpenModel, work: list, base_seed: int, writer, summary: dict, progress,
+              variant: str = DEFAULT_VARIANT) -> None:
     """Every pending sample of `work`, each written to the transcript as it finishes."""
     lock = threading.Lock()      # samples of a served model land from several threads
     for scenario, mode, todo in work:
         if not todo:
             continue
         clock = time.monotonic()
-        plan = grammar_plan(model.chat.family, scenario, model.chat.template) if mode != "native" else None
+        plan = grammar_plan(model.chat.family, scenario, model.chat.template, variant) if mode != "native" else None
         # Native and fallback samples open with a native attempt, written in one batch; grammar samples
         # go one by one (the batch's sampler chains hold no GrammarGate).
         batched = mode != "grammar" and model.chat.backend.batches_samples   # a server batches on its own

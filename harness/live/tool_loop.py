@@ -248,6 +248,7 @@ def run_sample(chat: DrivenModel, scenario, seed: int, first=None, mode: str = "
         plan = grammar_plan(chat.family, scenario, chat.template)
     writer = _StepGenerator(chat, scenario, mode, plan)
     tools = StubTools(scenario)
+    tool_names = [t.name for t in scenario.tools]   # what the app offered: all fallback may know of the case
     messages = opening_messages(scenario)
     turns, counter = [], 0
     for turn_index, turn in enumerate(scenario.turns):
@@ -262,13 +263,11 @@ def run_sample(chat: DrivenModel, scenario, seed: int, first=None, mode: str = "
             try:
                 done = writer.attempt(messages, seed_here, grammar, first if shared else None)
                 fallback_from = None
-                if mode == "fallback" and plan is not None and native_failed(
-                        done["parse"], turn.expect.expects_call, bool(results)):
+                if mode == "fallback" and plan is not None and native_failed(done["parse"], tool_names):
                     fallback_from = _record(done, seed_here, shared)
-                    # Held to a call only where the turn needs one and none was made: an answer there would be
-                    # the native failure again. After a tool ran, the retry may answer from its result.
-                    done = writer.attempt(messages, seed_here, True,
-                                          required=retry_required(turn.expect.expects_call, bool(results)))
+                    # The model tried to call: held to a call until one ran this turn (harness.live.modes).
+                    # After a tool ran, the retry may answer from its result.
+                    done = writer.attempt(messages, seed_here, True, required=retry_required(True, bool(results)))
                     shared = False
             except TemplateError as exc:
                 steps.append({**_step_record("", seed_here, None, None, False), "error": f"render: {exc}"})

@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.evaluation.setups import CurrentSetups
 from harness.evaluation.bfcl import ARCHIVE_ID, CATEGORIES, IRRELEVANCE, category_of, load_suite
 from harness.evaluation.bfcl_outcome import outcome
 from harness.evaluation.records import ModelRecord, SampleRecord
@@ -48,26 +49,34 @@ def _category(case_id: str) -> str | None:
 def read_outcomes(results: ResultsDir, warnings: list) -> tuple:
     """(outcomes, suite, model records by id) of every BFCL record; records of a case that changed since (or
     that this pin does not have) are left out with a warning."""
-    records, models = [], {}
+    records, models, setups = [], {}, CurrentSetups()
     for path in results.bfcl_files():
         transcript = read_transcript(path)
         warnings += transcript.warnings
         records += [r for r in transcript.records if isinstance(r, SampleRecord)]
         models.update({r.model.id: r for r in transcript.records if isinstance(r, ModelRecord)})
+        for r in transcript.records:
+            if isinstance(r, ModelRecord):
+                setups.add(r)
     if not records:
         return [], None, models
     wanted = sorted({c for r in records for c in [_category(r.scenario.name[len("bfcl-"):])] if c},
                     key=CATEGORIES.index)
     suite = load_suite(wanted)
-    out, stale = [], Counter()
-    for record in records:
+    out, stale, outdated = [], Counter(), Counter()
+    for record in {r.key(): r for r in records}.values():     # a sample recorded twice: the later record wins
         case = suite.by_name(record.scenario.name)
         if case is None or case.scenario.hash != record.scenario.hash:
             stale[record.model.id] += 1
             continue
+        if setups.outdated(record, case.scenario):
+            outdated[(record.model.id, record.mode)] += 1
+            continue
         out.append(outcome(case, record))
     warnings += [f"{model}: {n} BFCL record(s) of cases this pin does not hold as recorded, left out (re-run)"
                  for model, n in sorted(stale.items())]
+    warnings += [f"{model} {mode}: {n} BFCL record(s) written under an older setup (grammar or fallback rule), "
+                 "left out (re-run with harness run --suite bfcl)" for (model, mode), n in sorted(outdated.items())]
     return out, suite, models
 
 

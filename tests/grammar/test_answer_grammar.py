@@ -95,3 +95,31 @@ def test_reasoning_opens_the_reply_only_where_the_template_knows_the_tag(checker
         assert checker.check(thinking.gbnf, text).accepted, text
     # After the block, the answer is held to the same openings.
     assert checker.check(thinking.gbnf, thought + '{"name": "get_time", "arguments": {}}').status == "rejected"
+
+
+def test_the_no_brace_answer_refuses_every_call_attempt_the_judge_recognises(checker):
+    """The judge names a call attempt by its structure (harness.formats.attempts): an object whose name key names
+    an offered tool. Every such attempt opens an object, and the no-brace answer holds no brace: so whatever
+    spelling the judge would call an attempt, that grammar's plain answer cannot hold it (the two cannot drift
+    apart), where the refusal list lets the spellings it does not name through."""
+    from tests.evaluation.test_call_attempts import SEEN, TOOLS as NAMES_SEEN
+    from harness.formats.attempts import call_attempt
+
+    tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}}
+             for n in NAMES_SEEN]
+    leaked = []
+    for name in ("hermes", "mistral"):
+        no_brace = build_grammar(name, tools, "auto", answer="no-brace")
+        listed = build_grammar(name, tools, "auto")
+        for text, _ in SEEN:
+            assert call_attempt(text, NAMES_SEEN)
+            assert not checker.check(no_brace.gbnf, text).accepted, (name, text)
+            leaked += [text] if checker.check(listed.gbnf, text).accepted else []
+    assert leaked      # the refusal list is what the no-brace design exists to replace: it lets some through
+
+
+def test_an_unknown_answer_rule_is_refused_with_the_list():
+    from harness.grammar import GrammarError
+
+    with pytest.raises(GrammarError, match="refusal-list, no-brace"):
+        build_grammar("hermes", TOOLS, "auto", answer="nope")

@@ -93,14 +93,6 @@ def test_a_model_without_tool_format_gets_the_generic_grammar_and_the_preamble(t
     assert not hermes.spec.lazy and "{" in hermes.to_json()["openings"] and "<tool_call>" in hermes.spec.openings
 
 
-def test_fallback_holds_its_retry_to_a_call_only_before_any_call_where_one_is_due():
-    from harness.live.modes import retry_required
-
-    assert retry_required(True, called_this_turn=False)
-    assert not retry_required(True, called_this_turn=True)  # after a tool ran: call or answer
-    assert not retry_required(False, called_this_turn=False) and not retry_required(None, False)
-
-
 def test_calls_as_text_messages_alternate_for_gemma_and_keep_every_word():
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Ping."},
                 {"role": "assistant", "content": "", "tool_calls": [

@@ -121,14 +121,29 @@ def test_fallback_retries_a_native_near_miss_held_to_a_call_and_keeps_both_attem
     assert verdicts["parsed"] and verdicts["right_tool"] and "native-fallback" in verdicts["findings"]
 
 
-def test_fallback_holds_a_plain_answer_to_a_call_where_the_turn_expects_one(probe, tmp_path):
+def test_fallback_leaves_a_plain_answer_alone_even_where_the_case_expects_a_call(probe, tmp_path):
+    """An app cannot tell a plain answer from a refusal to call: fallback decides from what the app sees, never
+    from the case's expected call, so the answer stands (and fails the case's checks, as it should)."""
     answer = "The relay is probably fine."  # no call at all, where the scenario needs ping
     sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong",
                        sampling="sampling: {temperature: 0, max_tokens: 64}\n")
+    assert sc.turns[0].expect.expects_call      # the answer key says a call is due; fallback must not read it
     chat = replying(probe, tmp_path, "answer", sc, answer)
     result = run_sample(chat, sc, seed=7, mode="fallback")
     (step,) = result["turns"][0]["steps"]
-    assert step["fallback_from"]["reply"] == answer and step["grammar"] == "required"
+    assert step["reply"] == answer and "fallback_from" not in step and result["executions"] == {}
+
+
+def test_fallback_retries_a_call_spelled_off_as_an_attempt(probe, tmp_path):
+    """A key written "name " is no spelling the Hermes parser lists, but it calls an offered tool: the app sees
+    a call that failed, so fallback writes it again held to a call."""
+    spelled = '{"name ": "ping", "arguments": {}}'
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong",
+                       sampling="sampling: {temperature: 0, max_tokens: 64}\n")
+    chat = replying(probe, tmp_path, "spelled", sc, spelled)
+    result = run_sample(chat, sc, seed=7, mode="fallback")
+    (step,) = result["turns"][0]["steps"]
+    assert step["fallback_from"]["reply"] == spelled and step["grammar"] == "required"
     assert step["parse"]["calls"] == [{"name": "ping", "arguments": {}}] and result["executions"] == {"call00001": 1}
 
 

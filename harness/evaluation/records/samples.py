@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from harness.grammar.plan import setup_digest
 from harness.evaluation.records.fields import (
     NULL, MODEL, SAMPLE, SCHEMA_VERSION, check_field, check_steps, detection_field, nested_field, within_field,
 )
@@ -81,6 +82,11 @@ class SampleRecord:
         """What makes two sample records the same sample: resume skips a key already recorded."""
         return (self.model.id, self.model.sha256, self.scenario.name, self.scenario.hash, self.mode, self.sample,
                 self.seed)
+
+    def setup(self) -> str:
+        """The digest of what decided this sample's reply beyond its key (mode, grammar): a later record of the
+        same key under another setup supersedes this one (harness.grammar.plan.setup_digest)."""
+        return setup_digest(self.mode, self.grammar)
 
     @classmethod
     def from_json(cls, raw: dict) -> "SampleRecord":

@@ -1,0 +1,41 @@
+"""Which recorded samples were written under today's setup (mode, grammar, fallback rule, sampling), so a report
+counts only those: a sample recorded under an older grammar is superseded, never mixed with current ones.
+
+Today's setup is rebuilt from the transcript's model record (the family and template the model ran with) and
+the scenario, as the run builds it (harness.grammar.plan); nothing is generated."""
+
+from __future__ import annotations
+
+from harness.core.hashing import sha256_text
+from harness.evaluation.records import ModelRecord, SampleRecord
+from harness.grammar.plan import DEFAULT_VARIANT, planned_setup
+
+
+class CurrentSetups:
+    """Fed the model records of a transcript as they are read; answers whether a sample's setup is today's."""
+
+    def __init__(self):
+        self._models: dict = {}
+        self._made: dict = {}
+
+    def add(self, record: ModelRecord) -> None:
+        self._models[(record.model.id, record.model.sha256)] = record
+
+    def outdated(self, record: SampleRecord, scenario) -> bool:
+        """True when the sample was written under another setup than a run would use today. A sample whose model
+        record is not in the transcript, or that keeps no grammar hash (a hand-made record), cannot be checked, and is
+        taken as it is."""
+        model = self._models.get((record.model.id, record.model.sha256))
+        if model is None or record.mode == "native" or not (record.grammar or {}).get("gbnf_sha256"):
+            return False
+        template = (model.template or {}).get("text")
+        # Judged against today's build of the design it was run with (a design study keeps its own variant).
+        variant = (record.grammar or {}).get("variant", DEFAULT_VARIANT)
+        key = (record.family, sha256_text(template or ""), scenario.name, scenario.hash, record.mode, variant)
+        if key not in self._made:
+            try:
+                self._made[key] = planned_setup(record.mode, record.family, scenario, template, variant)
+            except Exception:  # noqa: BLE001 -- a grammar that cannot be built today: nothing to compare with
+                self._made[key] = None
+        today = self._made[key]
+        return today is not None and today != record.setup()

@@ -1,0 +1,120 @@
+"""What grammar and fallback modes sample under for one scenario: the grammar in the model's family's call shape
+("auto": a call or an answer; "required": a call), the preamble a template without a tool format is given,
+and the digest of everything that decides a sample's reply (setup_digest), which a run's resume and every
+report compare, so a sample recorded under another grammar is re-run and never counted beside current ones.
+
+The plan lives below the evaluation layer so a report can rebuild it from a transcript's model record (its
+family and template) without running anything."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from harness.core.hashing import sha256_text
+from harness.grammar import GENERIC, GrammarError, GrammarSpec, build_grammar
+
+# What fires fallback's retry: a call attempt the app can see (harness.live.modes.native_failed). Recorded with
+# each fallback sample: samples recorded before it (a retry fired by the case's expected call) are another setup.
+FALLBACK_RETRY = "call-attempt"
+
+_TOOLS = "You can call these tools:\n{tools}\n"
+_CALL = ('To call a tool, reply with only a JSON object of the form {{"name": "<tool name>", "arguments": '
+         "{{<arguments as the tool's parameters describe>}}}}")
+# Fallback's retry held to a call (its grammar allows nothing else).
+TOOL_PREAMBLE = _TOOLS + _CALL + " and nothing else. Otherwise answer in plain text."
+# Grammar mode, where the generic grammar allows a call or an answer object (harness.grammar.generic).
+CALL_OR_ANSWER_PREAMBLE = (_TOOLS + _CALL + ". Otherwise reply with only a JSON object of the form "
+                           '{{"response": "<your answer>"}}.')
+
+
+def tool_preamble(scenario, preamble: str = TOOL_PREAMBLE) -> str:
+    """The exact text that tells a model without a tool template which tools exist and how to call them."""
+    tools = [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in scenario.tools]
+    return preamble.format(tools=json.dumps(tools, ensure_ascii=False, indent=1))
+
+
+@dataclass(frozen=True)
+class GrammarPlan:
+    spec: GrammarSpec
+    preamble: str | None  # sent ahead of the system message when the template cannot carry the tools
+    required: GrammarSpec | None = None  # a call and nothing else: fallback's retry of a near miss
+    required_preamble: str | None = None  # the preamble of that retry (it may not answer)
+    variant: str = "refusal-list"  # the design (VARIANTS); recorded only where it is not the first design
+
+    @property
+    def family(self) -> str:
+        return self.spec.family  # the parser that reads replies written under the grammar
+
+    def spec_for(self, required: bool) -> GrammarSpec:
+        return self.required if required and self.required is not None else self.spec
+
+    def preamble_for(self, required: bool) -> str | None:
+        return self.required_preamble if required and self.required is not None else self.preamble
+
+    def to_json(self, mode: str | None = None) -> dict:
+        """What the transcript keeps: the grammar's identity and triggers (its GBNF is rebuilt from the
+        tools; its hash pins it) and the preamble text as sent; for fallback, what fires its retry."""
+        retry = {"retry_on": FALLBACK_RETRY} if mode == "fallback" else {}
+        if self.variant != "refusal-list":
+            retry["variant"] = self.variant
+        return {**retry, "family": self.spec.family, "requested": self.spec.requested, "lazy": self.spec.lazy,
+                "triggers": list(self.spec.triggers), "openings": list(self.spec.openings),
+                "answer_excludes": list(self.spec.answer_excludes), "note": self.spec.note,
+                "gbnf_sha256": sha256_text(self.spec.gbnf),
+                "required_gbnf_sha256": sha256_text(self.required.gbnf)
+                if self.required else None, "preamble": self.preamble, "required_preamble": self.required_preamble}
+
+
+# The grammar designs a run can sample under, by name (--grammar-variant). Each is the "auto" grammar of grammar
+# mode and of fallback's retry after a tool ran; a retry held to a call uses the same call grammar in each.
+VARIANTS = {
+    "refusal-list": "the family's call, or a plain answer that opens like no call and holds none of the call "
+                    "spellings the strict parsers name",
+    "no-brace": "the family's call, or a plain answer that holds no brace at all: no JSON object outside the call",
+    "envelope": "the JSON envelope for every model: {\"name\", \"arguments\"} or {\"response\"} "
+                "(generic-json), described in a preamble",
+}
+DEFAULT_VARIANT = "refusal-list"
+
+
+def check_variant(name: str) -> str:
+    """`name` when it is a grammar variant; else a GrammarError listing them."""
+    if name not in VARIANTS:
+        raise GrammarError(f"unknown grammar variant {name!r} (variants: {', '.join(VARIANTS)})")
+    return name
+
+
+def grammar_plan(family: str | None, scenario, template: str | None = None,
+                 variant: str = DEFAULT_VARIANT) -> GrammarPlan | None:
+    """The grammar for a scenario's tools in `family`'s call shape (the `variant`'s design); None when the
+    scenario offers no tools. template: the model's chat template (a reply may open with a reasoning block where
+    it knows the tag)."""
+    check_variant(variant)
+    if not scenario.tools:
+        return None
+    shape = GENERIC if variant == "envelope" else family
+    answer = "no-brace" if variant == "no-brace" else "refusal-list"
+    spec = build_grammar(shape, scenario.tool_schemas(), "auto", template=template, answer=answer)
+    # The generic shape is one no template describes: the model must be told (also when a family without a
+    # grammar shape had the generic one imposed on it).
+    told = spec.family == GENERIC
+    return GrammarPlan(spec, tool_preamble(scenario, CALL_OR_ANSWER_PREAMBLE) if told else None,
+                       build_grammar(shape, scenario.tool_schemas(), "required", template=template),
+                       tool_preamble(scenario) if told else None, variant)
+
+
+def setup_digest(mode: str, grammar: dict | None) -> str:
+    """What decides a sample's reply beyond its model, scenario (whose hash holds its sampling) and seed, as one
+    digest: the mode and the grammar as the transcript keeps it (GBNF hashes, preambles, the design, what fires
+    a retry). Two records of one sample with different digests were written under different setups: the older is
+    superseded, never mixed."""
+    return sha256_text(json.dumps({"mode": mode, "grammar": grammar if mode != "native" else None},
+                                  sort_keys=True, ensure_ascii=False))[:16]
+
+
+def planned_setup(mode: str, family: str | None, scenario, template: str | None,
+                  variant: str = DEFAULT_VARIANT) -> str:
+    """The setup digest a sample of `scenario` in `mode` gets today, for a model of `family` and `template`."""
+    plan = grammar_plan(family, scenario, template, variant) if mode != "native" else None
+    return setup_digest(mode, plan.to_json(mode) if plan is not None else None)
