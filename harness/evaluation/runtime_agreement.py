@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from harness.evaluation.judging import arguments_object, fork, label_head
 from harness.evaluation.records import RUNTIME_CHECK, RuntimeCheckRecord
+from harness.evaluation.results import file_stem
 from harness.evaluation.suite import Suite
 
 LABELS = {
@@ -97,5 +98,6 @@ def replay_command(record: RuntimeCheckRecord) -> str:
 
 
 SUITE = Suite(name=RUNTIME_CHECK, labels=LABELS, record=RuntimeCheckRecord, folder="runtimes",
-              page="runtime-agreement.md", classify=classify, matrix=agreement_table, replay_command=replay_command)
+              page="runtime-agreement.md", classify=classify, matrix=agreement_table, replay_command=replay_command,
+              identity=RuntimeCheckRecord.key, home=lambda r: f"{file_stem(r.runtime)}.jsonl")
 read_records = SUITE.read_records

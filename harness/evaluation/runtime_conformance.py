@@ -13,6 +13,7 @@ import shlex
 from harness.evaluation.judging import answer_summary, arguments_object, fork, judge, label_head, text
 from harness.evaluation.runtime_corpus import MALFORMED_HISTORY
 from harness.evaluation.records import RUNTIME_CONFORMANCE, RuntimeConformanceRecord
+from harness.evaluation.results import file_stem
 from harness.evaluation.suite import Suite
 
 KIND = RUNTIME_CONFORMANCE
@@ -187,5 +188,6 @@ def conformance_record(*, runtime: str, server: str, template: dict, family: str
 
 
 SUITE = Suite(name=RUNTIME_CONFORMANCE, labels=LABELS, record=RuntimeConformanceRecord, folder="runtime-conformance",
-              page="runtime-conformance.md", classify=classify, matrix=matrix, replay_command=replay_command)
+              page="runtime-conformance.md", classify=classify, matrix=matrix, replay_command=replay_command,
+              identity=lambda r: (r.runtime, *r.done_key()), home=lambda r: f"{file_stem(r.runtime)}.jsonl")
 read_records = SUITE.read_records

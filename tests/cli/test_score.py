@@ -2,9 +2,13 @@
 the report tables count."""
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from harness.reports.tables import collect
 
@@ -73,3 +77,41 @@ def test_a_sample_that_was_never_generated_is_not_scored(tmp_path):
     assert entry["not_generated"] is True and entry["verdicts"] is None
     assert "not generated, not scored" in done.stderr
     assert len(collect(tmp_path).samples) == 0
+
+
+def _stale_copy(own: Path, other: Path) -> None:
+    """A copy made before a sample of it was asked again: there it is the failed first try, in `own` the sample
+    asked again (the key is the same: the original is the one to count)."""
+    lines = own.read_text(encoding="utf-8").splitlines()
+    first = next(i for i, line in enumerate(lines) if '"kind":"sample"' in line)
+    failed = json.loads(lines[first])
+    failed["error"] = "generate: the server went away"
+    lines[first] = json.dumps(failed)
+    other.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+BESIDE = {
+    "symlink": lambda own, other: other.symlink_to(own.name),
+    "hard link": lambda own, other: os.link(own, other),
+    "copy": lambda own, other: shutil.copyfile(own, other),
+    "older copy": _stale_copy,
+}
+
+
+@pytest.mark.parametrize("make", BESIDE.values(), ids=BESIDE.keys())
+def test_a_copy_or_a_link_beside_a_transcript_counts_nothing_twice(tmp_path, make):
+    """`model (1).jsonl` beside `model.jsonl` (it sorts first): score and the report tables count each sample
+    once, from the file harness run writes it to, and a warning names both files."""
+    folder = tmp_path / "transcripts"
+    folder.mkdir()
+    own, other = folder / TRANSCRIPT.name, folder / f"{TRANSCRIPT.stem} (1).jsonl"
+    own.write_bytes(TRANSCRIPT.read_bytes())
+    make(own, other)
+    samples = sum('"kind":"sample"' in line for line in TRANSCRIPT.read_text(encoding="utf-8").splitlines())
+    done = harness("score", folder, "--json")
+    assert done.returncode == 0, done.stderr
+    entries = json.loads(done.stdout)
+    assert len(entries) == samples and not any(e.get("not_generated") for e in entries)
+    assert str(own) in done.stderr and str(other) in done.stderr, done.stderr
+    rows = collect(tmp_path).samples
+    assert (~rows["replayed"]).sum() == samples          # a not-generated sample (the older copy's) has no row
