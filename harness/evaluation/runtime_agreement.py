@@ -35,6 +35,10 @@ LABELS = {
     "replies-differ": "no call on either side, but not the same text: same prompt length, yet the runtime "
                       "generated or post-processed differently",
     "template-refused": "our render of the conversation failed (the template raised); nothing was asked",
+    "runtime-error": "the runtime's chat endpoint answered, but not with a chat completion: an HTTP error status "
+                     "(a 500 given every time, a 4xx refusal) or a body that is not JSON or is empty (the detail "
+                     "holds its words); a request that got no answer, or a 408, 429, 502, 503 or 504, is not "
+                     "recorded and is asked again",
 }
 
 

@@ -39,8 +39,8 @@ LABELS = {
     "call-ids-repeat": "two calls of one answer carry the same id (an app answering by id loses a result)",
     "content-differs": "no call either side, but the runtime's content or reasoning is not the strict one's",
     "stream-differs": "the streamed answer (deltas accumulated) is not the non-streamed one",
-    "runtime-error": "an HTTP error, a refused request or history, a dead server, a stream cut before its "
-                     "finish_reason (the records say which)",
+    "runtime-error": "an HTTP error, a refused request or history, a dead server, a body that is not JSON or is "
+                     "empty, a stream cut before its finish_reason (the records say which)",
     "history-refused": "the history holds a call whose arguments are not JSON, and the runtime refused it with a "
                        "4xx and its words: a client error, as it should be (a 5xx is a runtime-error)",
     "no-done-sentinel": "the stream finished (a chunk with a finish_reason) and ended without `data: [DONE]`: "
