@@ -106,7 +106,7 @@ def chat_stream(url: str, body: dict, timeout: float) -> dict:
                 if payload == "[DONE]":
                     done = True
                     break
-                event = loads(payload.encode("utf-8"), url)
+                event = loads(payload.encode("utf-8"), url, exchange.response.status)
                 if isinstance(event, dict) and "error" in event:
                     return {"error": f"{url}: error event in the stream: {shown(event['error'], 300)}"}
                 chunks += 1

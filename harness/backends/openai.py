@@ -230,7 +230,10 @@ class OpenAIBackend(Backend):
             if time.monotonic() + pause >= deadline:
                 break
             time.sleep(pause)
-        raise GenerationError(f"{path}: no answer after {attempt + 1} attempt(s) within {self.timeout:g} s: {last}")
+        # The last status stays on the error: a 500 given every time is an answer (a caller may record it), a
+        # request that got none (status None) is not.
+        raise ServerReplyError(f"{path}: no answer after {attempt + 1} attempt(s) within {self.timeout:g} s: {last}",
+                               retry=True, status=getattr(last, "status", None))
 
     def _post_to(self, endpoint: Endpoint, url: str, body: dict) -> dict:
         with self._slots[endpoint]:

@@ -17,6 +17,11 @@ import urllib.parse
 from harness.core.errors import ServerReplyError
 
 RETRY_STATUSES = {408, 429, 500, 502, 503, 504}
+# Of those, the statuses that say "not now" instead of answering the request: the server gave up reading it
+# (408), is rate-limiting (429) or unavailable for a while, as while it loads its model (503), or a proxy in
+# front of it could not reach it (502, 504); a later run asks again. Any other answer that arrived whole (an
+# HTTP 500 given every time, a body that is not JSON) is the server's answer: a suite records it.
+NOT_NOW = {408, 429, 502, 503, 504}
 # A completion of a few thousand tokens, with its token ids, is well under a megabyte; far above that is a
 # server gone wrong, and reading it whole would hold it all in memory.
 MAX_BODY = 32 * 1024 * 1024
@@ -165,16 +170,19 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
-def loads(payload: bytes, url: str):
+def loads(payload: bytes, url: str, status: int | None = None):
     """Strict JSON: NaN and Infinity (Python's json reads them by default) and nesting deeper than the stack are
-    refused like any other text that is not JSON."""
+    refused like any other text that is not JSON. `status`: the HTTP status the payload came with, kept on the
+    error: an answer that arrived whole but is not JSON (HTML, bad UTF-8, an empty body) is the server's answer,
+    unlike a request that got none (status None)."""
     try:
         return json.loads(payload, parse_constant=_no_constant)
     except RecursionError:
         raise ServerReplyError(f"{url}: the answer is nested too deep to read ({len(payload)} bytes)",
-                               retry=False) from None
+                               retry=False, status=status) from None
     except ValueError as exc:
-        raise ServerReplyError(f"{url}: the answer is not JSON ({exc}): {payload[:200]!r}", retry=False) from None
+        said = "the answer is empty" if not payload.strip() else f"the answer is not JSON ({exc}): {payload[:200]!r}"
+        raise ServerReplyError(f"{url}: {said}", retry=False, status=status) from None
 
 
 def request_json(url: str, body: dict | None, timeout: float, max_body: int = MAX_BODY) -> dict:
@@ -182,9 +190,11 @@ def request_json(url: str, body: dict | None, timeout: float, max_body: int = MA
     with Exchange(url, body, timeout, max_body) as exchange:
         exchange.check_status()
         payload = exchange.body()
-    answer = loads(payload, url)
+        status = exchange.response.status
+    answer = loads(payload, url, status)
     if not isinstance(answer, dict):
-        raise ServerReplyError(f"{url}: the answer is a JSON {type(answer).__name__}, not an object", retry=False)
+        raise ServerReplyError(f"{url}: the answer is a JSON {type(answer).__name__}, not an object", retry=False,
+                               status=status)
     return answer
 
 

@@ -125,8 +125,10 @@ def register(subparsers) -> None:
                     "non-streamed and streamed, with the case's tool_choice variants. Records are appended to "
                     "DIR/runtime-conformance/RUNTIME.jsonl with labels; a killed run resumes; a request that "
                     "kills the server is recorded and the server restarted. With --endpoint, a request the "
-                    "runtime did not answer (connection refused, a timeout, HTTP 408, 429 or 5xx) is not "
-                    "recorded: the run exits 1 and says how many are left to retry.")
+                    "runtime did not answer (connection refused or cut, a timeout, HTTP 408, 429, 502, 503 or "
+                    "504) is not recorded: the run exits 1 and says how many are left to retry; an answer that "
+                    "arrived whole (an HTTP 500, a body that is not JSON) is recorded as runtime-error, and a "
+                    "redirect stops the run (give the URL that answers).")
     p.add_argument("--server", choices=runtimes.startable(),
                    help="the runtime to start (one the harness starts: harness.backends.runtimes)")
     p.add_argument("--endpoint", metavar="URL",

@@ -18,6 +18,7 @@ import json
 from harness import families as registry
 from harness.evaluation.judging import answer_summary, arguments_object, judge, label_head
 from harness.evaluation.records import PARSER_AGREEMENT, ParserAgreementRecord
+from harness.evaluation.results import file_stem
 from harness.evaluation.suite import Suite
 
 # The projects whose parsers are compared (harness.peers drives them); a family's `peers:` may name others.
@@ -132,5 +133,6 @@ def replay_command(r: ParserAgreementRecord) -> str:
 
 
 SUITE = Suite(name=PARSER_AGREEMENT, labels=LABELS, record=ParserAgreementRecord, folder="parser-agreement",
-              page="parser-agreement.md", classify=classify, matrix=matrix, replay_command=replay_command)
+              page="parser-agreement.md", classify=classify, matrix=matrix, replay_command=replay_command,
+              identity=ParserAgreementRecord.done_key, home=lambda r: f"{file_stem(r.project)}.jsonl")
 read_records = SUITE.read_records

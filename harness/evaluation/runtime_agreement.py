@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from harness.evaluation.judging import arguments_object, fork, label_head
 from harness.evaluation.records import RUNTIME_CHECK, RuntimeCheckRecord
+from harness.evaluation.results import file_stem
 from harness.evaluation.suite import Suite
 
 LABELS = {
@@ -34,6 +35,10 @@ LABELS = {
     "replies-differ": "no call on either side, but not the same text: same prompt length, yet the runtime "
                       "generated or post-processed differently",
     "template-refused": "our render of the conversation failed (the template raised); nothing was asked",
+    "runtime-error": "the runtime's chat endpoint answered, but not with a chat completion: an HTTP error status "
+                     "(a 500 given every time, a 4xx refusal) or a body that is not JSON or is empty (the detail "
+                     "holds its words); a request that got no answer, or a 408, 429, 502, 503 or 504, is not "
+                     "recorded and is asked again",
 }
 
 
@@ -97,5 +102,6 @@ def replay_command(record: RuntimeCheckRecord) -> str:
 
 
 SUITE = Suite(name=RUNTIME_CHECK, labels=LABELS, record=RuntimeCheckRecord, folder="runtimes",
-              page="runtime-agreement.md", classify=classify, matrix=agreement_table, replay_command=replay_command)
+              page="runtime-agreement.md", classify=classify, matrix=agreement_table, replay_command=replay_command,
+              identity=RuntimeCheckRecord.key, home=lambda r: f"{file_stem(r.runtime)}.jsonl")
 read_records = SUITE.read_records

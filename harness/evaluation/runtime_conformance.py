@@ -13,6 +13,7 @@ import shlex
 from harness.evaluation.judging import answer_summary, arguments_object, fork, judge, label_head, text
 from harness.evaluation.runtime_corpus import MALFORMED_HISTORY
 from harness.evaluation.records import RUNTIME_CONFORMANCE, RuntimeConformanceRecord
+from harness.evaluation.results import file_stem
 from harness.evaluation.suite import Suite
 
 KIND = RUNTIME_CONFORMANCE
@@ -38,8 +39,8 @@ LABELS = {
     "call-ids-repeat": "two calls of one answer carry the same id (an app answering by id loses a result)",
     "content-differs": "no call either side, but the runtime's content or reasoning is not the strict one's",
     "stream-differs": "the streamed answer (deltas accumulated) is not the non-streamed one",
-    "runtime-error": "an HTTP error, a refused request or history, a dead server, a stream cut before its "
-                     "finish_reason (the records say which)",
+    "runtime-error": "an HTTP error, a refused request or history, a dead server, a body that is not JSON or is "
+                     "empty, a stream cut before its finish_reason (the records say which)",
     "history-refused": "the history holds a call whose arguments are not JSON, and the runtime refused it with a "
                        "4xx and its words: a client error, as it should be (a 5xx is a runtime-error)",
     "no-done-sentinel": "the stream finished (a chunk with a finish_reason) and ended without `data: [DONE]`: "
@@ -187,5 +188,6 @@ def conformance_record(*, runtime: str, server: str, template: dict, family: str
 
 
 SUITE = Suite(name=RUNTIME_CONFORMANCE, labels=LABELS, record=RuntimeConformanceRecord, folder="runtime-conformance",
-              page="runtime-conformance.md", classify=classify, matrix=matrix, replay_command=replay_command)
+              page="runtime-conformance.md", classify=classify, matrix=matrix, replay_command=replay_command,
+              identity=lambda r: (r.runtime, *r.done_key()), home=lambda r: f"{file_stem(r.runtime)}.jsonl")
 read_records = SUITE.read_records

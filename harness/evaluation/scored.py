@@ -9,6 +9,7 @@ from pathlib import Path
 from harness import families as registry
 from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, score_sample
 from harness.evaluation.records import ModelRecord, SampleRecord
+from harness.evaluation.counted_once import CountedOnce, distinct_files, sample_home
 from harness.evaluation.setups import CurrentSetups
 from harness.evaluation.transcripts import GENERATION_FAILED, Transcript, scan_transcript
 
@@ -53,33 +54,41 @@ def _sources(source, out: "Scored"):
 def score_transcripts(transcripts, scenarios: dict, keep=_whole, slim=lambda record: record) -> Scored:
     """Score every sample of the transcripts (paths, streamed; or harness.evaluation.transcripts.Transcript)
     against the named scenarios, the last record of each sample's key winning (a key recorded twice was run
-    twice). A record whose scenario hash differs was run on a conversation the scenario no longer holds: it is
+    twice), each file read once and each key counted once across files (harness.evaluation.counted_once: a copy
+    or a link of a transcript beside it counts nothing twice, and is named in a warning). A record whose scenario hash differs was run on a conversation the scenario no longer holds: it is
     not comparable, and listed as stale rather than scored.
 
     What is kept of each scored sample is keep(record, scenario, verdicts, ref) (by default the record with its
     scenario and verdicts), and of a stale or not-generated one slim(record): a report keeps only what its
     tables count, so its memory follows the number of samples, not the size of their replies."""
     out = Scored()
+    transcripts = list(transcripts)
+    transcripts = [t for t in transcripts if isinstance(t, Transcript)] + distinct_files(
+        [t for t in transcripts if not isinstance(t, Transcript)], out.warnings)
+    # Each sample once, by its key, however many files hold it (a copy of a transcript beside it).
+    once = CountedOnce()
     for transcript in transcripts:
-        latest = {}   # key -> (list name, kept value, warning or None), in the order keys were first seen
-        models = []
+        samples, models = [], []
         setups = CurrentSetups()
         for record, ref, where in _sources(transcript, out):
             if isinstance(record, ModelRecord):
                 models.append(record)
                 setups.add(record)
             elif isinstance(record, SampleRecord):
-                latest[record.key()] = _score_one(record, ref, where, scenarios, keep, slim, setups)
+                samples.append((record.key(), sample_home(record),
+                                _score_one(record, ref, where, scenarios, keep, slim, setups)))
+        once.add_file(transcript.path if isinstance(transcript, Transcript) else transcript, samples)
         for record in models:
             out.models[record.model.id] = record
             out.model_files[(record.model.id, record.model.sha256)] = record
-        for kind, kept, problem in latest.values():
-            if kind is not None:
-                getattr(out, kind).append(kept)
-            if problem:
-                out.warnings.append(problem)
-                if kind is None:
-                    out.skipped.append(problem)
+    for kind, kept, problem in once.values():
+        if kind is not None:
+            getattr(out, kind).append(kept)
+        if problem:
+            out.warnings.append(problem)
+            if kind is None:
+                out.skipped.append(problem)
+    out.warnings += once.warnings()
     return out
 
 

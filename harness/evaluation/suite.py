@@ -11,6 +11,8 @@ each answer. It is one module of harness/evaluation declaring `SUITE`, a Suite t
   DIR/<folder>/<NAME>.jsonl and read back by `read_records` (a killed run resumes past what is recorded);
 - `matrix(records)`: rows counting the labels;
 - `replay_command(record)`: one line that asks that record's question again;
+- `identity(record)` and `home(record)`: what makes two records one question, and the file the suite writes it
+  to, so that a question a copy of a file holds too is counted once;
 - `page`: the results file its page is written to (harness.reports.suite_pages writes it; report.html shows
   its matrix).
 
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from harness.evaluation.counted_once import CountedOnce, distinct_files
 from harness.evaluation.judging import label_head
 from harness.evaluation.transcripts import read_transcript
 
@@ -45,6 +48,10 @@ class Suite:
     classify: Callable          # the labels of one answer (the suite's own arguments)
     matrix: Callable            # records -> rows counting the labels
     replay_command: Callable    # record -> one line that asks it again
+    # record -> what makes two records one question: a key another file (a copy) holds too counts once
+    identity: Callable | None = None
+    # record -> the file name the suite writes it to (its runtime's or project's), where a copy gives way to it
+    home: Callable | None = None
 
     @property
     def label_names(self) -> tuple:
@@ -64,13 +71,17 @@ class Suite:
         return sorted((Path(results_root) / self.folder).glob("*.jsonl"))
 
     def read_all(self, results_root, warnings: list) -> list:
-        """Every record of the suite's files under a results folder; what was skipped goes to `warnings`."""
-        records = []
-        for path in self.record_files(results_root):
+        """Every record of the suite's files under a results folder, each file and each question once
+        (harness.evaluation.counted_once: a copy or a link of a file beside it counts nothing twice, and is
+        named); what was skipped or left out goes to `warnings`."""
+        once = CountedOnce()
+        for path in distinct_files(self.record_files(results_root), warnings):
             found, problems = self.read_records(path)
-            records += found
             warnings += problems
-        return records
+            once.add_file(path, [(self.identity(r) if self.identity else (path, n),
+                                  self.home(r) if self.home else None, r) for n, r in enumerate(found)])
+        warnings += once.warnings()
+        return once.values()
 
 
 def registered() -> dict:

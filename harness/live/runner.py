@@ -395,37 +395,46 @@ def _checked(writer, existing, model: OpenModel, sources, path) -> None:
 
 def _check_one_model(existing, model: OpenModel, sources, path) -> None:
     """One model per transcript. Ids are file names made from model names (served_id), so two models can map to
-    one id ("a/b" and "a--b" are both "a--b"), and an unpinned GGUF can be named as a pin is: their samples would
-    mix in one file and one table. Refused, naming both."""
+    one id ("a/b" and "a--b" are both "a--b"; q4/x.gguf and q8/x.gguf are both "x"), and an unpinned GGUF can be
+    named as a pin is: their samples would mix in one file and one table. Refused, naming both. A model file is
+    known by its bytes (its SHA-256), never by its name."""
     mine = _identity(model)
     pin = sources.models.get(model.id) if model.pin is None and model.runtime is None else None
     if pin is not None and pin.sha256 != model.sha256:
         raise SourcesError(f"{model.filename}: its id {model.id!r} is a pinned model's, but the file is not that "
                            f"pin's (SHA-256 {model.sha256[:12]}…, the pin's {pin.sha256[:12]}…): their samples "
                            "would mix in one transcript; rename the file")
-    for record in existing.records:
-        if isinstance(record, ModelRecord) and record.model.id == model.id:
-            theirs = _identity(record)
-            # A pin's file renamed by a later pin, or the same bytes under another name, is the same model.
-            if theirs == mine or mine[0] == theirs[0] == "file" and (model.pin is not None
-                                                                     or record.model.sha256 == model.sha256):
-                continue
-            raise SourcesError(f"{path} holds the samples of {_describe(theirs)}, and {_describe(mine)} maps to "
-                               f"the same id {model.id!r}: they would mix in one file; {_way_out(mine)}")
+    # A sample names its file's hash too: a transcript whose model record was lost still says whose it is.
+    recorded = [_identity(r) for r in existing.records if isinstance(r, ModelRecord) and r.model.id == model.id]
+    recorded += [("file", None, r.model.sha256) for r in existing.records if isinstance(r, SampleRecord)
+                 and r.model.id == model.id and r.model.sha256 not in (None, "served")]
+    for theirs in recorded:
+        # A pin's file renamed or replaced by a later pin is the pin's (sources.json says which file it is); the
+        # same bytes under another name are the same model.
+        if mine[0] == theirs[0] == "file" and (model.pin is not None or theirs[2] == mine[2]):
+            continue
+        if mine[0] == theirs[0] == "served" and theirs == mine:
+            continue
+        raise SourcesError(f"{path} holds the samples of {_describe(theirs)}, and {_describe(mine)} maps to "
+                           f"the same id {model.id!r}: they would mix in one file; {_way_out(mine)}")
 
 
 def _identity(model) -> tuple:
-    """What a transcript's id stands for: the served model and its runtime, or (in process) the file name."""
+    """What a transcript's id stands for: the served model and its runtime, or (in process) the model file, by
+    its name and its SHA-256."""
     runtime = model.runtime
     if runtime is not None:
         return "served", runtime.get("served_model"), runtime.get("name")
-    return "file", model.filename if isinstance(model, OpenModel) else model.model.file
+    if isinstance(model, OpenModel):
+        return "file", model.filename, model.sha256
+    return "file", model.model.file, model.model.sha256
 
 
 def _describe(identity: tuple) -> str:
     if identity[0] == "served":
         return f"served model {identity[1]!r} on runtime {identity[2]!r}"
-    return f"model file {identity[1]!r}"
+    named = f"model file {identity[1]!r}" if identity[1] else "a model file"
+    return f"{named} (SHA-256 {identity[2]})"
 
 
 def _way_out(identity: tuple) -> str:

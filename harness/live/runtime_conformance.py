@@ -30,7 +30,8 @@ from harness.backends.servers import LocalServer, ModelHost
 from harness.core.errors import ServerStartError
 from harness.evaluation.runtime_conformance import conformance_record
 from harness.evaluation.runtime_corpus import AUTO, NAMED, NAMED_OTHER, NO_PARALLEL, NONE, REQUIRED, Renderer
-from harness.evaluation.transcripts import TranscriptWriter, now
+from harness.evaluation.records import RUNTIME_CONFORMANCE
+from harness.evaluation.transcripts import TranscriptWriter, now, read_transcript
 from harness.families import get as family_get
 
 EXTRA_TOKENS = 8
@@ -291,20 +292,23 @@ def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Pat
     model."""
     skipped, seen, todo = [], {}, []
     Path(workdir).mkdir(parents=True, exist_ok=True)
-    for ref, corpus in templates:
-        if not corpus.family:
-            skipped.append((ref.id, corpus.skipped[0][1]))
-            continue
-        sha = template_sha(ref)
-        if seen.setdefault(sha, ref.id) != ref.id:
-            skipped.append((ref.id, f"the same template as {seen[sha]}"))
-            continue
-        requests = [r for r in requests_for(corpus, cases, variants)
-                    if (sha, r.case.name, case_hash(r.case), r.variant) not in done]
-        if requests:
-            todo.append((ref, corpus, requests))
     written = []
-    with TranscriptWriter(path) as writer:
+    # The lock is taken before the done set is read, as harness run takes it: a second run on this file stops
+    # at once, naming the run that holds it, and one that starts after it skips what it recorded.
+    with TranscriptWriter(path, wait=False) as writer:
+        done = set(done) | {r.done_key() for r in read_transcript(path, kinds=(RUNTIME_CONFORMANCE,)).records}
+        for ref, corpus in templates:
+            if not corpus.family:
+                skipped.append((ref.id, corpus.skipped[0][1]))
+                continue
+            sha = template_sha(ref)
+            if seen.setdefault(sha, ref.id) != ref.id:
+                skipped.append((ref.id, f"the same template as {seen[sha]}"))
+                continue
+            requests = [r for r in requests_for(corpus, cases, variants)
+                        if (sha, r.case.name, case_hash(r.case), r.variant) not in done]
+            if requests:
+                todo.append((ref, corpus, requests))
         for start in range(0, len(todo), CHUNK):
             runs = [(TemplateRun(kind, runtime, ref, corpus, workdir, writer, log), requests)
                     for ref, corpus, requests in todo[start:start + CHUNK]]

@@ -6,8 +6,10 @@ length, the model wrote at other positions than it was keyed for: the record is 
 reply is not judged (it is not the script's), instead of reading as a runtime that rewrote the reply.
 
 A request the runtime did not answer (no HTTP answer: connection refused or reset, the deadline passed, the server
-died; or a status worth asking again: 408, 429, 5xx) is not recorded: it is not a finding about how the runtime
-reads a reply, and a later run asks exactly those again. Each request has its own deadline (`timeout`), and the
+died; or a status that says "not now": 408, 429, 502, 503, 504) is not recorded: it is not a finding about how
+the runtime reads a reply, and a later run asks exactly those again. An answer that arrived whole is a finding
+and recorded, whatever its status or body (an HTTP 500 every time, HTML, invalid JSON, an empty body:
+`runtime-error`). A redirect says the URL is not the runtime's: the run stops there, naming where it points. Each request has its own deadline (`timeout`), and the
 run an overall one (`deadline`): past it no request starts, one under way is cut, and what finished is kept."""
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.backends.chat_answers import chat_answer, chat_stream
-from harness.backends.transport import RETRY_STATUSES
+from harness.backends.transport import NOT_NOW
 from harness.core.errors import HarnessError
 from harness.evaluation.runtime_conformance import conformance_record
-from harness.evaluation.transcripts import TranscriptWriter, now
+from harness.evaluation.records import RUNTIME_CONFORMANCE
+from harness.evaluation.transcripts import TranscriptWriter, now, read_transcript
 from harness.families import get as family_get
 from harness.live.runtime_conformance import EXTRA_TOKENS, TIMEOUT, request_switches
 from harness.scripted.manifest import read_manifest
@@ -35,9 +38,15 @@ def entry_hash(entry: dict) -> str:
 
 def unanswered(answer: dict) -> bool:
     """Whether an answer is the request failing rather than the runtime answering: a transport failure (no
-    status) or a status worth retrying. A runtime's own refusal (400, an error event in a stream) is an answer."""
+    status: refused, cut, past the deadline) or a status that says "not now" (NOT_NOW). A complete answer of any
+    other status or body (a 500, a refusal, HTML, an empty body, an error event in a stream) is an answer."""
     return bool(answer.get("error")) and "status" in answer and (
-        answer["status"] is None or answer["status"] in RETRY_STATUSES)
+        answer["status"] is None or answer["status"] in NOT_NOW)
+
+
+def redirected(answer: dict) -> bool:
+    """A 3xx: the URL given is not where the runtime answers (redirects are not followed): the user's to fix."""
+    return bool(answer.get("error")) and 300 <= (answer.get("status") or 0) < 400
 
 
 def endpoint_key(entry: dict, plain: dict) -> dict:
@@ -97,15 +106,20 @@ def run_manifest(url: str, served_model: str | None, manifest_path: Path, runtim
     manifest = read_manifest(manifest_path)
     markers = family_get(manifest["family"]).markers if manifest["family"] else ()
     chat = url.rstrip("/").removesuffix("/v1") + "/v1/chat/completions"
-    todo = []
-    for model in served_models(manifest, manifest_path, served_model):
-        for e in model["requests"]:
-            key = (manifest["template"]["sha256"], e["case"], entry_hash(e), e["variant"])
-            if key not in done and (not cases or e["case"] in cases) and (not variants or e["variant"] in variants):
-                todo.append((model, e, key[2]))
+    models = served_models(manifest, manifest_path, served_model)
     ends = None if deadline is None else time.monotonic() + deadline
     run = EndpointRun()
-    with TranscriptWriter(path) as writer:
+    # The lock is taken before the done set is read, as harness run takes it: a second run on this file stops
+    # at once, naming the run that holds it, and one that starts after it skips what it recorded.
+    with TranscriptWriter(path, wait=False) as writer:
+        done = set(done) | {r.done_key() for r in read_transcript(path, kinds=(RUNTIME_CONFORMANCE,)).records}
+        todo = []
+        for model in models:
+            for e in model["requests"]:
+                key = (manifest["template"]["sha256"], e["case"], entry_hash(e), e["variant"])
+                if key not in done and (not cases or e["case"] in cases) and (
+                        not variants or e["variant"] in variants):
+                    todo.append((model, e, key[2]))
         for n, (model, e, entry_key) in enumerate(todo):
             remaining = timeout if ends is None else min(timeout, ends - time.monotonic())
             if remaining <= 0:
@@ -114,10 +128,15 @@ def run_manifest(url: str, served_model: str | None, manifest_path: Path, runtim
             body = {**e["request"], "model": model["served_name"], "max_tokens": e["reply_tokens"] + EXTRA_TOKENS}
             plain = chat_answer(chat, body, remaining)
             stream = {}
-            if not unanswered(plain):
+            if not unanswered(plain) and not redirected(plain):
                 remaining = timeout if ends is None else min(timeout, ends - time.monotonic())
                 stream = chat_stream(chat, body, remaining) if remaining > 0 else {
                     "error": "the run's deadline passed before the streamed request", "status": None}
+            moved = next((x["error"] for x in (plain, stream) if redirected(x)), None)
+            if moved:
+                raise HarnessError(f"{moved}. {url} is not where the runtime answers: nothing is recorded for "
+                                   f"{e['case']}/{e['variant']}, what was recorded before it is kept, and the "
+                                   "command resumes with --endpoint the URL that answers")
             failed = next((f"{what}: {x['error']}" for what, x in (("non-streamed", plain), ("streamed", stream))
                            if unanswered(x)), None)
             if failed:

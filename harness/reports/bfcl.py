@@ -14,6 +14,7 @@ from pathlib import Path
 from harness.evaluation.setups import CurrentSetups
 from harness.evaluation.bfcl import ARCHIVE_ID, CATEGORIES, IRRELEVANCE, category_of, load_suite
 from harness.evaluation.bfcl_outcome import outcome
+from harness.evaluation.counted_once import CountedOnce, distinct_files, sample_home
 from harness.evaluation.records import ModelRecord, SampleRecord
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.scoring import wilson
@@ -49,15 +50,18 @@ def _category(case_id: str) -> str | None:
 def read_outcomes(results: ResultsDir, warnings: list) -> tuple:
     """(outcomes, suite, model records by id) of every BFCL record; records of a case that changed since (or
     that this pin does not have) are left out with a warning."""
-    records, models, setups = [], {}, CurrentSetups()
-    for path in results.bfcl_files():
+    once, models, setups = CountedOnce(), {}, CurrentSetups()
+    # Each file once and each case's record once: a copy or a link of a file beside it counts nothing twice.
+    for path in distinct_files(results.bfcl_files(), warnings):
         transcript = read_transcript(path)
         warnings += transcript.warnings
-        records += [r for r in transcript.records if isinstance(r, SampleRecord)]
+        once.add_file(path, [(r.key(), sample_home(r), r) for r in transcript.records if isinstance(r, SampleRecord)])
         models.update({r.model.id: r for r in transcript.records if isinstance(r, ModelRecord)})
         for r in transcript.records:
             if isinstance(r, ModelRecord):
                 setups.add(r)
+    records = once.values()
+    warnings += once.warnings()
     if not records:
         return [], None, models
     wanted = sorted({c for r in records for c in [_category(r.scenario.name[len("bfcl-"):])] if c},

@@ -1,6 +1,7 @@
 """A real HTTP server on 127.0.0.1, in a thread, that answers every request with whatever bytes a test scripts:
 bodies of the wrong shape, a body shorter than its Content-Length, an endless chunked stream, a drip, a
-redirect. It counts what it sent, so a test bounds bytes rather than time."""
+redirect, a complete answer of any bytes, a hang-up. It counts what it sent, so a test bounds bytes rather than
+time."""
 
 import json
 import threading
@@ -114,9 +115,25 @@ def drip(pause: float = 0.05):
     return answer
 
 
-def redirect(to: str):
+def whole(data: bytes, status: int = 200, content_type: str = "text/html"):
+    """A complete answer of these exact bytes with their Content-Length, whatever they hold (HTML, bad UTF-8,
+    nothing at all, server-sent events that are not JSON)."""
     def answer(h):
-        h.send_response(302)
+        h.send_response(status)
+        h.send_header("Content-Type", content_type)
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.send(data)
+    return answer
+
+
+def hang_up(h):
+    """No answer: the connection closes before a status line, as under a server killed mid-request."""
+
+
+def redirect(to: str, status: int = 302):
+    def answer(h):
+        h.send_response(status)
         h.send_header("Location", to + h.path)
         h.send_header("Content-Length", "0")
         h.end_headers()

@@ -15,7 +15,7 @@ from harness.core.errors import GenerationError, ServerReplyError
 from harness.evaluation.runtime_agreement import classify
 from harness.formats.calls import ParseResult, ToolCall
 
-from hostile_server import HostileServer, completion, drip, endless_chunks, raw_json, redirect
+from hostile_server import HostileServer, completion, drip, endless_chunks, hang_up, raw_json, redirect, whole
 
 SAMPLING = {"max_tokens": 8, "temperature": 0.0}
 HANG_GUARD = 300
@@ -327,3 +327,56 @@ def test_a_stream_that_ends_after_its_finish_reason_without_done_finished():
         out = chat_stream(server.url + "/v1/chat/completions", {}, HANG_GUARD)
     assert out["content"] == "Hi" and out["finish_reason"] == "stop" and out["no_done_sentinel"] is True
     assert "cut_short" not in out and "problems" not in out
+
+
+# Answers that arrived whole: the runtime's, whatever they hold. A suite records them (runtime-error).
+COMPLETE = {
+    "200 with HTML": ("plain", whole(b"<html><body>Welcome</body></html>"), "the answer is not JSON"),
+    "bad UTF-8": ("plain", whole(b'{"choices": "\xff\xfe"}', content_type="application/json"), "not JSON"),
+    "an empty body": ("plain", whole(b""), "the answer is empty"),
+    "HTTP 500 every time": ("plain", raw_json('{"error": "peg-native format"}', status=500, plain=False),
+                            "HTTP 500: {\"error\": \"peg-native format\"}"),
+    "an SSE event that is not JSON": ("stream", whole(b"data: {\"choices\": [\n\ndata: [DONE]\n\n",
+                                                       content_type="text/event-stream"), "the answer is not JSON"),
+}
+# No answer, or "not now": left for a later run to ask again.
+UNANSWERED = {
+    "a hang-up": ("plain", hang_up, "RemoteDisconnected"),
+    "a hang-up mid-stream": ("stream", lambda h: (h.send_response(200), h.send_header("Content-Length", "100"),
+                                                  h.end_headers(), h.send(b"data: {")), "ended after 7 of the 100"),
+    "HTTP 503 while loading": ("plain", raw_json('{"error": "loading model"}', status=503, plain=False), "HTTP 503"),
+}
+
+
+def _ask(how, url):
+    from harness.backends.chat_answers import chat_answer, chat_stream
+
+    return (chat_answer if how == "plain" else chat_stream)(url + "/v1/chat/completions", {}, HANG_GUARD)
+
+
+@pytest.mark.parametrize("how,answer,said", COMPLETE.values(), ids=COMPLETE.keys())
+def test_a_complete_answer_that_is_no_chat_completion_is_the_runtime_s(how, answer, said):
+    from harness.live.runtime_endpoint import redirected, unanswered
+
+    with HostileServer(answer) as server:
+        out = _ask(how, server.url)
+    assert said in out["error"] and out["status"] is not None, out
+    assert not unanswered(out) and not redirected(out)
+
+
+@pytest.mark.parametrize("how,answer,said", UNANSWERED.values(), ids=UNANSWERED.keys())
+def test_no_answer_or_not_now_is_left_to_retry(how, answer, said):
+    from harness.live.runtime_endpoint import redirected, unanswered
+
+    with HostileServer(answer) as server:
+        out = _ask(how, server.url)
+    assert said in out["error"] and unanswered(out) and not redirected(out), out
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_is_the_url_s_problem_not_an_answer(status):
+    from harness.live.runtime_endpoint import redirected, unanswered
+
+    with HostileServer(completion()) as other, HostileServer(redirect(other.url, status)) as server:
+        out = _ask("plain", server.url)
+    assert redirected(out) and not unanswered(out) and other.url in out["error"] and other.paths == []

@@ -139,3 +139,20 @@ def test_the_bfcl_line_says_not_judged_without_the_checker_and_no_runs_without_r
     assert "`bash scripts/setup_bfcl.sh` builds its environment" in headline(judged)
     empty = judge_folder(ResultsDir(tmp_path / "elsewhere"), [])
     assert headline(empty).startswith("**BFCL**: no BFCL runs in this folder")
+
+
+@pytest.mark.parametrize("beside", ["symlink", "copy"])
+def test_a_copy_or_a_link_of_a_bfcl_file_counts_nothing_twice(tmp_path, beside):
+    """`<model> (1).jsonl` beside `<model>.jsonl` in bfcl/: each case's record counts once, a warning names both."""
+    import shutil
+
+    from harness.reports.bfcl import read_outcomes
+
+    results = _results(tmp_path)
+    own = results.bfcl_transcript(MODEL)
+    other = own.with_name(f"{own.stem} (1).jsonl")
+    other.symlink_to(own.name) if beside == "symlink" else shutil.copyfile(own, other)
+    warnings = []
+    outcomes, _, _ = read_outcomes(results, warnings)
+    assert len(outcomes) == own.read_text(encoding="utf-8").count('"kind":"sample"') == len(REPLIES) + 1
+    assert any(str(own) in w and str(other) in w for w in warnings), warnings

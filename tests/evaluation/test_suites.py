@@ -103,3 +103,24 @@ def test_a_record_is_made_in_one_place_and_a_page_only_in_reports(name):
     assert len(makers) == 1, makers
     module = importlib.import_module(next(m for m in SUITE_MODULES if importlib.import_module(m).SUITE.name == name))
     assert not [n for n in vars(module) if n.endswith(("_markdown", "_html"))]
+
+
+@pytest.mark.parametrize("beside", ["symlink", "copy"])
+@pytest.mark.parametrize("name", sorted(SUITES))
+def test_a_copy_or_a_link_of_a_records_file_counts_nothing_twice(name, beside, tmp_path):
+    """A committed records file with a copy or a link of it beside it (`x (1).jsonl`, which sorts first): the
+    page counts each question once, and a warning names both files."""
+    import shutil
+
+    suite = SUITES[name]
+    committed = min(suite.record_files(RESULTS), key=lambda p: p.stat().st_size)
+    folder = tmp_path / suite.folder
+    folder.mkdir()
+    own, other = folder / committed.name, folder / f"{committed.stem} (1).jsonl"
+    shutil.copyfile(committed, own)
+    other.symlink_to(own.name) if beside == "symlink" else shutil.copyfile(own, other)
+    alone, _ = suite.read_records(own)
+    warnings = []
+    read = suite.read_all(tmp_path, warnings)
+    assert len(read) == len(alone) and suite.matrix(read) == suite.matrix(alone)
+    assert any(str(own) in w and str(other) in w for w in warnings), warnings

@@ -7,7 +7,10 @@ import sys
 
 import pytest
 
+from harness.backends.base import Backend
 from harness.backends.servers import LocalServer
+from harness.core.replies import Generation, Timings
+from harness.live.runner import LLAMA_CPP_CHATML
 from harness.pins.sources import load_sources
 
 from cached_models import cached_model
@@ -67,3 +70,67 @@ def test_an_unpinned_gguf_is_run_with_its_hash_recorded(tmp_path, smol):
     assert transcript.stem == path.stem.replace("/", "--")
     written = records(transcript)
     assert [r["model"]["sha256"] for r in written] == [pin.sha256, pin.sha256]   # model record, then the sample
+
+
+class Canned(Backend):
+    """A model file "loaded" in process that answers every prompt with one greeting: what a run records of an
+    unpinned GGUF without the binding."""
+    name = "canned"
+    loads_model_files = True
+
+    @classmethod
+    def load(cls, path, *, n_ctx, n_threads=None):
+        return cls()
+
+    def embedded_template(self):
+        return LLAMA_CPP_CHATML
+
+    def special_tokens(self):
+        return "", "<|im_end|>"
+
+    def complete(self, prompt, sampling, seed, grammar=None, *, bos_token="", timeout=None):
+        return Generation("Hello!", [], 3, 1, "stop", Timings(0.0, 0.0, 0.0), seed)
+
+
+def _gguf(folder, content: bytes):
+    folder.mkdir()
+    path = folder / "x.gguf"
+    path.write_bytes(content)
+    return path
+
+
+@pytest.mark.parametrize("second", ["other bytes", "same bytes"])
+def test_two_model_files_of_one_name_are_known_by_their_hash(tmp_path, second):
+    """q4/x.gguf and q8/x.gguf both map to transcripts/x.jsonl: a second file of other bytes is refused, naming
+    both hashes and a way out, and nothing of it is written; the same bytes in another folder are the same model
+    and resume."""
+    from harness.core.errors import SourcesError
+    from harness.evaluation.scenarios import load_scenarios
+    from harness.evaluation.transcripts import read_transcript
+    from harness.live.runner import open_gguf, run_model
+
+    scenarios = load_scenarios(names=["greeting"])
+    first = _gguf(tmp_path / "q4", b"GGUF q4 weights")
+    other = _gguf(tmp_path / "q8", b"GGUF q8 weights" if second == "other bytes" else b"GGUF q4 weights")
+    results = tmp_path / "results"
+
+    def run(path):
+        model = open_gguf(path, backend_cls=Canned)
+        return model, run_model(model.id, scenarios, 1, 0, sources=load_sources(), results_dir=results,
+                                model=model, warn=lambda message: None)
+
+    q4, done = run(first)
+    assert done["ran"] == 1
+    transcript = results / "transcripts" / "x.jsonl"
+    before = transcript.read_bytes()
+    if second == "same bytes":
+        assert run(other)[1]["skipped"] == 1 and transcript.read_bytes() == before
+        return
+    q8 = open_gguf(other, backend_cls=Canned)
+    with pytest.raises(SourcesError) as refused:
+        run_model(q8.id, scenarios, 1, 0, sources=load_sources(), results_dir=results, model=q8,
+                  warn=lambda message: None)
+    said = str(refused.value)
+    assert q4.sha256 in said and q8.sha256 in said and "--results-dir" in said and "rename the file" in said
+    assert transcript.read_bytes() == before
+    assert {r.model.sha256 for r in read_transcript(transcript).records} == {q4.sha256}

@@ -1,7 +1,8 @@
 """`harness runtime-conformance --endpoint` against real HTTP servers on 127.0.0.1 that fail: a request the runtime
-did not answer (HTTP 500 or 503, a connection dropped mid-request as by a server killed under it, a drip-fed
+did not answer (HTTP 502 or 503, a connection dropped mid-request as by a server killed under it, a drip-fed
 answer cut by the deadline) is not recorded, the run exits 1 saying how many are left, and a healthy rerun asks
-exactly those. The manifest is the one `harness scripted-model --key-from render` writes for the template (its
+exactly those; an answer that arrived whole (an HTTP 500, HTML, an empty body) is recorded, a redirect stops the
+run, and a second run on the same records file stops at once. The manifest is the one `harness scripted-model --key-from render` writes for the template (its
 requests, replies and token counts from the real corpus and vocabulary), without building the GGUFs: the
 servers here play the runtime and answer each request as the strict parse reads its reply."""
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "backends"))
-from hostile_server import HostileServer, drip  # noqa: E402
+from hostile_server import HostileServer, drip, raw_json, redirect, whole  # noqa: E402
 
 from harness.evaluation.runtime_conformance import read_records  # noqa: E402
 
@@ -135,8 +136,8 @@ def test_failed_requests_are_not_recorded_and_a_healthy_rerun_asks_exactly_them(
     path, entries = manifest
     order = [f"{e['case']}/{e['variant']}" for e in entries]       # the order they are asked in
     every = sorted(order)
-    # HTTP 500 on the first and third requests, 503 on the stream of the fourth (its non-streamed answer came
-    # back), and from the tenth HTTP request on the connection drops, as when the server is killed mid-run.
+    # HTTP 502 (a proxy's) on the first and third requests, 503 on the stream of the fourth (its non-streamed
+    # answer came back), and from the tenth HTTP request on the connection drops, as when the server is killed.
     count = []
 
     def fail(name, streamed):
@@ -145,7 +146,7 @@ def test_failed_requests_are_not_recorded_and_a_healthy_rerun_asks_exactly_them(
             return "drop"
         if streamed and name == order[3]:
             return 503
-        return 500 if name in (order[0], order[2]) else None
+        return 502 if name in (order[0], order[2]) else None
 
     first = Runtime(entries, fail)
     with HostileServer(first) as server:
@@ -156,7 +157,7 @@ def test_failed_requests_are_not_recorded_and_a_healthy_rerun_asks_exactly_them(
     assert names(kept) == sorted([order[1], order[4]]) and left == sorted(set(order) - {order[1], order[4]})
     assert not any("runtime-error" in r.labels for r in kept), [r.details for r in kept]
     assert f"{len(left)} left to retry" in failed.stdout, failed.stdout
-    assert "HTTP 500" in failed.stderr and "HTTP 503" in failed.stderr
+    assert "HTTP 502" in failed.stderr and "HTTP 503" in failed.stderr
     assert failed.stderr.count("failed, not recorded") == len(left)
 
     second = Runtime(entries)
@@ -270,3 +271,75 @@ def test_a_record_names_no_machine_path_and_its_replay_rebuilds_the_manifest_fro
     assert again.returncode == 0, again.stdout + again.stderr
     assert "one-call/auto: agree" in again.stderr
     assert [r.labels for r in recorded(tmp_path / "replayed")] == [["agree"]]
+
+
+WHOLE = {
+    "HTTP 500 every time": lambda streamed: raw_json('{"error": "peg-native format"}', status=500, plain=False),
+    "200 with HTML": lambda streamed: whole(b"<html><body>Welcome</body></html>"),
+    "an empty body": lambda streamed: whole(b""),
+    "bad UTF-8": lambda streamed: whole(b'{"choices": "\xff"}', content_type="application/json"),
+    "an SSE event that is not JSON": lambda streamed: whole(b"data: {\"choices\": [\n\ndata: [DONE]\n\n",
+                                                            content_type="text/event-stream") if streamed else None,
+}
+
+
+@pytest.mark.parametrize("answer", WHOLE.values(), ids=WHOLE.keys())
+def test_an_answer_that_arrived_whole_is_recorded_as_runtime_error(manifest, tmp_path, answer):
+    """A runtime that answers a request completely but not with a chat completion is a finding: recorded once as
+    runtime-error (with its words), not left to retry on every run."""
+    path, entries = manifest
+    odd = "one-call/auto"
+    runtime = Runtime(entries, lambda name, streamed: answer(streamed) if name == odd else None)
+    with HostileServer(runtime) as server:
+        done = conformance(server.url, path, tmp_path, "--case", "one-call")
+        assert done.returncode == 0 and "left to retry" not in done.stdout, done.stdout + done.stderr
+        again = conformance(server.url, path, tmp_path, "--case", "one-call")
+    records = {f"{r.case['name']}/{r.variant}": r for r in recorded(tmp_path)}
+    assert "runtime-error" in records[odd].labels, records[odd].labels
+    assert not any("runtime-error" in r.labels for n, r in records.items() if n != odd)
+    assert again.returncode == 0 and "0 request(s) asked" in again.stdout, again.stdout
+
+
+def test_a_redirect_stops_the_run_and_is_not_recorded_as_the_runtime_s(manifest, tmp_path):
+    path, entries = manifest
+    with HostileServer(Runtime(entries)) as other:
+        moved = redirect(other.url, 301)
+        runtime = Runtime(entries, lambda name, streamed: moved)
+        with HostileServer(lambda h: runtime(h) if h.path != "/v1/models" else Runtime(entries)(h)) as server:
+            done = conformance(server.url, path, tmp_path, "--case", "one-call")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    assert f"HTTP 301 redirect to {other.url}" in done.stderr and "--endpoint the URL that answers" in done.stderr
+    assert recorded(tmp_path) == [] and other.paths == [] and len(runtime.asked) == 1
+
+
+def test_two_runs_on_one_records_file_never_record_a_request_twice(manifest, tmp_path):
+    """The second run, started while the first holds the records file, stops at once naming it; a run after the
+    first one ended asks nothing again."""
+    path, entries = manifest
+    gate, first_asked = threading.Event(), threading.Event()
+
+    def hold(name, streamed):
+        first_asked.set()
+        gate.wait()
+
+    with HostileServer(Runtime(entries, hold)) as server:
+        first = subprocess.Popen([sys.executable, "-m", "harness", "runtime-conformance", "--endpoint", server.url,
+                                  "--manifest", str(path), "--served-model", SERVED, "--runtime", "served",
+                                  "--results-dir", str(tmp_path), "--case", "one-call"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first_asked.wait()
+        try:
+            # A guard against a regression hanging the suite (a second run that waits for the first, which waits
+            # for this test): minutes, far from anything measured.
+            second = subprocess.run(first.args, capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            second = None
+        gate.set()
+        out, err = first.communicate()
+        third = conformance(server.url, path, tmp_path, "--case", "one-call")
+    assert first.returncode == 0, out + err
+    assert second is not None, "the second run waited for the first instead of stopping"
+    assert second.returncode == 2 and "is being written by process" in second.stderr, second.stderr
+    assert third.returncode == 0 and "0 request(s) asked" in third.stdout, third.stdout
+    keys = [r.done_key() for r in recorded(tmp_path)]
+    assert len(keys) == len(set(keys)) == sum(e["case"] == "one-call" for e in entries)
