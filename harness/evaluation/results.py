@@ -114,6 +114,22 @@ class ResultsDir:
     def bfcl_report(self) -> Path:
         return self.root / "bfcl.md"
 
+    @property
+    def designs(self) -> Path:
+        """A grammar design study: one results folder per grammar variant (designs/<variant>/), each run with
+        `harness run --grammar-variant <variant> --results-dir DIR/designs/<variant>`."""
+        return self.root / "designs"
+
+    def design_folders(self) -> dict:
+        """variant -> its ResultsDir, for every design folder the study holds."""
+        if not self.designs.is_dir():
+            return {}
+        return {d.name: ResultsDir(d) for d in sorted(self.designs.iterdir()) if d.is_dir() and not d.is_symlink()}
+
+    @property
+    def designs_report(self) -> Path:
+        return self.root / "grammar-designs.md"
+
     def model_table(self, model_id: str) -> Path:
         return self.root / f"{file_stem(model_id)}.md"
 

@@ -195,9 +195,16 @@ def sample_record(model: OpenModel, scenario, index: int, seed: int, result: dic
         grammar=plan.to_json(mode) if plan is not None and mode != "native" else None,
         sampling=scenario.sampling, max_steps=scenario.max_steps, template_kwargs=model.chat.template_kwargs,
         turns=result["turns"], error=result["error"], executions=result["executions"],
-        started=started, finished=now(), seconds=round(seconds, 3), batch=batch)
+        started=started, finished=now(), seconds=round(seconds, 3), batch=batch, engine=_engine(model))
     record.recorded_verdicts = score_sample(scenario, record)
     return record
+
+
+def _engine(model: OpenModel) -> dict:
+    """What wrote the replies beside the model: backend, binding version, threads (what a backend says of
+    itself; a served model's runtime is in its model record)."""
+    described = model.chat.backend.describe()
+    return {k: described[k] for k in ("backend", "binding", "threads") if k in described}
 
 
 def default_modes(model_id: str, sources, model: OpenModel | None = None) -> tuple | None:

@@ -21,23 +21,9 @@ from harness.evaluation.scoring import wilson
 from harness.evaluation.transcripts import read_transcript
 from harness.peers.bfcl import SETUP_COMMAND, BFCLChecker, BFCLCheckerError
 from harness.pins.archives import archive_tree
+from harness.reports.bfcl_published import published_lines
 from harness.reports.rates import rate_cell
 from harness.reports.tables import mode_order
-
-# BFCL's leaderboard v4 of 2026-04-12, the function-calling (FC) rows of models pinned in sources.json: their
-# summary columns, in percent. "simple" averages BFCL's Python, Java and JavaScript simple categories (only
-# simple_python is run here); "irrelevance" averages irrelevance and live_irrelevance.
-LEADERBOARD = "BFCL leaderboard v4 of 2026-04-12"
-PUBLISHED = {
-    "qwen3-0.6b-q8_0": ("Qwen3-0.6B (FC)", {"simple": 64.2, "multiple": 86, "parallel": 67.5,
-                                            "parallel_multiple": 69.5, "irrelevance": 80.8}),
-    "llama-3.2-1b-instruct-q4_k_m": ("Llama-3.2-1B-Instruct (FC)", {"simple": 44, "multiple": 50.5, "parallel": 44,
-                                                                     "parallel_multiple": 15, "irrelevance": 51.6}),
-}
-# A published column and the categories run here whose BFCL accuracy stands beside it.
-COLUMNS = {"simple": ("simple_python",), "multiple": ("multiple",), "parallel": ("parallel",),
-           "parallel_multiple": ("parallel_multiple",), "irrelevance": ("irrelevance", "live_irrelevance")}
-
 
 # What a cell of BFCL's columns says when its checker was not run: and the command that makes it run.
 NOT_JUDGED = f"not judged (`{SETUP_COMMAND}`)"
@@ -101,14 +87,14 @@ def judge(outcomes: list, checker, suite) -> dict:
     return out
 
 
-def _valid(verdict) -> bool:
+def valid_verdict(verdict) -> bool:
     return bool(verdict and verdict.get("valid"))
 
 
 def _kinds(verdicts) -> str:
     """BFCL's error types of the failed verdicts, most frequent first: what the checker said was wrong."""
     counts = Counter(v.get("error_type") or ("checker error" if "error" in v else "failed")
-                     for v in verdicts if not _valid(v))
+                     for v in verdicts if not valid_verdict(v))
     return ", ".join(f"{kind} ×{n}" for kind, n in counts.most_common()) or "–"
 
 
@@ -125,8 +111,8 @@ def rows(outcomes: list, verdicts: dict | None, suite) -> list:
         seconds = [o.seconds for o in group if o.seconds is not None]
         table.append({
             "model": model, "mode": mode, "category": category, "cases": len(group),
-            "BFCL, strict calls": rate_cell([_valid(s) for s, _ in got]) if got else NOT_JUDGED,
-            "BFCL, lenient reading": rate_cell([_valid(v) for _, v in got]) if got else NOT_JUDGED,
+            "BFCL, strict calls": rate_cell([valid_verdict(s) for s, _ in got]) if got else NOT_JUDGED,
+            "BFCL, lenient reading": rate_cell([valid_verdict(v) for _, v in got]) if got else NOT_JUDGED,
             "strict call parsed": "–" if irrelevance else rate_cell([bool(o.strict) for o in group]),
             "ours: no call attempted":
                 rate_cell([not o.attempted and not o.errored for o in group]) if irrelevance else "–",
@@ -139,26 +125,6 @@ def rows(outcomes: list, verdicts: dict | None, suite) -> list:
             "skipped (schema)": len(suite.skipped_in(category)),
             "s a case": f"{sum(seconds) / len(seconds):.1f}" if seconds else "–"})
     return table
-
-
-def published_lines(outcomes: list, verdicts: dict | None) -> list:
-    run = {(o.model, o.mode, o.category) for o in outcomes}
-    lines = [f"| model | BFCL's model | column | published ({LEADERBOARD}) | here (BFCL, strict calls) |",
-             "|---|---|---|---|---|"]
-    for model, (theirs, figures) in PUBLISHED.items():
-        modes = sorted({m for (mm, m, _) in run if mm == model}, key=mode_order)
-        for column, figure in figures.items():
-            cells = []
-            for mode in modes:
-                group = [o for o in outcomes if o.model == model and o.mode == mode and o.category in COLUMNS[column]]
-                if group and verdicts is None:
-                    cells.append(f"{mode}: {NOT_JUDGED}")   # run here, but BFCL's checker was not
-                elif group:
-                    valid = [_valid(verdicts[(o.case, o.model, o.mode)][0]) for o in group]
-                    cells.append(f"{mode}: {rate_cell(valid)}")
-            here = "; ".join(cells) if cells else "not run here"
-            lines.append(f"| {model} | {theirs} | {column} | {figure} | {here} |")
-    return lines
 
 
 def bfcl_markdown(outcomes: list, verdicts: dict | None, suite, hello: dict | None, note: str | None) -> str:
@@ -187,8 +153,10 @@ def bfcl_markdown(outcomes: list, verdicts: dict | None, suite, hello: dict | No
     lines += ["", "## Beside BFCL's published figures", "",
               "BFCL's leaderboard runs each model through its own handler (its prompts and decoder), not the model's "
               "template and a strict parser; a published figure is the model's, ours is the model on the strict "
-              "path. \"simple\" there averages Python, Java and JavaScript (simple_python here); \"irrelevance\" "
-              "averages irrelevance and live_irrelevance.", "", *published_lines(outcomes, verdicts), ""]
+              "path. Each category stands beside the board's column for that same category (Python Simple AST for "
+              "simple_python; irrelevance and live_irrelevance apart). A model no board listed says so; a sibling's "
+              "figures (same family and size, another fine-tune) are marked as a sibling's.", "",
+              *published_lines(outcomes, verdicts, valid_verdict, NOT_JUDGED), ""]
     return "\n".join(lines)
 
 
@@ -247,7 +215,7 @@ def _question(judged: Judged, outcomes: list, question: str) -> str:
         rows.setdefault((o.model, o.mode), []).append(o)
     groups = {}
     for (model, mode), group in rows.items():
-        valid = [_valid(judged.verdicts[(o.case, o.model, o.mode)][0]) for o in group]
+        valid = [valid_verdict(judged.verdicts[(o.case, o.model, o.mode)][0]) for o in group]
         groups.setdefault(frozenset(o.case for o in group), []).append((model, mode, valid))
     out = []
     for index, (cases, members) in enumerate(sorted(groups.items(), key=lambda g: (-len(g[1]), -len(g[0]),

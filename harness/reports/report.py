@@ -19,7 +19,8 @@ from harness.evaluation.records import ModelRecord
 from harness.evaluation.results import ResultsDir
 from harness.pins.sources import load_sources, resolve_template
 from harness.reports import markdown
-from harness.reports.bfcl import headline, judge_folder, write_bfcl
+from harness.reports.bfcl import valid_verdict, headline, judge_folder, write_bfcl
+from harness.reports.designs import designs_markdown
 from harness.reports.rates import counts
 from harness.reports.html_report import write_html
 from harness.reports.staged import StagedWrites
@@ -285,7 +286,7 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     # Every file this report may write is checked before any is written: a link planted at one of them (to a
     # file outside the folder) stops the report with its path, not half way through rewriting the others.
     for path in [results.runtime_agreement, results.runtime_conformance_report, results.parser_agreement_report,
-                 results.summary, results.html, results.heatmap, results.bfcl_report,
+                 results.summary, results.html, results.heatmap, results.bfcl_report, results.designs_report,
                  *map(results.model_table, models)]:
         try:
             check_target(path, results.root)
@@ -298,6 +299,9 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
         judged = judge_folder(results, collected.warnings)
         written = write_pages(results.root, suites, staged) + write_bfcl(results, collected.warnings, staged=staged,
                                                                           judged=judged)
+        designs = designs_markdown(results, judged, lambda folder: judge_folder(folder, collected.warnings), valid_verdict)
+        if designs is not None:
+            written.append(str(staged.text(results.designs_report, designs)))
         if collected.samples.empty:
             staged.commit()
             return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped,

@@ -63,7 +63,10 @@ class EmbeddedBackend(Backend):
         return token_bytes(self.llm, token).decode("utf-8", errors="replace") if token >= 0 else ""
 
     def describe(self) -> dict:
-        return {"backend": self.name, "path": self.path}
+        import llama_cpp
+
+        return {"backend": self.name, "path": self.path, "binding": f"llama-cpp-python {llama_cpp.__version__}",
+                "threads": getattr(self.llm, "n_threads", None)}
 
     def close(self) -> None:
         self.llm.close()

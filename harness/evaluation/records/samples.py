@@ -70,6 +70,9 @@ class SampleRecord:
     finished: str | None = None
     seconds: float | None = None
     batch: dict | None = None         # the first step was written in a batch: its size and wall time
+    # What wrote the replies beyond the model: the backend, the binding's version and its threads. A reply can
+    # differ with them (and with the batch) at the same seed, so a comparison of runs says which differed.
+    engine: dict | None = None
     # What scoring said when the sample was recorded, kept as a record of then and never read as the verdict:
     # the parsers and checks have changed since, and every report and `harness score` scores the replies again.
     # Records written before it had this name hold it under "verdicts" (read here all the same). Where current
@@ -116,6 +119,7 @@ class SampleRecord:
             finished=check_field(raw, "finished", (str, NULL), optional=True),
             seconds=check_field(raw, "seconds", (int, float, NULL), optional=True),
             batch=check_field(raw, "batch", (dict, NULL), optional=True),
+            engine=check_field(raw, "engine", (dict, NULL), optional=True),
             recorded_verdicts=check_field(raw, RECORDED_VERDICTS, (dict, NULL), optional=True)
             if RECORDED_VERDICTS in raw else check_field(raw, "verdicts", (dict, NULL), optional=True),
             schema=check_field(raw, "schema", (int,), optional=True) or 0,
@@ -132,6 +136,8 @@ class SampleRecord:
         out.update({"turns": self.turns, "error": self.error, "executions": self.executions,
                     "started": self.started, "finished": self.finished, "seconds": self.seconds,
                     "batch": self.batch, RECORDED_VERDICTS: self.recorded_verdicts})
+        if self.engine is not None:
+            out["engine"] = self.engine
         return out
 
 

@@ -1,0 +1,96 @@
+"""results/grammar-designs.md: the grammar designs of grammar mode side by side, per model, over the same BFCL
+cases (results/designs/<variant>/bfcl/, each run with `harness run --suite bfcl --mode grammar
+--grammar-variant <variant>`; the default design's rows are the main folder's grammar rows).
+
+Per model × design: BFCL's checker on the calls the strict parser read, where a call is due; our rule (no call
+made or attempted) where none is; how often the grammar acted (steps where it refused a sampled token); tokens
+and seconds a case. Beside them, the reference the goal is stated against: BFCL's checker on native mode's
+lenient reading of the same call-due cases (what the model knows, format aside). Only cases every design of a
+model ran are counted, so the rows of a model compare like with like."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from harness.evaluation.records import SampleRecord
+from harness.evaluation.results import ResultsDir
+from harness.evaluation.transcripts import read_transcript
+from harness.grammar.plan import DEFAULT_VARIANT, VARIANTS
+from harness.reports.rates import rate_cell
+
+
+def _steps(results: ResultsDir) -> dict:
+    """(model, case, mode) -> (steps where the grammar refused a token, steps, completion tokens)."""
+    out = {}
+    for path in results.bfcl_files():
+        for record in read_transcript(path).records:
+            if not isinstance(record, SampleRecord):
+                continue
+            steps = [s for t in record.turns for s in t.get("steps", [])]
+            out[(record.model.id, record.scenario.name.removeprefix("bfcl-"), record.mode)] = (
+                sum((s.get("grammar_refused") or 0) > 0 for s in steps), len(steps),
+                sum(s.get("completion_tokens") or 0 for s in steps))
+    return out
+
+
+def designs_markdown(main: ResultsDir, main_judged, judge, valid) -> str | None:
+    """The page, or None when the folder holds no design study. judge(ResultsDir) -> Judged (harness.reports.bfcl
+    .judge_folder); valid(verdict) reads one BFCL verdict."""
+    folders = main.design_folders()
+    if not folders:
+        return None
+    rows = {DEFAULT_VARIANT: (main_judged, _steps(main))}
+    for variant, folder in folders.items():
+        if variant != DEFAULT_VARIANT:
+            rows[variant] = (judge(folder), _steps(folder))
+    lines = ["# Grammar designs side by side", "",
+             "Rebuilt by `harness report` from results/designs/<variant>/bfcl/ (`harness run --suite bfcl --mode "
+             "grammar --grammar-variant <variant> --results-dir results/designs/<variant>`) and, for "
+             f"`{DEFAULT_VARIANT}` (the default), the main folder's grammar rows. Only the cases every design of a "
+             "model ran are counted. Calls due: BFCL's checker on the calls the strict parser read. No call due: "
+             "our rule, no call made or attempted (a call to an offered tool in any spelling is an attempt). "
+             "Native, lenient: BFCL's checker on native mode's lenient reading of the same call-due cases, the "
+             "reference the goal is stated against (grammar's strict calls at least half of it). Grammar acted: "
+             "steps in which the grammar refused a sampled token. Rates: k/n, percent, Wilson 95%.", "",
+             "Designs: " + "; ".join(f"`{name}`: {text}" for name, text in VARIANTS.items()) + ".", "",
+             "| model | design | cases (call due / none due) | calls due: BFCL, strict | native, lenient "
+             "(reference) | no call due: none made or attempted | grammar acted | tokens a case | s a case |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    by_model = defaultdict(dict)
+    for variant, (judged, steps) in rows.items():
+        for o in judged.outcomes:
+            if o.mode == "grammar":
+                by_model[o.model].setdefault(variant, {})[o.case] = o
+    notes = []
+    for model in sorted(by_model):
+        designs = by_model[model]
+        if len(designs) < 2:
+            continue
+        common = set.intersection(*(set(cases) for cases in designs.values()))
+        native = {o.case: o for o in main_judged.outcomes if o.model == model and o.mode == "native"}
+        for variant in [v for v in VARIANTS if v in designs]:
+            judged, steps = rows[variant]
+            group = [designs[variant][c] for c in sorted(common)]
+            due = [o for o in group if o.call_due]
+            none_due = [o for o in group if not o.call_due]
+            if judged.verdicts is None:
+                strict = "not judged"
+            else:
+                strict = rate_cell([valid(judged.verdicts[(o.case, o.model, o.mode)][0]) for o in due])
+            if main_judged.verdicts is None:
+                lenient = "not judged"
+            else:
+                lenient = rate_cell([valid(main_judged.verdicts[(c.case, model, "native")][1])
+                                     for c in due if c.case in native])
+            abstained = rate_cell([not o.attempted and not o.errored for o in none_due])
+            counted = [steps.get((model, o.case, "grammar"), (0, 0, 0)) for o in group]
+            acted = f"{sum(a for a, _, _ in counted)}/{sum(n for _, n, _ in counted)} steps"
+            tokens = f"{sum(t for _, _, t in counted) / len(group):.0f}" if group else "–"
+            seconds = [o.seconds for o in group if o.seconds is not None]
+            per = f"{sum(seconds) / len(seconds):.1f}" if seconds else "–"
+            lines.append(f"| {model} | {variant} | {len(due)} / {len(none_due)} | {strict} | {lenient} | {abstained} "
+                         f"| {acted} | {tokens} | {per} |")
+        skipped = sorted(set().union(*designs.values()) - common)
+        if skipped:
+            notes.append(f"- {model}: {len(skipped)} case(s) run by some designs only, left out.")
+    return "\n".join(lines + [""] + notes + ([""] if notes else []))

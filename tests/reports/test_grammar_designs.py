@@ -1,0 +1,56 @@
+"""results/grammar-designs.md: each grammar design's BFCL rows beside the default design's, per model, over the
+cases every design ran; written by `harness report` only when the folder holds a design study."""
+
+from harness.evaluation.bfcl import load_suite
+from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef
+from harness.evaluation.results import ResultsDir
+from harness.evaluation.transcripts import TranscriptWriter
+from harness.reports.bfcl import judge_folder, valid_verdict
+from harness.reports.designs import designs_markdown
+
+MODEL = "qwen2.5-coder-0.5b-instruct-q4_k_m"
+CALL = '<tool_call>\n{"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}\n</tool_call>'
+SPELLED = '{"name ": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}'
+
+
+def _write(results: ResultsDir, rows):
+    suite = load_suite(["simple_python", "irrelevance"])
+    path = results.bfcl_transcript(MODEL)
+    path.parent.mkdir(parents=True)
+    with TranscriptWriter(path) as writer:
+        for case_id, mode, reply, refused in rows:
+            scenario = suite.cases[case_id].scenario
+            writer.append(SampleRecord(
+                ModelRef(MODEL, "f" * 64), ScenarioRef(scenario.name, scenario.hash), 0, 0, mode, "hermes",
+                turns=[{"user": scenario.turns[0].user, "steps": [
+                    {"reply": reply, "prompt_tail": "", "grammar_refused": refused, "completion_tokens": 20}]}],
+                seconds=3.0))
+
+
+def test_the_designs_page_compares_each_design_over_the_same_cases(tmp_path):
+    main = ResultsDir(tmp_path / "results")
+    # The default design (the main folder's grammar rows) walks around its list: "name " with a blank, no call.
+    _write(main, [("simple_python_0", "native", SPELLED, 0), ("simple_python_0", "grammar", SPELLED, 2),
+                  ("irrelevance_1", "grammar", SPELLED.replace("calculate_triangle_area", "math.sum"),
+                   1), ("irrelevance_2", "grammar", "No tool fits.", 0)])
+    no_brace = ResultsDir(main.designs / "no-brace")
+    _write(no_brace, [("simple_python_0", "grammar", CALL, 3), ("irrelevance_1", "grammar", "No tool fits.", 4)])
+    warnings = []
+    page = designs_markdown(main, judge_folder(main, warnings), lambda f: judge_folder(f, warnings), valid_verdict)
+    rows = {line.split(" | ")[1]: line for line in page.splitlines() if line.startswith(f"| {MODEL} |")}
+    assert set(rows) == {"refusal-list", "no-brace"}
+    # irrelevance_2 was run by one design only: left out, and said so.
+    assert "| 1 / 1 |" in rows["refusal-list"] and "| 1 / 1 |" in rows["no-brace"]
+    assert "1 case(s) run by some designs only, left out" in page
+    # The spelled-off call to the offered math.sum is an attempt: no abstention under our rule; the no-brace
+    # answer abstains.
+    assert rows["refusal-list"].split(" | ")[5].startswith("0/1 0%")
+    assert rows["no-brace"].split(" | ")[5].startswith("1/1 100%")
+    assert "| 2/2 steps |" in rows["refusal-list"] and "| 2/2 steps |" in rows["no-brace"]
+    assert page.splitlines()[0] == "# Grammar designs side by side"
+
+
+def test_no_design_study_no_page(tmp_path):
+    main = ResultsDir(tmp_path / "results")
+    _write(main, [("simple_python_0", "grammar", CALL, 0)])
+    assert designs_markdown(main, judge_folder(main, []), lambda f: judge_folder(f, []), valid_verdict) is None
