@@ -25,7 +25,7 @@ from pathlib import Path
 
 from harness.core import constants
 from harness.core.errors import DownloadError
-from harness.pins.hub_download import pip_download
+from harness.pins.hub_download import download_deadline, pip_download
 from harness.pins.digest import file_digest
 from harness.pins.sources import ArchivePin, Sources, load_sources
 
@@ -109,7 +109,9 @@ def _obtain(pin: ArchivePin, into: Path, find_links: Path | None, log) -> Path:
         wheel = is_wheel(pin)
         if log:
             log(f"  {pin.package}=={pin.version}: pip download ({'wheel' if wheel else 'source distribution'})")
-        pip_download(pin.package, pin.version, into, Path(find_links) if find_links else None, sdist=not wheel)
+        # Bounded like any other download: pip's own --timeout is per read, which a trickling index never trips.
+        pip_download(pin.package, pin.version, into, Path(find_links) if find_links else None, sdist=not wheel,
+                     timeout=download_deadline(pin.size))
         path = into / pin.filename
         if not path.is_file():
             got = ", ".join(p.name for p in into.iterdir()) or "nothing"

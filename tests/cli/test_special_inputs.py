@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.errors import FamilySpecError, HarnessError, ScenarioError
+from tests.hub_server import HubServer
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "templates" / "Qwen-Qwen2.5-7B-Instruct.jinja"
@@ -195,3 +196,26 @@ def test_a_size_past_any_file_in_sources_json_is_refused(tmp_path):
     path.write_text(json.dumps(raw), encoding="utf-8")
     with pytest.raises(HarnessError, match="field 'size' must be a byte count"):
         load_sources(path)
+
+
+# --- a cache that is not a folder ------------------------------------------------------------------------------
+
+@pytest.fixture
+def hub():
+    with HubServer() as server:
+        yield server
+
+
+@pytest.mark.parametrize("what", ["--models", "--archives"])
+def test_a_cache_that_is_dev_null_is_a_clear_error(tmp_path, hub, what):
+    from tests.pins.test_fetch import DATA, FILE, REPO, model_entry, write_root
+    hub.add(REPO, FILE, DATA)
+    tree = tmp_path / "tree"
+    write_root(tree, [model_entry()])
+    raw = json.loads((tree / "sources.json").read_text(encoding="utf-8"))
+    raw["archives"] = json.loads((ROOT / "sources.json").read_text(encoding="utf-8"))["archives"][-1:]
+    (tree / "sources.json").write_text(json.dumps(raw), encoding="utf-8")
+    done = _run(["-m", "harness", "fetch", what], {"HARNESS_ROOT": str(tree), "HARNESS_CACHE": os.devnull,
+                                                   "HF_ENDPOINT": hub.url, "HF_HUB_OFFLINE": "0"})
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert f"{os.devnull}/" in done.stderr and "Not a directory" in done.stderr, done.stderr
