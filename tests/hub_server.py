@@ -10,7 +10,11 @@ Per file, a fault can be injected: "cut" sends the headers and half the body, th
 "short" announces the registered size on HEAD but sends a shorter body (with a matching Content-Length);
 "head-size" announces a different size on HEAD only; "trickle" announces the whole body and then sends it one
 byte every `trickle_interval` seconds (each read succeeds long before any read timeout, so only an overall
-deadline ends it).
+deadline ends it); "trickle-headers" does the same with the response's headers (a padding header sent a byte at a
+time) on HEAD and GET, "trickle-get-headers" on the GET alone. With `trickle_unknown`, a path that is no Hub file
+(a package index's /simple/NAME/, for `pip download`) gets its headers trickled the same way. A trickled
+header ends after `trickle_header_bytes` bytes, and the connection with it: a client without a deadline gets a
+cut connection late, not never.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ class FakeHub:
     commit: str = COMMIT
     url: str = ""
     trickle_interval: float = 2.0
+    trickle_header_bytes: int = 600
+    trickle_unknown: bool = False
 
     def add(self, repo: str, filename: str, data: bytes, fault: str | None = None) -> None:
         self.files[(repo, filename)] = HubFile(data, fault)
@@ -58,8 +64,26 @@ def _handler(hub: FakeHub):
             self.send_header("Content-Length", "0")
             self.end_headers()
 
+        def _trickle_header(self) -> None:
+            """A padding header sent a byte at a time, then the connection closed before the headers end: a
+            client that waited it out learns nothing but a cut connection."""
+            line = b"X-Padding: " + b"." * hub.trickle_header_bytes + b"\r\n"
+            try:
+                self.flush_headers()        # the status line goes first
+                for i in range(len(line)):
+                    self.wfile.write(line[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(hub.trickle_interval)
+            except OSError:         # the client gave up: what the test wants
+                pass
+            self.close_connection = True
+
         def _lookup(self):
             parts = unquote(self.path.split("?", 1)[0]).lstrip("/").split("/")
+            if hub.trickle_unknown and (len(parts) < 5 or parts[2] != "resolve"):
+                self.send_response(404)
+                self._trickle_header()
+                return None
             if len(parts) < 5 or parts[2] != "resolve":
                 return self._not_found("RepoNotFound")
             repo, revision, filename = "/".join(parts[:2]), parts[3], "/".join(parts[4:])
@@ -72,8 +96,12 @@ def _handler(hub: FakeHub):
                 return self._not_found("EntryNotFound")
             return entry
 
-        def _headers(self, status: int, entry: HubFile, length: int, extra=()):
+        def _headers(self, status: int, entry: HubFile, length: int, extra=()) -> bool:
             self.send_response(status)
+            slow = ("trickle-headers",) if self.command == "HEAD" else ("trickle-headers", "trickle-get-headers")
+            if entry.fault in slow:
+                self._trickle_header()
+                return False
             self.send_header("ETag", f'"{hashlib.sha256(entry.data).hexdigest()}"')
             self.send_header("X-Repo-Commit", hub.commit)
             self.send_header("Accept-Ranges", "bytes")
@@ -81,6 +109,7 @@ def _handler(hub: FakeHub):
             for name, value in extra:
                 self.send_header(name, value)
             self.end_headers()
+            return True
 
         def do_HEAD(self):
             hub.requests.append(("HEAD", self.path))
@@ -102,9 +131,12 @@ def _handler(hub: FakeHub):
                 start = int(rng[len("bytes="):-1])
             chunk = body[start:]
             if start:
-                self._headers(206, entry, len(chunk), [("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")])
+                sent = self._headers(206, entry, len(chunk),
+                                     [("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")])
             else:
-                self._headers(200, entry, len(chunk))
+                sent = self._headers(200, entry, len(chunk))
+            if not sent:
+                return
             if entry.fault == "trickle":
                 try:
                     for i in range(len(chunk)):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from harness.cli.common import EXIT_FINDING, EXIT_OK, add_results_dir, emit_json
+from harness.core.errors import HarnessError
+from harness.core.safe_writes import check_writable
 from harness.pins.sources import list_templates, resolve_template
 from harness.reports import conformance as conformance_report
 from harness.template import conformance
@@ -11,9 +13,16 @@ from harness.template import conformance
 def cmd_conformance(args) -> int:
     if args.template:
         return _given_templates(args)
+    root = args.results_dir.root
+    # The run takes minutes; a folder it cannot write into is said before, not after them.
+    check_writable(root, "conformance.md and conformance.json")
     refs = [resolve_template(pin.id) for pin in list_templates()]
     report = conformance.run(refs)
-    md, js = conformance_report.write(report, args.results_dir)
+    try:
+        md, js = conformance_report.write(report, args.results_dir)
+    except OSError as exc:          # the disk filled up, or the folder changed, while the report was made
+        raise HarnessError(f"cannot write the conformance report into {root}: {exc.strerror or exc}"
+                           + (f": {exc.filename}" if exc.filename else "")) from None
     if args.json:
         emit_json(report["summary"])
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from harness.cli.common import emit_json, log
 from harness.core import constants
 from harness.core.errors import HarnessError
-from harness.pins.archives import archive_dir, is_unpacked, unpack_archive
+from harness.pins.archives import archive_dir, is_unpacked, tree_drift, unpack_archive
 from harness.pins.fetch import FetchResult, fetch_model, fetch_template
 from harness.pins.sources import load_sources
 
@@ -48,7 +48,11 @@ def run_fetch(args) -> int:
 
 def _fetch_archive(pin, find_links) -> FetchResult:
     if is_unpacked(pin):
-        return FetchResult("archive", pin.id, archive_dir(pin), "present")
+        problems = tree_drift(pin)
+        if not problems:
+            return FetchResult("archive", pin.id, archive_dir(pin), "present")
+        log(f"{pin.id}: {len(problems)} unpacked file(s) changed since unpacking ({problems[0]}, ...); unpacking "
+            "it again")
     try:
         path = unpack_archive(pin, find_links=find_links, log=log)
     except HarnessError as exc:

@@ -11,6 +11,7 @@ from pathlib import Path
 from harness import families as registry
 from harness.cli.common import EXIT_FINDING, EXIT_OK, detect_ref, emit_json
 from harness.core.errors import HarnessError
+from harness.core.input_files import read_bounded, read_regular_text
 from harness.evaluation.scoring import (
     INVALID_ARGUMENTS, JSON_NOTATION, PYTHON_NOTATION, STRING_COERCED, UNKNOWN_TOOL, writes_values_as_text,
 )
@@ -38,14 +39,25 @@ def _boolean(text: str) -> bool:
 
 
 def _load_tools(path: Path) -> dict:
+    text = read_regular_text(path, what="--tools")     # a FIFO or a link to /dev/zero is refused by name
     try:
-        tools = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
+        tools = json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise HarnessError(f"--tools {path}: not a readable JSON file ({exc!r})") from None
     try:
         return check_tools(tools)
     except ToolSchemaError as exc:
         raise HarnessError(f"--tools {path}: {exc}") from None
+
+
+def _read_reply() -> str:
+    """The reply on stdin, read as before (text, newlines as Python reads them), but bounded: stdin may be
+    /dev/zero."""
+    try:
+        return read_bounded(sys.stdin, "the reply on stdin")
+    except UnicodeDecodeError as exc:
+        raise HarnessError(f"the reply on stdin is not text in {sys.stdin.encoding}: {exc.reason} at byte "
+                           f"{exc.start}") from None
 
 
 def _type_calls(out: dict, tools: dict) -> tuple:
@@ -134,7 +146,7 @@ def cmd_parse(args) -> int:
     # it must be the one the reply was generated after, so the template gets the same variables.
     found = detect_ref(ref, **kwargs)
     name, prompt, source = _family(args, found)
-    reply = sys.stdin.read()
+    reply = _read_reply()
     if name is None:
         out = {"family": None, "calls": [], "content": reply, "reasoning": None, "deviation": None,
                "detail": f"no family: {found.reason}; the reply is read as text (pass --family to choose one)"}

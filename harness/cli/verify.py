@@ -22,9 +22,13 @@ def run_verify(args) -> int:
                 print(f"{c.status:8} {c.kind:8} {c.id}" + (f"  ({c.detail})" if c.detail else ""))
         counts = Counter(c.status for c in checks)
         kinds = Counter(c.kind for c in checks if c.status == "ok")
-        line = f"{counts['ok']} pinned file(s) ok ({kinds['template']} template(s), {kinds['model']} model(s))"
-        if counts["absent"]:
-            line += f"; {counts['absent']} pinned model(s) not in the cache {constants.MODELS_CACHE_DIR}"
+        line = (f"{counts['ok']} pinned file(s) ok ({kinds['template']} template(s), {kinds['model']} model(s), "
+                f"{kinds['archive']} unpacked archive(s))")
+        absent = Counter(c.kind for c in checks if c.status == "absent")
+        if absent["model"]:
+            line += f"; {absent['model']} pinned model(s) not in the cache {constants.MODELS_CACHE_DIR}"
+        if absent["archive"]:
+            line += f"; {absent['archive']} pinned archive(s) not unpacked in {constants.CACHE_DIR / 'archives'}"
         if bad:
             line += f"; {len(bad)} drifted"
         print(line + ("" if args.verbose else "; -v lists every file"))
@@ -40,7 +44,8 @@ def register(subparsers) -> None:
     verify = subparsers.add_parser(
         "verify", help="check every pinned file on disk against its size and SHA-256 in sources.json",
         description="Check every pinned template (always) and every pinned model present in the model cache "
-                    "against sources.json. Exits 1 and lists every file that drifted.")
+                    "against sources.json, and every unpacked archive's files against the SHA-256 of each "
+                    "recorded when it was unpacked. Exits 1 and lists every file that drifted.")
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
     verify.add_argument("-v", "--verbose", action="store_true", help="list every file, ok and absent ones too")
     verify.epilog = ("One summary line, a line for each file that drifted or is missing (-v: every file); any drift "

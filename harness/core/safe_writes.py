@@ -103,6 +103,29 @@ def write_atomically(path, data, root) -> Path:
     return Path(path)
 
 
+def check_writable(root, what: str) -> Path:
+    """`root` if a file can be written into it (made if missing), tried by writing one: a command that works for
+    minutes before it writes finds out first. Else UnsafeWriteError saying why (a file in the way, a read-only
+    or full disk); `what` names what would be written there."""
+    root = Path(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=root, prefix=".harness-write-check.", suffix=".partial")
+        try:
+            os.write(fd, b"\n")
+            os.fsync(fd)        # a full disk may refuse the block only when it is flushed
+        finally:
+            os.close(fd)
+            os.unlink(name)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if isinstance(exc, (FileExistsError, NotADirectoryError)):
+            reason = "a file is in the way of the folder"
+        raise UnsafeWriteError(f"cannot write {what} into {root}: {reason}; nothing was done (give a folder "
+                               "that can be written)") from None
+    return root
+
+
 def lock_holder(fd: int) -> str:
     """Who holds the flock() on the open file `fd`: "process PID (its command line)" from the kernel's table of
     locks (/proc/locks, Linux), else "another process" where there is no such table to read."""

@@ -1,13 +1,19 @@
 """YAML loading that remembers where every value came from, so that a bad family or scenario file is
 reported as `file:line: field: problem` instead of a bare traceback."""
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from harness.core.input_files import read_regular
+
 # Project files nest a few levels; composing and converting recurse once per level.
 MAX_DEPTH = 100
+# A double-quoted "\ud800" is a lone UTF-16 surrogate: a str Python holds, but no UTF-8 writer (a transcript, a
+# hash of the scenario) can encode it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass
@@ -60,6 +66,8 @@ def _convert(node, at, lines, fail):
             if not isinstance(key_node, yaml.ScalarNode):
                 fail(key_node, "a key must be a plain scalar, not a list or mapping")
             key = key_node.value
+            if _SURROGATE.search(key):
+                fail(key_node, f"the key {key!r} holds a lone surrogate escape (\\ud800-\\udfff), which is not text")
             if key in out:
                 fail(key_node, f"duplicate key {key!r} (first at line {lines[at + (key,)]})")
             out[key] = _convert(value_node, at + (key,), lines, fail)
@@ -67,9 +75,12 @@ def _convert(node, at, lines, fail):
     if isinstance(node, yaml.SequenceNode):
         return [_convert(item, at + (i,), lines, fail) for i, item in enumerate(node.value)]
     try:
-        return _scalar(node)
+        value = _scalar(node)
     except (yaml.YAMLError, ValueError, TypeError) as exc:
         fail(node, f"cannot read this value: {getattr(exc, 'problem', None) or exc}")
+    if isinstance(value, str) and _SURROGATE.search(value):
+        fail(node, f"{value[:40]!r} holds a lone surrogate escape (\\ud800-\\udfff), which is not text")
+    return value
 
 
 def _scalar(node):
@@ -83,10 +94,7 @@ def _scalar(node):
 
 def load_located(path: Path, error_type) -> Located:
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise error_type(f"{path}: cannot read: {exc}") from exc
+    raw = read_regular(path, error_type)        # a FIFO or a link to /dev/zero is refused, not waited on
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import HarnessError
+from harness.core.input_files import read_regular_text
 from harness.core.values import DEFAULT_SAMPLING
 from harness.evaluation.scenarios import Expectation, Scenario, StubTool, Turn
 from harness.pins.archives import archive_tree
@@ -133,15 +135,22 @@ def checker_source(tree: Path | None = None) -> Path:
 
 
 def _lines(path: Path) -> list:
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise BFCLDataError(f"{path}: BFCL's file is missing from the pinned archive")
     out = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(read_regular_text(path, BFCLDataError).splitlines(), 1):
         if line.strip():
             try:
-                out.append(json.loads(line))
+                entry = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise BFCLDataError(f"{path}:{number}: not a JSON line: {exc.msg}") from None
+            except RecursionError:
+                raise BFCLDataError(f"{path}:{number}: not a JSON line: nested too deep") from None
+            except ValueError as exc:       # a number past int()'s limit on digits
+                raise BFCLDataError(f"{path}:{number}: not a JSON line: {exc}") from None
+            if not isinstance(entry, dict):
+                raise BFCLDataError(f"{path}:{number}: a JSON {type(entry).__name__} where BFCL has an object")
+            out.append(entry)
     return out
 
 

@@ -2,6 +2,7 @@
 (`library/tools.yaml`), scenarios asked for by name, and a scenario file given by its path. Each file is parsed
 by harness.evaluation.scenarios.parse_scenario."""
 
+import os
 from pathlib import Path
 
 from harness.core import constants
@@ -19,8 +20,9 @@ def _parsing():
 
 
 def load_library(path: Path) -> dict:
-    """Declared tools by name, as raw mappings (a scenario may override the stub's result per tool)."""
-    if not path.is_file():
+    """Declared tools by name, as raw mappings (a scenario may override the stub's result per tool). Only a
+    library that is not there at all is empty: one that is there but not a readable file is an error."""
+    if not os.path.lexists(path):
         return {}
     doc = load_located(path, ScenarioError)
     c = _parsing()._Checker(doc)
@@ -88,10 +90,10 @@ def _claimed_name(path: Path) -> str:
 def _scenario_file(path: Path, library: dict, shipped: dict) -> object:
     """A scenario given by its path: its tools from the library beside it (library/tools.yaml), else from the
     scenarios folder's. Its name must not be a different shipped scenario's: their samples would share a key."""
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise ScenarioError(f"{path}: no such scenario file")
     own = path.parent / LIBRARY_PATH
-    tools = load_library(own) if own.is_file() else library
+    tools = load_library(own) if os.path.lexists(own) else library
     scenario = _parsing().parse_scenario(load_located(path, ScenarioError), tools)
     other = shipped.get(scenario.name)
     if other is not None and other.hash != scenario.hash and other.path.resolve() != path.resolve():

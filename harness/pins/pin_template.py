@@ -18,7 +18,8 @@ from harness.core.errors import DownloadError, HarnessError, SourcesError
 from harness.pins.fetch import extract_chat_template
 from harness.pins.gguf_header import read_gguf_metadata
 from harness.pins.hub_download import store_verified
-from harness.pins.sources import ID_PATTERN, dump_sources, load_sources, sources_locked, write_sources
+from harness.pins.sources import (ID_PATTERN, dump_sources, load_sources, read_sources_json, sources_locked,
+                                  write_sources)
 
 
 def template_entry(tid: str, data: bytes, *, origin: str, repo: str | None = None, repo_basis: str | None = None,
@@ -126,7 +127,7 @@ def pin_template(tid: str, path: Path, *, origin: str | None = None, force: bool
     entry = template_entry(tid, data, origin=origin or f"pinned by `harness pin-template` from {path.name}",
                            variant=variant or "default", **provenance)
     with sources_locked() as sources_path:
-        raw = json.loads(sources_path.read_text(encoding="utf-8"))
+        raw = read_sources_json(sources_path)
         if any(t["id"] == tid for t in raw["templates"]) and not force:
             raise SourcesError(f"template {tid!r} is already pinned; re-pinning is deliberate: pass --force")
         raw["templates"] = [t for t in raw["templates"] if t["id"] != tid] + [entry]

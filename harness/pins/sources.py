@@ -19,6 +19,7 @@ from pathlib import Path
 
 from harness.core import constants
 from harness.core.errors import DriftError, SourcesError
+from harness.core.input_files import read_regular, read_regular_text
 from harness.pins.digest import file_drift
 from harness.pins.gguf_header import embedded_template, is_gguf
 from harness.pins.paths import inside, relative_path_problem
@@ -31,6 +32,8 @@ _REVISION = re.compile(r"^[0-9a-f]{40}\Z")
 # \Z, not $: "$" also matches before a final newline, so "abc\n" would pass as an id (and a file name).
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 SOURCE_KINDS = {"hub", "pypi"}
+# 2**53 bytes (8 PiB): above any file, and still exact as a float.
+MAX_SIZE = 1 << 53
 
 # Field order of each entry in sources.json; dump_sources writes them in this order so the file stays stable.
 TEMPLATE_FIELDS = ("id", "file", "repo", "repo_basis", "variant", "revision", "sha256", "size", "origin", "hub",
@@ -163,6 +166,14 @@ class _Entry:
             raise SourcesError(f"{self.where}: field {name!r} {problem}, got {value!r}")
         return value
 
+    def size(self, *, nullable=False) -> int | None:
+        """Field 'size': a byte count no file reaches past (the download deadline divides by it, a float)."""
+        value = self.get("size", int, nullable=nullable)
+        if value is not None and not 0 <= value <= MAX_SIZE:
+            got = value if value < 0 else "more"
+            raise SourcesError(f"{self.where}: field 'size' must be a byte count from 0 to {MAX_SIZE}, got {got}")
+        return value
+
     def get(self, name, types, *, required=True, nullable=False, pattern=None):
         if name not in self.raw:
             if required:
@@ -198,9 +209,7 @@ def _parse_template(raw, index: int, root: Path) -> TemplatePin:
             raise SourcesError(f"{e.where}: field 'hub' needs string 'filename' and 'key', got {hub!r}")
         if set(hub) - {"filename", "key", "name"}:
             raise SourcesError(f"{e.where}: field 'hub' has unknown keys {sorted(set(hub) - {'filename', 'key', 'name'})}")
-    size = e.get("size", int)
-    if size < 0:
-        raise SourcesError(f"{e.where}: field 'size' must not be negative")
+    size = e.size()
     declared = e.get("declared_family", dict, required=False, nullable=True)
     if declared is not None:
         _check_declared(e.where, declared)
@@ -266,7 +275,7 @@ def _parse_model(raw, index: int, template_ids) -> ModelPin:
                            f"{', '.join(MODES)}, got {modes!r}")
     return ModelPin(
         id=mid, default=e.get("default", bool), repo=repo, filename=e.relative_path("filename"),
-        revision=e.get("revision", str, nullable=True, pattern=_REVISION), size=e.get("size", int, nullable=True),
+        revision=e.get("revision", str, nullable=True, pattern=_REVISION), size=e.size(nullable=True),
         sha256=e.get("sha256", str, nullable=True, pattern=_SHA256), license=e.get("license", str, nullable=True),
         template=template, family=family, sources=parsed, note=e.get("note", str, required=False, nullable=True),
         stand_in_template=stand_in, modes=tuple(modes) if modes is not None else None)
@@ -282,22 +291,30 @@ def _parse_archive(raw, index: int) -> ArchivePin:
         raise SourcesError(f"{e.where}: field 'filename' must be a bare file name, got {filename!r}")
     if not extract.endswith("/") or relative_path_problem(extract[:-1]):
         raise SourcesError(f"{e.where}: field 'extract' must be a relative folder ending in '/', got {extract!r}")
-    size = e.get("size", int)
-    if size < 0:
-        raise SourcesError(f"{e.where}: field 'size' must not be negative")
+    size = e.size()
     return ArchivePin(id=aid, package=e.get("package", str), version=e.get("version", str), filename=filename,
                       size=size, sha256=e.get("sha256", str, pattern=_SHA256), extract=extract,
                       origin=e.get("origin", str), note=e.get("note", str, required=False, nullable=True))
 
 
+def read_sources_json(path: Path) -> object:
+    """sources.json as JSON, unchecked: refused as a FIFO or device, when larger than any lock file, or when it
+    is not JSON a program can hold (a number of thousands of digits, nesting thousands of levels deep)."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        raise SourcesError(f"{path}: not found (set HARNESS_ROOT to a checkout of the project)")
+    text = read_regular_text(path, SourcesError)
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise SourcesError(f"{path}: not valid JSON: nested too deep") from None
+    except ValueError as exc:           # JSONDecodeError, and int()'s limit on a number's digits
+        raise SourcesError(f"{path}: not valid JSON: {exc}") from None
+
+
 def load_sources(path: Path | str | None = None) -> Sources:
     path = Path(path) if path is not None else constants.SOURCES_PATH
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SourcesError(f"{path}: not found (set HARNESS_ROOT to a checkout of the project)") from None
-    except json.JSONDecodeError as exc:
-        raise SourcesError(f"{path}: not valid JSON: {exc}") from None
+    raw = read_sources_json(path)
     if not isinstance(raw, dict) or raw.get("version") != SOURCES_VERSION:
         raise SourcesError(f"{path}: expected an object with \"version\": {SOURCES_VERSION}")
     for key in ("templates", "models"):
@@ -449,7 +466,7 @@ def resolve_template(path_or_id: str | Path, sources: Sources | None = None) -> 
         problem = file_drift(candidate, entry.size, entry.sha256)
         if problem:
             raise DriftError(f"template {entry.id!r}: {problem}")
-    data = candidate.read_bytes()
+    data = read_regular(candidate, SourcesError, "template file")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -4,16 +4,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.errors import DriftError
+from harness.pins.archives import archive_dir, is_unpacked, tree_drift
 from harness.pins.digest import file_drift
 from harness.pins.sources import Sources, load_sources, model_cache_path
 
 
 @dataclass(frozen=True)
 class FileCheck:
-    kind: str        # "template" or "model"
+    kind: str        # "template", "model" or "archive"
     id: str
     path: Path
-    status: str      # "ok", "drift", "missing", "absent" (model not fetched), "unpinned" (model without sha256)
+    status: str      # "ok", "drift", "missing", "absent" (model or archive not fetched), "unpinned" (model without sha256)
     detail: str | None = None
 
     def as_json(self) -> dict:
@@ -21,7 +22,8 @@ class FileCheck:
 
 
 def check_all(sources: Sources | None = None, cache_dir: Path | None = None) -> list:
-    """One FileCheck per pinned file: templates always, models only when they are in the cache."""
+    """One FileCheck per pinned file: templates always, models and unpacked archives only when they are in the
+    cache (an archive's unpacked files each against the SHA-256 listed when it was unpacked)."""
     sources = sources or load_sources()
     checks = []
     for t in sources.templates.values():
@@ -39,6 +41,16 @@ def check_all(sources: Sources | None = None, cache_dir: Path | None = None) -> 
         else:
             problem = file_drift(path, m.size, m.sha256)
             checks.append(FileCheck("model", m.id, path, "drift" if problem else "ok", problem))
+    for a in sources.archives.values():
+        path = archive_dir(a, cache_dir)
+        if not is_unpacked(a, cache_dir):
+            checks.append(FileCheck("archive", a.id, path, "absent"))
+            continue
+        problems = tree_drift(a, cache_dir)
+        shown = "; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
+        checks.append(FileCheck("archive", a.id, path, "drift" if problems else "ok",
+                                f"changed since unpacking: {shown}; unpack it again with `harness fetch --archives "
+                                f"{a.id}`" if problems else None))
     return checks
 
 

@@ -23,7 +23,7 @@ from harness.reports.bfcl import valid_verdict, headline, judge_folder, write_bf
 from harness.reports.designs import designs_markdown
 from harness.reports.rates import counts
 from harness.reports.html_report import write_html
-from harness.reports.staged import StagedWrites
+from harness.reports.staged import StagedWrites, report_lock
 from harness.reports.suite_pages import write_pages
 from harness.reports.tables import (
     EXAMPLES, FIRST_REPLIES, IN_PROCESS, LEGEND, RATES, Collected, checks_table, class_table, collect,
@@ -294,8 +294,8 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
             raise UnsafeWriteError(f"cannot write the reports into {results.root}: {exc}") from None
     suites = {name: s.read_all(results.root, collected.warnings) for name, s in suite.registered().items()}
     # Every file to a temporary name first, all put in place at the end: a report that fails halfway leaves
-    # the previous reports whole.
-    with StagedWrites() as staged:
+    # the previous reports whole. One report at a time per folder, which clears what a killed one left staged.
+    with report_lock(results.root), StagedWrites() as staged:
         judged = judge_folder(results, collected.warnings)
         written = write_pages(results.root, suites, staged) + write_bfcl(results, collected.warnings, staged=staged,
                                                                           judged=judged)

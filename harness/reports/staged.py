@@ -1,16 +1,75 @@
 """Every file of one `harness report` written under a temporary name beside its place, and put in place together
 only once all are written: a report that fails halfway (a malformed record, a full disk) leaves the previous
-reports whole, never some files new and some old."""
+reports whole, never some files new and some old.
 
+A report killed before it commits or discards (kill -9, a lost machine) leaves its staged files behind. Every
+report holds a lock on its results folder (report_lock) while it writes; the next report takes it and removes
+the staged files under the folder, which can then only be leftovers of reports that are dead."""
+
+import fcntl
 import os
+import re
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+
+from harness.core.errors import HarnessError
+from harness.core.safe_writes import lock_holder
+
+# mkstemp's names: the prefix (".<name>."), 8 characters from [a-z0-9_], the suffix. Anchored, so that no file
+# of another writer (a transcript, a download's ".partial") is ever taken for a report's.
+STAGED_NAME = re.compile(r"\..+\.[a-z0-9_]{8}\.staged")
+LOCK_NAME = ".report.lock"
 
 
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+@contextmanager
+def report_lock(root: Path):
+    """An exclusive lock on `root` for one report, or HarnessError naming the report that holds it; once held,
+    the staged files a killed report left under `root` are removed. The lock file is removed on release."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    lock = root / LOCK_NAME
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = lock_holder(fd)
+            os.close(fd)
+            raise HarnessError(f"{root}: another report is being written into this folder by {holder}; run "
+                               "this one once it has finished") from None
+        # The holder before us unlinks the file before it unlocks: a lock on an unlinked file guards nothing.
+        try:
+            if os.stat(lock, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        remove_stale_staged(root)
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+        os.close(fd)
+
+
+def remove_stale_staged(root: Path) -> list:
+    """Remove the staged files (STAGED_NAME, regular files only) under `root`; called under report_lock, where
+    no live report has any. The paths removed."""
+    removed = []
+    for folder, _, files in os.walk(root):        # links to folders are not followed
+        for name in files:
+            path = Path(folder) / name
+            if STAGED_NAME.fullmatch(name) and path.is_file() and not path.is_symlink():
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed
 
 
 class StagedWrites:
