@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from harness.core.hashing import sha256_text
 from harness.evaluation.records import ModelRecord, SampleRecord
-from harness.grammar.plan import DEFAULT_VARIANT, planned_setup
+from harness.grammar.plan import DEFAULT_VARIANT, grammar_plan, setup_digest
 
 
 class CurrentSetups:
@@ -31,11 +31,11 @@ class CurrentSetups:
         template = (model.template or {}).get("text")
         # Judged against today's build of the design it was run with (a design study keeps its own variant).
         variant = (record.grammar or {}).get("variant", DEFAULT_VARIANT)
-        key = (record.family, sha256_text(template or ""), scenario.name, scenario.hash, record.mode, variant)
-        if key not in self._made:
+        key = (record.family, sha256_text(template or ""), scenario.name, scenario.hash, variant)
+        if key not in self._made:     # one build serves grammar and fallback samples of the case alike
             try:
-                self._made[key] = planned_setup(record.mode, record.family, scenario, template, variant)
+                self._made[key] = grammar_plan(record.family, scenario, template, variant)
             except Exception:  # noqa: BLE001 -- a grammar that cannot be built today: nothing to compare with
                 self._made[key] = None
-        today = self._made[key]
-        return today is not None and today != record.setup()
+        plan = self._made[key]
+        return plan is not None and setup_digest(record.mode, plan.to_json(record.mode)) != record.setup()

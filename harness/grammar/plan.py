@@ -113,6 +113,11 @@ def setup_digest(mode: str, grammar: dict | None) -> str:
                                   sort_keys=True, ensure_ascii=False))[:16]
 
 
+def unbuildable_grammar(exc) -> dict:
+    """The grammar block of a sample whose grammar cannot be built for its tools: the reason, as recorded."""
+    return {"error": str(exc)}
+
+
 def planned_setup(mode: str, family: str | None, scenario, template: str | None,
                   variant: str = DEFAULT_VARIANT) -> str:
     """The setup digest a sample of `scenario` in `mode` gets today, for a model of `family` and `template`."""

@@ -17,7 +17,8 @@ from harness.core.hashing import sha256_text
 from harness.evaluation.records import ModelRecord, ModelRef, SampleRecord, ScenarioRef
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.scoring import score_sample
-from harness.grammar.plan import DEFAULT_VARIANT, planned_setup
+from harness.grammar import GrammarError
+from harness.grammar.plan import DEFAULT_VARIANT, planned_setup, setup_digest, unbuildable_grammar
 from harness.live.modes import grammar_plan
 from harness.live.tool_loop import DrivenModel, first_prompt, run_sample, step_seed
 from harness.pins.digest import file_digest
@@ -255,6 +256,21 @@ def superseding(work: list, done, model_id: str, sha256: str, base_seed: int) ->
                for scenario, mode, todo in work for i in todo)
 
 
+def _unbuildable(model: OpenModel, scenario, index: int, seed: int, mode: str, exc) -> SampleRecord:
+    """The record of a sample whose grammar cannot be built: its error says why; its grammar block holds the
+    reason, so its setup is what setups_for gives such a case, and a later run does not ask it again."""
+    stamp = now()
+    record = SampleRecord(
+        model=ModelRef(model.id, model.sha256), scenario=ScenarioRef(scenario.name, scenario.hash), sample=index,
+        seed=seed, mode=mode, family=model.chat.family, grammar=unbuildable_grammar(exc),
+        template={"id": model.template_id, "sha256": sha256_text(model.chat.template),
+                  "source": model.template_source}, sampling=scenario.sampling, max_steps=scenario.max_steps,
+        template_kwargs=model.chat.template_kwargs, turns=[], error=f"grammar: {exc}", executions={},
+        started=stamp, finished=stamp, seconds=0.0, engine=_engine(model))
+    record.recorded_verdicts = score_sample(scenario, record)
+    return record
+
+
 def setups_for(family: str | None, template: str | None, variant: str = DEFAULT_VARIANT):
     """setup_of for pending(): the setup each scenario and mode gets today for a model of this family and
     template, each grammar built once."""
@@ -263,7 +279,10 @@ def setups_for(family: str | None, template: str | None, variant: str = DEFAULT_
     def setup_of(scenario, mode):
         key = (scenario.name, scenario.hash, mode)
         if key not in made:
-            made[key] = planned_setup(mode, family, scenario, template, variant)
+            try:
+                made[key] = planned_setup(mode, family, scenario, template, variant)
+            except GrammarError as exc:
+                made[key] = setup_digest(mode, unbuildable_grammar(exc))
         return made[key]
     return setup_of
 
@@ -342,7 +361,19 @@ def _run_work(model: OpenModel, work: list, base_seed: int, writer, summary: dic
         if not todo:
             continue
         clock = time.monotonic()
-        plan = grammar_plan(model.chat.family, scenario, model.chat.template, variant) if mode != "native" else None
+        try:
+            plan = grammar_plan(model.chat.family, scenario, model.chat.template, variant) if mode != "native" \
+                else None
+        except GrammarError as exc:
+            # A tool set our grammar cannot express: a finding about this case, recorded per sample with the
+            # reason (never dropped, never run without the grammar it needs).
+            for index in todo:
+                writer.append(_unbuildable(model, scenario, index, sample_seed(base_seed, index), mode, exc))
+                summary["ran"] += 1
+                summary["errors"] += 1
+                if progress is not None:
+                    progress.update(1)
+            continue
         # Native and fallback samples open with a native attempt, written in one batch; grammar samples
         # go one by one (the batch's sampler chains hold no GrammarGate).
         batched = mode != "grammar" and model.chat.backend.batches_samples   # a server batches on its own

@@ -82,9 +82,13 @@ def test_the_table_judges_strict_and_lenient_calls_with_bfcls_checker(tmp_path, 
     assert irrelevance[9] == "irrelevance_error:decoder_success ×1, stopped-by-error ×1"
     assert _row(text, "grammar", "simple_python")[4] == "1/1 100% [21–100]"
     assert "bfcl-eval 2026.3.23" in text and "`bfcl_eval.constants.model_config`" in text
-    assert (f"| {MODEL} | Qwen3-0.6B (FC) | simple | 64.2 | native: 1/3 33% [6–79]; "
+    # The published figure of the same column (Python Simple AST, not the overall table's mean over three
+    # languages), from the board it was read on; only categories run here have a row.
+    assert (f"| {MODEL} | simple_python | 86.50 (Qwen3-0.6B (FC), board 2026-04-12) | native: 1/3 33% [6–79]; "
             "grammar: 1/1 100% [21–100] |") in text
-    assert "| llama-3.2-1b-instruct-q4_k_m | Llama-3.2-1B-Instruct (FC) | simple | 44 | not run here |" in text
+    assert f"| {MODEL} | irrelevance | 82.50 (Qwen3-0.6B (FC), board 2026-04-12) |" in text
+    assert "llama-3.2-1b" not in text.split("## Beside BFCL's published figures")[1]
+    assert "- Board 2026-04-12: BFCL leaderboard v4 of 2026-04-12" in text
     assert any("1 BFCL record(s)" in w for w in warnings)      # the stale record is left out, and said
 
 
@@ -97,8 +101,8 @@ def test_without_the_checker_environment_our_checks_stand_and_bfcls_say_not_judg
     not_judged = "not judged (`bash scripts/setup_bfcl.sh`)"
     assert _row(text, "native", "simple_python")[4:7] == [not_judged, not_judged, "2/3 67% [21–94]"]
     assert _row(text, "native", "simple_python")[9] == not_judged
-    assert f"| {MODEL} | Qwen3-0.6B (FC) | simple | 64.2 | native: {not_judged}; grammar: {not_judged} |" in text
-    assert "| llama-3.2-1b-instruct-q4_k_m | Llama-3.2-1B-Instruct (FC) | simple | 44 | not run here |" in text
+    assert (f"| {MODEL} | simple_python | 86.50 (Qwen3-0.6B (FC), board 2026-04-12) | native: {not_judged}; "
+            f"grammar: {not_judged} |") in text
     assert any("BFCL's checker was not run" in w and "setup_bfcl.sh" in w for w in warnings)
 
 
@@ -156,3 +160,12 @@ def test_a_copy_or_a_link_of_a_bfcl_file_counts_nothing_twice(tmp_path, beside):
     outcomes, _, _ = read_outcomes(results, warnings)
     assert len(outcomes) == own.read_text(encoding="utf-8").count('"kind":"sample"') == len(REPLIES) + 1
     assert any(str(own) in w and str(other) in w for w in warnings), warnings
+
+
+def test_a_model_no_board_listed_says_so_and_a_siblings_figure_is_marked():
+    from harness.reports.bfcl_published import published_cell
+
+    assert published_cell("smollm2-135m-instruct-q4_1", "simple_python") == "never listed on a BFCL board"
+    assert published_cell("qwen2.5-coder-0.5b-instruct-q4_k_m", "live_irrelevance") == (
+        "53.29 (sibling Qwen2.5-0.5B-Instruct (FC) (this model never listed on a BFCL board), board 2025-04-25)")
+    assert published_cell("llama-3.2-1b-instruct-q4_k_m", "simple_python").startswith("75.00 (")

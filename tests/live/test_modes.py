@@ -118,3 +118,27 @@ def test_batched_samples_refuse_a_grammar_spec_clearly(tmp_path):
     spec = grammar_plan(None, load(tmp_path)).spec
     with pytest.raises(GenerationError, match="one by one"):
         generate_samples(object(), "prompt", 2, seeds=[1, 2], max_tokens=8, grammar=spec)
+
+
+def test_a_grammar_that_cannot_be_built_is_recorded_per_sample_and_not_asked_again(tmp_path, monkeypatch):
+    """A tool set our grammar cannot express is a finding recorded per sample (its reason in the error and the
+    grammar block), and the record's setup is the one a later run plans for that case: it is not asked again."""
+    from types import SimpleNamespace
+
+    from harness.grammar import GrammarError
+    from harness.live import runner
+
+    sc = load(tmp_path)
+
+    def refuse(*args, **kwargs):
+        raise GrammarError("tool 'x': parameters must be a JSON schema object")
+
+    monkeypatch.setattr(runner, "planned_setup", refuse)
+    backend = SimpleNamespace(describe=lambda: {"backend": "embedded", "threads": 1})
+    chat = SimpleNamespace(family="hermes", template="{{ x }}", template_kwargs={}, backend=backend)
+    model = SimpleNamespace(id="m", sha256="f" * 64, chat=chat, template_id=None, template_source="gguf")
+    record = runner._unbuildable(model, sc, 0, 7, "grammar", GrammarError("tool 'x': parameters must be a JSON "
+                                                                           "schema object"))
+    assert record.error == "grammar: tool 'x': parameters must be a JSON schema object" and record.turns == []
+    assert record.grammar == {"error": "tool 'x': parameters must be a JSON schema object"}
+    assert runner.setups_for("hermes", "{{ x }}")(sc, "grammar") == record.setup()

@@ -1,0 +1,98 @@
+"""A sample's setup (mode and grammar as recorded) decides whether it still counts: one written under another
+grammar or the older fallback rule is run again by `harness run`, the new record supersedes the old one in the
+transcript (a kill before the old line is removed leaves both, and every reader counts the later), and reports
+count only samples of today's setup."""
+
+import json
+
+from harness.evaluation.records import ModelRecord, ModelRef, SampleRecord, ScenarioRef
+from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scored import score_transcripts
+from harness.evaluation.transcripts import TranscriptWriter, read_transcript
+from harness.grammar.plan import grammar_plan
+from harness.live.runner import pending, setups_for
+
+SCENARIO = """\
+name: s
+description: d
+tools:
+  - name: ping
+    description: Check the relay.
+    parameters: {type: object, properties: {}}
+    returns: pong
+conversation:
+  turns:
+    - user: Ping.
+      expect: {tool: ping}
+"""
+TEMPLATE = "{% for m in messages %}{{ m.content }}{% endfor %}<tool_call>"
+REPLY = '<tool_call>\n{"name": "ping", "arguments": {}}\n</tool_call>'
+
+
+def _scenario(tmp_path):
+    (tmp_path / "scenarios").mkdir()
+    (tmp_path / "scenarios" / "s.yaml").write_text(SCENARIO)
+    return load_scenarios(tmp_path / "scenarios")[0]
+
+
+def _sample(sc, index, mode, grammar, reply=REPLY):
+    return SampleRecord(ModelRef("m", "f" * 64), ScenarioRef(sc.name, sc.hash), index, index, mode, "hermes",
+                        grammar=grammar, turns=[{"user": "Ping.", "steps": [{"reply": reply, "prompt_tail": ""}]}])
+
+
+def _model():
+    return ModelRecord(ModelRef("m", "f" * 64), {"source": "gguf", "sha256": "0" * 64, "text": TEMPLATE},
+                       family="hermes")
+
+
+def test_a_sample_of_another_setup_is_pending_and_its_new_record_supersedes_the_old(tmp_path):
+    sc = _scenario(tmp_path)
+    today = grammar_plan("hermes", sc, TEMPLATE).to_json("fallback")
+    older = {k: v for k, v in today.items() if k != "retry_on"}      # the fallback rule before it was recorded
+    path = tmp_path / "t.jsonl"
+    with TranscriptWriter(path) as writer:
+        writer.append(_model())
+        writer.append(_sample(sc, 0, "fallback", older, "old reply"))
+        writer.append(_sample(sc, 1, "fallback", today))
+    done = read_transcript(path).done_setups()
+    work = pending("m", "f" * 64, [sc], 2, 0, done, ["fallback"], None, setups_for("hermes", TEMPLATE))
+    assert [todo for _, _, todo in work] == [[0]]          # sample 1 is today's; sample 0 runs again
+    # The report leaves the older sample out as stale until it is run again.
+    scored = score_transcripts([path], {sc.name: sc})
+    assert [r.sample for r, _, _ in scored.samples] == [1] and [r.sample for r in scored.stale] == [0]
+    with TranscriptWriter(path) as writer:
+        writer.append(_sample(sc, 0, "fallback", today, "new reply"))
+        # Killed here: both lines are in the file, and every reader counts the later one.
+        scored = score_transcripts([path], {sc.name: sc})
+        assert sorted(r.sample for r, _, _ in scored.samples) == [0, 1] and not scored.stale
+        assert writer.drop_superseded() == 1
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    replies = [r["turns"][0]["steps"][0]["reply"] for r in lines if r["kind"] == "sample"]
+    assert replies == [REPLY, "new reply"] and lines[0]["kind"] == "model"
+
+
+def test_a_malformed_line_is_kept_when_superseded_records_are_dropped(tmp_path):
+    sc = _scenario(tmp_path)
+    today = grammar_plan("hermes", sc, TEMPLATE).to_json("grammar")
+    path = tmp_path / "t.jsonl"
+    with TranscriptWriter(path) as writer:
+        writer.append(_sample(sc, 0, "grammar", {**today, "gbnf_sha256": "0" * 64}))
+    with path.open("a") as f:
+        f.write("{not a record}\n")
+    with TranscriptWriter(path) as writer:
+        writer.append(_sample(sc, 0, "grammar", today))
+        assert writer.drop_superseded() == 1
+    assert path.read_text().splitlines()[0] == "{not a record}"
+
+
+def test_a_sample_of_todays_setup_is_not_asked_again_nor_dropped(tmp_path):
+    sc = _scenario(tmp_path)
+    today = grammar_plan("hermes", sc, TEMPLATE).to_json("grammar")
+    path = tmp_path / "t.jsonl"
+    with TranscriptWriter(path) as writer:
+        writer.append(_model())
+        writer.append(_sample(sc, 0, "grammar", today))
+        writer.append(_sample(sc, 0, "grammar", today))     # asked twice under one setup (a retried failure)
+        assert writer.drop_superseded() == 0
+    done = read_transcript(path).done_setups()
+    assert pending("m", "f" * 64, [sc], 1, 0, done, ["grammar"], None, setups_for("hermes", TEMPLATE))[0][2] == []
