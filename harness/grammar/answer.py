@@ -12,6 +12,8 @@ trigger word on)."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from harness.grammar.gbnf import EMPTY, Alt, Lit, PATTERN_SPACE, Raw, Ref, RuleSet, Seq, char_class_escape, seq
 
 # How a call opens in any family's JSON dialect: an object, a list of calls, a fenced block.
@@ -39,11 +41,27 @@ def answer_text(rules: RuleSet, leading, anywhere, hint: str = "answer") -> Ref:
     key = ("answer_text", leading, anywhere)
     if key in rules.made:
         return rules.made[key]
+    states, table, free0 = _automaton(leading, anywhere)
+    names = [rules.reserve(f"{hint}-{i}") for i in range(len(states))]
+    for i, (state, (other, moves)) in enumerate(zip(states, table)):
+        options = [Seq((Raw("[^" + other + "]"), Ref(names[free0])))]
+        options += [Seq((Lit(ch), Ref(names[nxt]))) for ch, nxt in moves]
+        if state[0] != "start":
+            options.append(EMPTY)  # the answer may end anywhere after its first character
+        rules.fill(names[i], Alt(tuple(options)))
+    rules.made[key] = rules.define(f"{hint}-text", seq(PATTERN_SPACE, Ref(names[0])))
+    return rules.made[key]
+
+
+@lru_cache(maxsize=64)
+def _automaton(leading: tuple, anywhere: tuple) -> tuple:
+    """(states, [(characters that lead to the free start state, as a negated class's body), ((character, next
+    state index), ...)] per state, the free start state's index): the automaton answer_text writes as rules. It depends on the words alone, and
+    every case of a family shares them, so it is built once per process (it is most of a grammar's cost)."""
     opening = sorted({w[:i] for w in leading for i in range(1, len(w))})
     tails = list(dict.fromkeys([""] + [w[:i] for w in anywhere for i in range(1, len(w))]))
     states = [("start", "")] + [("open", p) for p in opening] + [("free", t) for t in tails]
     index = {state: i for i, state in enumerate(states)}
-    names = [rules.reserve(f"{hint}-{i}") for i in range(len(states))]
     free0 = index[("free", "")]
     # A free state's text -> its index: the longest end of the text so far that begins an `anywhere` word.
     ends = {text: i for (kind, text), i in index.items() if kind == "free"}
@@ -67,15 +85,11 @@ def answer_text(rules: RuleSet, leading, anywhere, hint: str = "answer") -> Ref:
         return free_after(text)
 
     chars = sorted(set("".join(leading + anywhere)) | set(_BLANKS))
-    for i, state in enumerate(states):
+    table = []
+    for state in states:
         moves = {ch: step(state, ch) for ch in chars}
         # Characters no word holds lead to the free start state (or, from the start, begin the text there).
         special = sorted(ch for ch, nxt in moves.items() if nxt != free0)
         other = "".join(char_class_escape(c) for c in special) or "\\x00"  # GBNF has no empty negated class
-        options = [Seq((Raw("[^" + other + "]"), Ref(names[free0])))]
-        options += [Seq((Lit(ch), Ref(names[moves[ch]]))) for ch in special if moves[ch] is not None]
-        if state[0] != "start":
-            options.append(EMPTY)  # the answer may end anywhere after its first character
-        rules.fill(names[i], Alt(tuple(options)))
-    rules.made[key] = rules.define(f"{hint}-text", seq(PATTERN_SPACE, Ref(names[0])))
-    return rules.made[key]
+        table.append((other, tuple((ch, moves[ch]) for ch in special if moves[ch] is not None)))
+    return tuple(states), tuple(table), free0

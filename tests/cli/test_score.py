@@ -103,7 +103,8 @@ def test_a_bfcl_record_is_scored_against_its_case_not_called_stale():
         assert entry["call_due"] is outcome.call_due
         assert (entry["verdicts"]["parsed"], entry["verdicts"]["right_tool"]) == (outcome.parsed, outcome.right_tool)
     text = harness("score", bfcl)
-    assert text.returncode == 0 and ": pass" in text.stdout
+    native_lines = [line for line in text.stdout.splitlines() if "  native  " in line]
+    assert text.returncode == 0 and native_lines and not [line for line in native_lines if line.endswith(": stale")]
 
 
 def _stale_copy(own: Path, other: Path) -> None:
