@@ -69,6 +69,7 @@ def sample_figures(results: ResultsDir) -> dict:
     out = {"model": f"`{FINDING_MODEL}`", "native-intended": _ratio(native["intended_tool"]),
            "native-parsed": _ratio(native["parsed"]), "fenced-json": str(named["fenced-json"]),
            "bare-json": str(named["bare-json"]), "modes": str(model["mode"].nunique()),
+           "fallback-parsed": _ratio(fallback["parsed"]),
            "fallback-expected-args": _ratio(fallback["expected_arguments"])}
     passed, total, _, _ = counts(whole["passed"])
     out.update({"all-checks-passed": f"{passed:,}", "call-due-samples": f"{total:,}"})
