@@ -70,12 +70,9 @@ def _handler(hub: FakeHub):
             line = b"X-Padding: " + b"." * hub.trickle_header_bytes + b"\r\n"
             try:
                 self.flush_headers()        # the status line goes first
-                for i in range(len(line)):
-                    self.wfile.write(line[i:i + 1])
-                    self.wfile.flush()
-                    time.sleep(hub.trickle_interval)
-            except OSError:         # the client gave up: what the test wants
-                pass
+            except OSError:
+                return
+            _trickle(self.wfile, line, hub.trickle_interval)
             self.close_connection = True
 
         def _lookup(self):
@@ -138,13 +135,7 @@ def _handler(hub: FakeHub):
             if not sent:
                 return
             if entry.fault == "trickle":
-                try:
-                    for i in range(len(chunk)):
-                        self.wfile.write(chunk[i:i + 1])
-                        self.wfile.flush()
-                        time.sleep(hub.trickle_interval)
-                except OSError:         # the client gave up: what the test wants
-                    pass
+                _trickle(self.wfile, chunk, hub.trickle_interval)
                 self.close_connection = True
                 return
             if entry.fault == "cut":
@@ -174,3 +165,14 @@ class HubServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)
+
+
+def _trickle(out, data: bytes, interval: float) -> None:
+    """Write `data` a byte at a time, `interval` seconds apart, until the client gives up (what the test wants)."""
+    try:
+        for i in range(len(data)):
+            out.write(data[i:i + 1])
+            out.flush()
+            time.sleep(interval)
+    except OSError:
+        pass
