@@ -26,15 +26,16 @@ class CurrentSetups:
         record is not in the transcript, or that keeps no grammar hash (a hand-made record), cannot be checked, and is
         taken as it is."""
         model = self._models.get((record.model.id, record.model.sha256))
-        if model is None or record.mode == "native" or not (record.grammar or {}).get("gbnf_sha256"):
+        if model is None or record.mode == "native" or "gbnf_sha256" not in (record.grammar or {}):
             return False
         template = (model.template or {}).get("text")
         # Judged against today's build of the design it was run with (a design study keeps its own variant).
         variant = (record.grammar or {}).get("variant", DEFAULT_VARIANT)
-        key = (record.family, sha256_text(template or ""), scenario.name, scenario.hash, variant)
+        example = (model.detection or {}).get("rendered_call")
+        key = (record.family, sha256_text(template or ""), scenario.name, scenario.hash, variant, example)
         if key not in self._made:     # one build serves grammar and fallback samples of the case alike
             try:
-                self._made[key] = grammar_plan(record.family, scenario, template, variant)
+                self._made[key] = grammar_plan(record.family, scenario, template, variant, example)
             except Exception:  # noqa: BLE001 -- a grammar that cannot be built today: nothing to compare with
                 self._made[key] = None
         plan = self._made[key]

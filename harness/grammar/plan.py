@@ -34,17 +34,27 @@ def tool_preamble(scenario, preamble: str = TOOL_PREAMBLE) -> str:
     return preamble.format(tools=json.dumps(tools, ensure_ascii=False, indent=1))
 
 
+# native-example: the family's own call, as the model's template renders the probe call, shown once.
+EXAMPLE_PREAMBLE = ("When you call a tool, write the call exactly in this form (an example call of a tool named "
+                    "get_weather; call only the tools you are given, with their own arguments):\n{example}")
+
+
 @dataclass(frozen=True)
 class GrammarPlan:
-    spec: GrammarSpec
+    spec: GrammarSpec | None  # None: a prompt design that samples without a grammar (native-example)
     preamble: str | None  # sent ahead of the system message when the template cannot carry the tools
     required: GrammarSpec | None = None  # a call and nothing else: fallback's retry of a near miss
     required_preamble: str | None = None  # the preamble of that retry (it may not answer)
     variant: str = "refusal-list"  # the design (VARIANTS); recorded only where it is not the first design
+    native_family: str | None = None  # without a grammar: the model's own family reads the replies
+    # The preamble opens the system message and the conversation stays as the template takes it (calls as
+    # tool_calls): the model's own format is shown, not replaced.
+    keeps_calls: bool = False
 
     @property
     def family(self) -> str:
-        return self.spec.family  # the parser that reads replies written under the grammar
+        # The parser that reads replies written under the grammar (without one: the model's own).
+        return self.spec.family if self.spec is not None else self.native_family
 
     def spec_for(self, required: bool) -> GrammarSpec:
         return self.required if required and self.required is not None else self.spec
@@ -58,6 +68,9 @@ class GrammarPlan:
         retry = {"retry_on": FALLBACK_RETRY} if mode == "fallback" else {}
         if self.variant != "refusal-list":
             retry["variant"] = self.variant
+        if self.spec is None:
+            return {**retry, "family": self.native_family, "gbnf_sha256": None, "required_gbnf_sha256": None,
+                    "preamble": self.preamble, "required_preamble": self.required_preamble}
         return {**retry, "family": self.spec.family, "requested": self.spec.requested, "lazy": self.spec.lazy,
                 "triggers": list(self.spec.triggers), "openings": list(self.spec.openings),
                 "answer_excludes": list(self.spec.answer_excludes), "note": self.spec.note,
@@ -72,6 +85,8 @@ VARIANTS = {
     "refusal-list": "the family's call, or a plain answer that opens like no call and holds none of the call "
                     "spellings the strict parsers name",
     "no-brace": "the family's call, or a plain answer that holds no brace at all: no JSON object outside the call",
+    "native-example": "no grammar: the model's own template and parser, with its family's call as the template "
+                      "renders a probe call shown once as an example ahead of the system message",
     "envelope": "the JSON envelope for every model: {\"name\", \"arguments\"} or {\"response\"} "
                 "(generic-json), described in a preamble",
 }
@@ -86,13 +101,20 @@ def check_variant(name: str) -> str:
 
 
 def grammar_plan(family: str | None, scenario, template: str | None = None,
-                 variant: str = DEFAULT_VARIANT) -> GrammarPlan | None:
+                 variant: str = DEFAULT_VARIANT, example: str | None = None) -> GrammarPlan | None:
     """The grammar for a scenario's tools in `family`'s call shape (the `variant`'s design); None when the
     scenario offers no tools. template: the model's chat template (a reply may open with a reasoning block where
-    it knows the tag)."""
+    it knows the tag). example: the probe call as the template renders it (native-example; the detection's)."""
     check_variant(variant)
     if not scenario.tools:
         return None
+    if variant == "native-example":
+        if family is None or not example:
+            raise GrammarError("native-example shows the model's own call format: this template has none"
+                               if family is None else "native-example needs the probe call as the template "
+                               "renders it, and detection found none")
+        shown = EXAMPLE_PREAMBLE.format(example=example)
+        return GrammarPlan(None, shown, None, shown, variant, native_family=family, keeps_calls=True)
     shape = GENERIC if variant == "envelope" else family
     answer = "no-brace" if variant == "no-brace" else "refusal-list"
     spec = build_grammar(shape, scenario.tool_schemas(), "auto", template=template, answer=answer)
@@ -119,7 +141,7 @@ def unbuildable_grammar(exc) -> dict:
 
 
 def planned_setup(mode: str, family: str | None, scenario, template: str | None,
-                  variant: str = DEFAULT_VARIANT) -> str:
+                  variant: str = DEFAULT_VARIANT, example: str | None = None) -> str:
     """The setup digest a sample of `scenario` in `mode` gets today, for a model of `family` and `template`."""
-    plan = grammar_plan(family, scenario, template, variant) if mode != "native" else None
+    plan = grammar_plan(family, scenario, template, variant, example) if mode != "native" else None
     return setup_digest(mode, plan.to_json(mode) if plan is not None else None)

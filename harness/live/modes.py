@@ -35,7 +35,7 @@ from harness.evaluation.scoring import is_call_attempt, judged_parse
 from harness.grammar.plan import CALL_OR_ANSWER_PREAMBLE, TOOL_PREAMBLE, GrammarPlan, grammar_plan, tool_preamble
 
 __all__ = ["MODES", "CALL_OR_ANSWER_PREAMBLE", "TOOL_PREAMBLE", "GrammarPlan", "grammar_plan", "parse_modes",
-           "calls_as_text_messages", "tool_preamble", "native_failed", "retry_required"]
+           "calls_as_text_messages", "with_preamble", "tool_preamble", "native_failed", "retry_required"]
 
 def parse_modes(values) -> list:
     """--mode values (repeatable, each may be a comma list) as an ordered list without repeats."""
@@ -47,6 +47,14 @@ def parse_modes(values) -> list:
             if mode not in out:
                 out.append(mode)
     return out
+
+
+def with_preamble(messages: list, preamble: str) -> list:
+    """The conversation as the template takes it, the preamble opening the system message (or a system message
+    of its own where there is none)."""
+    if messages and messages[0]["role"] == "system":
+        return [{**messages[0], "content": preamble + "\n\n" + messages[0]["content"]}, *messages[1:]]
+    return [{"role": "system", "content": preamble}, *messages]
 
 
 def calls_as_text_messages(messages: list, preamble: str | None, into_user: bool = False) -> list:

@@ -271,16 +271,25 @@ def _unbuildable(model: OpenModel, scenario, index: int, seed: int, mode: str, e
     return record
 
 
-def setups_for(family: str | None, template: str | None, variant: str = DEFAULT_VARIANT):
+def _example(model: OpenModel) -> str | None:
+    """The probe call as the model's template renders it (detection's), which native-example shows."""
+    return getattr(model.detection, "rendered_call", None)
+
+
+def _setup_inputs(model: OpenModel) -> tuple:
+    return model.chat.family, model.chat.template, _example(model)
+
+
+def setups_for(family: str | None, template: str | None, variant: str = DEFAULT_VARIANT, example: str | None = None):
     """setup_of for pending(): the setup each scenario and mode gets today for a model of this family and
-    template, each grammar built once."""
+    template (example: its rendered probe call), each grammar built once."""
     made = {}
 
     def setup_of(scenario, mode):
         key = (scenario.name, scenario.hash, mode)
         if key not in made:
             try:
-                made[key] = planned_setup(mode, family, scenario, template, variant)
+                made[key] = planned_setup(mode, family, scenario, template, variant, example)
             except GrammarError as exc:
                 made[key] = setup_digest(mode, unbuildable_grammar(exc))
         return made[key]
@@ -313,10 +322,11 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
         # The setup each sample gets today, from the open model or else the model record of this file (no record:
         # nothing of it is recorded, so nothing can be superseded).
         recorded = existing.models().get(sha256)
-        known = (model.chat.family, model.chat.template) if model is not None else \
-            (recorded.family, (recorded.template or {}).get("text")) if recorded is not None else None
+        known = _setup_inputs(model) if model is not None else \
+            (recorded.family, (recorded.template or {}).get("text"), (recorded.detection or {}).get("rendered_call")) \
+            if recorded is not None else None
         work = pending(model_id, sha256, scenarios, samples, base_seed, done, modes, model_modes,
-                       setups_for(*known, variant) if known else None)
+                       setups_for(*known[:2], variant, known[2]) if known else None)
         total = sum(len(todo) for _, _, todo in work)
         skipped = planned_count(scenarios, samples, model_modes, modes) - total
         # errors: samples stopped by an error (a template that raised is a finding about the model); failed:
@@ -338,10 +348,10 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
                 writer.discard_if_empty()     # a model that cannot load leaves no empty transcript behind
                 raise
             _checked(writer, existing, model, sources, path)
-            if (model.chat.family, model.chat.template) != known:
+            if _setup_inputs(model) != known:
                 # The model as opened now decides the setups (its template or family changed since the record).
                 work = pending(model_id, sha256, scenarios, samples, base_seed, done, modes, model_modes,
-                               setups_for(model.chat.family, model.chat.template, variant))
+                               setups_for(model.chat.family, model.chat.template, variant, _example(model)))
                 summary["superseded"] = superseding(work, done, model_id, sha256, base_seed)
         summary["family"] = model.chat.family
         if model.sha256 not in existing.models() or _changed(existing.models()[model.sha256], model):
@@ -362,8 +372,8 @@ def _run_work(model: OpenModel, work: list, base_seed: int, writer, summary: dic
             continue
         clock = time.monotonic()
         try:
-            plan = grammar_plan(model.chat.family, scenario, model.chat.template, variant) if mode != "native" \
-                else None
+            plan = grammar_plan(model.chat.family, scenario, model.chat.template, variant, _example(model)) \
+                if mode != "native" else None
         except GrammarError as exc:
             # A tool set our grammar cannot express: a finding about this case, recorded per sample with the
             # reason (never dropped, never run without the grammar it needs).

@@ -24,7 +24,8 @@ from harness.core.values import MAX_SEED
 from harness.evaluation.transcripts import GENERATION_FAILED
 from harness.formats.calls import ParseResult
 from harness.formats.reasoning import prompt_opens
-from harness.live.modes import grammar_plan, native_failed, calls_as_text_messages, retry_required
+from harness.live.modes import (grammar_plan, native_failed, calls_as_text_messages, retry_required,
+                                 with_preamble)
 from harness.template.render import render
 from harness.template.system_tools import calls_into_content, place
 
@@ -87,6 +88,8 @@ def render_prompt(chat: DrivenModel, scenario, messages: list, plan=None, calls_
     preamble = plan.preamble_for(required) if plan is not None else None
     if not (calls_as_text or preamble):
         return _render(chat, messages, tools)
+    if plan is not None and plan.keeps_calls:
+        return _render(chat, with_preamble(messages, preamble), tools)
     try:
         return _render(chat, calls_as_text_messages(messages, preamble), tools)
     except TemplateError:
@@ -203,8 +206,8 @@ class _StepGenerator:
         TemplateError (the caller records them). required: held to a call (fallback's retry of a near miss)."""
         plan = self.plan if grammar else None
         prompt = render_prompt(self.chat, self.scenario, messages, plan, self.calls_as_text, required)
-        extra = {"grammar": "required" if required else "auto"} if plan is not None else {}
         spec = None if plan is None else plan.spec_for(required)
+        extra = {"grammar": "required" if required else "auto"} if spec is not None else {}
         if first is not None:
             generation = first
         else:
@@ -218,7 +221,7 @@ class _StepGenerator:
                 generation = self._write(prompt, self.sampling(prompt), seed, spec, extra)
         if THINK_OPEN in generation.text:
             self.thinks = True
-        if plan is not None:
+        if spec is not None:
             extra["grammar_from"] = generation.grammar_from  # None: the lazy grammar never took over
             # Sampled tokens the grammar refused: 0 means it changed nothing in this reply (None: it did not run).
             extra["grammar_refused"] = generation.grammar_refused

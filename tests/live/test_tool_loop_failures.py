@@ -172,3 +172,35 @@ def test_fallback_after_a_result_never_forces_another_call(probe, tmp_path):
     assert steps[1]["calls"] == [] and len(steps) == 2 and result["executions"] == {"call00001": 1}
     findings = verdicts_of(chat, sc, result)["findings"]
     assert "step-limit" not in findings and "native-fallback" in findings
+
+
+def test_native_example_shows_the_templates_own_call_and_samples_without_a_grammar(probe, tmp_path):
+    """The native-example design: no grammar; the probe call as the template renders it opens the system message
+    and the conversation stays as the template takes it. The reply is read by the model's own parser."""
+    from harness.backends.embedded.decoding import prompt_token_ids
+    from harness.grammar.plan import grammar_plan
+    from harness.live.tool_loop import opening_messages, render_prompt
+
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong",
+                       sampling="sampling: {temperature: 0, max_tokens: 64}\n")
+    example = '<tool_call>\n{"name": "get_weather", "arguments": {"location": "Paris", "days": 3}}\n</tool_call>'
+    plan = grammar_plan("hermes", sc, probe.template, "native-example", example)
+    assert plan.spec is None and plan.family == "hermes" and plan.to_json("grammar")["variant"] == "native-example"
+    prompt = render_prompt(probe, sc, opening_messages(sc) + [{"role": "user", "content": sc.turns[0].user}], plan)
+    assert example in prompt and prompt.index(example) < prompt.index("Ping the relay.")
+    n = len(prompt_token_ids(probe.backend.llm, prompt))
+    ids = tuple(probe.backend.llm.tokenize(CALL.encode(), add_bos=False, special=True))
+    chat = standin_chat(tmp_path, "example", [Turn(n, ids + (Vocab(PROFILES["qwen2.5"]).id("<|im_end|>"),))])
+    result = run_sample(chat, sc, seed=7, mode="grammar", plan=plan)
+    (step,) = result["turns"][0]["steps"]
+    assert step["reply"] == CALL and "grammar" not in step and "grammar_refused" not in step
+    assert step["parse"]["calls"] == [{"name": "ping", "arguments": {}}] and result["executions"] == {"call00001": 1}
+
+
+def test_native_example_without_a_call_format_is_a_grammar_error(tmp_path):
+    from harness.grammar import GrammarError
+    from harness.grammar.plan import grammar_plan
+
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong")
+    with pytest.raises(GrammarError, match="has none"):
+        grammar_plan(None, sc, "{{ x }}", "native-example", "x")
