@@ -18,7 +18,9 @@ from harness.evaluation.records import ModelRecord, ModelRef, SampleRecord, Scen
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.scoring import score_sample
 from harness.grammar import GrammarError
-from harness.grammar.plan import DEFAULT_VARIANT, planned_setup, setup_digest, unbuildable_grammar
+from harness.grammar.plan import DEFAULT_VARIANT, unbuildable_grammar
+from harness.live.pending import (MODE, example_of, pending, planned_count, sample_seed,
+                                  setup_inputs, setups_for, superseding)
 from harness.live.modes import grammar_plan
 from harness.live.tool_loop import DrivenModel, first_prompt, run_sample, step_seed
 from harness.pins.digest import file_digest
@@ -27,7 +29,6 @@ from harness.template import detect as detection
 from harness.template.kwargs import template_kwargs_for
 from harness.evaluation.transcripts import GENERATION_FAILED, TranscriptWriter, now, read_transcript
 
-MODE = "native"  # the mode of a run that names none (harness.live.modes); the mode is part of every record and key
 # llama.cpp's template for a GGUF that embeds none (common/chat.cpp, CHATML_TEMPLATE_SRC), used only when
 # sources.json pins no template for the model either. Recorded as such in the transcript.
 LLAMA_CPP_CHATML = (
@@ -176,15 +177,6 @@ def model_record(model: OpenModel) -> ModelRecord:
         runtime=model.runtime)
 
 
-def sample_seed(base_seed: int, index: int) -> int:
-    return base_seed + index
-
-
-def planned_key(model: OpenModel | ModelRef, scenario, index: int, base_seed: int, mode: str = MODE) -> tuple:
-    """The key (SampleRecord.key) the sample will be recorded under: resume skips it when it is there."""
-    return (model.id, model.sha256, scenario.name, scenario.hash, mode, index, sample_seed(base_seed, index))
-
-
 def sample_record(model: OpenModel, scenario, index: int, seed: int, result: dict, started: str, seconds: float,
                   batch: dict | None = None, mode: str = MODE, plan=None) -> SampleRecord:
     record = SampleRecord(
@@ -220,42 +212,6 @@ def model_modes_for(model: OpenModel, sources) -> tuple | None:
     return pinned if model.chat.backend.holds_grammar else ("native",)
 
 
-def modes_for(scenario, model_modes=None, requested=None) -> tuple:
-    """The modes a run uses for one scenario on one model: those asked for (--mode), else the scenario's own,
-    else the model's (sources.json), else native."""
-    return tuple(requested or scenario.modes or model_modes or (MODE,))
-
-
-def planned_count(scenarios, samples: int | None, model_modes=None, requested=None) -> int:
-    """How many samples a run plans for one model, done or not."""
-    return sum((samples or s.samples) * len(modes_for(s, model_modes, requested)) for s in scenarios)
-
-
-def pending(model_id: str, sha256: str, scenarios, samples: int | None, base_seed: int, done,
-            modes=None, model_modes=None, setup_of=None) -> list:
-    """(scenario, mode, [sample indices still to run]) for every scenario and mode (see modes_for), in order.
-    done: the keys recorded (a set), or key -> the setup it was recorded under (Transcript.done_setups); with
-    setup_of(scenario, mode), the setup a sample gets today, a sample recorded under another one runs again."""
-    ident = ModelRef(model_id, sha256)
-    out = []
-    for scenario in scenarios:
-        n = samples or scenario.samples
-        for mode in modes_for(scenario, model_modes, modes):
-            today = setup_of(scenario, mode) if setup_of is not None and isinstance(done, dict) else None
-            todo = [i for i in range(n) if (key := planned_key(ident, scenario, i, base_seed, mode)) not in done
-                    or (today is not None and done[key] != today)]
-            out.append((scenario, mode, todo))
-    return out
-
-
-def superseding(work: list, done, model_id: str, sha256: str, base_seed: int) -> int:
-    """How many of the samples in `work` are recorded already (under another setup): each is run again and its
-    new record supersedes the old."""
-    ident = ModelRef(model_id, sha256)
-    return sum(planned_key(ident, scenario, i, base_seed, mode) in done
-               for scenario, mode, todo in work for i in todo)
-
-
 def _unbuildable(model: OpenModel, scenario, index: int, seed: int, mode: str, exc) -> SampleRecord:
     """The record of a sample whose grammar cannot be built: its error says why; its grammar block holds the
     reason, so its setup is what setups_for gives such a case, and a later run does not ask it again."""
@@ -269,31 +225,6 @@ def _unbuildable(model: OpenModel, scenario, index: int, seed: int, mode: str, e
         started=stamp, finished=stamp, seconds=0.0, engine=_engine(model))
     record.recorded_verdicts = score_sample(scenario, record)
     return record
-
-
-def _example(model: OpenModel) -> str | None:
-    """The probe call as the model's template renders it (detection's), which native-example shows."""
-    return getattr(model.detection, "rendered_call", None)
-
-
-def _setup_inputs(model: OpenModel) -> tuple:
-    return model.chat.family, model.chat.template, _example(model)
-
-
-def setups_for(family: str | None, template: str | None, variant: str = DEFAULT_VARIANT, example: str | None = None):
-    """setup_of for pending(): the setup each scenario and mode gets today for a model of this family and
-    template (example: its rendered probe call), each grammar built once."""
-    made = {}
-
-    def setup_of(scenario, mode):
-        key = (scenario.name, scenario.hash, mode)
-        if key not in made:
-            try:
-                made[key] = planned_setup(mode, family, scenario, template, variant, example)
-            except GrammarError as exc:
-                made[key] = setup_digest(mode, unbuildable_grammar(exc))
-        return made[key]
-    return setup_of
 
 
 def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, progress=None, sources=None,
@@ -322,7 +253,7 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
         # The setup each sample gets today, from the open model or else the model record of this file (no record:
         # nothing of it is recorded, so nothing can be superseded).
         recorded = existing.models().get(sha256)
-        known = _setup_inputs(model) if model is not None else \
+        known = setup_inputs(model) if model is not None else \
             (recorded.family, (recorded.template or {}).get("text"), (recorded.detection or {}).get("rendered_call")) \
             if recorded is not None else None
         work = pending(model_id, sha256, scenarios, samples, base_seed, done, modes, model_modes,
@@ -348,10 +279,10 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
                 writer.discard_if_empty()     # a model that cannot load leaves no empty transcript behind
                 raise
             _checked(writer, existing, model, sources, path)
-            if _setup_inputs(model) != known:
+            if setup_inputs(model) != known:
                 # The model as opened now decides the setups (its template or family changed since the record).
                 work = pending(model_id, sha256, scenarios, samples, base_seed, done, modes, model_modes,
-                               setups_for(model.chat.family, model.chat.template, variant, _example(model)))
+                               setups_for(model.chat.family, model.chat.template, variant, example_of(model)))
                 summary["superseded"] = superseding(work, done, model_id, sha256, base_seed)
         summary["family"] = model.chat.family
         if model.sha256 not in existing.models() or _changed(existing.models()[model.sha256], model):
@@ -372,7 +303,7 @@ def _run_work(model: OpenModel, work: list, base_seed: int, writer, summary: dic
             continue
         clock = time.monotonic()
         try:
-            plan = grammar_plan(model.chat.family, scenario, model.chat.template, variant, _example(model)) \
+            plan = grammar_plan(model.chat.family, scenario, model.chat.template, variant, example_of(model)) \
                 if mode != "native" else None
         except GrammarError as exc:
             # A tool set our grammar cannot express: a finding about this case, recorded per sample with the

@@ -10,7 +10,7 @@ from harness.evaluation.scenarios import load_scenarios
 from harness.evaluation.scored import score_transcripts
 from harness.evaluation.transcripts import TranscriptWriter, read_transcript
 from harness.grammar.plan import grammar_plan
-from harness.live.runner import pending, setups_for
+from harness.live.pending import pending, setups_for
 
 SCENARIO = """\
 name: s

@@ -48,7 +48,7 @@ def test_a_scenario_names_its_default_modes_outside_its_hash(tmp_path):
 
 
 def test_modes_come_from_the_command_else_the_scenario_else_the_model_else_native(tmp_path):
-    from harness.live.runner import modes_for, pending, planned_count
+    from harness.live.pending import modes_for, pending, planned_count
 
     plain, named = load(tmp_path), load(tmp_path, "modes: [grammar]\n")
     every = ("native", "grammar", "fallback")
@@ -126,14 +126,14 @@ def test_a_grammar_that_cannot_be_built_is_recorded_per_sample_and_not_asked_aga
     from types import SimpleNamespace
 
     from harness.grammar import GrammarError
-    from harness.live import runner
+    from harness.live import pending, runner
 
     sc = load(tmp_path)
 
     def refuse(*args, **kwargs):
         raise GrammarError("tool 'x': parameters must be a JSON schema object")
 
-    monkeypatch.setattr(runner, "planned_setup", refuse)
+    monkeypatch.setattr(pending, "planned_setup", refuse)
     backend = SimpleNamespace(describe=lambda: {"backend": "embedded", "threads": 1})
     chat = SimpleNamespace(family="hermes", template="{{ x }}", template_kwargs={}, backend=backend)
     model = SimpleNamespace(id="m", sha256="f" * 64, chat=chat, template_id=None, template_source="gguf")
@@ -141,4 +141,4 @@ def test_a_grammar_that_cannot_be_built_is_recorded_per_sample_and_not_asked_aga
                                                                            "schema object"))
     assert record.error == "grammar: tool 'x': parameters must be a JSON schema object" and record.turns == []
     assert record.grammar == {"error": "tool 'x': parameters must be a JSON schema object"}
-    assert runner.setups_for("hermes", "{{ x }}")(sc, "grammar") == record.setup()
+    assert pending.setups_for("hermes", "{{ x }}")(sc, "grammar") == record.setup()
