@@ -25,6 +25,9 @@ from harness.evaluation.results import ResultsDir
 
 # The prefix the tool loop gives a sample stopped because generation failed (harness.live.tool_loop).
 GENERATION_FAILED = "generate:"
+# A sample a served runtime answered with an error (HTTP 500 every time, a 4xx): recorded as done, the runtime's
+# finding; unlike GENERATION_FAILED, not asked again.
+RUNTIME_ANSWERED = "runtime answered:"
 # A JSON escape of a UTF-16 surrogate: the only way a lone one (valid JSON, not encodable as UTF-8) gets in.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

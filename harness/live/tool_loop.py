@@ -21,7 +21,8 @@ from harness.core.hashing import sha256_text
 from harness.schema.arguments import type_arguments
 from harness.core.errors import GenerationError, GrammarRuntimeError, TemplateError
 from harness.core.values import MAX_SEED
-from harness.evaluation.transcripts import GENERATION_FAILED
+from harness.backends.transport import NOT_NOW
+from harness.evaluation.transcripts import GENERATION_FAILED, RUNTIME_ANSWERED
 from harness.formats.calls import ParseResult
 from harness.formats.reasoning import prompt_opens
 from harness.live.modes import (grammar_plan, native_failed, calls_as_text_messages, retry_required,
@@ -241,6 +242,17 @@ class _StepGenerator:
             return self.chat.complete(prompt, sampling, seed)
 
 
+def _failure_prefix(exc: GenerationError) -> str:
+    """How a failed generation is recorded. A server that answered the request whole with an error (an HTTP 500
+    given every time, a 4xx) gave the runtime's answer: a finding about that runtime, recorded as done. No answer
+    (refused, cut, past the deadline), a "not now" status or a redirect (the URL's problem) is not: the sample is
+    recorded as not generated, and a later run asks it again."""
+    status = getattr(exc, "status", None)
+    if status is not None and status not in NOT_NOW and not 300 <= status < 400:
+        return RUNTIME_ANSWERED
+    return GENERATION_FAILED
+
+
 def run_sample(chat: DrivenModel, scenario, seed: int, first=None, mode: str = "native", plan=None) -> dict:
     """Run every user turn of the scenario once in `mode` (harness.live.modes). `first` is the first step's
     Generation when it was written in a batch with the other samples (same prompt, this sample's seed; a
@@ -284,8 +296,9 @@ def run_sample(chat: DrivenModel, scenario, seed: int, first=None, mode: str = "
                                   "synthesized": True, "generation_error": f"{GENERATION_FAILED} {exc}"})
                     messages.append(_assistant(text, None))
                     break
-                steps.append({**_step_record("", seed_here, None, None, False), "error": f"{GENERATION_FAILED} {exc}"})
-                return {"turns": turns, "error": f"{GENERATION_FAILED} {exc}", "executions": tools.executions}
+                said = f"{_failure_prefix(exc)} {exc}"
+                steps.append({**_step_record("", seed_here, None, None, False), "error": said})
+                return {"turns": turns, "error": said, "executions": tools.executions}
             step = _record(done, seed_here, shared)
             if fallback_from is not None:
                 step["fallback_from"] = fallback_from

@@ -67,6 +67,25 @@ def test_a_sample_that_could_not_generate_is_asked_again(tmp_path):
     assert [s["error"] is None for s in samples if s["kind"] == "sample"] == [False, True]
 
 
+def broken(h):
+    if h.command == "GET":
+        return raw_json("{}", status=404)(h)
+    return raw_json('{"error": "template failed"}', status=500)(h)
+
+
+def test_a_sample_the_runtime_answered_with_an_error_every_time_is_recorded_once(tmp_path):
+    """An HTTP 500 given every time is the runtime's answer: recorded as done (the runtime's finding, failing
+    every check), not asked again run after run."""
+    for _ in range(2):
+        with HostileServer(broken) as server:
+            done = run(tmp_path, "--endpoint", server.url)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    transcript = tmp_path / "transcripts" / f"{PINNED}--served.jsonl"
+    samples = [r for r in map(json.loads, transcript.read_text().splitlines()) if r["kind"] == "sample"]
+    assert len(samples) == 1 and samples[0]["error"].startswith("runtime answered:") and "HTTP 500" in samples[0]["error"]
+    assert "ran 0, already recorded 1" in done.stdout
+
+
 def test_served_samples_are_kept_by_runtime_beside_the_in_process_ones(tmp_path):
     with HostileServer(completion("Hello!")) as server:
         done = run(tmp_path, "--endpoint", server.url, "--runtime", "llama-server-b1")
