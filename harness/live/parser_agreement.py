@@ -194,12 +194,15 @@ def run_suite(peers, cases: list, projects: list, versions: dict, results, split
     end each file is rewritten with this corpus's records alone, in corpus order, so it holds what this corpus
     and mapping make and nothing stale. Returns (records, how many were resumed)."""
     done: dict = {}
-    for project in projects:
-        found, _ = SUITE.read_records(results.parser_agreement_records(project))
-        done.update((r.done_key(), r) for r in found)
     records, resumed = {p: [] for p in projects}, 0
     with ExitStack() as stack:
-        writers = {p: stack.enter_context(TranscriptWriter(results.parser_agreement_records(p))) for p in projects}
+        # Every file locked first, then read: a second run on the folder is refused at once (naming the run that
+        # holds it) instead of reading the same done set and asking the same cases beside this one.
+        writers = {p: stack.enter_context(TranscriptWriter(results.parser_agreement_records(p), wait=False))
+                   for p in projects}
+        for project in projects:
+            found, _ = SUITE.read_records(results.parser_agreement_records(project))
+            done.update((r.done_key(), r) for r in found)
         for case in cases:
             for project in projects:
                 parser = parser_for(case, project)
@@ -217,9 +220,10 @@ def run_suite(peers, cases: list, projects: list, versions: dict, results, split
                 else:
                     resumed += 1
                 records[project].append(record)
-    for project, mine in records.items():
-        path = results.parser_agreement_records(project)
-        tmp = path.with_suffix(".jsonl.tmp")
-        tmp.write_bytes(b"".join(encode_line(r.to_json()) for r in mine))
-        tmp.replace(path)
+        # Rewritten while the locks are held, so no other run appends to a file this one then replaces.
+        for project, mine in records.items():
+            path = results.parser_agreement_records(project)
+            tmp = path.with_suffix(".jsonl.tmp")
+            tmp.write_bytes(b"".join(encode_line(r.to_json()) for r in mine))
+            tmp.replace(path)
     return [r for mine in records.values() for r in mine], resumed

@@ -118,3 +118,18 @@ def test_a_record_survives_its_line_and_a_damaged_one_is_skipped_with_its_reason
     records, warnings = read_records(path)
     assert records == [kept] and records[0].done_key() == kept.done_key()
     assert len(warnings) == 1 and "field 'streams' is str" in warnings[0]
+
+
+def test_a_second_run_on_the_records_is_refused_before_it_reads_or_asks_anything(tmp_path):
+    """parser-agreement takes its files' locks before it reads what is done, as harness run does: a run that finds
+    them held stops at once, naming the holder, instead of asking the same cases beside the other run."""
+    import pytest
+
+    from harness.evaluation.results import ResultsDir
+    from harness.evaluation.transcripts import TranscriptBusyError, TranscriptWriter
+    from harness.live.parser_agreement import run_suite
+
+    results = ResultsDir(tmp_path)
+    with TranscriptWriter(results.parser_agreement_records("vllm")):
+        with pytest.raises(TranscriptBusyError, match="is being written by"):
+            run_suite(None, [object()], ["vllm"], {"vllm": "0.33.0"}, results, 2, 0)
