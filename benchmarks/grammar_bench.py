@@ -23,7 +23,7 @@ from harness.backends.embedded.generate import generate, load_model
 from harness.grammar import build_grammar
 from harness.live.modes import calls_as_text_messages, tool_preamble
 from harness.template.render import render
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from harness.pins.sources import load_sources, model_path, resolve_template
 
 SCENARIO = "file-chunks"

@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from harness.backends.openai import Endpoint, OpenAIBackend
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from harness.backends.servers import LocalServer
 from harness.live.runner import template_chat
 from harness.pins.sources import load_sources, model_path

@@ -16,7 +16,7 @@ def pytest_generate_tests(metafunc):
     if "live_model_id" not in metafunc.fixturenames:
         return
     from harness.core.values import MODES
-    from harness.evaluation.scenarios import load_scenarios
+    from harness.evaluation.scenario_files import load_scenarios
     from harness.live.modes import parse_modes
     from harness.pins.sources import load_sources
 

@@ -5,7 +5,7 @@ import re
 
 from harness.scripted import PROFILES, Vocab, build_standin
 
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from harness.live.tool_loop import DrivenModel
 from harness.template.kwargs import template_kwargs_for
 

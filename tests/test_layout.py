@@ -92,3 +92,75 @@ def test_the_rules_catch_what_they_forbid(tmp_path):
 def test_a_third_party_module_named_like_a_stage_is_no_stage():
     # The peers worker imports transformers.cli.serving.utils: transformers' cli, not harness's.
     assert stage("transformers.cli.serving.utils") is None and stage("harness.cli.run") == "cli"
+
+
+def _module(package: Path, dotted: str) -> str | None:
+    """The module file `dotted` names, relative to the package's parent (harness/x/y.py), or None."""
+    parts = dotted.split(".")
+    if parts[0] != package.name:
+        return None
+    base = package.parent.joinpath(*parts)
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path.relative_to(package.parent).as_posix()
+    return None
+
+
+def circles(package: Path) -> list:
+    """Import circles among the modules of one stage (a package's __init__ aside: it is the package's face), each
+    as its modules in order. A split made for size that reaches back into the module it came from is one."""
+    edges = {}
+    for path in sorted(p for p in package.rglob("*.py") if "__pycache__" not in p.parts and p.name not in ENTRY):
+        name = path.relative_to(package.parent).as_posix()
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                named = [_module(package, f"{node.module}.{a.name}") for a in node.names]
+                targets.update(t for t in named if t) if any(named) else targets.add(_module(package, node.module))
+            elif isinstance(node, ast.Import):
+                targets.update(_module(package, a.name) for a in node.names)
+        same = name.split("/")[1]
+        edges[name] = {t for t in targets if t and t != name and not t.endswith("/__init__.py")
+                       and t.split("/")[1] == same}
+    # Tarjan's strongly connected components: a component of two or more modules is a circle.
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def test_no_import_circles_inside_a_stage():
+    assert circles(PACKAGE) == []
+
+
+def test_the_circle_rule_catches_a_split_that_reaches_back(tmp_path):
+    package = tmp_path / "harness"
+    (package / "evaluation").mkdir(parents=True)
+    (package / "evaluation" / "__init__.py").write_text("from harness.evaluation import a\n")
+    (package / "evaluation" / "a.py").write_text("def f():\n    from harness.evaluation.b import g\n")
+    (package / "evaluation" / "b.py").write_text("from harness.evaluation import a\n")
+    (package / "evaluation" / "c.py").write_text("from harness.evaluation.a import f\n")
+    assert circles(package) == [["harness/evaluation/a.py", "harness/evaluation/b.py"]]

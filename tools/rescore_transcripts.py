@@ -30,7 +30,7 @@ from harness import __version__  # noqa: E402
 from harness.evaluation.bfcl import WithCases  # noqa: E402
 from harness.evaluation.records import SampleRecord  # noqa: E402
 from harness.evaluation.records.samples import RECORDED_VERDICTS  # noqa: E402
-from harness.evaluation.scenarios import load_scenarios  # noqa: E402
+from harness.evaluation.scenario_files import load_scenarios  # noqa: E402
 from harness.evaluation.scoring import score_sample  # noqa: E402
 from harness.evaluation.transcripts import encode_line  # noqa: E402
 

@@ -30,7 +30,7 @@ def _models() -> list:
 
 
 def _scenarios() -> list:
-    from harness.evaluation.scenarios import load_scenarios
+    from harness.evaluation.scenario_files import load_scenarios
     return [{"name": s.name, "description": s.description, "tools": [t.name for t in s.tools],
              "turns": len(s.turns), "samples": s.samples, "modes": list(s.modes) if s.modes else None}
             for s in load_scenarios()]

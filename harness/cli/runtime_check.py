@@ -15,7 +15,7 @@ from harness.core.values import MAX_SAMPLES, MAX_SEED, int_argument, seconds_arg
 def run(args) -> int:
     from harness.backends.openai import Endpoint, OpenAIBackend
     from harness.evaluation.runtime_agreement import SUITE
-    from harness.evaluation.scenarios import load_scenarios
+    from harness.evaluation.scenario_files import load_scenarios
     from harness.live.runner import template_chat
     from harness.live.runtime_check import run_checks
 

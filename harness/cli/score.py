@@ -48,7 +48,7 @@ def _files(paths) -> list:
 def run(args) -> int:
     from harness.cli.common import emit_json
     from harness.evaluation.bfcl import WithCases
-    from harness.evaluation.scenarios import load_scenarios
+    from harness.evaluation.scenario_files import load_scenarios
     from harness.evaluation.scored import sample_entry, score_transcripts
 
     # A BFCL record (harness run --suite bfcl) was run on a case of the pinned suite, not on a scenario file: it

@@ -8,15 +8,9 @@ from pathlib import Path
 from harness.core import constants
 from harness.core.errors import ScenarioError
 from harness.core.yaml_source import load_located
+from harness.evaluation import scenarios
+from harness.evaluation.scenarios import LIBRARY_PATH
 
-LIBRARY_PATH = Path("library") / "tools.yaml"
-
-
-def _parsing():
-    """harness.evaluation.scenarios, which imports this module for its callers: imported when first used."""
-    from harness.evaluation import scenarios
-
-    return scenarios
 
 
 def load_library(path: Path) -> dict:
@@ -25,12 +19,12 @@ def load_library(path: Path) -> dict:
     if not os.path.lexists(path):
         return {}
     doc = load_located(path, ScenarioError)
-    c = _parsing()._Checker(doc)
+    c = scenarios._Checker(doc)
     if not isinstance(doc.data, dict) or not isinstance(doc.data.get("tools"), list):
         c.fail((), "the tool library needs a 'tools' list")
     library = {}
     for i, raw in enumerate(doc.data["tools"]):
-        tool = _parsing()._tool(c, raw, ("tools", i), {})
+        tool = scenarios._tool(c, raw, ("tools", i), {})
         if tool.name in library:
             c.fail(("tools", i, "name"), f"tool {tool.name!r} is declared twice")
         library[tool.name] = raw
@@ -47,7 +41,7 @@ def load_scenarios(directory: Path | None = None, names=None) -> list:
     found, broken = {}, []
     for path in sorted(directory.glob("*.yaml")):
         try:
-            scenario = _parsing().parse_scenario(load_located(path, ScenarioError), library)
+            scenario = scenarios.parse_scenario(load_located(path, ScenarioError), library)
         except ScenarioError as error:
             if not names:
                 raise
@@ -94,7 +88,7 @@ def _scenario_file(path: Path, library: dict, shipped: dict) -> object:
         raise ScenarioError(f"{path}: no such scenario file")
     own = path.parent / LIBRARY_PATH
     tools = load_library(own) if os.path.lexists(own) else library
-    scenario = _parsing().parse_scenario(load_located(path, ScenarioError), tools)
+    scenario = scenarios.parse_scenario(load_located(path, ScenarioError), tools)
     other = shipped.get(scenario.name)
     if other is not None and other.hash != scenario.hash and other.path.resolve() != path.resolve():
         raise ScenarioError(f"{path}:1: name: {scenario.name!r} is a different scenario in {other.path}; give this "

@@ -16,8 +16,10 @@ from harness.schema.arguments import type_arguments
 from harness.core.errors import ScenarioError
 from harness.core.values import DEFAULT_SAMPLING as BINDING_SAMPLING, MAX_SAMPLES, MODES, valid_modes
 from harness.core.yaml_source import Located
-# Loading (the folder, names, paths, the tool library) lives in scenario_files.py; callers import it from here.
-from harness.evaluation.scenario_files import LIBRARY_PATH, declared_tools, load_library, load_scenarios  # noqa: F401
+
+# Where a scenario's declared tools come from (harness.evaluation.scenario_files loads that file; named here for
+# the message of a tool it lacks). Loading lives there: it parses each file with this module.
+LIBRARY_PATH = Path("library") / "tools.yaml"
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -18,7 +18,7 @@ from harness.evaluation.records import ParserAgreementRecord
 from harness.scripted.plan import DEFAULT_PROFILE, profile_for
 from harness.evaluation.parser_agreement import PROJECTS, SUITE, classify, fed_text, unmapped
 from harness.evaluation.runtime_corpus import TOOLS, build_corpus
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.transcripts import TranscriptWriter, encode_line, read_transcript
 from harness.formats.canonical import canonical_outputs
 from harness.formats.reasoning import DEFAULT_PAIRS

@@ -17,7 +17,7 @@ from harness.core.values import MODES
 from harness.evaluation.records import SampleRecord
 from harness.evaluation.replays import Replays, load_replays
 from harness.evaluation.results import ResultsDir
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.scored import score_transcripts
 from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, parse_steps, score_sample
 from harness.reports.acted import acted_cell, grammar_acted, took_over_cell

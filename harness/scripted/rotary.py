@@ -35,13 +35,12 @@ from typing import Sequence
 import numpy as np
 from gguf import GGMLQuantizationType
 
+from harness.scripted.rotary_forward import HEAD_DIM, ROPE_BASE, check_margins
 from harness.scripted.builder import StandIn, Turn, _links, _pair_codes, _q8_0
 from harness.scripted.vocab import CONTEXT_LENGTH, CONTROL, PROFILES, FastGGUFWriter, Profile, Vocab, write_tokenizer_kv
 
 ARCH = "llama"
 ROTARY_VERSION = 2            # changes when the same turns get other weights (in the model files' names)
-HEAD_DIM = 4                  # the width mistral.rs and llama.cpp were checked with; queries and keys are zero
-ROPE_BASE = 10000.0           # llama's default: with no query or key the rotary embedding changes nothing
 RMS_EPS = 1e-6
 EMBED = 4.0                   # every embedding entry: a group of n/16 entries of 4 normalises to exactly 4 each
 FEATURE_GAIN = 0.25           # attention output into the residual: the feature stays small next to the constant
@@ -174,7 +173,6 @@ def build_rotary(path: str | Path, profile: str | Profile, turns: Sequence[Turn]
     """Write a rotary scripted model at `path` (turns only: each Turn's reply after a prompt of exactly `after`
     tokens, the one BOS its template writes counted; see with_bos). vocab defaults to rotary_vocab(profile);
     quantized stores the head as Q8_0 (the embedding is F16) (the attention and feed-forward stay f32: their position arithmetic needs f32)."""
-    from harness.scripted.rotary_forward import check_margins
 
     name = profile if isinstance(profile, str) else profile.name
     vocab = vocab or rotary_vocab(name)

@@ -13,6 +13,10 @@ import numpy as np
 
 from harness.scripted.builder import MIN_MARGIN
 
+# The one-block llama the rotary scripted models are (harness.scripted.rotary builds them with these numbers).
+HEAD_DIM = 4                  # the width mistral.rs and llama.cpp were checked with; queries and keys are zero
+ROPE_BASE = 10000.0           # llama's default: with no query or key the rotary embedding changes nothing
+
 CHUNK = 512     # query positions per attention step: 512 × 8192 scores per head
 
 
@@ -83,7 +87,6 @@ def position_ids(bos: int, other: int, n: int) -> np.ndarray:
 def check_margins(tensors: dict, written: np.ndarray, by_position: dict, eot: int, bos: int, eps: float) -> None:
     """Every position from 1 on: the scripted token (the end of turn where none is) leads every other token by
     MIN_MARGIN, and no token but those two scores above the unscripted tokens' 0."""
-    from harness.scripted.rotary import HEAD_DIM, ROPE_BASE
     from harness.scripted.vocab import CONTEXT_LENGTH
 
     rows, head = head_rows(written)

@@ -166,7 +166,7 @@ def test_a_resumed_run_asks_again_a_case_our_parser_now_reads_otherwise(peers, t
 
 def test_the_recorded_replies_of_real_models_join_the_corpus_once_each_as_scoring_reads_them():
     from harness.evaluation.results import ResultsDir
-    from harness.evaluation.scenarios import load_scenarios
+    from harness.evaluation.scenario_files import load_scenarios
     from harness.evaluation.scoring import parse_steps
     from harness.evaluation.transcripts import read_transcript
     from harness.live.parser_agreement import transcript_cases

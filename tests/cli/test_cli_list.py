@@ -6,7 +6,7 @@ import sys
 from importlib.metadata import version
 
 from harness import families as registry
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from harness.pins.sources import load_sources
 
 

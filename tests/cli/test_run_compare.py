@@ -6,7 +6,7 @@ from harness.cli import run_compare
 from harness.core import constants
 from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef
 from harness.evaluation.results import ResultsDir
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.transcripts import TranscriptWriter
 
 SCENARIO = """\

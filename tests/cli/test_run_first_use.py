@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli.run import LineProgress
+from harness.cli.run_loop import LineProgress
 from harness.core.errors import ScenarioError
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "backends"))
 from hostile_server import HostileServer, completion  # noqa: E402

@@ -27,7 +27,7 @@ MEMORY_CAP = 4 << 30
 SNIPPET = """
 import sys
 from harness.core.errors import HarnessError
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 try:
     load_scenarios(names=[sys.argv[1]])
 except HarnessError as exc:
@@ -133,7 +133,7 @@ def _family_with(tmp_path, value):
 
 
 def _load_scenario(path):
-    from harness.evaluation.scenarios import load_scenarios
+    from harness.evaluation.scenario_files import load_scenarios
     return load_scenarios(path.parent, names=[str(path)])
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from harness.core.errors import ScenarioError
 from harness.core.values import MAX_SAMPLES, MAX_SEED, parse_int, parse_seconds
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from tests.pins.test_fetch import ROOT, run_cli
 
 SCENARIO = """\

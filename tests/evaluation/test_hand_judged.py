@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from harness.core import constants
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.scoring import score_sample
 from harness.evaluation.transcripts import read_all
 

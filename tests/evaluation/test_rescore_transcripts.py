@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.scoring import score_sample
 from harness.evaluation.records import SampleRecord
 from harness.evaluation.transcripts import encode_line

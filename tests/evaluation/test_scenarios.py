@@ -5,7 +5,8 @@ import textwrap
 import pytest
 
 from harness.core.errors import ScenarioError
-from harness.evaluation.scenarios import DEFAULT_SAMPLING, load_scenarios
+from harness.evaluation.scenarios import DEFAULT_SAMPLING
+from harness.evaluation.scenario_files import load_scenarios
 
 LIBRARY = """\
 tools:
@@ -60,7 +61,7 @@ def test_shipped_scenarios_cover_the_issue():
 
 
 def test_every_declared_tool_is_poked_by_a_scenario_that_expects_it():
-    from harness.evaluation.scenarios import declared_tools
+    from harness.evaluation.scenario_files import declared_tools
 
     expected = {t.expect.tool for s in load_scenarios() for t in s.turns if t.expect.tool}
     assert set(declared_tools()) <= expected

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.scoring import arguments_match, score_sample, wilson
 
 SCENARIOS = {s.name: s for s in load_scenarios()}

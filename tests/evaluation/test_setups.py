@@ -6,7 +6,7 @@ count only samples of today's setup."""
 import json
 
 from harness.evaluation.records import ModelRecord, ModelRef, SampleRecord, ScenarioRef
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.scored import score_transcripts
 from harness.evaluation.transcripts import TranscriptWriter, read_transcript
 from harness.grammar.plan import grammar_plan

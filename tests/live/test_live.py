@@ -12,7 +12,7 @@ import pytest
 
 from harness.core.errors import DriftError, SourcesError
 from harness.grammar import GENERIC
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.scoring import score_sample
 from harness.pins.sources import fetch_command, load_sources, model_path
 from harness.evaluation.results import ResultsDir

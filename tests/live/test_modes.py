@@ -9,7 +9,7 @@ from harness.live.modes import (
     CALL_OR_ANSWER_PREAMBLE, TOOL_PREAMBLE, calls_as_text_messages, grammar_plan, parse_modes, tool_preamble,
 )
 from harness.template.render import render
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from harness.core.constants import TEMPLATES_DIR
 
 SCENARIO = """\

@@ -13,7 +13,7 @@ from harness.scripted import PROFILES, Script, Vocab  # noqa: E402
 from harness.template.detect import Detection  # noqa: E402
 from harness.reports.tables import collect  # noqa: E402
 from harness.live.runner import OpenModel, run_model  # noqa: E402
-from harness.evaluation.scenarios import load_scenarios  # noqa: E402
+from harness.evaluation.scenario_files import load_scenarios  # noqa: E402
 from harness.pins.sources import ModelPin, Sources  # noqa: E402
 from harness.evaluation.results import ResultsDir  # noqa: E402
 from harness.evaluation.transcripts import read_transcript  # noqa: E402

@@ -1,7 +1,7 @@
 """The stub tools a live sample calls: arguments are typed as the reading family's template writes them."""
 
 from harness import families
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from harness.formats.calls import ToolCall
 from harness.live.tool_loop import StubTools
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.scored import sample_entry, score_transcripts
 from harness.reports.report import write_reports
 from tests.reports.test_report import ARITHMETIC_SCENARIO, sample

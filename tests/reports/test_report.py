@@ -7,7 +7,7 @@ from harness.reports.report import write_reports
 from harness.reports.rates import rate_cell
 from harness.reports.tables import collect
 from harness.evaluation.replays import load_replays
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.records import record_from_json
 from harness.evaluation.transcripts import TranscriptWriter
 

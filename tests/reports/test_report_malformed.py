@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from harness.pins.sources import write_sources
 from harness.evaluation.transcripts import read_transcript
 from tests.pins.test_fetch import ROOT

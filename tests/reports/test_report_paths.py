@@ -12,7 +12,7 @@ import pytest
 
 from harness.cli.common import report_hint
 from harness.evaluation.results import ResultsDir, file_stem
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from harness.reports.report import write_reports
 from tests.pins.test_fetch import ROOT
 from tests.reports.test_report import ARITHMETIC_SCENARIO, sample

@@ -10,7 +10,7 @@ import pytest
 from harness.core.errors import HarnessError
 from harness.reports.report import write_reports
 from tests.reports.test_report_paths import _transcript, scenarios  # noqa: F401 -- a fixture
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 
 LEFT_BY_A_KILLED_REPORT = [".summary.md.k1ll3d_x.staged", "samples/.m1.0.html.abcd1234.staged",
                            ".report.html.zz99yy88.staged", "runtime-conformance/.page.md.q0q0q0q0.staged"]

@@ -3,7 +3,7 @@ of one model id served by a runtime stand in rows of their own beside the in-pro
 
 import json
 
-from harness.evaluation.scenarios import load_scenarios
+from harness.evaluation.scenario_files import load_scenarios
 from harness.reports.report import write_reports
 from harness.reports.tables import collect
 from harness.evaluation.transcripts import TranscriptWriter
