@@ -114,7 +114,7 @@ def _check_mode(mode, scenario, step):
     if not under_grammar:
         assert "grammar_from" not in step
         return
-    # Fallback's retry is held to a call only before any call where one is due; after that it is "auto".
+    # Fallback's retry (of a call attempt) is held to a call until one has run this turn; after that it is "auto".
     assert step["grammar"] in (("required", "auto") if "fallback_from" in step else ("auto",))
     if step.get("grammar_runtime_retry"):
         assert step["grammar_from"] is None  # the reply kept was written unconstrained
