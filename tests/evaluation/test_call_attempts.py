@@ -33,7 +33,11 @@ SEEN = [
     ('Here is the JSON response for your query:\n\n```json\n{\n  "name ": "search",\n  "arguments": {\n'
      '    "query": "a"\n  }\n}\n```', dev.FENCED_JSON),
     ('{"name": "get_weather", "arguments": {"location": <city>}}', dev.BARE_JSON),
+    # Under the refusal-list grammar, once every ASCII spelling was named: typographic quotes.
+    ('<tools>\n{"type": "function”, “function”: {"name”: “math.hypot”, “description”: “x”}}', dev.PYTHON_LITERALS),
 ]
+# Under the no-brace grammar (no `{` in an answer): a list written with keys, in a fence.
+BRACKETED = [('Here is the JSON response for the given function call:\n\n```json\n[\n    "name": "search",\n    "arguments": [2, 5, 3]\n]\n```', dev.FENCED_JSON)]
 
 # Text that is no call to an offered tool: an answer may quote JSON that calls nothing offered.
 NOT_ATTEMPTS = [
@@ -46,7 +50,7 @@ NOT_ATTEMPTS = [
 ]
 
 
-@pytest.mark.parametrize("text,name", SEEN)
+@pytest.mark.parametrize("text,name", SEEN + BRACKETED)
 def test_every_seen_spelling_is_a_named_near_miss(text, name):
     assert call_attempt(text, TOOLS) == name
 

@@ -102,7 +102,7 @@ def test_the_no_brace_answer_refuses_every_call_attempt_the_judge_recognises(che
     an offered tool. Every such attempt opens an object, and the no-brace answer holds no brace: so whatever
     spelling the judge would call an attempt, that grammar's plain answer cannot hold it (the two cannot drift
     apart), where the refusal list lets the spellings it does not name through."""
-    from tests.evaluation.test_call_attempts import SEEN, TOOLS as NAMES_SEEN
+    from tests.evaluation.test_call_attempts import BRACKETED, SEEN, TOOLS as NAMES_SEEN
     from harness.formats.attempts import call_attempt
 
     tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}}
@@ -115,6 +115,10 @@ def test_the_no_brace_answer_refuses_every_call_attempt_the_judge_recognises(che
             assert call_attempt(text, NAMES_SEEN)
             assert not checker.check(no_brace.gbnf, text).accepted, (name, text)
             leaked += [text] if checker.check(listed.gbnf, text).accepted else []
+        # The one shape the judge reads as an attempt that no brace opens: a list written with keys. The no-brace
+        # design lets it through (measured on results/grammar-designs.md), the refusal list too.
+        for text, _ in BRACKETED:
+            assert call_attempt(text, NAMES_SEEN) and checker.check(no_brace.gbnf, text).accepted, (name, text)
     assert leaked      # the refusal list is what the no-brace design exists to replace: it lets some through
 
 
