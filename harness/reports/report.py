@@ -130,7 +130,8 @@ def model_markdown(model_id: str, frame: pd.DataFrame, collected: Collected, sou
             lines.append(f"- {markdown.line(differ)}")
     stale = sum(n for (m, _), n in collected.stale.items() if m == model_id)
     if stale:
-        lines.append(f"- {stale} older record(s) of since-changed scenarios left out (re-run to refresh).")
+        lines.append(f"- {stale} older record(s) of since-changed scenarios or setups (grammar, fallback rule) left "
+                     "out (`harness run` runs them again and supersedes them).")
     lines.append("")
     if not frame.empty:
         lines += [LEGEND, ""]
