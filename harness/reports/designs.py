@@ -50,12 +50,14 @@ def designs_markdown(main: ResultsDir, main_judged, judge, valid) -> str | None:
              "model ran are counted. Calls due: BFCL's checker on the calls the strict parser read. No call due: "
              "our rule, no call made or attempted (a call to an offered tool in any spelling is an attempt). "
              "Native, lenient: BFCL's checker on native mode's lenient reading of the same call-due cases, the "
-             "reference the goal is stated against (grammar's strict calls at least half of it). Grammar acted: "
+             "reference the goal is stated against (grammar's strict calls at least half of it, and no worse a no-call "
+             "rate than native's, the next reference column). Grammar acted: "
              "steps in which the grammar refused a sampled token. Rates: k/n, percent, Wilson 95%.", "",
              "Designs: " + "; ".join(f"`{name}`: {text}" for name, text in VARIANTS.items()) + ".", "",
              "| model | design | cases (call due / none due) | calls due: BFCL, strict | native, lenient "
-             "(reference) | no call due: none made or attempted | grammar acted | tokens a case | s a case |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "(reference) | no call due: none made or attempted | native, no call due (reference) | grammar acted "
+             "| tokens a case | s a case |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     by_model = defaultdict(dict)
     for variant, (judged, steps) in rows.items():
         for o in judged.outcomes:
@@ -83,13 +85,15 @@ def designs_markdown(main: ResultsDir, main_judged, judge, valid) -> str | None:
                 lenient = rate_cell([valid(main_judged.verdicts[(c.case, model, "native")][1])
                                      for c in due if c.case in native])
             abstained = rate_cell([not o.attempted and not o.errored for o in none_due])
+            native_abstained = rate_cell([not native[o.case].attempted and not native[o.case].errored
+                                          for o in none_due if o.case in native])
             counted = [steps.get((model, o.case, "grammar"), (0, 0, 0)) for o in group]
             acted = f"{sum(a for a, _, _ in counted)}/{sum(n for _, n, _ in counted)} steps"
             tokens = f"{sum(t for _, _, t in counted) / len(group):.0f}" if group else "–"
             seconds = [o.seconds for o in group if o.seconds is not None]
             per = f"{sum(seconds) / len(seconds):.1f}" if seconds else "–"
             lines.append(f"| {model} | {variant} | {len(due)} / {len(none_due)} | {strict} | {lenient} | {abstained} "
-                         f"| {acted} | {tokens} | {per} |")
+                         f"| {native_abstained} | {acted} | {tokens} | {per} |")
         skipped = sorted(set().union(*designs.values()) - common)
         if skipped:
             notes.append(f"- {model}: {len(skipped)} case(s) run by some designs only, left out.")
