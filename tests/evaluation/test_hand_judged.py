@@ -1,6 +1,8 @@
 """The committed live samples a person judged (hand_judged.yaml): scoring must give every verdict the person
 gave. A rule that drifts from what a reader of the raw reply would say fails here, sample by sample."""
 
+import hashlib
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -14,6 +16,17 @@ from harness.evaluation.transcripts import read_all
 
 JUDGED = yaml.safe_load((Path(__file__).with_name("hand_judged.yaml")).read_text(encoding="utf-8"))["samples"]
 SCENARIOS = {s.name: s for s in load_scenarios()}
+
+
+def replies_digest(record) -> str:
+    """Every step's reply and the native attempt a fallback rewrote, in order, as one digest."""
+    replies = []
+    for turn in record.turns:
+        for step in turn.get("steps", []):
+            replies.append(step.get("reply"))
+            if step.get("fallback_from"):
+                replies.append(step["fallback_from"].get("reply"))
+    return hashlib.sha256(json.dumps(replies, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +51,8 @@ def test_the_set_spans_models_modes_and_scenarios():
 @pytest.mark.parametrize("judged", JUDGED, ids=lambda s: "/".join(map(str, s["key"])))
 def test_scoring_agrees_with_the_person(judged, records):
     record = records[tuple(judged["key"])]
+    # The replies the person read: a sample run again since wrote other text, which nobody has judged.
+    assert replies_digest(record) == judged["replies_sha256"], "the sample was run again: judge its new replies"
     scenario = SCENARIOS[record.scenario.name]
     assert record.scenario.hash == scenario.hash  # judged against the conversation the model was shown
     verdicts = score_sample(scenario, record)
