@@ -73,8 +73,7 @@ class Transcript:
     def done(self) -> set:
         """Keys a resumed run skips. A sample whose generation failed (a server down or timing out, a prompt the
         runtime refused) is recorded as evidence but not done: nothing was generated, so a later run asks again."""
-        return {r.key() for r in self.records if isinstance(r, SampleRecord)
-                and not (r.error or "").startswith(GENERATION_FAILED)}
+        return set(self.done_setups())
 
     def done_setups(self) -> dict:
         """done()'s keys, each with the setup its latest record was written under (SampleRecord.setup): a run

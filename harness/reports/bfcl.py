@@ -54,7 +54,7 @@ def read_outcomes(results: ResultsDir, warnings: list) -> tuple:
                     key=CATEGORIES.index)
     suite = load_suite(wanted)
     out, stale, outdated = [], Counter(), Counter()
-    for record in {r.key(): r for r in records}.values():     # a sample recorded twice: the later record wins
+    for record in records:     # one per sample: CountedOnce kept the later record of a key
         case = suite.by_name(record.scenario.name)
         if case is None or case.scenario.hash != record.scenario.hash:
             stale[record.model.id] += 1
