@@ -357,7 +357,8 @@ _CASE_TYPES = {"tools": (list, "a list of tools"), "variants": (list, "a list of
 
 
 def _check_case_fields(located, i: int, raw: dict) -> None:
-    """Wrong-typed optional fields and text no model can write (a lone surrogate), named with case and field."""
+    """Wrong-typed optional fields, named with case and field (text no model can write, a lone surrogate, is
+    refused where the YAML is read, with its file and line)."""
     from harness.core.errors import HarnessError
 
     name = raw["name"]
@@ -365,26 +366,6 @@ def _check_case_fields(located, i: int, raw: dict) -> None:
         if raw.get(key) is not None and not isinstance(raw[key], kind):
             raise HarnessError(f"{located.where(i, key)}: case {name!r}: {key} must be {what}, not "
                                f"{type(raw[key]).__name__}")
-    for key in ("reply", "messages", "tools"):
-        at = _surrogate_at(raw.get(key))
-        if at is not None:
-            raise HarnessError(f"{located.where(i, key)}: case {name!r}: {key}{at} holds a lone surrogate (half a "
-                               "UTF-16 pair): no UTF-8 text, so no model, can write it")
-
-
-def _surrogate_at(value, where: str = "") -> str | None:
-    """Where in a YAML value a string holds a lone surrogate ("" for the value itself, "[0].content" inside)."""
-    stack = [(value, where)]
-    while stack:
-        item, at = stack.pop()
-        if isinstance(item, str):
-            if any("\ud800" <= ch <= "\udfff" for ch in item):
-                return at
-        elif isinstance(item, dict):
-            stack += [(v, f"{at}.{k}") for k, v in item.items()]
-        elif isinstance(item, list):
-            stack += [(v, f"{at}[{n}]") for n, v in enumerate(item)]
-    return None
 
 
 def cases_from_file(path, ref, found=None) -> Corpus:

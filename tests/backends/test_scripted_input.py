@@ -39,8 +39,8 @@ def _case(**fields):
 
 
 @pytest.mark.parametrize("fields, message", [
-    ({"reply": "a \ud83d b"}, r"0\.reply: case 'c1': reply holds a lone surrogate"),
-    ({"messages": [{"role": "user", "content": "x\udc00"}]}, r"case 'c1': messages\[0\]\.content holds a lone"),
+    ({"reply": "a \ud83d b"}, r"cases\.yaml:1: 'a \\ud83d b' holds a lone surrogate escape"),
+    ({"messages": [{"role": "user", "content": "x\udc00"}]}, r"cases\.yaml:1: 'x\\udc00' holds a lone surrogate"),
     ({"tools": 5}, r"0\.tools: case 'c1': tools must be a list of tools, not int"),
     ({"variants": "auto"}, r"0\.variants: case 'c1': variants must be a list of variant names, not str"),
     ({"template_kwargs": [1]}, r"case 'c1': template_kwargs must be a mapping of template variables, not list"),
