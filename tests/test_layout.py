@@ -164,3 +164,87 @@ def test_the_circle_rule_catches_a_split_that_reaches_back(tmp_path):
     (package / "evaluation" / "b.py").write_text("from harness.evaluation import a\n")
     (package / "evaluation" / "c.py").write_text("from harness.evaluation.a import f\n")
     assert circles(package) == [["harness/evaluation/a.py", "harness/evaluation/b.py"]]
+
+
+# Exception classes that may live outside harness/core/errors.py: each is caught where it is raised, or is no
+# error at all, so no user meets it.
+INTERNAL_EXCEPTIONS = {
+    "schema/safe_regex.py:UnsafePattern": "its one caller (schema.schemas) rewords it as a ToolSchemaError naming "
+                                          "the tool, or reads it as no match",
+    "evaluation/bfcl.py:CaseError": "load_suite records it as the case's reason for being skipped",
+    "formats/payloads.py:Mismatch": "a parser's verdict on a reply (its deviation), caught by the parse",
+    "formats/deviations.py:_CallKeyFound": "stops a JSON decode at the first call key; caught around the decode",
+    "cli/run_loop.py:Stopped": "a signal's way out of a run (a BaseException, as KeyboardInterrupt is)",
+    "backends/embedded/grammar_check.py:TriggerHazard": "a test's assertion on a grammar (an AssertionError); "
+                                                        "no command checks grammars this way",
+    "backends/runtimes/mistralrs_worker.py:BadRequest": "the mistral.rs worker, which imports nothing from harness, "
+                                                        "answers it as HTTP 400",
+    "template/limits.py:LimitExceeded": "raised inside a render; template.render rewords it as a RenderLimitError",
+}
+
+
+def exception_classes(package: Path) -> dict:
+    """"FILE:CLASS" -> its base names, for every class in the package that derives from an exception, read from
+    the source (a base named like a built-in exception, or like another class found here)."""
+    import builtins
+
+    classes = {}
+    for path in sorted(p for p in package.rglob("*.py") if "__pycache__" not in p.parts):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases = [b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in node.bases]
+                classes[f"{path.relative_to(package).as_posix()}:{node.name}"] = bases
+    names = {n for n in dir(builtins) if isinstance(getattr(builtins, n), type)
+             and issubclass(getattr(builtins, n), BaseException)}
+    while True:
+        found = {key.split(":")[1] for key, bases in classes.items() if names & set(bases)}
+        if found <= names:
+            return {key: bases for key, bases in classes.items() if names & set(bases)}
+        names |= found
+
+
+def exceptions_out_of_place(package: Path) -> list:
+    """Every exception class outside core/errors.py that is not a known internal one, and every class in
+    core/errors.py that is not a HarnessError."""
+    out = []
+    classes = exception_classes(package)
+    harness_errors = {"HarnessError"}
+    while True:
+        more = {key.split(":")[1] for key, bases in classes.items()
+                if key.startswith("core/errors.py:") and harness_errors & set(bases)}
+        if more <= harness_errors:
+            break
+        harness_errors |= more
+    for key in classes:
+        where, name = key.split(":")
+        if where == "core/errors.py":
+            if name not in harness_errors:
+                out.append(f"{key}: not a HarnessError")
+        elif key not in INTERNAL_EXCEPTIONS:
+            out.append(f"{key}: a user may meet it; it belongs in core/errors.py under HarnessError")
+    return out
+
+
+def test_every_user_facing_exception_is_a_harness_error_in_core_errors():
+    assert exceptions_out_of_place(PACKAGE) == []
+    assert set(INTERNAL_EXCEPTIONS) <= set(exception_classes(PACKAGE)), "an internal exception is gone: drop it"
+
+
+def test_the_exception_rule_catches_an_error_out_of_place(tmp_path):
+    package = tmp_path / "harness"
+    files = {
+        "core/errors.py": "class HarnessError(Exception):\n    pass\n\n\nclass Fine(HarnessError, ValueError):\n"
+                          "    pass\n\n\nclass Stray(RuntimeError):\n    pass\n",
+        "peers/__init__.py": "class PeerError(RuntimeError):\n    pass\n\n\nclass Worse(PeerError):\n    pass\n",
+        "reports/page.py": "from harness.core import errors\n\n\nclass PageError(errors.Fine):\n    pass\n\n\n"
+                           "class Page:\n    pass\n",
+    }
+    for name, text in files.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+    assert exceptions_out_of_place(package) == [
+        "core/errors.py:Stray: not a HarnessError",
+        "peers/__init__.py:PeerError: a user may meet it; it belongs in core/errors.py under HarnessError",
+        "peers/__init__.py:Worse: a user may meet it; it belongs in core/errors.py under HarnessError",
+        "reports/page.py:PageError: a user may meet it; it belongs in core/errors.py under HarnessError",
+    ]

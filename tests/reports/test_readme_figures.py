@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness.evaluation.results import ResultsDir
-from harness.reports.readme_figures import (
-    ReadmeFiguresError, conformance_figures, figures, fill, problems, runtime_figures,
-)
+from harness.core.errors import ReadmeFiguresError
+from harness.reports.readme_figures import conformance_figures, figures, fill, problems, runtime_figures
 
 ROOT = Path(__file__).resolve().parents[2]
 
