@@ -5,13 +5,12 @@ word."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 from harness.backends.runtimes.base import Runtime
-from harness.core.errors import MissingExtraError
+from harness.core.extras import require
 
 
 class LlamaCppPython(Runtime):
@@ -31,8 +30,7 @@ class LlamaCppPython(Runtime):
              and isinstance(api["info"].get("title"), str) and "llama.cpp Python" in api["info"]["title"])
 
     def check_startable(self) -> None:
-        if importlib.util.find_spec("uvicorn") is None:
-            raise MissingExtraError("llama-cpp-python[server]", "embedded", "llama-cpp-python's server")
+        require("uvicorn", "llama-cpp-python's server")
 
     def command(self, server) -> list:
         # With repack off (the default), it starts through harness.backends.embedded.server, which clears the
