@@ -10,13 +10,14 @@ import sys
 from pathlib import Path
 
 from harness.backends.runtimes.base import Runtime
+from harness.core.constants import BINDING_ARCHIVE, BINDING_VERSION
 from harness.core.extras import require
 
 
 class LlamaCppPython(Runtime):
     name = "llama-cpp-python"
-    record_name = "llama-cpp-python-0.3.36"
-    summary = "llama-cpp-python 0.3.36's server (llama_cpp.server), the `embedded` extra"
+    record_name = BINDING_ARCHIVE
+    summary = f"llama-cpp-python {BINDING_VERSION}'s server (llama_cpp.server), the `embedded` extra"
     startable = True
     health_path = "/v1/models"
     hosts_several_models = True
