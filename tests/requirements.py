@@ -1,20 +1,22 @@
 """What a test may need that a machine may lack, and the one command that brings each (conftest.py at the
 repository root turns the markers into skips with these reasons)."""
 
-import importlib.util
 import shutil
 
 import pytest
 
 from harness.core.errors import MissingExtraError
+from harness.core.extras import require
 
 SETUP = "bash scripts/setup.sh"
 INSTALL_CHROMIUM = "apt-get install -y chromium"
 
 
 def missing_binding() -> str | None:
-    if importlib.util.find_spec("llama_cpp") is None:
-        return str(MissingExtraError("llama-cpp-python", "embedded", "this test"))
+    try:
+        require("llama_cpp", "this test")
+    except MissingExtraError as exc:
+        return str(exc)
     return None
 
 

@@ -25,7 +25,7 @@ from harness.pins.gguf_header import read_gguf_metadata  # noqa: E402
 from harness.pins.pin_template import template_entry  # noqa: E402
 from harness.pins.sources import load_sources, sources_locked, write_sources  # noqa: E402
 
-ORIGIN = "llama-cpp-python 0.3.36 sdist: vendor/llama.cpp/models/templates/{name}"
+ORIGIN = f"llama-cpp-python {constants.BINDING_VERSION} sdist: vendor/llama.cpp/models/templates/{{name}}"
 DS = ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>")
 L3 = ("<|begin_of_text|>", "<|eot_id|>")
 CHATML = (None, "<|im_end|>")

@@ -27,7 +27,7 @@ from harness.evaluation.runtime_corpus import build_corpus  # noqa: E402
 from harness.evaluation.transcripts import encode_line  # noqa: E402
 from harness.families import get as family_get  # noqa: E402
 from harness.pins.sources import load_sources, resolve_template  # noqa: E402
-from harness.live.runtime_conformance import template_sha  # noqa: E402
+from harness.core.hashing import sha256_text  # noqa: E402
 
 FOLDER = ROOT / "results" / "runtime-conformance"
 OLD_NO_DONE = "cut short: the stream ended without [DONE]"
@@ -53,7 +53,7 @@ class Judge:
     def _corpus(self, template: dict) -> None:
         if template["id"] not in self.tools:
             ref = resolve_template(template["id"], self.sources)
-            if template_sha(ref) != template["sha256"]:
+            if sha256_text(ref.text) != template["sha256"]:
                 raise SystemExit(f"{template['id']}: the pinned template is not the one recorded; ask it again")
             corpus = build_corpus(ref)
             self.tools[template["id"]] = corpus.cases[0].tools if corpus.cases else []

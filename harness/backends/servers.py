@@ -37,7 +37,7 @@ from harness.backends import listeners, runtimes
 from harness.core import constants
 from harness.core.errors import ServerStartError
 
-LLAMA_SERVER_ARCHIVE = "llama-cpp-python-0.3.36-llama.cpp"
+LLAMA_SERVER_ARCHIVE = f"{constants.BINDING_ARCHIVE}-llama.cpp"
 BUILD_SCRIPT = constants.ROOT / "scripts" / "build_llama_server.sh"
 LOG_TAIL_LINES = 25
 _BIND_FAILURES = ("address already in use", "couldn't bind", "could not bind", "errno 98")

@@ -10,13 +10,13 @@ from pathlib import Path
 
 from harness import families as registry
 from harness.cli.common import EXIT_FINDING, EXIT_OK, detect_ref, emit_json
-from harness.core.errors import HarnessError
+from harness.core.errors import HarnessError, ToolSchemaError
 from harness.core.input_files import read_bounded, read_regular_text
 from harness.evaluation.scoring import (
     INVALID_ARGUMENTS, JSON_NOTATION, PYTHON_NOTATION, STRING_COERCED, UNKNOWN_TOOL, writes_values_as_text,
 )
 from harness.schema.arguments import tool_parameters, type_arguments
-from harness.schema.schemas import ToolSchemaError, check_tools
+from harness.schema.schemas import check_tools
 from harness.pins.sources import resolve_template
 
 

@@ -18,7 +18,7 @@ def run_pin_template(args) -> int:
     # Rendering machinery only this command needs.
     from harness.cli.detect import print_nearest
     from harness.template.detect import detect
-    from harness.template.render_worker import RenderLimitError
+    from harness.core.errors import RenderLimitError
 
     detected = []
 

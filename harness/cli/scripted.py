@@ -20,7 +20,8 @@ DEFAULT_SERVE, PORT = "llama-server", 8080
 def run(args) -> int:
     from harness.core.errors import HarnessError
     from harness.evaluation.runtime_corpus import build_corpus, cases_from_file
-    from harness.live.runtime_conformance import TemplateRun, requests_for, template_sha
+    from harness.core.hashing import sha256_text
+    from harness.live.runtime_conformance import TemplateRun, requests_for
     from harness.pins.sources import resolve_template
 
     from harness.scripted.plan import WriteBudget, write_budget
@@ -55,7 +56,7 @@ def run(args) -> int:
         models.append({"file": path.name, "served_name": path.stem, "requests": entries})
     refused = [{"request": n, "why": k.error} for n, k in prepared.keys.items() if k.tokens is None]
     refused += [{"request": n, "why": why} for n, why in prepared.refused]
-    manifest = {"template": {"id": ref.id, "sha256": template_sha(ref)}, "family": corpus.family,
+    manifest = {"template": {"id": ref.id, "sha256": sha256_text(ref.text)}, "family": corpus.family,
                 "vocabulary": planner.profile, "marker_tokens": marker_tokens(planner.vocab),
                 "key_from": args.key_from, "models": models, "refused": refused,
                 "skipped_cases": [{"case": n, "why": w} for n, w in corpus.skipped]}

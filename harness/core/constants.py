@@ -37,6 +37,12 @@ TEMPLATES_DIR = ROOT / "templates"
 SCENARIOS_DIR = ROOT / "scenarios"
 RESULTS_DIR = ROOT / "results"
 
+# The llama-cpp-python release the `embedded` extra pins (pyproject.toml says it too; a test holds the two equal).
+# Its sdist, pinned in sources.json as BINDING_ARCHIVE, vendors the llama.cpp that every in-process run, every
+# llama-server build and the scripted models' vocabularies come from, and records name runtimes by it.
+BINDING_VERSION = "0.3.36"
+BINDING_ARCHIVE = f"llama-cpp-python-{BINDING_VERSION}"
+
 HF_ENDPOINT = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
 HF_HUB_OFFLINE = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 

@@ -85,3 +85,52 @@ class MissingEnvironmentError(HarnessError):
     """A runtime that runs in an environment of its own, built apart from the main venv by one script, is not built
     here; the message names the script. Not a ServerStartError: a run stops on it instead of recording every
     request as the runtime's error."""
+
+
+class UnsafeWriteError(HarnessError):
+    """A write that would leave its folder, go through a link, or land in something that is not a file."""
+
+
+class ToolSchemaError(HarnessError, ValueError):
+    """A tool definition that cannot be used, with where and why. A ValueError too: a tool list is a value given
+    to check_tools, and callers reading tools among other values catch the one kind."""
+
+
+class RecordError(HarnessError, ValueError):
+    """A record lacks a field its kind declares, or has it with the wrong type. A ValueError too, as json's own
+    errors on the same line are: a reader catches both in one clause."""
+
+
+class TranscriptError(HarnessError):
+    """A transcript cannot be read or written."""
+
+
+class TranscriptBusyError(TranscriptError):
+    """Another process holds the transcript's lock (a run already writing it)."""
+
+
+class RenderLimitError(TemplateError):
+    """A render went past its time, size or memory budget: the template, not its input, is at fault, and
+    asking again with other input is not worth the wait."""
+
+
+class BFCLDataError(HarnessError):
+    """BFCL's data is not what this code reads (a file missing, an entry without its fields)."""
+
+
+class BFCLCheckerError(HarnessError):
+    """The checker environment is missing, is not the pinned BFCL, or the worker broke its protocol."""
+
+
+class PeerError(HarnessError, RuntimeError):
+    """The peers worker died or answered out of protocol. A RuntimeError too, as it was before it was a
+    HarnessError: a caller that caught the worker's failure as one still does."""
+
+
+class HFWorkerError(HarnessError, RuntimeError):
+    """The HF worker (transformers in the vLLM environment) died or answered out of protocol. A RuntimeError
+    too, as PeerError is."""
+
+
+class ReadmeFiguresError(HarnessError):
+    """The results folder does not hold what README's findings quote, or no longer supports what they say."""

@@ -14,11 +14,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.core.errors import HarnessError
-
-
-class UnsafeWriteError(HarnessError):
-    """A write that would leave its folder, go through a link, or land in something that is not a file."""
+from harness.core.errors import UnsafeWriteError
 
 
 def check_target(path, root) -> Path:

@@ -22,12 +22,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.core.errors import HarnessError
+from harness.core.errors import BFCLDataError, ToolSchemaError
 from harness.core.input_files import read_regular_text
 from harness.core.values import DEFAULT_SAMPLING
 from harness.evaluation.scenarios import Expectation, Scenario, StubTool, Turn
 from harness.pins.archives import archive_tree
-from harness.schema.schemas import ToolSchemaError, check_tools
+from harness.schema.schemas import check_tools
 
 ARCHIVE_ID = "bfcl-eval-2026.3.23"
 SUITE = "bfcl"
@@ -43,10 +43,6 @@ TYPE_SUBSTITUTIONS = {"dict": "object", "float": "number", "tuple": "array", "an
 # writes up to four calls; 400 tokens holds them with room.
 SAMPLING = {**DEFAULT_SAMPLING, "temperature": 0.0, "max_tokens": 400}
 CASE_PREFIX = "bfcl-"
-
-
-class BFCLDataError(HarnessError):
-    """BFCL's data is not what this code reads (a file missing, an entry without its fields)."""
 
 
 @dataclass(frozen=True)

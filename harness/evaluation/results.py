@@ -14,12 +14,12 @@ A run or report pointed at another folder (`--results-dir`) leaves the committed
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core import constants
+from harness.core.hashing import sha256_text
 
 # A name kept as it is in a file name: no separator, no leading dot (no `..`, no hidden file), short enough
 # for any filesystem with the suffix added. Pinned ids and runtime names all are.
@@ -33,7 +33,7 @@ def file_stem(name: str) -> str:
     if _PLAIN.fullmatch(name):
         return name
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-")[:60]
-    return f"{slug}~{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
+    return f"{slug}~{sha256_text(name)[:16]}"
 
 
 @dataclass(frozen=True)

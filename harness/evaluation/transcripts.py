@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.core.errors import HarnessError
-from harness.core.safe_writes import UnsafeWriteError, lock_holder, open_append
+from harness.core.errors import RecordError, TranscriptBusyError, TranscriptError, UnsafeWriteError
+from harness.core.safe_writes import lock_holder, open_append
 from harness.evaluation.records import (
-    MODEL, SAMPLE, SCHEMA_VERSION, ModelRecord, RecordError, SampleRecord, record_from_json,
+    MODEL, SAMPLE, SCHEMA_VERSION, ModelRecord, SampleRecord, record_from_json,
 )
 from harness.evaluation.results import ResultsDir
 
@@ -31,10 +31,6 @@ RUNTIME_ANSWERED = "runtime answered:"
 # A JSON escape of a UTF-16 surrogate: the only way a lone one (valid JSON, not encodable as UTF-8) gets in.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-class TranscriptError(HarnessError):
-    """A transcript cannot be read or written."""
 
 
 def now() -> str:
@@ -257,10 +253,6 @@ def encode_line(obj) -> bytes:
 
 def read_all(results_dir=None) -> list:
     return [read_transcript(p) for p in ResultsDir.at(results_dir).transcript_files()]
-
-
-class TranscriptBusyError(TranscriptError):
-    """Another process holds the transcript's lock (a run already writing it)."""
 
 
 class TranscriptWriter:

@@ -13,8 +13,6 @@ recorded as a runtime-error and the server is started again."""
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +26,7 @@ from harness.scripted.rotary import rotary_vocab, with_bos
 from harness.scripted.vocab import CONTEXT_LENGTH, vocab_for
 from harness.backends.servers import LocalServer, ModelHost
 from harness.core.errors import ServerStartError
+from harness.core.hashing import sha256_json, sha256_text
 from harness.evaluation.runtime_conformance import conformance_record
 from harness.evaluation.runtime_corpus import AUTO, NAMED, NAMED_OTHER, NO_PARALLEL, NONE, REQUIRED, Renderer
 from harness.evaluation.records import RUNTIME_CONFORMANCE
@@ -51,8 +50,7 @@ class Request:
 
 
 def case_hash(case) -> str:
-    blob = json.dumps([case.messages, case.tools, case.reply, case.template_kwargs], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return sha256_json([case.messages, case.tools, case.reply, case.template_kwargs])[:16]
 
 
 def request_body(case, variant: str) -> dict:
@@ -82,10 +80,6 @@ def request_switches(body: dict) -> dict:
     """What a request sets beside the case's messages and tools (those follow from the case's name and hash:
     harness.evaluation.runtime_corpus writes them again)."""
     return {k: v for k, v in body.items() if k not in ("messages", "tools")}
-
-
-def template_sha(ref) -> str:
-    return hashlib.sha256(ref.text.encode()).hexdigest()
 
 
 @dataclass
@@ -266,7 +260,7 @@ class TemplateRun:
             if answer.get("error"):       # the port and the scratch folder change from run to run; the words do not
                 answer["error"] = LOCAL_URL.sub("", answer["error"]).replace(f"{self.workdir}/", "")
         typed = conformance_record(
-            runtime=self.runtime, server=self.kind, template={"id": self.ref.id, "sha256": template_sha(self.ref)},
+            runtime=self.runtime, server=self.kind, template={"id": self.ref.id, "sha256": sha256_text(self.ref.text)},
             family=self.corpus.family, profile=self.profile, case={"name": r.case.name, "hash": case_hash(r.case)},
             variant=r.variant, request=request_switches(r.body), reply=r.case.reply,
             reply_tokens=None if reply_ids is None else len(reply_ids),
@@ -301,7 +295,7 @@ def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Pat
             if not corpus.family:
                 skipped.append((ref.id, corpus.skipped[0][1]))
                 continue
-            sha = template_sha(ref)
+            sha = sha256_text(ref.text)
             if seen.setdefault(sha, ref.id) != ref.id:
                 skipped.append((ref.id, f"the same template as {seen[sha]}"))
                 continue

@@ -14,8 +14,6 @@ run an overall one (`deadline`): past it no request starts, one under way is cut
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +21,7 @@ from pathlib import Path
 from harness.backends.chat_answers import chat_answer, chat_stream
 from harness.backends.transport import NOT_NOW
 from harness.core.errors import HarnessError
+from harness.core.hashing import sha256_json
 from harness.evaluation.runtime_conformance import conformance_record
 from harness.evaluation.records import RUNTIME_CONFORMANCE
 from harness.evaluation.transcripts import TranscriptWriter, now, read_transcript
@@ -32,8 +31,7 @@ from harness.scripted.manifest import read_manifest
 
 
 def entry_hash(entry: dict) -> str:
-    blob = json.dumps([entry["request"], entry["reply"]], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return sha256_json([entry["request"], entry["reply"]])[:16]
 
 
 def unanswered(answer: dict) -> bool:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from harness.scripted.vocab import vocab_for, write_vocab_gguf
 from harness.core import constants
+from harness.core.errors import PeerError
 from harness.peers.process import WorkerProcess
 
 PEERS_VENV = constants.CACHE_DIR / "peers-venv"
@@ -32,10 +33,6 @@ def vocab_file(profile: str) -> Path:
         write_vocab_gguf(vocab_for(profile), tmp)
         tmp.replace(path)
     return path
-
-
-class PeerError(RuntimeError):
-    """The worker died or answered out of protocol."""
 
 
 class Peers(WorkerProcess):

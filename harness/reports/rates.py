@@ -8,10 +8,9 @@ every reply of every step it wrote), and where keys repeat the interval is compu
 distinct reply counts as a success when it passed, as a failure when it failed (one that did both, which only
 happens when something besides its text differed, counts on both sides)."""
 
-import hashlib
-import json
 from itertools import repeat
 
+from harness.core.hashing import sha256_json
 from harness.evaluation.scoring import wilson
 
 
@@ -28,8 +27,7 @@ def reply_key(scenario: str, steps: list, error: str | None) -> str:
     (each step's reply, and in fallback mode the native reply the grammar rewrote), and the error that stopped
     it. Short: it is compared, never read."""
     written = [[s.get("reply"), (s.get("fallback_from") or {}).get("reply")] for s in steps]
-    text = json.dumps([scenario, written, error], ensure_ascii=False, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    return sha256_json([scenario, written, error], default=str)[:20]
 
 
 def counts(values, keys=None) -> tuple:

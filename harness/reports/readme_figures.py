@@ -14,7 +14,7 @@ import json
 import re
 from collections import Counter
 
-from harness.core.errors import HarnessError
+from harness.core.errors import ReadmeFiguresError
 from harness.evaluation.judging import label_head
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.runtime_conformance import SUITE as RUNTIME_CONFORMANCE
@@ -30,10 +30,6 @@ IN_PROCESS_SERVER, LLAMA_SERVER = "llama-cpp-python", "llama-server"
 NUMBER = re.compile(r"\d(?:[\d.,/]*\d)?|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|both|twice|half|"
                     r"dozen|hundred|thousand)\b", re.I)
 LIST_ITEM = re.compile(r"^\d+\. ", re.M)
-
-
-class ReadmeFiguresError(HarnessError):
-    """The results folder does not hold what README's findings quote, or no longer supports what they say."""
 
 
 def _ratio(values, keys=None) -> str:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.core.safe_writes import UnsafeWriteError, check_target
+from harness.core.errors import UnsafeWriteError
+from harness.core.safe_writes import check_target
 from harness.evaluation import suite
 from harness.evaluation.records import ModelRecord
 from harness.evaluation.results import ResultsDir

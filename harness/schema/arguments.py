@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 from jsonschema.exceptions import SchemaError
 from referencing.exceptions import Unresolvable
 
+from harness.core.errors import ToolSchemaError
 from harness.formats.payloads import Mismatch, load_json
-from harness.schema.schemas import (
-    MAX_DEPTH, SafeValidator, ToolSchemaError, resolve, safe_search, validator_for,
-)
+from harness.schema.schemas import MAX_DEPTH, SafeValidator, resolve, safe_search, validator_for
 
 _JSON_TYPES = {
     "string": str,

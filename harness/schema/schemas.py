@@ -12,6 +12,7 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from referencing import Registry
 from referencing.exceptions import NoSuchResource
 
+from harness.core.errors import ToolSchemaError
 from harness.schema import safe_regex
 
 MAX_DEPTH = 64
@@ -23,10 +24,6 @@ _MANY = ("allOf", "anyOf", "oneOf", "prefixItems")
 _NAMED = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 # Keywords that apply their schemas to the same value: a cycle through these alone never ends.
 _IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
-
-
-class ToolSchemaError(ValueError):
-    """A tool definition that cannot be used, with where and why."""
 
 
 def _refuse_retrieval(uri):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import re
 import shutil
 import tempfile
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.core.errors import HarnessError
+from harness.core.hashing import sha256_text
 from harness.scripted.builder import WEIGHTS_VERSION, Turn, build_standin, tensor_bytes
 from harness.scripted.rotary import ARCH as ROTARY, ROTARY_VERSION, build_rotary, rotary_tensor_bytes, rotary_vocab
 from harness.scripted.vocab import (CONTEXT_LENGTH, CONTROL, PROFILES, USER_DEFINED, Vocab, vocab_for,
@@ -181,7 +181,7 @@ def build_models(directory: Path, stem: str, profile: str, template: str, models
         held = [(t.after, t.reply) for t in turns]
         # The GPT-2 models' names are in committed records: their hash stays what it was.
         key = (ROTARY_VERSION, arch, profile, template, held) if rotary else (WEIGHTS_VERSION, profile, template, held)
-        digest = hashlib.sha256(repr(key).encode()).hexdigest()
+        digest = sha256_text(repr(key))
         planned.append((Path(directory) / f"{stem}-{n}-{digest[:10]}.gguf", turns))
     _check_room(Path(directory), profile, template, vocab, [(p, t) for p, t in planned if not p.is_file()],
                 len(planned), rotary)

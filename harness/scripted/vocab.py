@@ -23,7 +23,7 @@ from harness.scripted.gguf_read import read_gguf_header, read_gguf_kv  # noqa: F
 
 # llama.cpp's models/ folder (its ggml-vocab-*.gguf files) comes out of the pinned llama-cpp-python sdist,
 # fetched, verified and unpacked into the cache the first time a test needs it (harness.pins.archives).
-LLAMA_CPP_ARCHIVE = "llama-cpp-python-0.3.36"
+LLAMA_CPP_ARCHIVE = constants.BINDING_ARCHIVE
 
 
 @functools.cache

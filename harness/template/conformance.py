@@ -9,10 +9,9 @@ from harness.core.hashing import sha256_text
 from harness.template import matrix
 from harness import families as registry
 from harness.template.detect import Detection, declaration_for, detect_declared, with_string_arguments
-from harness.core.errors import TemplateError
+from harness.core.errors import RenderLimitError, TemplateError
 from harness.template.probe import HF_TOOLS, full_conversation, probe_tools, tool_variables
 from harness.template.render import in_render_process, map_in_render_process, render
-from harness.template.render_worker import RenderLimitError
 from harness.template.round_trip import round_trip
 from harness.template.walls import wall_for
 

@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from harness import families as registry
 from harness.template import render as rendering
 from harness.template import sandbox_variant
-from harness.template.render_worker import RenderLimitError
 from harness.template.system_tools import placement_for
-from harness.core.errors import SourcesError, TemplateError
+from harness.core.errors import RenderLimitError, SourcesError, TemplateError
 from harness.core import constants
 from harness.core.hashing import sha256_text
 from harness.pins.sources import load_sources

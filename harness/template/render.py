@@ -30,7 +30,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from harness.template import limits, render_worker
 from harness.template.render_inputs import _plain, _prepare_messages, _prepare_tools
-from harness.core.errors import TemplateError, TemplateRaisedError
+from harness.core.errors import RenderLimitError, TemplateError, TemplateRaisedError
 
 # Older Jinja releases have known sandbox escapes; transformers refuses them for the same reason.
 _MIN_JINJA = (3, 1, 6)
@@ -353,14 +353,14 @@ def _render_here(
     except TemplateRaisedError as exc:
         raise TemplateRaisedError(f"template raised{_at_line(exc)}: {exc}", template_message=str(exc)) from None
     except limits.LimitExceeded as exc:
-        raise render_worker.RenderLimitError(f"render stopped{_at_line(exc)}: {exc}") from None
+        raise RenderLimitError(f"render stopped{_at_line(exc)}: {exc}") from None
     except jinja2.exceptions.SecurityError as exc:
         raise TemplateError(f"sandbox refused{_at_line(exc)}: {exc}") from exc
     except RecursionError as exc:
         raise TemplateError(f"render stopped: recursion too deep ({exc})") from None
     except MemoryError:
         # Sizes are checked before the big allocations, but a machine can run out below the budget.
-        raise render_worker.RenderLimitError(
+        raise RenderLimitError(
             f"render stopped: out of memory (the budget is {budget.max_chars} characters)") from None
     except Exception as exc:  # noqa: BLE001 -- any failure inside untrusted template code is a template error
         raise TemplateError(f"render failed{_at_line(exc)}: {type(exc).__name__}: {exc}") from exc

@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from harness.core.errors import HarnessError, TemplateError
+from harness.core.errors import HarnessError, RenderLimitError, TemplateError
 
 # Address space the child may add to what it inherits: real templates need a few megabytes; the size budget
 # (8 M characters, up to 32 MB a string) leaves room for several values at once.
@@ -36,10 +36,6 @@ MEMORY_HEADROOM = 1 << 30
 GRACE_SECONDS = 1.0
 # How often the parent looks at the running render's clock while it waits.
 WAKE_SECONDS = 0.25
-
-class RenderLimitError(TemplateError):
-    """A render went past its time, size or memory budget: the template, not its input, is at fault, and
-    asking again with other input is not worth the wait."""
 
 
 _inside = False            # True in the child

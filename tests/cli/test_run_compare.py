@@ -39,9 +39,9 @@ def test_other_replies_with_the_same_verdict_are_counted_and_explained(tmp_path,
     (scenario,) = load_scenarios(tmp_path / "scenarios")
     committed = tmp_path / "committed"
     monkeypatch.setattr(constants, "RESULTS_DIR", committed)
-    _write(committed, ["hi there", "hi!", "no"], 3, {"binding": "llama-cpp-python 0.3.36", "threads": 1}, scenario)
+    _write(committed, ["hi there", "hi!", "no"], 3, {"binding": f"llama-cpp-python {constants.BINDING_VERSION}", "threads": 1}, scenario)
     mine = _write(tmp_path / "mine", ["hi there", "hi, hello", "nope"], 1,
-                  {"binding": "llama-cpp-python 0.3.36", "threads": 2}, scenario)
+                  {"binding": f"llama-cpp-python {constants.BINDING_VERSION}", "threads": 2}, scenario)
     lines = run_compare.comparison([{"model": "m", "transcript": str(mine)}], ResultsDir(tmp_path / "mine"),
                                    [scenario])
     assert len(lines) == 2

@@ -20,7 +20,7 @@ def test_a_runtime_that_hosts_several_models_serves_them_from_one_process_asked_
     words = shlex.split(run.removeprefix("run: "))
     assert words[:6] == [".venv/bin/harness", "runtime-conformance", "--endpoint", "http://127.0.0.1:8080",
                          "--manifest", str(tmp_path / "T.manifest.json")]
-    assert "--served-model" not in words and words[-2:] == ["--runtime", "llama-cpp-python-0.3.36"]
+    assert "--served-model" not in words and words[-2:] == ["--runtime", runtimes.get("llama-cpp-python").record_name]
 
 
 def test_a_runtime_of_one_model_a_process_gets_a_serve_and_a_run_per_model(tmp_path):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.errors import DownloadError
+from harness.core.errors import BFCLDataError, DownloadError
 from harness.evaluation.bfcl import (
-    ARCHIVE_ID, CATEGORIES, TYPE_SUBSTITUTIONS, BFCLDataError, convert_schema, draw, load_suite,
+    ARCHIVE_ID, CATEGORIES, TYPE_SUBSTITUTIONS, convert_schema, draw, load_suite,
 )
 from harness.pins.archives import archive_tree
 from harness.pins.sources import ArchivePin, Sources, load_sources

@@ -12,7 +12,8 @@ import pytest
 
 from harness.evaluation.bfcl import ARCHIVE_ID, load_suite
 from harness.evaluation.lenient_reading import lenient_calls
-from harness.peers.bfcl import SETUP_COMMAND, WORKER, BFCLChecker, BFCLCheckerError, bfcl_python
+from harness.core.errors import BFCLCheckerError
+from harness.peers.bfcl import SETUP_COMMAND, WORKER, BFCLChecker, bfcl_python
 from harness.pins.archives import archive_tree
 
 ROOT = Path(__file__).resolve().parents[2]

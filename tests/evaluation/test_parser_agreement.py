@@ -126,7 +126,8 @@ def test_a_second_run_on_the_records_is_refused_before_it_reads_or_asks_anything
     import pytest
 
     from harness.evaluation.results import ResultsDir
-    from harness.evaluation.transcripts import TranscriptBusyError, TranscriptWriter
+    from harness.core.errors import TranscriptBusyError
+    from harness.evaluation.transcripts import TranscriptWriter
     from harness.live.parser_agreement import run_suite
 
     results = ResultsDir(tmp_path)

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from harness.evaluation.records import RecordError, SampleRecord, record_from_json
+from harness.core.errors import RecordError
+from harness.evaluation.records import SampleRecord, record_from_json
 from harness.evaluation.transcripts import TranscriptWriter, read_transcript
 
 

@@ -11,9 +11,9 @@ import textwrap
 
 import pytest
 
-from harness.core.safe_writes import UnsafeWriteError
+from harness.core.errors import TranscriptBusyError, UnsafeWriteError
 from harness.evaluation.records import SampleRecord
-from harness.evaluation.transcripts import TranscriptBusyError, TranscriptWriter, read_transcript
+from harness.evaluation.transcripts import TranscriptWriter, read_transcript
 
 
 def record(index, text=""):
@@ -103,7 +103,8 @@ def test_a_transcript_with_a_second_name_is_refused(tmp_path):
 
 FULL_CHILD = """
 import resource, sys
-from harness.evaluation.transcripts import TranscriptError, TranscriptWriter
+from harness.core.errors import TranscriptError
+from harness.evaluation.transcripts import TranscriptWriter
 from tests_records import record
 path = sys.argv[1]
 with TranscriptWriter(path) as writer:

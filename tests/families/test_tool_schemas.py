@@ -10,7 +10,8 @@ import pytest
 
 from harness.schema import safe_regex
 from harness.schema.arguments import type_arguments
-from harness.schema.schemas import ToolSchemaError, check_tools
+from harness.core.errors import ToolSchemaError
+from harness.schema.schemas import check_tools
 
 
 def tool(parameters, name="t"):

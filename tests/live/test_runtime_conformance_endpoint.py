@@ -28,7 +28,8 @@ SERVED = "scripted-hermes"
 def manifest(tmp_path_factory):
     """The manifest's requests for CASES, every variant, as `harness scripted-model` lists them."""
     from harness.evaluation.runtime_corpus import build_corpus
-    from harness.live.runtime_conformance import TemplateRun, requests_for, template_sha
+    from harness.core.hashing import sha256_text
+    from harness.live.runtime_conformance import TemplateRun, requests_for
     from harness.pins.sources import resolve_template
     from harness.scripted.keying import render_key
     from harness.scripted.plan import reply_ids
@@ -44,7 +45,7 @@ def manifest(tmp_path_factory):
         entries.append({"case": r.case.name, "variant": r.variant, "request": r.body, "reply": r.case.reply,
                         "prompt_tokens": render_key(planner.vocab, prompt).tokens, "key_source": "render",
                         "reply_tokens": len(ids), "reply_ids": list(ids), "expect": r.case.expect})
-    data = {"template": {"id": ref.id, "sha256": template_sha(ref)}, "family": corpus.family,
+    data = {"template": {"id": ref.id, "sha256": sha256_text(ref.text)}, "family": corpus.family,
             "vocabulary": planner.profile, "key_from": "render",
             "models": [{"file": f"{SERVED}.gguf", "served_name": SERVED, "requests": entries}], "refused": [],
             "skipped_cases": []}

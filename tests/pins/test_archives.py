@@ -5,11 +5,14 @@ import io
 import json
 import os
 import tarfile
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from harness.pins.archives import MARKER, archive_tree, is_unpacked
+from harness.core import constants
+from harness.core.constants import BINDING_ARCHIVE, BINDING_VERSION
 from harness.core.errors import DownloadError, SourcesError
 from harness.pins.sources import ArchivePin, Sources, load_sources
 
@@ -99,9 +102,13 @@ def test_archive_pins_that_would_write_elsewhere_are_refused(tmp_path, field, va
         load_sources(path)
 
 
-def test_the_llama_cpp_sdist_is_pinned():
-    pin = load_sources().archive("llama-cpp-python-0.3.36")
-    assert (pin.package, pin.version, pin.filename) == ("llama-cpp-python", "0.3.36", "llama_cpp_python-0.3.36.tar.gz")
+def test_the_llama_cpp_sdist_is_pinned_at_the_binding_version_the_extra_installs():
+    pin = load_sources().archive(BINDING_ARCHIVE)
+    assert (pin.package, pin.version, pin.filename) == ("llama-cpp-python", BINDING_VERSION,
+                                                        f"llama_cpp_python-{BINDING_VERSION}.tar.gz")
+    # pyproject.toml cannot read the constant: the extra's pin is held equal to it here.
+    project = tomllib.loads((constants.ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert project["project"]["optional-dependencies"]["embedded"] == [f"llama-cpp-python[server]=={BINDING_VERSION}"]
 
 
 def _tar_with_link(path: Path, target: str) -> Path:

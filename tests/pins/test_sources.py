@@ -35,7 +35,7 @@ def test_every_template_file_is_pinned_and_every_pin_has_a_file():
 
 
 def test_llama_cpp_templates_are_byte_identical_to_the_sdist():
-    published = sorted((archive_tree("llama-cpp-python-0.3.36") / "templates").glob("*.jinja"))
+    published = sorted((archive_tree(constants.BINDING_ARCHIVE) / "templates").glob("*.jinja"))
     assert len(published) == 70
     for src in published:
         assert (ROOT / "templates" / src.name).read_bytes() == src.read_bytes(), src.name

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.backends import runtimes
 from harness.evaluation.results import ResultsDir
-from harness.reports.readme_figures import (
-    ReadmeFiguresError, conformance_figures, figures, fill, problems, runtime_figures,
-)
+from harness.core.errors import ReadmeFiguresError
+from harness.reports.readme_figures import conformance_figures, figures, fill, problems, runtime_figures
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,8 +79,8 @@ def test_conformance_figures_come_from_conformance_json_and_a_violation_stops_fi
 def test_the_runtime_figures_need_one_runtime_of_each_server(tmp_path):
     folder = tmp_path / "runtime-conformance"
     folder.mkdir()
-    source = ROOT / "results" / "runtime-conformance" / "llama-server-0.3.36-vendored.jsonl"
-    head = source.read_text(encoding="utf-8").splitlines()[:3]
-    (folder / "llama-server-0.3.36-vendored.jsonl").write_text("\n".join(head) + "\n", encoding="utf-8")
+    name = f"{runtimes.get('llama-server').record_name}.jsonl"
+    head = (ROOT / "results" / "runtime-conformance" / name).read_text(encoding="utf-8").splitlines()[:3]
+    (folder / name).write_text("\n".join(head) + "\n", encoding="utf-8")
     with pytest.raises(ReadmeFiguresError, match="one llama-cpp-python runtime; the records hold 0"):
         runtime_figures(ResultsDir(tmp_path))

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from harness.core.safe_writes import UnsafeWriteError
+from harness.core.errors import UnsafeWriteError
 from harness.reports.report import write_reports
 
 sys.path.insert(0, os.path.dirname(__file__))

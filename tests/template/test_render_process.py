@@ -13,7 +13,7 @@ import pytest
 
 import harness.template.render as render_module
 from harness.core.constants import ROOT
-from harness.core.errors import TemplateError
+from harness.core.errors import RenderLimitError, TemplateError
 from harness.template import render_worker
 from harness.template.conformance import check_template
 from harness.template.detect import detect
@@ -30,7 +30,7 @@ def short_budget(monkeypatch):
 
 
 def test_a_loop_without_hooks_is_killed_and_the_next_render_works(short_budget):
-    with pytest.raises(render_worker.RenderLimitError, match=r"longer than 0.5 s \(its process was killed\)"):
+    with pytest.raises(RenderLimitError, match=r"longer than 0.5 s \(its process was killed\)"):
         render(HANGS, USER)
     assert render("{{ messages[0].content }}", USER) == "hi"
 
@@ -55,12 +55,13 @@ def test_memory_past_the_process_limit_is_a_named_error():
     template = "{% set a = 'x' * 7000000 %}{{ [" + ", ".join(f"a ~ {i}" for i in range(60)) + "]|length }}"
     script = (
         "import sys\n"
+        "from harness.core.errors import RenderLimitError\n"
         "from harness.template import render_worker\n"
         "from harness.template.render import render\n"
         "render_worker.MEMORY_HEADROOM = 300 << 20\n"
         "try:\n"
         f"    render({template!r}, {USER!r})\n"
-        "except render_worker.RenderLimitError as exc:\n"
+        "except RenderLimitError as exc:\n"
         "    print('limit:', exc)\n"
         "else:\n"
         "    print('rendered')\n")

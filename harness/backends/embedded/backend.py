@@ -7,6 +7,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Sequence
 
+import llama_cpp
+from llama_cpp._internals import LlamaModel
+
 from harness.backends.base import Backend
 from harness.backends.embedded.batch import generate_samples
 from harness.backends.embedded.decoding import prompt_token_ids, token_bytes
@@ -31,9 +34,6 @@ class EmbeddedBackend(Backend):
     def prompt_tokenizer(path: str | Path):
         """prompt -> the token ids generate() feeds a model of this vocabulary (special tokens parsed, the BOS
         rule applied), from a GGUF opened vocabulary-only: no weights, no context."""
-        import llama_cpp
-        from llama_cpp._internals import LlamaModel
-
         # Llama(vocab_only=True) would still open a context and warn about it: the model alone is enough.
         params = llama_cpp.llama_model_default_params()
         params.vocab_only = True
@@ -63,8 +63,6 @@ class EmbeddedBackend(Backend):
         return token_bytes(self.llm, token).decode("utf-8", errors="replace") if token >= 0 else ""
 
     def describe(self) -> dict:
-        import llama_cpp
-
         return {"backend": self.name, "path": self.path, "binding": f"llama-cpp-python {llama_cpp.__version__}",
                 "threads": getattr(self.llm, "n_threads", None)}
 

@@ -6,8 +6,9 @@ token ids it sampled, whether one process hosts several models, how a live serve
 request fields it accepts and ignores. Commands and the conformance suite read those capabilities, never a
 runtime's name, so adding a runtime is one module and one line of RUNTIMES (docs/adding-a-runtime.md).
 
-A runtime's module is imported only when it is asked for; one whose run needs a heavy package imports it inside
-the method that needs it and raises harness.core.errors.MissingExtraError naming the extra."""
+A runtime's module is imported when it is asked for, and listing the table imports every one, so a runtime's own
+module imports nothing heavy: a package only an extra brings is used in a module or process of its own, looked up
+first by check_startable (harness.core.extras.require, which names the extra)."""
 
 from __future__ import annotations
 

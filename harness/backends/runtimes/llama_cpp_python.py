@@ -5,19 +5,19 @@ word."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 from harness.backends.runtimes.base import Runtime
-from harness.core.errors import MissingExtraError
+from harness.core.constants import BINDING_ARCHIVE, BINDING_VERSION
+from harness.core.extras import require
 
 
 class LlamaCppPython(Runtime):
     name = "llama-cpp-python"
-    record_name = "llama-cpp-python-0.3.36"
-    summary = "llama-cpp-python 0.3.36's server (llama_cpp.server), the `embedded` extra"
+    record_name = BINDING_ARCHIVE
+    summary = f"llama-cpp-python {BINDING_VERSION}'s server (llama_cpp.server), the `embedded` extra"
     startable = True
     health_path = "/v1/models"
     hosts_several_models = True
@@ -31,8 +31,7 @@ class LlamaCppPython(Runtime):
              and isinstance(api["info"].get("title"), str) and "llama.cpp Python" in api["info"]["title"])
 
     def check_startable(self) -> None:
-        if importlib.util.find_spec("uvicorn") is None:
-            raise MissingExtraError("llama-cpp-python[server]", "embedded", "llama-cpp-python's server")
+        require("uvicorn", "llama-cpp-python's server")
 
     def command(self, server) -> list:
         # With repack off (the default), it starts through harness.backends.embedded.server, which clears the

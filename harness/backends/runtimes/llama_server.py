@@ -8,6 +8,7 @@ from __future__ import annotations
 from harness.backends import servers
 from harness.backends.runtimes.base import PromptKey, Runtime
 from harness.backends.transport import request_json
+from harness.core.constants import BINDING_VERSION
 from harness.core.errors import ServerReplyError
 
 APPLY_TEMPLATE = "llama-server /apply-template + /tokenize"
@@ -15,8 +16,8 @@ APPLY_TEMPLATE = "llama-server /apply-template + /tokenize"
 
 class LlamaServer(Runtime):
     name = "llama-server"
-    record_name = "llama-server-0.3.36-vendored"
-    summary = "llama.cpp's server (--jinja), built from the llama.cpp that llama-cpp-python 0.3.36 vendors"
+    record_name = f"llama-server-{BINDING_VERSION}-vendored"
+    summary = f"llama.cpp's server (--jinja), built from the llama.cpp that llama-cpp-python {BINDING_VERSION} vendors"
     startable = True
     health_path = "/health"
     parallel_slots = True

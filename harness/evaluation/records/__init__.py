@@ -10,8 +10,9 @@ A record carries `schema` (SCHEMA_VERSION when written); a reader skips records 
 
 from __future__ import annotations
 
+from harness.core.errors import RecordError
 from harness.evaluation.records.fields import (
-    MODEL, PARSER_AGREEMENT, RUNTIME_CHECK, RUNTIME_CONFORMANCE, SAMPLE, SCHEMA_VERSION, RecordError, Step, Turn,
+    MODEL, PARSER_AGREEMENT, RUNTIME_CHECK, RUNTIME_CONFORMANCE, SAMPLE, SCHEMA_VERSION, Step, Turn,
 )
 from harness.evaluation.records.runtimes import ParserAgreementRecord, RuntimeCheckRecord, RuntimeConformanceRecord
 from harness.evaluation.records.samples import ModelRecord, ModelRef, SampleRecord, ScenarioRef

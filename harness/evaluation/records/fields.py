@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 from typing import TypedDict
 
+from harness.core.errors import RecordError
+
 SCHEMA_VERSION = 1
 SAMPLE, MODEL, RUNTIME_CHECK, RUNTIME_CONFORMANCE = "sample", "model", "runtime-check", "runtime-conformance"
 PARSER_AGREEMENT = "parser-agreement"
-
-
-class RecordError(ValueError):
-    """A record lacks a field its kind declares, or has it with the wrong type."""
 
 
 class Step(TypedDict, total=False):
