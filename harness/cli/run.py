@@ -57,8 +57,8 @@ def register(subparsers) -> None:
                              "sources.json, else native)")
     parser.add_argument("--grammar-variant", default=None, metavar="NAME",
                         help="the grammar design of grammar and fallback modes: refusal-list (the default), "
-                             "no-brace, native-example or envelope (docs/live-evaluation.md); samples recorded under "
-                             "another design are run again and superseded")
+                             "no-brace, native-example, envelope or lazy-trigger (docs/live-evaluation.md); samples "
+                             "recorded under another design are run again and superseded")
     parser.add_argument("--seed", type=int_argument(0, MAX_SEED), default=0, metavar="S",
                         help=f"base seed, 0 to {MAX_SEED}; sample i uses S+i (default 0)")
     parser.add_argument("--threads", type=int_argument(1, MAX_THREADS), metavar="N",

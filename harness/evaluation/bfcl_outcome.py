@@ -37,6 +37,9 @@ class Outcome:
     lenient: list = field(default_factory=list)
     lenient_read: bool = False    # a lenient reading found calls the strict parser did not
     attempted: bool = False       # a call, or a call-shaped near miss (scoring.is_call_attempt)
+    # The judged reply's call was held by a lazy grammar in another spelling than the family's own (lazy-trigger's
+    # fenced or bare object): a near miss to the strict parser, its lenient reading is the call the grammar held.
+    held: bool = False
 
 
 def _strict(case: Case, parse, family) -> list:
@@ -68,4 +71,5 @@ def outcome(case: Case, record) -> Outcome:
     return Outcome(case.id, case.category, record.model.id, record.mode, record.seconds, bool(record.error),
                    case.category not in IRRELEVANCE, verdicts["parsed"], verdicts["right_tool"],
                    verdicts["valid_arguments"], deviation, strict, lenient, read,
-                   judged is not None and (judged.accepted or is_call_attempt(judged)))
+                   judged is not None and (judged.accepted or is_call_attempt(judged)),
+                   bool(steps) and steps[-1].get("grammar_held") is True)

@@ -18,7 +18,8 @@ to the family's call where the family lets text come first. A model that writes 
 is constrained from its first token: a lazy grammar would wait for a marker it never writes. A reasoning block
 may open the reply only where the model's template knows the family's reasoning tag (`template=`): a model
 refused its first word would otherwise take `<think>` as the way out of the call. lazy=True keeps the older
-lazy grammar (unconstrained until a trigger word).
+lazy grammar (unconstrained until a trigger word); the lazy-trigger design (harness.grammar.lazy) adds to it
+llama.cpp's start-of-reply trigger on a fenced or bare JSON call object.
 
 Families: every YAML family gets its grammar from its own pattern; a Python family from the shape its module
 declares; a family with no tool format (None) or a Python family without a shape gets the generic JSON
@@ -76,6 +77,10 @@ class GrammarSpec:
     # "auto" from the first token: what a plain answer may not open with, and may not hold anywhere.
     openings: tuple = ()
     answer_excludes: tuple = ()
+    # Lazy: the trigger words that open a call in another spelling than the family's own (the lazy-trigger
+    # design's fenced or bare JSON call object, harness.grammar.lazy); a call held from one of them is a
+    # near miss to the family's strict parser, and is counted apart from the family's own calls.
+    held_triggers: tuple = ()
 
     @property
     def lazy(self) -> bool:
@@ -88,12 +93,20 @@ class GrammarSpec:
                 return root
         return self.root
 
+    def trigger_word(self, text: str, offset: int | None) -> str | None:
+        """The trigger word a lazy grammar took over at: the longest of `triggers` that `text` holds at
+        `offset` (a character offset, as a step records it); None where no grammar took over."""
+        if offset is None or not self.lazy:
+            return None
+        found = [w for w in self.triggers if text.startswith(w, offset)]
+        return max(found, key=len) if found else None
+
     def to_json(self) -> dict:
         return {"family": self.family, "requested": self.requested, "tool_choice": self.tool_choice,
                 "lazy": self.lazy, "triggers": list(self.triggers), "trigger_patterns": list(self.trigger_patterns),
                 "reasoning": [list(p) for p in self.reasoning], "openings": list(self.openings),
-                "answer_excludes": list(self.answer_excludes), "note": self.note,
-                "gbnf": self.gbnf}
+                "answer_excludes": list(self.answer_excludes), "held_triggers": list(self.held_triggers),
+                "note": self.note, "gbnf": self.gbnf}
 
 
 # What the plain answer of an "auto" grammar may not hold anywhere: the call shapes the strict parsers name
@@ -169,14 +182,7 @@ def _build(fam: Family, shape, tools, tool_choice, requested, note, lazy=False, 
     names = [n for n, _ in tools]
     if tool_choice == "required":
         return _whole(fam.name, grammar, shape, seq(grammar.lead(), calls), tool_choice, requested, note, thinks)
-    if shape.start_only:
-        anywhere, at_start = [], list(fam.markers)
-    else:
-        anywhere, at_start = list(fam.markers), []
-    if shape.triggers is not None:
-        anywhere = _words(shape.triggers, names)
-    if shape.start_triggers is not None:
-        at_start = _words(shape.start_triggers, names)
+    anywhere, at_start = family_triggers(fam, shape, names)
     later = seq(grammar.render(shape.lazy_lead), calls) if shape.lazy_lead else calls
     if not lazy:
         # A reasoning tag is no way out of the call either: a block the template knows is written through
@@ -198,6 +204,21 @@ def _build(fam: Family, shape, tools, tool_choice, requested, note, lazy=False, 
         raise GrammarError(f"{fam.name}: none of the trigger words {anywhere + at_start} opens the call grammar")
     return GrammarSpec(fam.name, grammar.rules.text(later), tuple(words), tuple(patterns), tool_choice,
                        requested, note=note, reasoning=tuple(tuple(p) for p in shape.reasoning))
+
+
+def family_triggers(fam: Family, shape, names) -> tuple[list, list]:
+    """(words anywhere, words at the start of the reply) that open `fam`'s call: its markers (at the start only
+    for a family whose call is the whole reply), or the words its shape names, one per offered tool where a
+    word holds {name}."""
+    if shape.start_only:
+        anywhere, at_start = [], list(fam.markers)
+    else:
+        anywhere, at_start = list(fam.markers), []
+    if shape.triggers is not None:
+        anywhere = _words(shape.triggers, names)
+    if shape.start_triggers is not None:
+        at_start = _words(shape.start_triggers, names)
+    return anywhere, at_start
 
 
 def _foreign(fam: Family) -> list:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from harness.core.hashing import sha256_text
 from harness.grammar import GENERIC, GrammarError, GrammarSpec, build_grammar
+from harness.grammar.lazy import build_lazy_trigger
 
 # What fires fallback's retry: a call attempt the app can see (harness.live.modes.native_failed). Recorded with
 # each fallback sample: samples recorded before it (a retry fired by the case's expected call) are another setup.
@@ -68,6 +69,11 @@ class GrammarPlan:
         retry = {"retry_on": FALLBACK_RETRY} if mode == "fallback" else {}
         if self.variant != "refusal-list":
             retry["variant"] = self.variant
+        if self.spec is not None and self.spec.held_triggers:
+            # Where the trigger patterns are the design's own (not the family's words alone), they decide the
+            # replies too: their hash is part of the setup.
+            retry["held_triggers"] = list(self.spec.held_triggers)
+            retry["trigger_patterns_sha256"] = sha256_text("\n".join(self.spec.trigger_patterns))
         if self.spec is None:
             return {**retry, "family": self.native_family, "gbnf_sha256": None, "required_gbnf_sha256": None,
                     "preamble": self.preamble, "required_preamble": self.required_preamble}
@@ -89,8 +95,13 @@ VARIANTS = {
                       "renders a probe call shown once as an example ahead of the system message",
     "envelope": "the JSON envelope for every model: {\"name\", \"arguments\"} or {\"response\"} "
                 "(generic-json), described in a preamble",
+    "lazy-trigger": "llama.cpp's lazy pattern trigger for Hermes templates (2025): free text until the family's call "
+                    "marker, anywhere, or a fence or bare JSON object opening {\"name at the start of the reply; "
+                    "from there a call held to the tools' schemas (a fenced or bare object is counted apart from "
+                    "the family's own calls)",
 }
 DEFAULT_VARIANT = "refusal-list"
+LAZY_TRIGGER = "lazy-trigger"
 
 
 def check_variant(name: str) -> str:
@@ -115,6 +126,14 @@ def grammar_plan(family: str | None, scenario, template: str | None = None,
                                "renders it, and detection found none")
         shown = EXAMPLE_PREAMBLE.format(example=example)
         return GrammarPlan(None, shown, None, shown, variant, native_family=family, keeps_calls=True)
+    if variant == LAZY_TRIGGER:
+        spec = build_lazy_trigger(family, scenario.tool_schemas())
+        # A template that cannot carry the tools is told them, and that a call is the JSON object alone, as
+        # fallback's retry is: the reply is free text until the object opens it.
+        told = spec.family == GENERIC
+        return GrammarPlan(spec, tool_preamble(scenario) if told else None,
+                           build_grammar(family, scenario.tool_schemas(), "required", template=template),
+                           tool_preamble(scenario) if told else None, variant)
     shape = GENERIC if variant == "envelope" else family
     answer = "no-brace" if variant == "no-brace" else "refusal-list"
     spec = build_grammar(shape, scenario.tool_schemas(), "auto", template=template, answer=answer)

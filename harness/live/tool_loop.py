@@ -226,6 +226,13 @@ class _StepGenerator:
             extra["grammar_from"] = generation.grammar_from  # None: the lazy grammar never took over
             # Sampled tokens the grammar refused: 0 means it changed nothing in this reply (None: it did not run).
             extra["grammar_refused"] = generation.grammar_refused
+            if spec.lazy:
+                # Which trigger fired, and whether the call it opened is in another spelling than the family's
+                # own (lazy-trigger's fenced or bare object): the strict parser reads that one as a near miss,
+                # and the reports count it apart.
+                trigger = spec.trigger_word(generation.text, generation.grammar_from)
+                extra["grammar_trigger"] = trigger
+                extra["grammar_held"] = trigger is not None and trigger in spec.held_triggers
         family = plan.family if plan is not None else self.chat.family
         return {"prompt": prompt, "generation": generation, "parse": families.parse(family, generation.text, prompt),
                 "family": family, "extra": extra}

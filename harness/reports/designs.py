@@ -6,7 +6,11 @@ Per model × design: BFCL's checker on the calls the strict parser read, where a
 made or attempted) where none is; how often the grammar acted (steps where it refused a sampled token); tokens
 and seconds a case. Beside them, the reference the goal is stated against: BFCL's checker on native mode's
 lenient reading of the same call-due cases (what the model knows, format aside). Only cases every design of a
-model ran are counted, so the rows of a model compare like with like."""
+model ran are counted, so the rows of a model compare like with like.
+
+lazy-trigger's grammar may hold a call in another spelling than the family's (a fenced or bare JSON object at the
+start of the reply): the strict parser reads it as a near miss, so the strict column never counts it. Its own
+column gives BFCL's checker on those held calls (their lenient reading: the object the grammar held), apart."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from collections import defaultdict
 from harness.evaluation.records import SampleRecord
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.transcripts import read_transcript
-from harness.grammar.plan import DEFAULT_VARIANT, VARIANTS
+from harness.grammar.plan import DEFAULT_VARIANT, LAZY_TRIGGER, VARIANTS
 from harness.reports.rates import rate_cell
 
 
@@ -52,12 +56,15 @@ def designs_markdown(main: ResultsDir, main_judged, judge, valid) -> str | None:
              "Native, lenient: BFCL's checker on native mode's lenient reading of the same call-due cases, the "
              "reference the goal is stated against (grammar's strict calls at least half of it, and no worse a no-call "
              "rate than native's, the next reference column). Grammar acted: "
-             "steps in which the grammar refused a sampled token. Rates: k/n, percent, Wilson 95%.", "",
+             "steps in which the grammar refused a sampled token. Held in another spelling (`lazy-trigger` only): "
+             "BFCL's checker on the calls its grammar held from a fence or a bare JSON object, which are not in the "
+             "family's format (the strict column does not count them), and how many such calls there were. Rates: "
+             "k/n, percent, Wilson 95%.", "",
              "Designs: " + "; ".join(f"`{name}`: {text}" for name, text in VARIANTS.items()) + ".", "",
-             "| model | design | cases (call due / none due) | calls due: BFCL, strict | native, lenient "
-             "(reference) | no call due: none made or attempted | native, no call due (reference) | grammar acted "
-             "| tokens a case | s a case |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| model | design | cases (call due / none due) | calls due: BFCL, strict | calls due: held in another "
+             "spelling, BFCL | native, lenient (reference) | no call due: none made or attempted | native, no call "
+             "due (reference) | grammar acted | tokens a case | s a case |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     by_model = defaultdict(dict)
     for variant, (judged, steps) in rows.items():
         for o in judged.outcomes:
@@ -79,6 +86,7 @@ def designs_markdown(main: ResultsDir, main_judged, judge, valid) -> str | None:
                 strict = "not judged"
             else:
                 strict = rate_cell([valid(judged.verdicts[(o.case, o.model, o.mode)][0]) for o in due])
+            held = _held_cell(variant, judged, due, valid)
             if main_judged.verdicts is None:
                 lenient = "not judged"
             else:
@@ -92,9 +100,20 @@ def designs_markdown(main: ResultsDir, main_judged, judge, valid) -> str | None:
             tokens = f"{sum(t for _, _, t in counted) / len(group):.0f}" if group else "–"
             seconds = [o.seconds for o in group if o.seconds is not None]
             per = f"{sum(seconds) / len(seconds):.1f}" if seconds else "–"
-            lines.append(f"| {model} | {variant} | {len(due)} / {len(none_due)} | {strict} | {lenient} | {abstained} "
-                         f"| {native_abstained} | {acted} | {tokens} | {per} |")
+            lines.append(f"| {model} | {variant} | {len(due)} / {len(none_due)} | {strict} | {held} | {lenient} "
+                         f"| {abstained} | {native_abstained} | {acted} | {tokens} | {per} |")
         skipped = sorted(set().union(*designs.values()) - common)
         if skipped:
             notes.append(f"- {model}: {len(skipped)} case(s) run by some designs only, left out.")
     return "\n".join(lines + [""] + notes + ([""] if notes else []))
+
+
+def _held_cell(variant: str, judged, due: list, valid) -> str:
+    """lazy-trigger: BFCL's checker on the calls its grammar held in another spelling, over the call-due cases
+    (a case whose judged reply was no such call counts as a failure here), and how many were held."""
+    if variant != LAZY_TRIGGER:
+        return "–"
+    if judged.verdicts is None:
+        return "not judged"
+    cell = rate_cell([o.held and valid(judged.verdicts[(o.case, o.model, o.mode)][1]) for o in due])
+    return f"{cell} ({sum(o.held for o in due)} held)"

@@ -130,6 +130,8 @@ def _step_html(index: int, step: dict, parse, native_parse, tokens) -> str:
         offset = step.get("grammar_from")
         meta.append(f"grammar {step['grammar']}" + ("" if "grammar_from" not in step else
                                                     " (never triggered)" if offset is None else f" from char {offset}")
+                    + ("" if not step.get("grammar_trigger") else f" at {step['grammar_trigger']!r}"
+                       + (", a call held in another spelling than the family's" if step.get("grammar_held") else ""))
                     + ("" if step.get("grammar_refused") is None else f", refused {step['grammar_refused']} tokens"))
     if step.get("error"):
         meta.append(f"error: {step['error']}")

@@ -142,3 +142,41 @@ def test_a_grammar_that_cannot_be_built_is_recorded_per_sample_and_not_asked_aga
     assert record.error == "grammar: tool 'x': parameters must be a JSON schema object" and record.turns == []
     assert record.grammar == {"error": "tool 'x': parameters must be a JSON schema object"}
     assert pending.setups_for("hermes", "{{ x }}")(sc, "grammar") == record.setup()
+
+
+def test_lazy_trigger_plan_keeps_the_familys_tools_or_tells_a_template_without_them(tmp_path):
+    """lazy-trigger: a family keeps its template's tools (no preamble) and its own call as fallback's required
+    retry; a model without a family is told the tools and that a call is the JSON object alone, as fallback's
+    retry is ("answer in plain text otherwise"): its reply is free text until that object opens it."""
+    from harness.grammar.plan import setup_digest
+
+    sc = load(tmp_path)
+    hermes = grammar_plan("hermes", sc, variant="lazy-trigger")
+    assert hermes.family == "hermes" and hermes.spec.lazy and hermes.preamble is hermes.required_preamble is None
+    assert hermes.required.tool_choice == "required" and hermes.required.family == "hermes"
+    plain = grammar_plan(None, sc, variant="lazy-trigger")
+    assert plain.family == GENERIC and plain.spec.lazy and plain.preamble == tool_preamble(sc) == plain.required_preamble
+    assert "Otherwise answer in plain text." in plain.preamble and "response" not in plain.preamble
+    # The setup says which design wrote a sample, and its trigger patterns (they decide replies as the GBNF does);
+    # the other designs' setups keep no such field, so their recorded digests stand.
+    recorded = hermes.to_json("grammar")
+    assert recorded["variant"] == "lazy-trigger" and recorded["lazy"] and "```json" in recorded["held_triggers"]
+    assert "trigger_patterns_sha256" in recorded
+    default = grammar_plan("hermes", sc)
+    assert "held_triggers" not in default.to_json("grammar") and "trigger_patterns_sha256" not in default.to_json()
+    digests = {setup_digest("grammar", grammar_plan("hermes", sc, variant=v).to_json("grammar"))
+               for v in ("refusal-list", "no-brace", "envelope", "lazy-trigger")}
+    assert len(digests) == 4
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["--grammar-variant", "lazy-trigger"], "no model 'no-such-model'"),   # the design is taken; the model is not
+    (["--grammar-variant", "lazy"], "unknown grammar variant 'lazy' (variants: refusal-list, no-brace, "
+                                    "native-example, envelope, lazy-trigger)"),
+])
+def test_run_takes_lazy_trigger_and_refuses_an_unknown_design_with_the_list(argv, said, tmp_path, capsys):
+    from harness.cli import main
+
+    assert main(["run", *argv, "--model", "no-such-model", "--results-dir", str(tmp_path)]) == 2
+    assert said in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # refused before anything is written

@@ -204,3 +204,35 @@ def test_native_example_without_a_call_format_is_a_grammar_error(tmp_path):
     sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong")
     with pytest.raises(GrammarError, match="has none"):
         grammar_plan(None, sc, "{{ x }}", "native-example", "x")
+
+
+@pytest.mark.parametrize("reply,trigger,held", [
+    ('```json\n{"name": "ping", "arguments": {}}\n```', "```json", True),
+    ('{"name": "ping", "arguments": {}}', "{", True),
+    (CALL, "<tool_call>", False),
+])
+def test_lazy_trigger_records_which_trigger_fired_and_labels_a_call_held_in_another_spelling(reply, trigger, held,
+                                                                                                probe, tmp_path):
+    """The lazy-trigger design through the tool loop: the step records the trigger that fired and whether the call
+    it opened is in another spelling than the family's. A fenced or bare object stays a near miss to the strict
+    parser (nothing runs); the family's own call runs."""
+    from harness.grammar.plan import grammar_plan
+    from harness.live.tool_loop import opening_messages, render_prompt
+    from harness.backends.embedded.decoding import prompt_token_ids
+
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong",
+                       sampling="sampling: {temperature: 0, max_tokens: 64}\n")
+    plan = grammar_plan("hermes", sc, probe.template, "lazy-trigger")
+    prompt = render_prompt(probe, sc, opening_messages(sc) + [{"role": "user", "content": sc.turns[0].user}], plan)
+    n = len(prompt_token_ids(probe.backend.llm, prompt))
+    ids = tuple(probe.backend.llm.tokenize(reply.encode(), add_bos=False, special=True))
+    chat = standin_chat(tmp_path, "lazy", [Turn(n, ids + (Vocab(PROFILES["qwen2.5"]).id("<|im_end|>"),))])
+    result = run_sample(chat, sc, seed=7, mode="grammar", plan=plan)
+    step = result["turns"][0]["steps"][0]
+    assert step["reply"] == reply and step["grammar"] == "auto" and step["grammar_from"] == 0
+    assert step["grammar_trigger"] == trigger and step["grammar_held"] is held
+    if held:
+        assert step["calls"] == [] and step["parse"]["deviation"] in ("fenced-json", "bare-json")
+        assert result["executions"] == {}
+    else:
+        assert step["parse"]["calls"] == [{"name": "ping", "arguments": {}}] and result["executions"] == {"call00001": 1}

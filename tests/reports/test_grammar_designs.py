@@ -44,8 +44,8 @@ def test_the_designs_page_compares_each_design_over_the_same_cases(tmp_path):
     assert "1 case(s) run by some designs only, left out" in page
     # The spelled-off call to the offered math.sum is an attempt: no abstention under our rule; the no-brace
     # answer abstains.
-    assert rows["refusal-list"].split(" | ")[5].startswith("0/1 0%")
-    assert rows["no-brace"].split(" | ")[5].startswith("1/1 100%")
+    assert rows["refusal-list"].split(" | ")[6].startswith("0/1 0%")
+    assert rows["no-brace"].split(" | ")[6].startswith("1/1 100%")
     assert "| 2/2 steps |" in rows["refusal-list"] and "| 2/2 steps |" in rows["no-brace"]
     assert page.splitlines()[0] == "# Grammar designs side by side"
 
@@ -54,3 +54,62 @@ def test_no_design_study_no_page(tmp_path):
     main = ResultsDir(tmp_path / "results")
     _write(main, [("simple_python_0", "grammar", CALL, 0)])
     assert designs_markdown(main, judge_folder(main, []), lambda f: judge_folder(f, []), valid_verdict) is None
+
+
+FENCED = "```json\n" + CALL.split("\n")[1] + "\n```"
+
+
+class AnyCall:
+    """BFCL's checker's part, standing in: a reply is right when calls reach it. Which calls reach the checker, in
+    which column, is what the page decides and what is tested here."""
+
+    def judge(self, category, functions, calls, answer):
+        return {"valid": bool(calls), "error_type": None if calls else "no calls", "errors": []}
+
+
+def _judged(folder):
+    from harness.reports.bfcl import Judged, judge, read_outcomes
+
+    outcomes, suite, _ = read_outcomes(folder, [])
+    return Judged(outcomes, judge(outcomes, AnyCall(), suite), suite)
+
+
+def _write_steps(results: ResultsDir, rows):
+    suite = load_suite(["simple_python", "irrelevance"])
+    path = results.bfcl_transcript(MODEL)
+    path.parent.mkdir(parents=True)
+    with TranscriptWriter(path) as writer:
+        for case_id, mode, step in rows:
+            scenario = suite.cases[case_id].scenario
+            writer.append(SampleRecord(
+                ModelRef(MODEL, "f" * 64), ScenarioRef(scenario.name, scenario.hash), 0, 0, mode, "hermes",
+                turns=[{"user": scenario.turns[0].user, "steps": [
+                    {"prompt_tail": "", "completion_tokens": 20, "grammar_refused": 0, **step}]}], seconds=3.0))
+
+
+def test_lazy_trigger_counts_calls_held_in_another_spelling_apart_from_strict_ones(tmp_path):
+    """A call the lazy grammar held from a fence is a hermes near miss: the strict columns (here and in bfcl.md)
+    do not count it; the design page's own column gives BFCL's checker on it. The same fenced reply written
+    without the lazy grammar holding it (refusal-list) is no held call."""
+    from harness.reports.bfcl import rows as bfcl_rows
+
+    main = ResultsDir(tmp_path / "results")
+    _write_steps(main, [("simple_python_0", "native", {"reply": FENCED}),
+                        ("simple_python_0", "grammar", {"reply": FENCED, "grammar": "auto"}),
+                        ("irrelevance_1", "grammar", {"reply": "No tool fits.", "grammar": "auto"})])
+    lazy = ResultsDir(main.designs / "lazy-trigger")
+    held = {"reply": FENCED, "grammar": "auto", "grammar_from": 0, "grammar_trigger": "```json", "grammar_held": True}
+    _write_steps(lazy, [("simple_python_0", "grammar", held),
+                        ("irrelevance_1", "grammar", {"reply": "No tool fits.", "grammar": "auto",
+                                                      "grammar_from": None, "grammar_trigger": None,
+                                                      "grammar_held": False})])
+    page = designs_markdown(main, _judged(main), _judged, valid_verdict)
+    cells = {line.split(" | ")[1]: line.split(" | ") for line in page.splitlines() if line.startswith(f"| {MODEL} |")}
+    assert cells["lazy-trigger"][3].startswith("0/1 0%")                     # strict: the family's format only
+    assert cells["lazy-trigger"][4].startswith("1/1 100%") and cells["lazy-trigger"][4].endswith("(1 held)")
+    assert cells["refusal-list"][3].startswith("0/1 0%") and cells["refusal-list"][4] == "–"
+    assert cells["lazy-trigger"][6].startswith("1/1 100%")                   # the answer abstains
+    judged = _judged(lazy)
+    (row,) = [r for r in bfcl_rows(judged.outcomes, judged.verdicts, judged.suite) if r["category"] == "simple_python"]
+    assert row["BFCL, strict calls"].startswith("0/1") and row["strict call parsed"].startswith("0/1")
+    assert row["BFCL, lenient reading"].startswith("1/1")

@@ -242,3 +242,8 @@ def test_a_sample_page_shows_what_the_grammar_refused_and_a_repeat_not_run_again
     html = _step_html(1, step, ParseResult("hermes", content=""), None, re.compile("(?!)"))
     assert "grammar auto from char 0, refused 2 tokens" in html
     assert "not run again: the result of call00001" in html
+    # lazy-trigger: the trigger that fired, and a call held in another spelling than the family's, said so.
+    held = {**step, "reply": "```json\n{}\n```", "grammar_trigger": "```json", "grammar_held": True}
+    html = _step_html(1, held, ParseResult("hermes", content=""), None, re.compile("(?!)"))
+    assert "grammar auto from char 0 at &#x27;```json&#x27;, a call held in another spelling than the family&#x27;s, " \
+           "refused 2 tokens" in html

@@ -31,6 +31,8 @@ class Step(TypedDict, total=False):
     grammar: str                 # "auto" or "required"
     grammar_from: int | None     # where a lazy grammar took over (None: it never did)
     grammar_refused: int | None  # sampled tokens the grammar refused (0: it changed nothing in this reply)
+    grammar_trigger: str | None  # lazy: the trigger word the grammar took over at (None: it never did)
+    grammar_held: bool           # lazy: that trigger opened a call in another spelling than the family's own
     repeated_call_after_result: list  # fallback: ids of the earlier calls this reply repeated (not run again)
     fallback_from: dict          # fallback mode: the native attempt this step replaced
     reply_sha256: str            # replays: the quoted reply's hash
@@ -82,7 +84,8 @@ STEP_FIELDS = {"reply": (str, NULL), "prompt_tail": (str,), "prompt_sha256": (st
                "prompt_tokens": (int, NULL), "completion_tokens": (int, NULL), "finish_reason": (str, NULL),
                "seed": (int, NULL), "shared_prompt": (bool,), "timings": (dict, NULL), "parse": (dict, NULL),
                "calls": (list,), "error": (str, NULL), "family": (str, NULL), "grammar": (str, NULL),
-               "grammar_from": (int, NULL), "grammar_refused": (int, NULL), "fallback_from": (dict, NULL),
+               "grammar_from": (int, NULL), "grammar_refused": (int, NULL), "grammar_trigger": (str, NULL),
+               "grammar_held": (bool,), "fallback_from": (dict, NULL),
                "repeated_call_after_result": (list,), "reply_sha256": (str,)}
 CALL_FIELDS = {"id": (str, NULL), "name": (str, NULL), "arguments": (dict, NULL), "typed": (dict, NULL),
                "errors": (list,), "coerced": (list,), "executed": (bool,), "executions": (int,),
