@@ -49,6 +49,12 @@ REASONS = {
         "A JSON call object with none of the family's markers around it: the template renders a call inside its "
         "markers, so bare JSON is text the model wrote, and whether the user was meant to read it or a tool to run "
         "it would be a guess."),
+    "analysis-channel-call": (
+        "A Harmony call on the analysis channel: the template renders every call on commentary and tells the model "
+        "so; analysis is its reasoning, and a thought addressed to a tool is not run."),
+    "harmony-dialect": (
+        "A Harmony header as the other dialect writes it (gpt-oss' where LLM-jp 4.1's is due, or the reverse): "
+        "the template never renders it, so which model's format the reply is in would be a guess."),
     "foreign-markers": (
         "The call sits inside another family's markers (Hermes' <tool_call> around a JSON call): the template "
         "never writes them, so the reply is in another model's format, read only by ignoring markup this family "
@@ -74,6 +80,23 @@ SPELLINGS = (
             "never writes. The family names this one difference exactly (`json-null`, a near miss of its own), so "
             "a runtime that reads it is counted as runtime-forgave:json-null, and a model that writes it is told "
             "precisely what its template expects instead."},
+    {"family": "harmony", "text": '<|channel|>analysis to=functions.get_weather <|constrain|>json<|message|>'
+                                  '{"location": "Paris"}',
+     "peers": "llama.cpp's gpt-oss parser (0.5.0 and 0.6.0-dev take commentary or analysis in the call header)",
+     "verdict": "refused", "deviation": "analysis-channel-call",
+     "why": "gpt-oss' template renders every past call on the commentary channel (`<|channel|>commentary` after "
+            "the recipient) and says so to the model (\"Calls to these tools must go to the commentary channel\"); "
+            "the analysis channel is its reasoning. A call written there is a thought addressed to a tool, so it is named apart, in either place of the recipient (`<|start|>"
+            "assistant to=functions.NAME<|channel|>analysis` too), rather than run."},
+    {"family": "llm-jp-harmony", "text": '<|channel|> commentary to=functions.get_weather<|message|> '
+                                         '{"location": "Paris"}',
+     "peers": "llama.cpp 0.6.0-dev's LLM-jp handler (the recipient in the role or the channel header)",
+     "verdict": "refused", "deviation": "harmony-dialect",
+     "why": "LLM-jp 4.1's template writes the recipient in the role header and the constraint `<|constrain|> json` "
+            "(`<|start|>assistant to=functions.NAME<|channel|>commentary <|constrain|> json<|message|>`); the "
+            "recipient in the channel header, without the constraint, is how gpt-oss writes it. The blank after "
+            "each special token is the tokenizer's, read in either rendering; the other dialect's header is named "
+            "as such."},
     {"family": "qwen-xml", "text": "<function=get_weather>\n<parameter=location>\nParis\n</parameter>\n"
                                    "</function>",
      "peers": "reported read by runtimes that look for `<function=` alone", "verdict": "refused",
@@ -92,7 +115,9 @@ def spelling_lines() -> list:
              "| family | reply | read by | here | why |", "|---|---|---|---|---|"]
     for s in SPELLINGS:
         here = "read, named" if s["verdict"] == "read" else f"refused: `{s['deviation']}`"
-        lines.append(f"| {s['family']} | {_cell(s['text'])} | {s['peers']} | {here} | {s['why']} |")
+        # A `|` in a cell, code span or not, would end the cell in a Markdown table.
+        why, peers = (s[key].replace("|", "\\|") for key in ("why", "peers"))
+        lines.append(f"| {s['family']} | {_cell(s['text'])} | {peers} | {here} | {why} |")
     return lines
 
 

