@@ -2,7 +2,8 @@
 """Maintainer tool: label the committed runtime-conformance records again from the answers they hold, offline (no
 runtime is asked): after a change to the labels (harness.evaluation.runtime_conformance.classify) or to a parser,
 the records say what the current harness makes of the same answers: each record's strict parse (`expect`) is
-read again from its case as the corpus writes it today, then its labels.
+read again from its case as the corpus writes it today, and so is the strict parse of the text the runtime
+shows it generated instead of the script (`generated_expect`), then its labels.
 
     python tools/relabel_runtime_conformance.py          # rewrite results/runtime-conformance/*.jsonl
     python tools/relabel_runtime_conformance.py --check  # exit 1 when a record is not what it would be made today
@@ -22,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.evaluation.runtime_conformance import SUITE, classify  # noqa: E402
+from harness.evaluation.runtime_conformance import SUITE, classify, generated_expect  # noqa: E402
 from harness.evaluation.runtime_corpus import build_corpus  # noqa: E402
 from harness.evaluation.transcripts import encode_line  # noqa: E402
 from harness.families import get as family_get  # noqa: E402
@@ -75,6 +76,16 @@ class Judge:
         same = case is not None and case.reply == record.reply and (case.template_kwargs or {}) == variables
         return case.expect if same else record.expect
 
+    def generated_expect(self, record) -> dict | None:
+        """The strict parse of the text the runtime generated instead of the script (where it shows it), after
+        the case's prompt as the corpus renders it today; the record's own when its case is gone."""
+        self._corpus(record.template)
+        case = self.cases[record.template["id"]].get(record.case["name"])
+        variables = (record.request or {}).get("chat_template_kwargs") or {}
+        if case is None or case.reply != record.reply or (case.template_kwargs or {}) != variables:
+            return record.generated_expect
+        return generated_expect(record, lambda text: case.parse(record.family, text))
+
     def labels(self, record) -> tuple:
         markers = family_get(record.family).markers if record.family else ()
         return classify(record.to_json(), self.corpus_tools(record.template), markers[0] if markers else None)
@@ -94,6 +105,7 @@ def relabel(path: Path, judge: Judge) -> tuple:
         # The strict parse the labels compare against is the current parsers' (a parser fix changes it), then
         # the labels themselves.
         r.expect = judge.expect(r)
+        r.generated_expect = judge.generated_expect(r)
         r.labels, r.details = (list(x) for x in judge.labels(r))
         changed += r.to_json() != before
     return records, changed

@@ -121,12 +121,20 @@ def classify(record: dict, tools: list, marker: str | None) -> tuple:
         return (labels or ["agree"]), details
     if not plain.get("error") and plain:
         rewritten = _rewritten(record, plain)
+        expect = record["expect"]
         if rewritten:
             labels.append("reply-rewritten")
             details.append(rewritten)
+            if record.get("generated_expect") is not None:
+                # What the runtime parsed is the text it generated, not the script: judged against that text's
+                # strict parse, so a grammar that closed the call is named (reply-rewritten), not forgiven.
+                expect = record["generated_expect"]
+                details.append("its parse is judged on the text it generated: "
+                               + (f"strict reads {[c['name'] for c in expect['calls']]}" if expect["calls"]
+                                  and not expect["deviation"] else f"strict: {expect['deviation'] or 'no call'}"))
         choice = (record.get("request") or {}).get("tool_choice")
         named = choice["function"]["name"] if isinstance(choice, dict) else None
-        judged, why = judge(record["expect"], plain, tools, record["variant"], marker, named)
+        judged, why = judge(expect, plain, tools, record["variant"], marker, named)
         labels += judged
         details += why
         for what, answer in answers:
@@ -139,6 +147,15 @@ def classify(record: dict, tools: list, marker: str | None) -> tuple:
             labels.append("stream-differs")
             details.append(f"streamed {answer_summary(stream)}; non-streamed {answer_summary(plain)}")
     return (labels or ["agree"]), details
+
+
+def generated_expect(record: RuntimeConformanceRecord, reparse) -> dict | None:
+    """The strict parse of the text the runtime generated, where it shows that text and it is not the script's
+    reply (see RuntimeConformanceRecord.generated_expect); None otherwise or without a way to parse."""
+    generated = (record.plain or {}).get("generated")
+    if reparse is None or not isinstance(generated, str) or generated == record.reply:
+        return None
+    return reparse(generated)
 
 
 # Replays are printed to be pasted in a shell at the repository root, where scripts/setup.sh makes .venv.
@@ -174,15 +191,18 @@ def conformance_record(*, runtime: str, server: str, template: dict, family: str
                        case: dict, variant: str, request: dict, reply: str, reply_tokens: int | None,
                        reply_ids: list | None, expect: dict, ours: dict, key: dict, model: str | None, plain: dict,
                        stream: dict, recorded: str, tools: list, marker: str | None, endpoint: str | None = None,
-                       manifest: str | None = None, served_model: str | None = None) -> RuntimeConformanceRecord:
+                       manifest: str | None = None, served_model: str | None = None,
+                       reparse=None) -> RuntimeConformanceRecord:
     """The one way a runtime-conformance record is made: every field as asked, labelled by classify (tools: the
     case's, to type arguments; marker: the family's call opener, to see a call left in content). endpoint,
-    manifest and served_model: a runtime the user serves (server "endpoint")."""
+    manifest and served_model: a runtime the user serves (server "endpoint"). reparse: text -> its strict parse
+    after the case's prompt (as `expect` is of the reply), for the text a runtime shows it generated instead."""
     record = RuntimeConformanceRecord(
         runtime=runtime, server=server, template=template, case=case, variant=variant, reply=reply, labels=[],
         family=family, profile=profile, request=request, reply_tokens=reply_tokens, reply_ids=reply_ids,
         expect=expect, ours=ours, key=key, model=model, plain=plain, stream=stream, recorded=recorded,
         endpoint=endpoint, manifest=manifest, served_model=served_model)
+    record.generated_expect = generated_expect(record, reparse)
     record.labels, record.details = classify(record.to_json(), tools, marker)
     return record
 

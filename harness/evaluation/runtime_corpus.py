@@ -78,6 +78,13 @@ class Case:
     template_kwargs: dict = field(default_factory=dict)
     expect: dict | None = None     # the strict parse of `reply` after our render of the prompt
     note: str = ""
+    # Our render of the prompt (not written with the case: the template rebuilds it), against which a text the
+    # runtime generated instead of `reply` is read as `expect` is.
+    prompt: str = field(default="", compare=False, repr=False)
+
+    def parse(self, family: str | None, text: str) -> dict:
+        """`text`'s strict parse after this case's prompt, as `expect` is of the reply."""
+        return families.parse(family, text, self.prompt).to_json()
 
     def to_json(self) -> dict:
         return {"name": self.name, "messages": self.messages, "tools": self.tools, "reply": self.reply,
@@ -192,7 +199,7 @@ def build_corpus(ref, found=None) -> Corpus:
             skipped.append((name, reply[1]))
             return None
         expect = families.parse(family.name, reply, prompt).to_json()
-        case = Case(name, messages, tools, reply, tuple(variants), dict(kwargs), expect, note)
+        case = Case(name, messages, tools, reply, tuple(variants), dict(kwargs), expect, note, prompt)
         cases.append(case)
         return case
 
@@ -406,5 +413,6 @@ def cases_from_file(path, ref, found=None) -> Corpus:
         except TemplateError as exc:
             raise HarnessError(f"{located.where(i, 'messages')}: the template refuses the conversation: {exc}") from None
         expect = families.parse(found.family, raw["reply"], prompt).to_json()
-        cases.append(Case(raw["name"], raw["messages"], tools, raw["reply"], variants, dict(kwargs), expect))
+        cases.append(Case(raw["name"], raw["messages"], tools, raw["reply"], variants, dict(kwargs), expect,
+                          prompt=prompt))
     return Corpus(ref.id, found.family, cases, [], found)

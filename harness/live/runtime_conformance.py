@@ -266,7 +266,8 @@ class TemplateRun:
             reply_tokens=None if reply_ids is None else len(reply_ids),
             reply_ids=None if reply_ids is None else list(reply_ids), expect=r.case.expect,
             ours={"tokens": ours.tokens}, key=key_seen, model=path.name if path else None, plain=plain,
-            stream=stream, recorded=now(), tools=r.case.tools, marker=self.marker)
+            stream=stream, recorded=now(), tools=r.case.tools, marker=self.marker,
+            reparse=lambda text: r.case.parse(self.corpus.family, text))
         self.writer.append(typed)
         self.log(typed)
         return typed

@@ -168,3 +168,42 @@ def test_typed_arguments_are_compared_in_the_notation_the_family_template_writes
     assert case.expect["calls"][0]["arguments"]["details"] == {"room": "12", "online": "false"}
     peers = {**peers, "details": {"room": 12, "online": False}}
     assert judge(case.expect, answer(calls=[("create_event", peers)]), TOOLS, "auto", None) == ([], [])
+
+
+def test_a_runtime_is_judged_on_the_text_it_generated_not_on_the_script():
+    # The script writes a call and then prose (a near miss, trailing-text); the runtime's grammar stopped at the
+    # call's close, so what it generated is a well-formed call, and reading that as a call forgives nothing: the
+    # one cause is the rewrite. Where its own text is a near miss it does read, it forgave that.
+    script = CALL + "\nI asked for the forecast."
+    call = answer(None, [("get_weather", WEATHER_ARGS)], tokens=4)
+    base = {**record(None, None), "reply": script, "expect": expect(script), "reply_ids": [10, 11, 12, 13, 14, 2]}
+    shown = {**call, "generated": CALL, "generated_tokens": [10, 11, 12, 13]}
+    unseen = classify({**base, "plain": shown, "stream": dict(call)}, TOOLS, "<tool_call>")
+    assert unseen[0] == ["reply-rewritten", "runtime-forgave:trailing-text"]        # no parse of what it wrote
+    labels, details = classify({**base, "plain": shown, "stream": dict(call), "generated_expect": expect(CALL)},
+                               TOOLS, "<tool_call>")
+    assert labels == ["reply-rewritten"]
+    assert "its parse is judged on the text it generated: strict reads ['get_weather']" in details
+    loose = '{"name": "get_weather", "arguments": ' + WEATHER_ARGS + "}"
+    own = {**call, "generated": loose, "generated_tokens": [10, 11, 12, 15]}
+    labels, _ = classify({**base, "plain": own, "stream": dict(call), "generated_expect": expect(loose)},
+                         TOOLS, "<tool_call>")
+    assert labels == ["reply-rewritten", "runtime-forgave:bare-json"]
+
+
+def test_the_record_keeps_the_parse_of_the_generated_text_where_it_differs():
+    from harness.evaluation.runtime_conformance import conformance_record
+
+    script = CALL + "\nI asked for the forecast."
+    call = answer(None, [("get_weather", WEATHER_ARGS)], tokens=4)
+    fields = dict(runtime="rt", server="llama-server", template={"id": "T", "sha256": "0"}, family="hermes",
+                  profile=None, case={"name": "one-call", "hash": "h"}, variant="auto", request={}, reply=script,
+                  reply_tokens=6, reply_ids=[10, 11, 12, 13, 14, 2], expect=expect(script), ours={"tokens": 10},
+                  key={"tokens": 10, "same_text": None}, model=None, stream=dict(call), recorded="now",
+                  tools=TOOLS, marker="<tool_call>", reparse=expect)
+    made = conformance_record(plain={**call, "generated": CALL, "generated_tokens": [10, 11, 12, 13]}, **fields)
+    assert made.generated_expect == expect(CALL) and made.labels == ["reply-rewritten"]
+    again = RuntimeConformanceRecord.from_json(made.to_json())
+    assert again.generated_expect == expect(CALL)
+    same = conformance_record(plain={**call, "generated": script}, **fields)
+    assert same.generated_expect is None and "generated_expect" not in same.to_json()

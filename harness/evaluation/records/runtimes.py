@@ -90,6 +90,10 @@ class RuntimeConformanceRecord:
     endpoint: str | None = None
     manifest: str | None = None
     served_model: str | None = None
+    # Where the runtime generated other text than the script (its grammar closed the call, or stopped before the
+    # trailing text) and showed it: the strict parse of that text after the same prompt. The runtime's parse is
+    # judged against it, so the runtime is never said to forgive text it did not write.
+    generated_expect: dict | None = None
     schema: int = SCHEMA_VERSION     # as read; to_json writes this harness's schema
 
     def done_key(self) -> tuple:
@@ -120,16 +124,18 @@ class RuntimeConformanceRecord:
                    endpoint=check_field(raw, "endpoint", (str, NULL), optional=True),
                    manifest=check_field(raw, "manifest", (str, NULL), optional=True),
                    served_model=check_field(raw, "served_model", (str, NULL), optional=True),
+                   generated_expect=check_field(raw, "generated_expect", (dict, NULL), optional=True),
                    schema=check_field(raw, "schema", (int,), optional=True) or 0)
 
     def to_json(self) -> dict:
         served = {"endpoint": self.endpoint, "manifest": self.manifest, "served_model": self.served_model}
+        generated = {} if self.generated_expect is None else {"generated_expect": self.generated_expect}
         return {"schema": SCHEMA_VERSION, "kind": RUNTIME_CONFORMANCE, "runtime": self.runtime,
                 "server": self.server, **(served if self.endpoint is not None else {}),
                 "template": self.template, "family": self.family, "profile": self.profile,
                 "case": self.case, "variant": self.variant, "request": self.request, "reply": self.reply,
                 "reply_tokens": self.reply_tokens, "reply_ids": self.reply_ids, "expect": self.expect,
-                "ours": self.ours, "key": self.key,
+                **generated, "ours": self.ours, "key": self.key,
                 "model": self.model, "plain": self.plain, "stream": self.stream, "recorded": self.recorded,
                 "labels": self.labels, "details": self.details}
 
