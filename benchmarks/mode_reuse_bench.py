@@ -1,0 +1,94 @@
+"""Seconds per BFCL case per mode, modes run apart against modes run together, side by side in one run.
+
+`harness run` takes a case's modes back to back (harness.live.pending orders the work case by case), so a mode
+whose prompt is the one the mode before it read (grammar and fallback on a model whose template carries the
+tools: the same rendered prompt as native) keeps the evaluated prompt (the binding reuses the longest prefix
+already in its context) and reads only its last token again. A run of one mode at a time (`--mode grammar`,
+the way a single mode is re-run) reads every prompt in full. This benchmark runs the same cases both ways on
+one loaded model, into two scratch results folders, and prints per mode: seconds a case (each sample's own
+seconds, as recorded), prompt seconds a case, and how many replies are identical between the two ways
+(greedy sampling: a reused prefix must not change what the model writes).
+
+    python benchmarks/mode_reuse_bench.py [--model qwen2.5-coder-0.5b-instruct-q4_k_m] [--cases 1] [--threads 1]
+"""
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from harness.evaluation.bfcl import draw, load_suite
+from harness.live.runner import open_model, run_model
+
+CATEGORIES = ["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance", "live_simple",
+              "live_irrelevance"]
+MODES = ("native", "grammar", "fallback")
+
+
+def samples(folder: Path) -> dict:
+    """(case, mode) -> (seconds, prompt seconds, replies) of each sample recorded under `folder`."""
+    out = {}
+    for path in (folder / "bfcl").glob("*.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            if record.get("kind") != "sample":
+                continue
+            steps = [s for t in record["turns"] for s in t["steps"]]
+            prompt = sum((s.get("timings") or {}).get("prompt_seconds") or 0.0 for s in steps)
+            out[record["scenario"]["name"], record["mode"]] = (record["seconds"], prompt,
+                                                               [s.get("reply") for s in steps])
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct-q4_k_m")
+    parser.add_argument("--cases", type=int, default=1, help="cases drawn per category")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    scenarios = [c.scenario for c in draw(load_suite(CATEGORIES), CATEGORIES, args.cases, 0)]
+    model = open_model(args.model, threads=args.threads)
+    print(f"model {args.model}, {len(scenarios)} BFCL cases ({args.cases} a category), {args.threads} thread(s)")
+    walls = {"apart": 0.0, "together": 0.0}
+    with tempfile.TemporaryDirectory() as scratch:
+        # Case by case, the two ways one after the other, so the machine's load falls on both alike. Apart: each
+        # mode from an empty context (a run of that mode alone); together: the modes back to back, as one run.
+        for scenario in scenarios:
+            for way in ("apart", "together"):
+                folder = Path(scratch) / way
+                clock = time.monotonic()
+                for modes in ([(m,) for m in MODES] if way == "apart" else [MODES]):
+                    model.chat.backend.llm.reset()
+                    run_model(args.model, [scenario], None, 0, results_dir=folder, model=model, modes=modes,
+                              transcript=folder / "bfcl" / f"{args.model}.jsonl", warn=lambda m: None)
+                walls[way] += time.monotonic() - clock
+        ways = {way: samples(Path(scratch) / way) for way in walls}
+    apart, together = ways["apart"], ways["together"]
+    print(f"\n{'mode':9} {'cases':>5} {'apart s/case':>13} {'together s/case':>16} {'ratio':>6} "
+          f"{'prompt s apart':>15} {'prompt s together':>18} {'same replies':>13}")
+    for mode in MODES:
+        keys = sorted(k for k in apart if k[1] == mode and k in together)
+        if not keys:
+            continue
+        a = statistics.fmean(apart[k][0] for k in keys)
+        t = statistics.fmean(together[k][0] for k in keys)
+        pa = statistics.fmean(apart[k][1] for k in keys)
+        pt = statistics.fmean(together[k][1] for k in keys)
+        same = sum(apart[k][2] == together[k][2] for k in keys)
+        print(f"{mode:9} {len(keys):5d} {a:13.2f} {t:16.2f} {t / a:6.2f} {pa:15.2f} {pt:18.2f} "
+              f"{same:>6d}/{len(keys)}")
+    print(f"\nwall: apart {walls['apart']:.0f} s, together {walls['together']:.0f} s "
+          f"(ratio {walls['together'] / walls['apart']:.2f})")
+    differing = defaultdict(list)
+    for k in apart:
+        if k in together and apart[k][2] != together[k][2]:
+            differing[k[1]].append(k[0])
+    for mode, names in differing.items():
+        print(f"replies that differ ({mode}): {', '.join(names)}")
+
+
+if __name__ == "__main__":
+    main()
