@@ -8,21 +8,16 @@ A backend is imported only when it is asked for, so the binding loads only where
 
 from __future__ import annotations
 
-import importlib
+from harness.core.registry import Registry
 
-from harness.core.errors import HarnessError
-
-BACKENDS = {
+BACKENDS = Registry("backend", {
     "embedded": "harness.backends.embedded.backend:EmbeddedBackend",
     "openai": "harness.backends.openai:OpenAIBackend",
-}
+})
 # The backend a run uses when it names none: for a model file, and for a model behind --endpoint.
 DEFAULT_IN_PROCESS, DEFAULT_SERVED = "embedded", "openai"
 
 
 def backend_class(name: str):
     """The Backend subclass registered as `name`, imported now."""
-    if name not in BACKENDS:
-        raise HarnessError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
-    module, _, attribute = BACKENDS[name].partition(":")
-    return getattr(importlib.import_module(module), attribute)
+    return BACKENDS.get(name)

@@ -2,29 +2,30 @@
 register sets `func` on its parser, which takes the parsed args and returns an exit code."""
 
 import argparse
-import importlib
 import os
 import sys
 
 from harness.core.errors import HarnessError
+from harness.core.registry import Registry
 
-# Order is the order of `harness --help`.
-COMMAND_MODULES = [
-    "harness.cli.detect",
-    "harness.cli.parse",
-    "harness.cli.conformance",
-    "harness.cli.verify",
-    "harness.cli.fetch",
-    "harness.cli.pin_template",
-    "harness.cli.run",
-    "harness.cli.report",
-    "harness.cli.score",
-    "harness.cli.listing",
-    "harness.cli.runtime_check",
-    "harness.cli.runtime_conformance",
-    "harness.cli.scripted",
-    "harness.cli.parser_agreement",
-]
+# One line per command: its name and the module whose register(subparsers) adds it. Order is the order of
+# `harness --help`.
+COMMANDS = Registry("command", {
+    "detect": "harness.cli.detect",
+    "parse": "harness.cli.parse",
+    "conformance": "harness.cli.conformance",
+    "verify": "harness.cli.verify",
+    "fetch": "harness.cli.fetch",
+    "pin-template": "harness.cli.pin_template",
+    "run": "harness.cli.run",
+    "report": "harness.cli.report",
+    "score": "harness.cli.score",
+    "list": "harness.cli.listing",
+    "runtime-check": "harness.cli.runtime_check",
+    "runtime-conformance": "harness.cli.runtime_conformance",
+    "scripted-model": "harness.cli.scripted",
+    "parser-agreement": "harness.cli.parser_agreement",
+})
 
 
 def _version() -> str:
@@ -51,8 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for name in COMMANDS:
+        COMMANDS.get(name).register(sub)
+    if list(sub.choices) != list(COMMANDS):
+        raise HarnessError(f"the commands registered ({', '.join(sub.choices)}) are not the table's "
+                           f"({', '.join(COMMANDS)})")
     return parser
 
 

@@ -1,5 +1,7 @@
 """`harness list`: what this checkout knows, for scripts (`--json`) and people: families, templates, models,
-scenarios. Reads the pins and YAML files only; nothing is rendered, downloaded or run."""
+scenarios, and every plug-in table (backends, runtimes, suites, commands). Reads the pins, the YAML files and the
+tables only; nothing is rendered, downloaded, started or run (a runtime's module is imported to read what it
+says of itself, and runtime modules import nothing heavy)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from harness.cli.common import emit_json
 from harness.core import constants
 from harness.pins.sources import load_sources, model_cache_path
 
-KINDS = ("families", "templates", "models", "scenarios")
+KINDS = ("families", "templates", "models", "scenarios", "backends", "runtimes", "suites", "commands")
 
 
 def _families() -> list:
@@ -36,12 +38,42 @@ def _scenarios() -> list:
             for s in load_scenarios()]
 
 
-LISTERS = {"families": _families, "templates": _templates, "models": _models, "scenarios": _scenarios}
+def _backends() -> list:
+    from harness.backends import BACKENDS, DEFAULT_IN_PROCESS, DEFAULT_SERVED
+    return [{"name": name, "implementation": where,
+             "default": {DEFAULT_IN_PROCESS: "in process", DEFAULT_SERVED: "served"}.get(name)}
+            for name, where in BACKENDS.items()]
+
+
+def _runtimes() -> list:
+    from harness.backends import runtimes
+    return [{"name": name, "implementation": runtimes.RUNTIMES[name], "summary": r.summary,
+             "record_name": r.record_name, "startable": r.startable, "environment": r.environment}
+            for name, r in ((name, runtimes.get(name)) for name in runtimes.RUNTIMES)]
+
+
+def _suites() -> list:
+    from harness.evaluation.suite import SUITES, registered
+    return [{"name": name, "implementation": SUITES[name], "folder": s.folder, "page": s.page,
+             "labels": list(s.label_names)} for name, s in registered().items()]
+
+
+def _commands() -> list:
+    from harness.cli import COMMANDS
+    return [{"name": name, "implementation": where} for name, where in COMMANDS.items()]
+
+
+LISTERS = {"families": _families, "templates": _templates, "models": _models, "scenarios": _scenarios,
+           "backends": _backends, "runtimes": _runtimes, "suites": _suites, "commands": _commands}
 # The column shown for each kind besides its name, in the plain-text listing.
 SUMMARY = {"families": lambda r: r["label"] + ("" if r["detectable"] else " [not detectable]"),
            "templates": lambda r: r["repo"] or "",
            "models": lambda r: ("default" if r["default"] else "") + (" in cache" if r["in_cache"] else ""),
-           "scenarios": lambda r: ", ".join(r["tools"]) or "(no tools)"}
+           "scenarios": lambda r: ", ".join(r["tools"]) or "(no tools)",
+           "backends": lambda r: r["implementation"] + (f" (default {r['default']})" if r["default"] else ""),
+           "runtimes": lambda r: r["summary"],
+           "suites": lambda r: f"results/{r['folder']}/, {r['page']}, {len(r['labels'])} labels",
+           "commands": lambda r: r["implementation"]}
 
 
 def run_list(args) -> int:
@@ -59,10 +91,11 @@ def run_list(args) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("list", help="list the families, templates, models and scenarios this checkout knows",
+    p = sub.add_parser("list", help="list the families, templates, models, scenarios and plug-in tables this checkout knows",
                        description=f"List what {constants.ROOT} knows: families (harness/families), pinned "
-                                   "templates and models (sources.json), scenarios (scenarios/).")
-    p.add_argument("kind", nargs="?", choices=KINDS, help="only this kind (default: all four)")
+                                   "templates and models (sources.json), scenarios (scenarios/), and the "
+                                   "plug-in tables: backends, runtimes, suites, commands.")
+    p.add_argument("kind", nargs="?", choices=KINDS, help="only this kind (default: all of them)")
     p.add_argument("--json", action="store_true", help="print JSON: an object of lists, or one list with KIND")
     p.epilog = "Models say whether they are in the cache. `harness --version` prints the package version."
     p.set_defaults(func=run_list)

@@ -17,25 +17,27 @@ each answer. It is one module of harness/evaluation declaring `SUITE`, a Suite t
   its matrix).
 
 The drivers that ask the questions live in harness/live, the pages in harness/reports. A new suite is one
-module here and one line in SUITE_MODULES."""
+module here and one line in SUITES."""
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from harness.core.errors import HarnessError
+from harness.core.registry import Registry
 from harness.evaluation.counted_once import CountedOnce, distinct_files
 from harness.evaluation.judging import label_head
 from harness.evaluation.transcripts import read_transcript
 
-# One line per suite: the module that declares its SUITE. Order is the order of the report's sections.
-SUITE_MODULES = (
-    "harness.evaluation.runtime_agreement",
-    "harness.evaluation.runtime_conformance",
-    "harness.evaluation.parser_agreement",
-)
+# One line per suite: its name (the command, and the kind its records carry) and the SUITE its module declares.
+# Order is the order of the report's sections.
+SUITES = Registry("suite", {
+    "runtime-check": "harness.evaluation.runtime_agreement:SUITE",
+    "runtime-conformance": "harness.evaluation.runtime_conformance:SUITE",
+    "parser-agreement": "harness.evaluation.parser_agreement:SUITE",
+})
 
 
 @dataclass(frozen=True)
@@ -85,13 +87,15 @@ class Suite:
 
 
 def registered() -> dict:
-    """name -> Suite of every module in SUITE_MODULES, in that order."""
+    """name -> Suite of every entry in SUITES, in that order."""
     suites = {}
-    for module in SUITE_MODULES:
-        suite = importlib.import_module(module).SUITE
-        suites[suite.name] = suite
+    for name in SUITES:
+        suite = SUITES.get(name)
+        if suite.name != name:
+            raise HarnessError(f"{SUITES[name]} calls itself {suite.name!r}, registered as {name!r}")
+        suites[name] = suite
     return suites
 
 
 def get(name: str) -> Suite:
-    return registered()[name]
+    return registered()[SUITES.get(name).name]

@@ -36,6 +36,22 @@ def test_list_json_names_every_family_template_model_and_scenario():
     assert "Generic JSON call (grammar fallback) [not detectable]" in plain
 
 
+def test_list_names_every_entry_of_every_plug_in_table():
+    from harness.backends import BACKENDS, runtimes
+    from harness.cli import COMMANDS
+    from harness.evaluation.suite import SUITES
+    listing = json.loads(harness("list", "--json").stdout)
+    for kind, table in (("backends", BACKENDS), ("runtimes", runtimes.RUNTIMES), ("suites", SUITES),
+                        ("commands", COMMANDS)):
+        assert [(r["name"], r["implementation"]) for r in listing[kind]] == list(table.items()), kind
+    assert {r["name"]: r["default"] for r in listing["backends"]} == {"embedded": "in process", "openai": "served"}
+    assert all(r["summary"] and r["record_name"].startswith(r["name"]) for r in listing["runtimes"])
+    assert [r["page"] for r in listing["suites"]] == ["runtime-agreement.md", "runtime-conformance.md",
+                                                       "parser-agreement.md"]
+    plain = harness("list", "suites").stdout
+    assert "runtime-conformance" in plain and "results/runtime-conformance/, runtime-conformance.md" in plain
+
+
 def test_list_one_kind_and_a_reader_that_leaves_early():
     done = harness("list", "models", "--json")
     assert {m["id"] for m in json.loads(done.stdout)} == set(load_sources().models)

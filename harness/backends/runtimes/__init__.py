@@ -12,28 +12,24 @@ first by check_startable (harness.core.extras.require, which names the extra).""
 
 from __future__ import annotations
 
-import importlib
-
 from harness.core.errors import HarnessError
+from harness.core.registry import Registry
 
-RUNTIMES = {
+RUNTIMES = Registry("runtime", {
     "llama-server": "harness.backends.runtimes.llama_server:LlamaServer",
     "llama-cpp-python": "harness.backends.runtimes.llama_cpp_python:LlamaCppPython",
     "vllm-cpu": "harness.backends.runtimes.vllm_cpu:VllmCpu",
     "transformers-serve": "harness.backends.runtimes.transformers_serve:TransformersServe",
     "mistralrs": "harness.backends.runtimes.mistral_rs:MistralRs",
-}
+})
 
 _LOADED: dict = {}
 
 
 def get(name: str):
     """The Runtime registered as `name` (one instance per name)."""
-    if name not in RUNTIMES:
-        raise HarnessError(f"unknown runtime {name!r}; known: {', '.join(RUNTIMES)}")
     if name not in _LOADED:
-        module, _, attribute = RUNTIMES[name].partition(":")
-        runtime = getattr(importlib.import_module(module), attribute)()
+        runtime = RUNTIMES.get(name)()
         if runtime.name != name:
             raise HarnessError(f"{RUNTIMES[name]} calls itself {runtime.name!r}, registered as {name!r}")
         _LOADED[name] = runtime
