@@ -10,8 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
-CACHE="${HARNESS_CACHE:-${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}/harness}"
-VENV="$CACHE/bfcl-venv"
+# Where its venv goes: harness/core/environments.py says, for every side environment (standard library only).
+VENV=$("$PY" -m harness.core.environments venv bfcl)
 start=$(date +%s)
 PIN=$("$PY" - <<'PYEOF'
 import json

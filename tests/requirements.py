@@ -5,6 +5,7 @@ import shutil
 
 import pytest
 
+from harness.core.environments import ENVIRONMENTS
 from harness.core.errors import MissingExtraError
 from harness.core.extras import require
 
@@ -35,26 +36,9 @@ def missing_browser() -> str | None:
     return None if shutil.which("chromium") else f"chromium is not installed: {INSTALL_CHROMIUM}"
 
 
-def missing_peers() -> str | None:
-    from harness.peers import SETUP_COMMAND, peers_python
-
-    return None if peers_python() else f"the peers environment (vLLM, SGLang) is not built: {SETUP_COMMAND}"
-
-
-def missing_vllm_cpu() -> str | None:
-    from harness.peers.vllm_cpu import SETUP_COMMAND, vllm_python
-
-    return None if vllm_python() else f"the vLLM CPU environment is not built: {SETUP_COMMAND}"
-
-
-def missing_mistralrs() -> str | None:
-    from harness.backends.runtimes.mistral_rs import SETUP_COMMAND, mistralrs_python
-
-    return None if mistralrs_python() else f"the mistral.rs environment is not built: {SETUP_COMMAND}"
-
-
-MISSING = {"needs_binding": missing_binding, "needs_server": missing_server, "browser": missing_browser,
-           "needs_peers": missing_peers, "needs_vllm_cpu": missing_vllm_cpu, "needs_mistralrs": missing_mistralrs}
+MISSING = {"needs_binding": missing_binding, "needs_server": missing_server, "browser": missing_browser}
+# The side environments' markers, from the one table that says where each is and what builds it.
+MISSING.update({env.marker: env.missing for env in ENVIRONMENTS.values() if env.marker})
 
 
 def binding():

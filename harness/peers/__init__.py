@@ -12,16 +12,17 @@ from pathlib import Path
 
 from harness.scripted.vocab import vocab_for, write_vocab_gguf
 from harness.core import constants
+from harness.core.environments import ENVIRONMENTS
 from harness.core.errors import PeerError
 from harness.peers.process import WorkerProcess
 
-PEERS_VENV = constants.CACHE_DIR / "peers-venv"
-SETUP_COMMAND = "bash scripts/setup_peers.sh"
+ENVIRONMENT = ENVIRONMENTS["peers"]
+PEERS_VENV, SETUP_COMMAND = ENVIRONMENT.venv, ENVIRONMENT.setup_command
 WORKER = Path(__file__).with_name("worker.py")
 
 
-def peers_python(venv: Path = PEERS_VENV) -> Path | None:
-    return constants.venv_python(venv)
+def peers_python(venv: Path | None = None) -> Path | None:
+    return ENVIRONMENT.python(venv)
 
 
 def vocab_file(profile: str) -> Path:

