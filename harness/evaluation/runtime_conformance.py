@@ -20,31 +20,39 @@ KIND = RUNTIME_CONFORMANCE
 LABELS = {
     "agree": "the runtime returned what the strict parser reads: the same calls (name and typed arguments), or no "
              "call and the same text",
-    "prompts-differ": "the runtime's prompt is not our render (its /apply-template text, else its length); with "
-                      "--endpoint, its usage.prompt_tokens is not the length the manifest keyed the model to, and "
-                      "the reply is not judged",
+    "prompts-differ": "the runtime's prompt is not our render (its /apply-template text, else its length); the "
+                      "other labels still judge the reply where the scripted model was keyed to the runtime's own "
+                      "prompt; with --endpoint, where its usage.prompt_tokens is not the length the manifest keyed "
+                      "the model to, the reply is not judged",
     "reply-rewritten": "the runtime generated other tokens than the scripted reply (its grammar or sampling changed "
                        "what the model would write): the ids it sampled are not the script's (llama-server shows "
-                       "them), else its completion tokens differ in number",
+                       "them, asked with `verbose` and `return_tokens`), else its completion tokens differ in number; "
+                       "where it shows the text it generated, its parse is judged against that text's strict parse",
     "runtime-forgave": "(`runtime-forgave:<deviation>`) the strict parser rejects the reply with that named "
                        "deviation; the runtime returned a call",
     "runtime-dropped-call": "the strict parser reads a call; the runtime returned no call and not the call's text",
     "call-left-in-content": "the strict parser reads a call; the runtime returned no call, its text in `content`",
     "arguments-changed": "same calls, arguments not the same: emptied, stringified (not a JSON object), or of other "
                          "types than the strict parse typed by the tool's schema",
-    "calls-differ": "both read calls, other names or another number (tool_choice none: any call)",
+    "calls-differ": "both read calls, other names or another number; under tool_choice none any call; under a named "
+                    "function a call to another; under parallel_tool_calls false the first call alone agrees",
     "parallel-ignored": "parallel_tool_calls false, yet the runtime returned more than one call",
     "required-ignored": "tool_choice required, yet the runtime returned no call (the reply is prose; with "
                         "reply-rewritten beside it, its grammar stepped in and still let prose through)",
-    "call-ids-repeat": "two calls of one answer carry the same id (an app answering by id loses a result)",
+    "call-ids-repeat": "two calls of one answer (non-streamed or streamed) carry the same id (an app answering by id "
+                       "loses a result)",
     "content-differs": "no call either side, but the runtime's content or reasoning is not the strict one's",
     "stream-differs": "the streamed answer (deltas accumulated) is not the non-streamed one",
     "runtime-error": "an HTTP error, a refused request or history, a dead server, a body that is not JSON or is "
-                     "empty, a stream cut before its finish_reason (the records say which)",
+                     "empty, an answer with a field of the wrong type (a name not a string, arguments an object "
+                     "instead of a JSON string: named in the detail), a stream cut before any chunk with a "
+                     "finish_reason (the records say which)",
     "history-refused": "the history holds a call whose arguments are not JSON, and the runtime refused it with a "
                        "4xx and its words: a client error, as it should be (a 5xx is a runtime-error)",
     "no-done-sentinel": "the stream finished (a chunk with a finish_reason) and ended without `data: [DONE]`: "
-                        "judged as it came; a client that waits for the sentinel hangs or reports an error",
+                        "judged as it came, this label beside what the judging finds; a client that waits for the "
+                        "sentinel hangs or reports an error (its root cause counts the requests where nothing else "
+                        "differs)",
 }
 
 
