@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from harness.evaluation import peer_vocabulary, template_detection
 from harness.evaluation.judging import cell, label_head
 
 FORGAVE = "runtime-forgave"
@@ -154,7 +155,9 @@ def _returned(calls) -> str:
     return _cell("; ".join(f"{c.get('name')} {arguments(c.get('arguments'))}" for c in calls or []), 90)
 
 
-def ledger_markdown(records: list) -> str:
+def ledger_markdown(records: list, detection: dict | None = None) -> str:
+    """The ledger from the runtime-conformance records; then the vocabulary of SGLang's named tolerances beside
+    ours, and, given (harness.evaluation.template_detection.compare), SGLang's template detection beside ours."""
     rows = ledger_rows(records)
     missing = sorted({row["deviation"] for row in rows} - set(REASONS))
     if missing:
@@ -181,4 +184,6 @@ def ledger_markdown(records: list) -> str:
     if not rows:
         lines.append("| — | — | — | — | — | 0 | 0 | — | — |")
     lines += spelling_lines()
+    lines += peer_vocabulary.vocabulary_lines()
+    lines += template_detection.detection_lines(detection or {"version": None, "rows": []})
     return "\n".join(lines) + "\n"
