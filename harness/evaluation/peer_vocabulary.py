@@ -84,21 +84,21 @@ EVENTS = (
           "rest of the reply stands", (dev.INVALID_JSON, dev.PYTHON_LITERALS, dev.DOUBLE_BRACES, dev.NOT_PYTHON_CALL),
           Witness("hermes", '<tool_call>\n{"name": "get_weather", "arguments": {"location": Paris}}\n</tool_call>',
                   dev.INVALID_JSON),
-          "ours names why the body is not JSON (a Python dict, template braces copied, any other text); a "
-          "Python-call family's payload that is not literals is not-python-call"),
+          "ours says why the body is not JSON: a Python dict, the template's braces copied, or other text; in a "
+          "Python-call family, a payload that is not literals"),
     Event("unknown-tool-dropped", 1, True, "drops a call to a tool the request did not offer",
           (scoring.UNKNOWN_TOOL,),
           Witness("hermes", '<tool_call>\n{"name": "no_such_tool", "arguments": {}}\n</tool_call>',
                   scoring.UNKNOWN_TOOL),
-          "a finding: the strict parser reads the call (it is the family's), scoring and `harness parse --tools` "
-          "name the tool that was not offered"),
+          "the strict parser reads the call (the family's shape); scoring and `harness parse --tools` name the "
+          "tool that was not offered"),
     Event("dropped-invoke-tail", 1, True, "drops the rest of an invoke it cannot read and closes the arguments it "
           "had streamed", (dev.MALFORMED_CALL,),
           Witness("minimax-m3", _m3('get_weather">GARBAGE WITH NO TAG'), dev.MALFORMED_CALL)),
     Event("skipped-non-function-entry", 1, True, "skips a Step3 tool-call entry whose type is not `function`",
           (dev.UNEXPECTED_VALUE,), None,
-          "no witness: no pinned template writes Step3's format; ours names a fixed part with a value the family "
-          "does not allow unexpected-value"),
+          "no witness: no pinned template writes Step3's format; a fixed part with a value the family does not "
+          "allow is what ours calls this"),
     Event("missing-close-tag", 1, True, "ends a parameter value at the next tag when its own closing tag is "
           "missing", (dev.MARKUP_IN_VALUE,),
           Witness("qwen-xml", "<tool_call>\n<function=get_weather>\n<parameter=location>\nParis\n<parameter=days>\n"
@@ -128,25 +128,25 @@ EVENTS = (
           (scoring.INVALID_ARGUMENTS,),
           Witness("minimax-m3", _m3(f'set_flags">{_M3}<flags>{_M3}<item>a{_M3}</item>{_M3}<element>b{_M3}</element>'
                                     f'{_M3}</flags>'), scoring.INVALID_ARGUMENTS),
-          "a finding: the strict parser reads the tags as written, an object, and the schema's array refuses it"),
+          "the strict parser reads the tags as written, an object; the schema's array refuses it"),
     Event("structure-overrode-schema", 2, True, "reads nested tags as structure where the schema says a scalar",
           (scoring.INVALID_ARGUMENTS,),
           Witness("minimax-m3", _m3(f'get_weather">{_M3}<city>{_M3}<x>1{_M3}</x>{_M3}</city>'),
                   scoring.INVALID_ARGUMENTS),
-          "a finding: the strict parser reads the structure too; the schema's string refuses it"),
+          "the strict parser reads the structure too; the schema's string refuses it"),
     Event("unconvertible-value-kept-raw", 3, True, "keeps the raw string when no type of the schema converts it",
           (scoring.INVALID_ARGUMENTS,),
           Witness("minimax-m3", _m3(f'get_weather">{_M3}<city>Paris{_M3}</city>{_M3}<days>tomorrow{_M3}</days>'),
                   scoring.INVALID_ARGUMENTS),
-          "a finding: the value is read as written, and the schema's integer refuses it"),
+          "the value is read as written; the schema's integer refuses it"),
     Event("invalid-schema-ignored", 3, False, "ignores a tool schema that is itself invalid (the request's fault, "
           "never raised)", (),
-          note="no name of ours: not the model's text; `harness parse --tools` refuses a tool file it cannot use "
-               "(exit 2, the tool and the place named)"),
+          note="not the model's text, so no name of ours; `harness parse --tools` refuses a tool file it cannot "
+               "use (exit 2, the tool and the place named)"),
     Event("fail-open", 4, False, "returns the whole reply as text after its parser raised (in strict mode, after "
           "any event above)", (),
           note="no one name of ours: it is what every refusal of the strict parser does (the reply kept as "
-               "content), and the deviation says why"),
+               "content), and its deviation says why"),
 )
 
 
@@ -175,7 +175,7 @@ def upstream_line() -> str:
 def _witness_cell(witness: Witness | None) -> str:
     if witness is None:
         return "–"
-    return f"{witness.family}: {cell(witness.reply, 70)} → `{witness.name}`"
+    return f"{witness.family}: {cell(witness.reply, 240)} → `{witness.name}`"
 
 
 def vocabulary_lines(records=None, heading: str = "##") -> list:
@@ -183,27 +183,26 @@ def vocabulary_lines(records=None, heading: str = "##") -> list:
     SGLang's released parser did with the witness and how often it forgave the corpus's replies under our names
     for the event; None for the table alone (docs/strictness.md)."""
     lines = ["", f"{heading} SGLang's names for what it forgives, and ours", "",
-             "SGLang's main branch names each tolerance of its tool parsers and, in its strict mode, raises on it "
-             "instead (then falls open: the reply is returned as text). Each row: the event, its scope (1 wire "
+             "SGLang's main branch names each tolerance of its tool parsers: with its compatibility mode on it "
+             "applies the tolerance and records the event; strict (its parser's default, per SGLang's unit tests "
+             "of the package) it raises there instead and falls open: the reply is returned as text. Each row: the "
+             "event, its scope (1 wire "
              "structure, 2 nested parameter structure, 3 values, 4 fail-open), whether strict mode raises on it, "
              "what SGLang does with the text, and what ours calls the same text: a deviation (the strict parser "
              "refuses the reply) or a finding (the parser reads the call, scoring and `harness parse --tools` name "
              "what the tool's schema refuses). The witness is a reply of a pinned family the event describes and "
              "what the strict parser (or the command) names it; tests/evaluation/test_peer_vocabulary.py holds "
              "each. The mapping is data in harness/evaluation/peer_vocabulary.py.", "", upstream_line(), "", VLLM, ""]
-    header = "| SGLang event | scope | strict mode | SGLang does | ours | witness → ours |"
-    rule = "|---|---:|---|---|---|---|"
+    header = "| SGLang event | scope | strict mode | SGLang does | ours | note | witness → ours |"
+    rule = "|---|---:|---|---|---|---|---|"
     if records is not None:
         header += " SGLang 0.5.23 on the witness | SGLang 0.5.23 forgave under ours (corpus) |"
         rule += "---|---|"
     lines += [header, rule]
     for event in EVENTS:
         ours = ", ".join(f"`{name}`" + (" (finding)" if kind(name) == "finding" else "") for name in event.ours)
-        ours = ours or "–"
-        if event.note:
-            ours += f" ({event.note})"
         row = (f"| `{event.name}` | {event.scope} | {'raises' if event.raises else 'never raises'} | "
-               f"{event.sglang} | {ours} | {_witness_cell(event.witness)} |")
+               f"{event.sglang} | {ours or '–'} | {event.note or '–'} | {_witness_cell(event.witness)} |")
         if records is not None:
             row += f" {_on_witness(event, records)} | {_forgiven(event, records)} |"
         lines.append(row)

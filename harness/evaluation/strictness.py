@@ -168,7 +168,9 @@ def ledger_markdown(records: list, detection: dict | None = None) -> str:
              "runtime-conformance records (`results/runtime-conformance/*.jsonl`, label `runtime-forgave:<deviation>`) "
              "by `python tools/strictness_ledger.py`; `tests/evaluation/test_strictness_ledger.py` fails when the "
              "records hold a disagreement this file does not list. The replies are scripted (see "
-             "docs/scripted-models.md), so each row is an exact text, not a sample.", "",
+             "docs/scripted-models.md), so each row is an exact text, not a sample. The last two sections put SGLang's "
+             "names for what it forgives beside ours (harness/evaluation/peer_vocabulary.py) and its template "
+             "detection beside ours (the committed results/template-detection/sglang.jsonl and conformance.json).", "",
              "## Why the harness rejects them", ""]
     seen = {row["deviation"] for row in rows}
     lines += [f"- `{name}`: {REASONS[name]}" for name in sorted(seen)]
