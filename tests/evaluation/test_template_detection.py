@@ -3,9 +3,11 @@ every pinned template as it is now, the comparison reads them with conformance.j
 environment is built, SGLang's detection asked again gives the committed lines."""
 
 import json
+import sys
 
 import pytest
 
+from harness.core.errors import PeerError
 from harness.core.hashing import sha256_text
 from harness.evaluation import template_detection as td
 from harness.evaluation.results import ResultsDir
@@ -69,6 +71,17 @@ def test_outcomes_name_how_the_two_detections_differ():
 
 def test_without_records_there_is_no_section(tmp_path):
     assert td.detection_lines(td.compare(RESULTS.root, tmp_path / "none.jsonl")) == []
+
+
+def test_a_detection_the_environment_cannot_run_stops_with_the_setup_command():
+    # This environment's python runs the worker without SGLang: the request is answered with its error, and the
+    # command stops on it, naming how to build the environment, instead of recording an error per template.
+    with Peers(sys.executable) as worker:
+        assert "sglang only" in worker.ask({"op": "detect", "project": "vllm", "template": ""})["error"]
+        with pytest.raises(PeerError, match="ModuleNotFoundError.*bash scripts/setup_peers.sh"):
+            worker.detect("{{ messages }}", {"<tool_call>"})
+        with pytest.raises(PeerError, match="parser table"):
+            worker.detectors()
 
 
 @pytest.fixture(scope="module")
