@@ -9,6 +9,8 @@
 # that the parsers never import. So both wheels go in with --no-deps, beside the real packages their
 # parser modules do import (PARSER_DEPS), and `pip check` lists what is left unmet, printed at the end.
 # torch is the real 2.14.1 wheel with the CUDA libraries it declares: it does not import without them.
+# SGLang's template detection (`--tool-call-parser auto`) imports its model-config package, which imports
+# torchvision (its image transforms) and dill: the torchvision built for torch 2.14 and dill go in too.
 # Prints the bytes downloaded and the seconds taken.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +23,7 @@ PARSER_DEPS="torch==2.14.1 transformers==5.19.0 tokenizers==0.23.2 huggingface_h
 regex pydantic openai==2.25.0 msgspec pillow cachetools psutil sentencepiece==0.2.1 numpy orjson pybase64
 fastapi uvicorn pyyaml jinja2 cbor2 blake3 py-cpuinfo cloudpickle pyzmq prometheus_client tiktoken
 mistral_common>=1.11.6 openai-harmony==0.0.4 ijson setproctitle einops requests aiohttp packaging uvloop IPython
-xgrammar==0.2.7 gguf>=0.19"
+xgrammar==0.2.7 gguf>=0.19 torchvision==0.29.1 dill==0.4.1"
 start=$(date +%s)
 if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
@@ -44,7 +46,8 @@ echo "unmet declared requirements (pip check; GPU kernels and serving code the p
 "$VENV/bin/python" -m pip check | grep -E "^(vllm|sglang) " | sed 's/^/  /' || true
 "$VENV/bin/python" - <<'EOF'
 import importlib
-for name in ("torch", "vllm.tool_parsers", "sglang.srt.function_call.function_call_parser"):
+for name in ("torch", "vllm.tool_parsers", "sglang.srt.function_call.function_call_parser",
+             "sglang.srt.parser.template_detection"):
     try:
         importlib.import_module(name)
         print(f"import {name}: ok")

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Maintainer tool: write docs/strictness.md from the committed runtime-conformance records.
+"""Maintainer tool: write docs/strictness.md from the committed runtime-conformance records, the vocabulary of
+SGLang's named tolerances (harness/evaluation/peer_vocabulary.py) and the committed template-detection records.
 
     python tools/strictness_ledger.py          # rewrite docs/strictness.md
     python tools/strictness_ledger.py --check  # exit 1 when it is out of date
@@ -16,6 +17,7 @@ sys.path.insert(0, str(ROOT))
 from harness.evaluation.results import ResultsDir  # noqa: E402
 from harness.evaluation.runtime_conformance import read_records  # noqa: E402
 from harness.evaluation.strictness import ledger_markdown  # noqa: E402
+from harness.evaluation.template_detection import PROJECT, compare  # noqa: E402
 
 LEDGER = ROOT / "docs" / "strictness.md"
 
@@ -27,7 +29,8 @@ def generated(results: ResultsDir) -> str:
         if warnings:
             raise SystemExit(f"{path}: {'; '.join(map(str, warnings))}")
         records += found
-    return ledger_markdown(records)
+    # SGLang's template detection beside ours, from the committed records and conformance.json.
+    return ledger_markdown(records, compare(results.root, results.template_detection_records(PROJECT)))
 
 
 def main(argv: list) -> int:

@@ -8,6 +8,8 @@
                                     (harness report)
       samples/<model>.<n>.html      the samples' transcripts, paged, linked from report.html (harness report)
       conformance.md, conformance.json                                          (harness conformance)
+      parser-agreement/<project>.jsonl, template-detection/sglang.jsonl, parser-agreement.md
+                                    peers' parsers and SGLang's template detection (harness parser-agreement)
       bfcl/<model>.jsonl            BFCL v4 cases (harness run --suite bfcl), append-only; bfcl.md (harness report)
 
 A run or report pointed at another folder (`--results-dir`) leaves the committed one alone."""
@@ -99,6 +101,14 @@ class ResultsDir:
     @property
     def parser_agreement_report(self) -> Path:
         return self.root / "parser-agreement.md"
+
+    @property
+    def template_detection(self) -> Path:
+        """A peer's detection of each pinned template's parser (harness parser-agreement): one file per project."""
+        return self.root / "template-detection"
+
+    def template_detection_records(self, project: str) -> Path:
+        return self.template_detection / f"{file_stem(project)}.jsonl"
 
     @property
     def bfcl(self) -> Path:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from harness.evaluation import peer_vocabulary, template_detection
 from harness.evaluation.judging import cell, label_head
 
 FORGAVE = "runtime-forgave"
@@ -154,7 +155,9 @@ def _returned(calls) -> str:
     return _cell("; ".join(f"{c.get('name')} {arguments(c.get('arguments'))}" for c in calls or []), 90)
 
 
-def ledger_markdown(records: list) -> str:
+def ledger_markdown(records: list, detection: dict | None = None) -> str:
+    """The ledger from the runtime-conformance records; then the vocabulary of SGLang's named tolerances beside
+    ours, and, given (harness.evaluation.template_detection.compare), SGLang's template detection beside ours."""
     rows = ledger_rows(records)
     missing = sorted({row["deviation"] for row in rows} - set(REASONS))
     if missing:
@@ -165,7 +168,9 @@ def ledger_markdown(records: list) -> str:
              "runtime-conformance records (`results/runtime-conformance/*.jsonl`, label `runtime-forgave:<deviation>`) "
              "by `python tools/strictness_ledger.py`; `tests/evaluation/test_strictness_ledger.py` fails when the "
              "records hold a disagreement this file does not list. The replies are scripted (see "
-             "docs/scripted-models.md), so each row is an exact text, not a sample.", "",
+             "docs/scripted-models.md), so each row is an exact text, not a sample. The last two sections put SGLang's "
+             "names for what it forgives beside ours (harness/evaluation/peer_vocabulary.py) and its template "
+             "detection beside ours (the committed results/template-detection/sglang.jsonl and conformance.json).", "",
              "## Why the harness rejects them", ""]
     seen = {row["deviation"] for row in rows}
     lines += [f"- `{name}`: {REASONS[name]}" for name in sorted(seen)]
@@ -181,4 +186,6 @@ def ledger_markdown(records: list) -> str:
     if not rows:
         lines.append("| — | — | — | — | — | 0 | 0 | — | — |")
     lines += spelling_lines()
+    lines += peer_vocabulary.vocabulary_lines()
+    lines += template_detection.detection_lines(detection or {"version": None, "rows": []})
     return "\n".join(lines) + "\n"

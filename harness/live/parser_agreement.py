@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from harness import families as registry
 from harness.evaluation.records import ParserAgreementRecord
 from harness.scripted.plan import DEFAULT_PROFILE, profile_for
+from harness.evaluation import peer_vocabulary
 from harness.evaluation.parser_agreement import PROJECTS, SUITE, classify, fed_text, unmapped
 from harness.evaluation.runtime_corpus import TOOLS, build_corpus
 from harness.evaluation.scenario_files import load_scenarios
@@ -35,7 +36,7 @@ _JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "st
 @dataclass
 class Case:
     family: str
-    source: str          # "canonical", "near-miss", the template id whose corpus holds it, or "transcript:<model>"
+    source: str          # "canonical", "near-miss", "sglang-event", a template id (its corpus), or "transcript:<model>"
     name: str
     reply: str
     expect: dict         # the strict parse
@@ -49,7 +50,7 @@ class Case:
     def template(self) -> str | None:
         if self.source.startswith(TRANSCRIPT):
             return self.template_id
-        return None if self.source in ("canonical", "near-miss") else self.source
+        return None if self.source in ("canonical", "near-miss", peer_vocabulary.SOURCE) else self.source
 
 
 def _tool_for(call) -> dict:
@@ -140,6 +141,11 @@ def build_cases(templates, only_families=None, transcripts=()) -> tuple:
             label = miss.deviation + (f" #{seen[miss.deviation]}" if seen[miss.deviation] > 1 else "")
             out.append(Case(name, "near-miss", label, miss.text, registry.parse(name, miss.text, "").to_json(),
                             tools, profile))
+        # The replies SGLang's named tolerances describe (harness.evaluation.peer_vocabulary), with their tools.
+        for event, witness in peer_vocabulary.witnesses():
+            if witness.family == name:
+                out.append(Case(name, peer_vocabulary.SOURCE, event.name, witness.reply,
+                                registry.parse(name, witness.reply, "").to_json(), peer_vocabulary.TOOLS, profile))
         for ref, corpus in corpora:
             if corpus.family == name:
                 out += [Case(name, ref.id, c.name, c.reply, c.expect, c.tools, profile_for(ref.text))
@@ -151,7 +157,7 @@ def build_cases(templates, only_families=None, transcripts=()) -> tuple:
         found = {m.strip() for m in family.markers if m.strip()}
         # A model's stray text (a token it spelt inside a reply) does not make the family's vocabulary.
         for c in mine:
-            if not c.source.startswith(TRANSCRIPT):
+            if not c.source.startswith(TRANSCRIPT) and c.source != peer_vocabulary.SOURCE:
                 found.update(_SPECIAL.findall(c.reply))
         # The family's own tags (<tool_call>, <arg_key>, <tool_sep:opensource>): from the canonical calls whose
         # arguments hold no tag-like text, so a value such as "<b>" is not taken for a token.

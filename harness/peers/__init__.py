@@ -54,3 +54,19 @@ class Peers(WorkerProcess):
                          "added_tokens": list(added_tokens), "tokenizer_config": dict(tokenizer_config or {}),
                          "reply": reply, "tools": tools, "splits": splits, "seed": seed})
 
+    def detect(self, template: str, vocab=()) -> dict:
+        """SGLang's `--tool-call-parser auto` on a template's text with this vocabulary (worker.detect)."""
+        return self._answered(self.ask({"op": "detect", "project": "sglang", "template": template,
+                                        "vocab": sorted(vocab)}), "template detection")
+
+    def detectors(self) -> dict:
+        """Every SGLang tool-call parser name and the detector class behind it."""
+        return self._answered(self.ask({"op": "detectors", "project": "sglang"}), "parser table")["detectors"]
+
+    def _answered(self, answer: dict, what: str) -> dict:
+        # A rule that raises is passed over in the worker, as SGLang does; an error here is the environment's
+        # (a module SGLang's detection imports is missing), the same for every template.
+        if "error" in answer:
+            raise PeerError(f"SGLang's {what} failed in the peers environment: {answer['error']}; rebuild it with: "
+                            f"{SETUP_COMMAND}")
+        return answer

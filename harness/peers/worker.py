@@ -12,6 +12,12 @@ on stdout, in order:
   {"op": "bench", "project", "parser", "tokenizer", "added_tokens", "replies", "tools", "repeat", "rounds"}
       -> {"seconds", "parsed", "errors"}: one-shot reads only, timed inside this process (no protocol cost);
       seconds of the fastest of `rounds` rounds (default 1), each reading the replies `repeat` times
+  {"op": "detect", "project": "sglang", "template", "vocab": [token, ...]}
+      -> {"tool_call_parser", "rule", "text_only", "reasoning_parser", "reasoning", "force_reasoning"}: SGLang's
+      `--tool-call-parser auto` on a chat template (sglang.srt.parser.template_detection), its rules in its order:
+      the parser, the rule that chose it, the parser the template text alone gives (an empty vocabulary), its
+      reasoning parser and the reasoning toggle it reads from the template
+  {"op": "detectors", "project": "sglang"} -> {"detectors": {parser name: its detector class}}
   ANSWER = {"content", "calls": [{"name", "arguments"}]} as the parser returned them (arguments as its string),
            or {"error": "Type: message"} where the parser raised.
 
@@ -72,6 +78,12 @@ def handle(request: dict) -> dict:
         return parse(request)
     if op == "bench":
         return bench(request)
+    if op == "detect":
+        return detect(request)
+    if op == "detectors":
+        from sglang.srt.function_call.function_call_parser import FunctionCallParser
+
+        return {"detectors": {name: cls.__name__ for name, cls in FunctionCallParser.ToolCallParserEnum.items()}}
     raise ValueError(f"unknown op {op!r}")
 
 
@@ -164,6 +176,41 @@ def bench(request: dict) -> dict:
         took = time.perf_counter() - start
         best = took if best is None else min(best, took)
     return {"seconds": best, "parsed": parsed, "errors": errors}
+
+
+def detect(request: dict) -> dict:
+    """SGLang's template detection as resolve_auto_parsers runs it on a template it was handed (the reasoning
+    toggle read from the text first, then the rules with the vocabulary), and the first rule that holds, found as
+    its match_rules finds it: in order, a rule that raises passed over."""
+    if request.get("project") != "sglang":
+        raise ValueError(f"no template detection for project {request.get('project')!r} (sglang only)")
+    import dataclasses
+
+    from sglang.srt.parser import template_detection as td
+
+    template = request["template"]
+    force, config = td.detect_reasoning_pattern(template)
+
+    def context(vocab):
+        return td.TemplateDetectionContext(template=template, reasoning_config=config, force_reasoning=force,
+                                           vocab=set(vocab))
+
+    def first(rules, ctx):
+        for rule in rules:
+            try:
+                if rule.predicate(ctx):
+                    return rule
+            except Exception:  # noqa: BLE001 -- SGLang's match_rules skips a rule that raises
+                continue
+        return None
+
+    ctx = context(request.get("vocab") or ())
+    rule = first(td.TOOL_CALL_PARSER_RULES, ctx)
+    bare = first(td.TOOL_CALL_PARSER_RULES, context(()))
+    reasoning = first(td.REASONING_PARSER_RULES, ctx)
+    return {"tool_call_parser": rule.value if rule else None, "rule": rule.name if rule else None,
+            "text_only": bare.value if bare else None, "reasoning_parser": reasoning.value if reasoning else None,
+            "reasoning": dataclasses.asdict(config) if config else None, "force_reasoning": bool(force)}
 
 
 def _guarded(fn, *args) -> dict:

@@ -10,8 +10,10 @@ import json
 from pathlib import Path
 
 from harness.backends import runtimes
-from harness.evaluation import parser_agreement, runtime_agreement, runtime_conformance
+from harness.evaluation import parser_agreement, peer_vocabulary, runtime_agreement, runtime_conformance
+from harness.evaluation import template_detection
 from harness.evaluation.judging import cell, fork
+from harness.evaluation.results import ResultsDir
 from harness.evaluation.runtime_causes import cause_line, root_causes
 from harness.evaluation.suite import Suite, registered
 
@@ -146,10 +148,11 @@ def _parsers(row: dict) -> str:
     return ", ".join(f"`{p}` ×{n}" for p, n in sorted(row["parsers"].items()))
 
 
-def parser_agreement_markdown(records: list, unmapped: list) -> str:
+def parser_agreement_markdown(records: list, unmapped: list, results_dir: Path | None = None) -> str:
     """results/parser-agreement.md from the records (ParserAgreementRecord, those that stand): the family ×
-    project matrix, then every disagreement with its reply and the command that replays it. unmapped: (family,
-    why)."""
+    project matrix, SGLang's names for what it forgives beside ours, SGLang's template detection beside ours (from
+    results_dir's template-detection/ and conformance.json, when given), then every disagreement with its reply
+    and the command that replays it. unmapped: (family, why)."""
     suite = parser_agreement.SUITE
     labels = suite.label_names
     records = parser_agreement.current(records)
@@ -175,6 +178,11 @@ def parser_agreement_markdown(records: list, unmapped: list) -> str:
                      + " | ".join(str(row[k]) for k in labels) + f" | {share} | {forgiven} |")
     if unmapped:
         lines += ["", "## Not compared", ""] + [f"- {f}: {why}" for f, why in unmapped]
+    lines += peer_vocabulary.vocabulary_lines(records)
+    if results_dir is not None:
+        results = ResultsDir.at(results_dir)
+        lines += template_detection.detection_lines(template_detection.compare(
+            results.root, results.template_detection_records(template_detection.PROJECT)))
     lines += disagreement_lines(records, lambda r: (r.family, r.project, r.source, r.case),
                                 lambda r: f"**{r.project}** `{r.parser}` / {r.family} / {r.source} / {r.case}",
                                 suite.replay_command, limit=200)
@@ -229,7 +237,7 @@ PAGES = {
     runtime_agreement.SUITE.name: lambda records, results_dir: agreement_markdown(records),
     runtime_conformance.SUITE.name: _conformance_page,
     parser_agreement.SUITE.name: lambda records, results_dir: parser_agreement_markdown(
-        records, parser_agreement.unmapped()),
+        records, parser_agreement.unmapped(), results_dir),
 }
 
 

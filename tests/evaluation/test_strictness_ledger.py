@@ -9,6 +9,7 @@ import pytest
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.runtime_conformance import read_records
 from harness.evaluation.strictness import REASONS, ledger_markdown, ledger_rows
+from harness.evaluation.template_detection import PROJECT, compare
 
 ROOT = Path(__file__).resolve().parents[2]
 LEDGER = ROOT / "docs" / "strictness.md"
@@ -26,7 +27,9 @@ def _committed_records() -> list:
 def test_the_ledger_is_what_the_committed_records_give():
     records = _committed_records()
     assert any(label.startswith("runtime-forgave:") for r in records for label in r.labels)
-    assert LEDGER.read_text(encoding="utf-8") == ledger_markdown(records), (
+    results = ResultsDir.at(ROOT / "results")
+    detection = compare(results.root, results.template_detection_records(PROJECT))
+    assert detection["rows"] and LEDGER.read_text(encoding="utf-8") == ledger_markdown(records, detection), (
         "docs/strictness.md is out of date: run python tools/strictness_ledger.py")
 
 

@@ -26,12 +26,17 @@ def test_the_committed_records_read_back_whole_and_remake_the_committed_page():
     assert {r.project for r in records} == {"vllm", "sglang", "transformers"} and current(records) == records
     assert all(type(r).from_json(r.to_json()) == r for r in records)
     text = (RESULTS / "parser-agreement.md").read_text(encoding="utf-8")
-    assert agreement_markdown(records, unmapped()) == text
+    assert agreement_markdown(records, unmapped(), RESULTS) == text
+    # SGLang's names beside ours, and its template detection beside ours, are on it.
+    assert "## SGLang's names for what it forgives, and ours" in text
+    assert "## SGLang's template detection beside ours" in text
 
 
 def test_harness_report_writes_the_page_and_the_html_section_from_the_records(tmp_path):
     scenarios, results = setup(tmp_path)
     shutil.copytree(RESULTS / "parser-agreement", results / "parser-agreement")
+    shutil.copytree(RESULTS / "template-detection", results / "template-detection")
+    shutil.copy(RESULTS / "conformance.json", results / "conformance.json")
     write_reports(results, scenarios, plot=False)
     assert (results / "parser-agreement.md").read_text(encoding="utf-8") == \
         (RESULTS / "parser-agreement.md").read_text(encoding="utf-8")
