@@ -31,6 +31,17 @@ def missing_server() -> str | None:
     return None
 
 
+def missing_server_next() -> str | None:
+    from harness.backends.servers import LLAMA_SERVER_NEXT_ARCHIVE, llama_server_binary
+    from harness.core.errors import ServerStartError
+
+    try:
+        llama_server_binary(archive=LLAMA_SERVER_NEXT_ARCHIVE)
+    except ServerStartError as exc:
+        return str(exc)     # names bash scripts/build_llama_server_next.sh
+    return None
+
+
 def missing_browser() -> str | None:
     return None if shutil.which("chromium") else f"chromium is not installed: {INSTALL_CHROMIUM}"
 
@@ -53,7 +64,8 @@ def missing_mistralrs() -> str | None:
     return None if mistralrs_python() else f"the mistral.rs environment is not built: {SETUP_COMMAND}"
 
 
-MISSING = {"needs_binding": missing_binding, "needs_server": missing_server, "browser": missing_browser,
+MISSING = {"needs_binding": missing_binding, "needs_server": missing_server, "needs_server_next": missing_server_next,
+           "browser": missing_browser,
            "needs_peers": missing_peers, "needs_vllm_cpu": missing_vllm_cpu, "needs_mistralrs": missing_mistralrs}
 
 

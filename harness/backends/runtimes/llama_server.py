@@ -21,6 +21,7 @@ class LlamaServer(Runtime):
     summary = f"llama.cpp's server (--jinja), built from the llama.cpp that llama-cpp-python {BINDING_VERSION} vendors"
     # The pinned sources scripts/build_llama_server.sh builds it from, into a cache folder of their own.
     archive = servers.LLAMA_SERVER_ARCHIVE
+    version = servers.LLAMA_SERVER_VERSION
     runs_binary = True
     startable = True
     health_path = "/health"

