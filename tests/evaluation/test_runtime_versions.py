@@ -29,8 +29,9 @@ def records():
         # new: the newer one forgives what the older one refused
         rec(OLD, ["agree"], case="c"), rec(NEWER, ["runtime-forgave:unclosed-call"], case="c"),
         rec(OLD, ["agree"], case="d"), rec(NEWER, ["agree"], case="d"),
-        # asked of the older one only: not a request both asked
+        # asked of one only (a template pinned after the older one's run): counted apart, its cause not "new"
         rec(OLD, ["agree"], case="e"),
+        rec(NEWER, ["runtime-error"], case="f", template="U", details=["non-streamed: HTTP 500: x"]),
     ]
 
 
@@ -42,6 +43,7 @@ def test_each_cause_is_fixed_still_there_or_new_and_the_same_requests_are_counte
     assert (c.count(FIXED), c.count(STILL), c.count(NEW)) == (1, 1, 1)
     assert (c.shared, c.same_labels) == (4, 2)
     assert sorted(a.case["name"] for a, _ in c.differing) == ["b", "c"]
+    assert [r.case["name"] for r in c.only_older] == ["e"] and [r.case["name"] for r in c.only_newer] == ["f"]
     assert compare(records(), OLD, "no-such-runtime") is None
 
 
@@ -49,7 +51,9 @@ def test_the_page_section_says_the_figures_from_the_records():
     lines = comparison_lines(compare(records(), OLD, NEWER), "0.5.0", "0.6.0-dev", replay_command)
     text = "\n".join(lines)
     assert lines[0] == f"## {OLD} (llama.cpp 0.5.0) beside {NEWER} (llama.cpp 0.6.0-dev)"
-    assert "**1 fixed, 1 still there, 1 new**" in text and "**2/4 got the same labels**" in text
+    assert "over the 4 requests both were asked" in text and "**1 fixed, 1 still there, 1 new**" in text
+    assert "**2/4 requests got the same labels**" in text
+    assert f"Asked of {NEWER} only (1 requests, not compared: U): 0 agree" in text
     assert "| drops a call: no tool_calls and not the call's text | 1 | 0 | fixed |" in text
     page = conformance_markdown(records(), [])
     assert text in page
