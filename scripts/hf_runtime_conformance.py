@@ -96,7 +96,8 @@ def record_unstarted(path: Path, runtime: str, url: str, manifest_path: Path, ma
                 key={"tokens": e["prompt_tokens"], "source": f"the manifest ({e['key_source']})", "error": None,
                      "same_text": None},
                 model=model["file"], plain={"error": f"server start: {why}"}, stream={}, recorded=now(),
-                tools=e["request"].get("tools") or [], marker=markers[0] if markers else None))
+                tools=e["request"].get("tools") or [], marker=markers[0] if markers else None,
+                build=runtimes.of_record(runtime).build() if runtimes.of_record(runtime) else None))
             n += 1
     return n
 

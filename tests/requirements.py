@@ -32,11 +32,23 @@ def missing_server() -> str | None:
     return None
 
 
+def missing_server_next() -> str | None:
+    from harness.backends.servers import LLAMA_SERVER_NEXT_ARCHIVE, llama_server_binary
+    from harness.core.errors import ServerStartError
+
+    try:
+        llama_server_binary(archive=LLAMA_SERVER_NEXT_ARCHIVE)
+    except ServerStartError as exc:
+        return str(exc)     # names bash scripts/build_llama_server_next.sh
+    return None
+
+
 def missing_browser() -> str | None:
     return None if shutil.which("chromium") else f"chromium is not installed: {INSTALL_CHROMIUM}"
 
 
-MISSING = {"needs_binding": missing_binding, "needs_server": missing_server, "browser": missing_browser}
+MISSING = {"needs_binding": missing_binding, "needs_server": missing_server, "needs_server_next": missing_server_next,
+           "browser": missing_browser}
 # The side environments' markers, from the one table that says where each is and what builds it.
 MISSING.update({env.marker: env.missing for env in ENVIRONMENTS.values() if env.marker})
 

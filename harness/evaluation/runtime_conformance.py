@@ -200,16 +200,17 @@ def conformance_record(*, runtime: str, server: str, template: dict, family: str
                        reply_ids: list | None, expect: dict, ours: dict, key: dict, model: str | None, plain: dict,
                        stream: dict, recorded: str, tools: list, marker: str | None, endpoint: str | None = None,
                        manifest: str | None = None, served_model: str | None = None,
-                       reparse=None) -> RuntimeConformanceRecord:
+                       reparse=None, build: dict | None = None) -> RuntimeConformanceRecord:
     """The one way a runtime-conformance record is made: every field as asked, labelled by classify (tools: the
     case's, to type arguments; marker: the family's call opener, to see a call left in content). endpoint,
     manifest and served_model: a runtime the user serves (server "endpoint"). reparse: text -> its strict parse
-    after the case's prompt (as `expect` is of the reply), for the text a runtime shows it generated instead."""
+    after the case's prompt (as `expect` is of the reply), for the text a runtime shows it generated instead.
+    build: which build of the runtime answered (Runtime.build)."""
     record = RuntimeConformanceRecord(
         runtime=runtime, server=server, template=template, case=case, variant=variant, reply=reply, labels=[],
         family=family, profile=profile, request=request, reply_tokens=reply_tokens, reply_ids=reply_ids,
         expect=expect, ours=ours, key=key, model=model, plain=plain, stream=stream, recorded=recorded,
-        endpoint=endpoint, manifest=manifest, served_model=served_model)
+        endpoint=endpoint, manifest=manifest, served_model=served_model, build=build)
     record.generated_expect = generated_expect(record, reparse)
     record.labels, record.details = classify(record.to_json(), tools, marker)
     return record

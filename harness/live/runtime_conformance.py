@@ -95,13 +95,14 @@ class Prepared:
     refusals: dict = field(default_factory=dict)   # name -> (plain, stream) asked though not keyed
 
 
-def local_server(kind: str, workdir: Path, path: Path, models: dict | None = None) -> LocalServer:
+def local_server(kind: str, workdir: Path, path: Path, models: dict | None = None, binary: Path | None = None
+                 ) -> LocalServer:
     """The server for a scripted model (or, for a runtime that hosts several, a set of them: see ModelHost),
-    started with the settings its runtime declares for a conformance run."""
+    started with the settings its runtime declares for a conformance run; binary: the user's own build."""
     settings = runtimes.get(kind).conformance_settings
     log = Path(workdir) / f"{path.stem}-{kind}{'-shared' if models else ''}.log"
     return LocalServer(kind, path, alias=path.stem, ready_timeout=300, n_ctx=CONTEXT_LENGTH, settings=settings,
-                       models=models, log_path=log)
+                       models=models, log_path=log, binary=binary)
 
 
 class TemplateRun:
@@ -111,8 +112,11 @@ class TemplateRun:
     requests. run_suite() does this for many templates at once, so that a runtime holding many models in one
     process starts once per phase, not once per model."""
 
-    def __init__(self, kind: str, runtime: str, ref, corpus, workdir: Path, writer, log=print, arch: str | None = None):
+    def __init__(self, kind: str, runtime: str, ref, corpus, workdir: Path, writer, log=print, arch: str | None = None,
+                 binary: Path | None = None, build: dict | None = None):
         self.kind, self.runtime, self.ref, self.corpus = kind, runtime, ref, corpus
+        # The user's own build of the runtime's binary (None: its own), and what ran, for each record.
+        self.binary, self.build = binary, build
         self.workdir, self.writer, self.log = Path(workdir), writer, log
         self.profile = profile_with_tokens(ref.text, family_get(corpus.family) if corpus.family else None)
         # The scripted architecture the runtime loads (Runtime.scripted_arch); a rotary model's vocabulary has a BOS
@@ -134,7 +138,7 @@ class TemplateRun:
         answer every request, keyed to the runtime's prompts (or to our render)."""
         p = self.plan(requests)
         if from_runtime and p.paths:
-            make = functools.partial(local_server, self.kind, self.workdir)
+            make = functools.partial(local_server, self.kind, self.workdir, binary=self.binary)
             with ModelHost(self.kind, p.paths[:1], make) as host:
                 self.rekey(p, host)
             self.rekeyed(p)
@@ -267,7 +271,7 @@ class TemplateRun:
             reply_ids=None if reply_ids is None else list(reply_ids), expect=r.case.expect,
             ours={"tokens": ours.tokens}, key=key_seen, model=path.name if path else None, plain=plain,
             stream=stream, recorded=now(), tools=r.case.tools, marker=self.marker,
-            reparse=lambda text: r.case.parse(self.corpus.family, text))
+            reparse=lambda text: r.case.parse(self.corpus.family, text), build=self.build)
         self.writer.append(typed)
         self.log(typed)
         return typed
@@ -278,8 +282,10 @@ CHUNK = 12
 
 
 def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Path, done: set, cases=None,
-              variants=None, log=print, keep=False) -> tuple:
+              variants=None, log=print, keep=False, binary: Path | None = None, build: dict | None = None) -> tuple:
     """templates: (ResolvedTemplate, Corpus) pairs. Returns (records written, templates skipped with why).
+    binary: the user's own build of the runtime's binary (None: its own); build: what ran (Runtime.build), written
+    into every record.
 
     Templates go in chunks: their models keyed by our render are built and served by one ModelHost, which first
     gives each template's runtime key; then the models of requests the runtime keys otherwise are built and
@@ -305,14 +311,14 @@ def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Pat
             if requests:
                 todo.append((ref, corpus, requests))
         for start in range(0, len(todo), CHUNK):
-            runs = [(TemplateRun(kind, runtime, ref, corpus, workdir, writer, log), requests)
-                    for ref, corpus, requests in todo[start:start + CHUNK]]
-            written += _run_chunk(kind, workdir, runs, keep)
+            runs = [(TemplateRun(kind, runtime, ref, corpus, workdir, writer, log, binary=binary, build=build),
+                     requests) for ref, corpus, requests in todo[start:start + CHUNK]]
+            written += _run_chunk(kind, workdir, runs, keep, binary)
     return written, skipped
 
 
-def _run_chunk(kind: str, workdir: Path, runs: list, keep: bool) -> list:
-    make = functools.partial(local_server, kind, workdir)
+def _run_chunk(kind: str, workdir: Path, runs: list, keep: bool, binary: Path | None = None) -> list:
+    make = functools.partial(local_server, kind, workdir, binary=binary)
     plans, records = [], []
     try:
         for run, requests in runs:

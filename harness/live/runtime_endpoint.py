@@ -96,11 +96,11 @@ def served_models(manifest: dict, manifest_path, served_model: str | None) -> li
 
 def run_manifest(url: str, served_model: str | None, manifest_path: Path, runtime: str, path: Path, done: set,
                  cases=None, variants=None, log=print, timeout: float = TIMEOUT,
-                 deadline: float | None = None) -> EndpointRun:
+                 deadline: float | None = None, build: dict | None = None) -> EndpointRun:
     """served_model: the manifest's model being served, or None for every one, each asked by its served name (a
     runtime that hosts them all, or loads the one a request names); done: (template sha256, case, hash, variant)
     already recorded; timeout: seconds per request (each of the two answers); deadline: seconds for the whole
-    run, None for no bound."""
+    run, None for no bound; build: what answers, where the records' runtime says it (Runtime.build)."""
     manifest = read_manifest(manifest_path)
     markers = family_get(manifest["family"]).markers if manifest["family"] else ()
     chat = url.rstrip("/").removesuffix("/v1") + "/v1/chat/completions"
@@ -148,7 +148,7 @@ def run_manifest(url: str, served_model: str | None, manifest_path: Path, runtim
                 reply_ids=e.get("reply_ids"), expect=e["expect"], ours={"tokens": e["prompt_tokens"]},
                 key=endpoint_key(e, plain),
                 model=model["file"], plain=plain, stream=stream, recorded=now(),
-                tools=e["request"].get("tools") or [], marker=markers[0] if markers else None)
+                tools=e["request"].get("tools") or [], marker=markers[0] if markers else None, build=build)
             writer.append(record)
             log(record)
             run.written.append(record)

@@ -248,7 +248,9 @@ def pip_download(name: str, version: str, into: Path, find_links: Path | None = 
                  timeout: float | None = None) -> None:
     """`pip download` one distribution into `into`: its wheel, or with sdist=True its source archive. timeout:
     the seconds left of the caller's deadline (pip's own --timeout is per read, which a trickle never trips)."""
-    binary = ["--no-binary", ":all:"] if sdist else ["--only-binary", ":all:"]
+    # The source archive of this package alone: `--no-binary :all:` also refuses wheels for the build
+    # dependencies pip prepares metadata with, so it would compile CMake from source for a package that uses it.
+    binary = ["--no-binary", name] if sdist else ["--only-binary", ":all:"]
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", *binary, "--quiet",
            f"{name}=={version}", "-d", str(into)]
     if find_links is not None:

@@ -43,7 +43,10 @@ _OPTIONAL_FIELDS = ("declared_family", "note")
 MODEL_FIELDS = ("id", "default", "repo", "filename", "revision", "size", "sha256", "license", "template",
                 "stand_in_template", "family", "modes",
                 "sources", "note")
-ARCHIVE_FIELDS = ("id", "package", "version", "filename", "size", "sha256", "extract", "origin", "note")
+ARCHIVE_FIELDS = ("id", "package", "version", "filename", "size", "sha256", "extract", "default", "origin", "note")
+# An archive's "default" is written only when it has one: an archive without it is fetched by a bare
+# `harness fetch --archives`.
+_ARCHIVE_OPTIONAL = (*_OPTIONAL_FIELDS, "default")
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,9 @@ class ArchivePin:
     extract: str         # the folder inside the archive that is unpacked, ending in "/"
     origin: str
     note: str | None
+    # Fetched by a bare `harness fetch --archives` (CI, the README); False: only when named (a large archive only
+    # some runs need, such as the newest llama.cpp's sources).
+    default: bool = True
 
 
 @dataclass(frozen=True)
@@ -130,6 +136,9 @@ class Sources:
 
     def default_models(self) -> list:
         return [m for m in self.models.values() if m.default]
+
+    def default_archives(self) -> list:
+        return [a for a in self.archives.values() if a.default]
 
 
 @dataclass(frozen=True)
@@ -292,9 +301,11 @@ def _parse_archive(raw, index: int) -> ArchivePin:
     if not extract.endswith("/") or relative_path_problem(extract[:-1]):
         raise SourcesError(f"{e.where}: field 'extract' must be a relative folder ending in '/', got {extract!r}")
     size = e.size()
+    default = e.get("default", bool, required=False)
     return ArchivePin(id=aid, package=e.get("package", str), version=e.get("version", str), filename=filename,
                       size=size, sha256=e.get("sha256", str, pattern=_SHA256), extract=extract,
-                      origin=e.get("origin", str), note=e.get("note", str, required=False, nullable=True))
+                      origin=e.get("origin", str), note=e.get("note", str, required=False, nullable=True),
+                      default=True if default is None else default)
 
 
 def read_sources_json(path: Path) -> object:
@@ -347,15 +358,15 @@ def load_sources(path: Path | str | None = None) -> Sources:
 
 def dump_sources(raw: dict) -> str:
     """The canonical text of sources.json: fields in a fixed order, templates sorted by id, models as listed."""
-    def ordered(entry, fields):
-        return {k: entry.get(k) for k in fields if k in entry or k not in _OPTIONAL_FIELDS}
+    def ordered(entry, fields, optional=_OPTIONAL_FIELDS):
+        return {k: entry.get(k) for k in fields if k in entry or k not in optional}
     doc = {
         "version": raw["version"],
         "templates": [ordered(t, TEMPLATE_FIELDS) for t in sorted(raw["templates"], key=lambda t: t["id"])],
         "models": [ordered(m, MODEL_FIELDS) for m in raw["models"]],
     }
     if raw.get("archives"):
-        doc["archives"] = [ordered(a, ARCHIVE_FIELDS) for a in raw["archives"]]
+        doc["archives"] = [ordered(a, ARCHIVE_FIELDS, _ARCHIVE_OPTIONAL) for a in raw["archives"]]
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 

@@ -10,11 +10,13 @@ import json
 from pathlib import Path
 
 from harness.backends import runtimes
+from harness.backends.binaries import build_words
 from harness.evaluation import parser_agreement, peer_vocabulary, runtime_agreement, runtime_conformance
 from harness.evaluation import template_detection
 from harness.evaluation.judging import cell, fork
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.runtime_causes import cause_line, root_causes
+from harness.evaluation.runtime_versions import compare, comparison_lines
 from harness.evaluation.suite import Suite, registered
 
 
@@ -91,6 +93,7 @@ def conformance_markdown(records: list, unscripted: list) -> str:
              "Each disagreeing request under one cause: its most telling label (an error, then what the runtime "
              "parsed, then a rewrite or a stream that differs, then a prompt that differs), most requests first.", ""]
     lines += [f"{n}. {cause_line(c, conformance_replay)}" for n, c in enumerate(causes, 1)] or ["None."]
+    lines += version_sections(records)
     lines += ["", "## Runtimes", "", *runtime_table(records), "",
               "## Matrix", "", "| runtime | family | templates | requests | " + " | ".join(labels) + " |",
               "|---|---|---:|---:|" + "---:|" * len(labels)]
@@ -111,22 +114,40 @@ def conformance_markdown(records: list, unscripted: list) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def version_sections(records: list) -> list:
+    """For each registered runtime that is a newer build of another (Runtime.newer_than), both with records: their
+    root causes side by side (harness.evaluation.runtime_versions)."""
+    lines = []
+    for runtime in runtimes.every():
+        if runtime.newer_than is None:
+            continue
+        older = runtimes.get(runtime.newer_than)
+        comparison = compare(records, older.record_name, runtime.record_name)
+        if comparison is not None:
+            lines += ["", *comparison_lines(comparison, older.version, runtime.version, conformance_replay)]
+    return lines
+
+
 def runtime_table(records: list) -> list:
     """What each runtime of the records is, from its module in harness.backends.runtimes (by its `--server`
     name, else by the name its records carry; a runtime served by the user, or no longer registered, by its
     records' name only)."""
-    rows = ["| runtime | server | what it is | prompt length from | sampled ids shown | several models in one "
-            "process | request fields it ignores |", "|---|---|---|---|---|---|---|"]
-    for name, server in sorted({(r.runtime, r.server) for r in records}):
+    rows = ["| runtime | server | what it is | build (as its records say) | prompt length from | sampled ids shown | "
+            "several models in one process | request fields it ignores |", "|---|---|---|---|---|---|---|---|"]
+    builds: dict = {}
+    for r in records:
+        builds.setdefault((r.runtime, r.server), {})[repr(sorted((r.build or {}).items()))] = r.build
+    for name, server in sorted(builds):
         runtime = runtimes.get(server) if server in runtimes.RUNTIMES else runtimes.of_record(name)
+        built = "; ".join(build_words(b) for _, b in sorted(builds[(name, server)].items()))
         if runtime is None:
-            rows.append(f"| {name} | {server} | served by the user (--endpoint) | the manifest, checked against "
-                        "usage.prompt_tokens | – | – | – |")
+            rows.append(f"| {name} | {server} | served by the user (--endpoint) | {built} | the manifest, checked "
+                        "against usage.prompt_tokens | – | – | – |")
             continue
         ignores = "; ".join(f"`{k}` ({why})" for k, why in runtime.ignores.items()) or "none known"
         keyed = ("its rendered prompt, counted" if runtime.shows_prompt and server != "endpoint" else
                  "the manifest, checked against usage.prompt_tokens" if server == "endpoint" else "usage.prompt_tokens")
-        rows.append(f"| {name} | {server} | {runtime.summary} | {keyed} | "
+        rows.append(f"| {name} | {server} | {runtime.summary} | {built} | {keyed} | "
                     f"{'yes' if runtime.shows_sampled_ids else 'no'} | "
                     f"{'yes' if runtime.hosts_several_models else 'no'} | {ignores} |")
     return rows

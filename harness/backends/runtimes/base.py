@@ -6,6 +6,7 @@ or needs an environment built apart) sets startable False and is driven through 
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -34,6 +35,13 @@ class Runtime:
     record_name = ""
     # One line a reader of the docs and the findings page sees about it.
     summary = ""
+    # The version it runs (its records' `build`), where no binary says it.
+    version: str | None = None
+    # It runs a binary of its own, which `--binary PATH` replaces with the user's build (LocalServer's binary).
+    runs_binary = False
+    # The registered runtime this one is a newer build of: the runtime-conformance page puts their root causes
+    # side by side (harness.evaluation.runtime_versions).
+    newer_than: str | None = None
     # The harness starts it (command(), health_path); otherwise it is only reached through --endpoint.
     startable = False
     health_path = "/v1/models"
@@ -79,6 +87,21 @@ class Runtime:
         """The command line of a LocalServer (model_path, model, models, port, parallel, n_ctx, threads, seed,
         repack, settings, extra_args)."""
         raise ServerStartError(f"the harness does not start {self.name}")
+
+    def build(self, binary=None) -> dict:
+        """What ran, for each record's `build` field: by default the version this module runs; a runtime that runs
+        a binary says what that binary reports (binary: the user's own, else its own build)."""
+        if binary is not None:
+            raise ServerStartError(f"--binary: {self.name} runs no binary of its own to replace")
+        return {"version": self.version}
+
+    def own_record_name(self, build: dict) -> str:
+        """The name records of the user's own build carry: this runtime's, "own", and what the binary reports (its
+        commit where it knows it, else the start of its SHA-256, so two builds never share a records file)."""
+        number = f"-b{build['build']}" if build.get("build") is not None else ""
+        commit = build.get("commit")
+        which = commit if commit and commit != "unknown" else build["sha256"][:12]
+        return re.sub(r"[^A-Za-z0-9._-]", "_", f"{self.name}-own-{build['version']}{number}-{which}")
 
     # -- asking it ---------------------------------------------------------------------------------------------
     def prompt_key(self, base_url: str, model: str, body: dict, timeout: float = 120.0) -> PromptKey:

@@ -17,6 +17,7 @@ from harness.core.extras import require
 class LlamaCppPython(Runtime):
     name = "llama-cpp-python"
     record_name = BINDING_ARCHIVE
+    version = BINDING_VERSION
     summary = f"llama-cpp-python {BINDING_VERSION}'s server (llama_cpp.server), the `embedded` extra"
     startable = True
     health_path = "/v1/models"

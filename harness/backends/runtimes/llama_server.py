@@ -6,6 +6,7 @@ ids it sampled with their text before its parser."""
 from __future__ import annotations
 
 from harness.backends import servers
+from harness.backends.binaries import binary_build
 from harness.backends.runtimes.base import PromptKey, Runtime
 from harness.backends.transport import request_json
 from harness.core.constants import BINDING_VERSION
@@ -18,6 +19,10 @@ class LlamaServer(Runtime):
     name = "llama-server"
     record_name = f"llama-server-{BINDING_VERSION}-vendored"
     summary = f"llama.cpp's server (--jinja), built from the llama.cpp that llama-cpp-python {BINDING_VERSION} vendors"
+    # The pinned sources scripts/build_llama_server.sh builds it from, into a cache folder of their own.
+    archive = servers.LLAMA_SERVER_ARCHIVE
+    version = servers.LLAMA_SERVER_VERSION
+    runs_binary = True
     startable = True
     health_path = "/health"
     parallel_slots = True
@@ -29,10 +34,22 @@ class LlamaServer(Runtime):
     probe = ("/props", lambda props: "build_info" in props and "total_slots" in props)
 
     def check_startable(self) -> None:
-        servers.llama_server_binary()
+        servers.llama_server_binary(archive=self.archive)
+
+    def binary(self, server=None):
+        """The binary a server runs: the user's own (`--binary`, LocalServer's binary), else the cached build."""
+        own = getattr(server, "binary", None)
+        return own if own is not None else servers.llama_server_binary(archive=self.archive)
+
+    def build(self, binary=None) -> dict:
+        """What the binary reports (--version) and its SHA-256; the archive it was built from when it is the
+        cached build (the user's own: none)."""
+        path = binary if binary is not None else self.binary()
+        what = "--binary" if binary is not None else f"the cached {self.name} (rebuild: {servers.build_command(self.archive)})"
+        return {**binary_build(path, what), "archive": None if binary is not None else self.archive}
 
     def command(self, server) -> list:
-        return [str(servers.llama_server_binary()), "--model", str(server.model_path), "--alias", server.model,
+        return [str(self.binary(server)), "--model", str(server.model_path), "--alias", server.model,
                 "--host", "127.0.0.1", "--port", str(server.port),
                 "--ctx-size", str(server.n_ctx * server.parallel), "--parallel", str(server.parallel),
                 "--threads", str(server.threads), "--threads-batch", str(server.threads),

@@ -26,6 +26,7 @@ def mistralrs_python(venv: Path | None = None) -> Path | None:
 class MistralRs(Runtime):
     name = "mistralrs"
     record_name = f"mistralrs-{VERSION}"
+    version = VERSION
     summary = (f"mistral.rs {VERSION}'s Python API (mistralrs.Runner, Which.GGUF) in its own venv "
                f"({SETUP_COMMAND}), served by harness' worker over it")
     startable = True

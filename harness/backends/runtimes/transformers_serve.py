@@ -17,6 +17,7 @@ from harness.core.environments import ENVIRONMENTS
 class TransformersServe(Runtime):
     name = "transformers-serve"
     record_name = "transformers-serve-5.19.0"
+    version = "5.19.0"
     summary = ("transformers 5.19.0's `transformers serve`, on scripted models in HF form, reading calls through "
                "the family's built-in response template (scripts/hf_runtime_conformance.py)")
     startable = False                 # served from the vLLM environment by the script, asked with --endpoint

