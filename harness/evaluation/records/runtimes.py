@@ -94,6 +94,9 @@ class RuntimeConformanceRecord:
     # trailing text) and showed it: the strict parse of that text after the same prompt. The runtime's parse is
     # judged against it, so the runtime is never said to forgive text it did not write.
     generated_expect: dict | None = None
+    # A case whose history carries reasoning sent back (harness.evaluation.history_cases): what the pinned
+    # template does with it and what the runtime's prompt shows of it, to judge the runtime's render.
+    history: dict | None = None
     schema: int = SCHEMA_VERSION     # as read; to_json writes this harness's schema
 
     def done_key(self) -> tuple:
@@ -125,17 +128,19 @@ class RuntimeConformanceRecord:
                    manifest=check_field(raw, "manifest", (str, NULL), optional=True),
                    served_model=check_field(raw, "served_model", (str, NULL), optional=True),
                    generated_expect=check_field(raw, "generated_expect", (dict, NULL), optional=True),
+                   history=check_field(raw, "history", (dict, NULL), optional=True),
                    schema=check_field(raw, "schema", (int,), optional=True) or 0)
 
     def to_json(self) -> dict:
         served = {"endpoint": self.endpoint, "manifest": self.manifest, "served_model": self.served_model}
         generated = {} if self.generated_expect is None else {"generated_expect": self.generated_expect}
+        history = {} if self.history is None else {"history": self.history}
         return {"schema": SCHEMA_VERSION, "kind": RUNTIME_CONFORMANCE, "runtime": self.runtime,
                 "server": self.server, **(served if self.endpoint is not None else {}),
                 "template": self.template, "family": self.family, "profile": self.profile,
                 "case": self.case, "variant": self.variant, "request": self.request, "reply": self.reply,
                 "reply_tokens": self.reply_tokens, "reply_ids": self.reply_ids, "expect": self.expect,
-                **generated, "ours": self.ours, "key": self.key,
+                **generated, "ours": self.ours, "key": self.key, **history,
                 "model": self.model, "plain": self.plain, "stream": self.stream, "recorded": self.recorded,
                 "labels": self.labels, "details": self.details}
 
