@@ -177,5 +177,5 @@ def verdict(record) -> str:
         if label in labels:
             return word
     if (record.key or {}).get("tokens") is None:
-        return "refused"
+        return "error"
     return "as the template"

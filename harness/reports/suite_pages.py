@@ -118,7 +118,7 @@ def history_lines(records: list) -> list:
     if not asked:
         return []
     runtimes_asked = sorted({r.runtime for r in asked})
-    words = ("as the template", "dropped", "kept", "differs", "refused")
+    words = ("as the template", "dropped", "kept", "differs", "error")
     lines = ["", "## History: the reasoning sent back", "",
              "The reasoning and call of a template's `reasoning-then-call` reply, sent back as an OpenAI client sends "
              "a runtime's answer (`reasoning_content`, `tool_calls`), then the tool result (`"
@@ -127,8 +127,8 @@ def history_lines(records: list) -> list:
              "else its length) is held against the pinned template's render of the same messages, with and "
              "without the reasoning: `as the template` (the same render, or one that differs only in how the "
              "arguments or switches reach the template), `dropped` (history-reasoning-dropped), `kept` "
-             "(history-reasoning-kept), `differs` (history-differs), `refused` (no prompt: the runtime refused the "
-             "request).", "", "| runtime | requests | " + " | ".join(words) + " |", "|---|---:|" + "---:|" * len(words)]
+             "(history-reasoning-kept), `differs` (history-differs), `error` (no prompt: the runtime answered the "
+             "request with an error, see its root cause).", "", "| runtime | requests | " + " | ".join(words) + " |", "|---|---:|" + "---:|" * len(words)]
     for runtime in runtimes_asked:
         mine = [history_cases.verdict(r) for r in asked if r.runtime == runtime]
         lines.append(f"| {runtime} | {len(mine)} | " + " | ".join(str(mine.count(w)) for w in words) + " |")
