@@ -13,9 +13,12 @@ same for every runtime, so the case has one hash and its replay needs no earlier
 the tool result and the next request (`history-reasoning-after-tool`), and the tool result, the answer and a new
 user turn (`history-reasoning-after-user`).
 
-The judging compares the runtime's prompt (its text where it shows it, /apply-template; else its length in
-tokens) with two renders of the pinned template: of the messages as sent, and of the same messages without
-`reasoning_content`. Where they differ the template keeps the reasoning there, else it drops it."""
+The judging holds the runtime's prompt (its text where it shows it, /apply-template; else its length in tokens)
+against renders of the pinned template (renders()): the messages as sent, and the same without
+`reasoning_content`, each also with the arguments as the wire's JSON text and, for a runtime that ignores
+chat_template_kwargs, under the template's default switches. The template keeps the reasoning where its own render
+holds the reasoning text; the runtime keeps it where its prompt text does, or, shown only as a length, where the
+first render of that length does (judge())."""
 
 from __future__ import annotations
 
@@ -58,13 +61,14 @@ def conversations(question: list, returned: dict) -> dict:
 def add_cases(add, rendered, question: list, thought) -> None:
     """The history cases, through build_corpus's `add` (which pads, renders and parses them) and `rendered` (a
     reply the template writes for an assistant turn); thought: the template's reasoning-then-call case."""
-    returned = returned_message(thought.expect) if thought is not None else None
+    returned = returned_message(thought.expect)
     why = (None, "the strict parse of the reasoning-then-call reply holds no reasoning and call to send back")
     chats = conversations(question, returned) if returned else {name: question for name in CASES}
     replies = {AFTER_TOOL: ANSWER, AFTER_USER: NEXT_ANSWER}
     for name in CASES:
         reply = _answer(rendered(content=replies[name]), replies[name]) if returned else (lambda m, k: why)
-        add(name, chats[name], reply, kwargs=dict(thought.template_kwargs) if thought is not None else None)
+        # The thinking switch of the reasoning case: the conversation goes on with thinking on.
+        add(name, chats[name], reply, kwargs=dict(thought.template_kwargs))
 
 
 def _answer(write, answer: str):

@@ -252,7 +252,7 @@ class TemplateRun:
                 answer["error"] += f" and did not start again: {exc}"
         return answer
 
-    def _history(self, r: Request, ours: PromptKey, key: PromptKey) -> dict | None:
+    def history_of(self, r: Request, ours: PromptKey, key: PromptKey) -> dict | None:
         """For a case whose history sends reasoning back: the template's renders the runtime's prompt is held
         against (with and without the reasoning, ...: harness.evaluation.history_cases), rendered and counted as
         our prompt is."""
@@ -287,7 +287,7 @@ class TemplateRun:
             reply_ids=None if reply_ids is None else list(reply_ids), expect=r.case.expect,
             ours={"tokens": ours.tokens}, key=key_seen, model=path.name if path else None, plain=plain,
             stream=stream, recorded=now(), tools=r.case.tools, marker=self.marker,
-            reparse=lambda text: r.case.parse(self.corpus.family, text), history=self._history(r, ours, key))
+            reparse=lambda text: r.case.parse(self.corpus.family, text), history=self.history_of(r, ours, key))
         self.writer.append(typed)
         self.log(typed)
         return typed

@@ -43,7 +43,7 @@ def judged(run: TemplateRun, case: str, runtime_prompt: str | None = None, token
         key = PromptKey(render_key(run.vocab, runtime_prompt).tokens, "hand-made", runtime_prompt)
     else:
         key = PromptKey(tokens, "hand-made")
-    history = run._history(r, mine, key)
+    history = run.history_of(r, mine, key)
     same = None if key.prompt is None else key.prompt == mine.prompt
     record = {"key": {**key.to_json(), "same_text": same}, "ours": {"tokens": mine.tokens}, "history": history}
     labels, details = h.judge(record)
@@ -141,7 +141,7 @@ def test_other_arguments_or_switches_are_not_blamed_on_the_reasoning():
     # gpt-oss renders a call's arguments with tojson: handed the wire's JSON text, its prompt grows by the quotes.
     run = run_of("openai-gpt-oss-120b", "llama-cpp-python")
     r = request(run, h.AFTER_USER)
-    history = run._history(r, ours(run, r), PromptKey(None, "unused"))
+    history = run.history_of(r, ours(run, r), PromptKey(None, "unused"))
     as_text = next(x for x in history["renders"] if x["arguments"] == "json-text" and x["reasoning"])
     assert as_text["tokens"] != history["renders"][0]["tokens"]
     labels, details, _ = judged(run, h.AFTER_USER, tokens=as_text["tokens"])
@@ -149,13 +149,13 @@ def test_other_arguments_or_switches_are_not_blamed_on_the_reasoning():
     # llama-cpp-python's module says it ignores chat_template_kwargs: the template's default switches are tried.
     bielik = run_of("Bielik-11B-v3.0-Instruct", "llama-cpp-python")
     r = request(bielik, h.AFTER_TOOL)
-    kinds = {x["kwargs"] for x in bielik._history(r, ours(bielik, r), PromptKey(None, "unused"))["renders"]}
+    kinds = {x["kwargs"] for x in bielik.history_of(r, ours(bielik, r), PromptKey(None, "unused"))["renders"]}
     assert kinds == {"sent", "defaults"}
     # Reka Edge renders the reasoning with thinking on (sent) and drops it under its default switches: a runtime
     # that does not apply chat_template_kwargs drops it, whatever it does with the field.
     reka = run_of("Reka-Edge", "llama-cpp-python")
     r = request(reka, h.AFTER_TOOL)
-    renders = reka._history(r, ours(reka, r), PromptKey(None, "unused"))["renders"]
+    renders = reka.history_of(r, ours(reka, r), PromptKey(None, "unused"))["renders"]
     defaults = next(x for x in renders if x["kwargs"] == "defaults" and x["reasoning"] and x["arguments"] == "objects")
     assert renders[0]["holds"] and not defaults["holds"]
     labels, details, _ = judged(reka, h.AFTER_TOOL, tokens=defaults["tokens"])
@@ -173,7 +173,7 @@ def test_classify_labels_a_history_record_and_its_cause_says_where():
            "family": run.corpus.family, "case": {"name": h.AFTER_TOOL, "hash": "h"}, "variant": "auto",
            "reply": r.case.reply, "reply_tokens": None, "expect": r.case.expect, "ours": {"tokens": mine.tokens},
            "key": {**key.to_json(), "same_text": False}, "plain": answer, "stream": answer,
-           "history": run._history(r, mine, key)}
+           "history": run.history_of(r, mine, key)}
     labels, details = classify(raw, r.case.tools, None)
     assert labels == ["prompts-differ", "history-reasoning-dropped"] and set(labels) <= set(LABELS)
     record = RuntimeConformanceRecord.from_json({**raw, "labels": labels, "details": details})

@@ -53,3 +53,28 @@ def test_llama_cpp_python_is_judged_by_its_prompt_length(tmp_path):
     assert tool.key["tokens"] == without["tokens"] != tool.ours["tokens"]
     # After a new user turn the template drops it too: the same length as ours, nothing to say.
     assert user.key["tokens"] == user.ours["tokens"] and not any(x.startswith("history-") for x in user.labels)
+
+
+@pytest.mark.needs_binding
+def test_a_runtime_the_user_serves_is_judged_from_the_manifest(tmp_path):
+    # `harness scripted-model` writes the template's renders into each history entry; `--endpoint` judges the
+    # runtime's usage.prompt_tokens against them, as the suite does for a runtime it starts.
+    import json
+
+    from harness.backends.servers import LocalServer
+    from harness.cli import build_parser
+    from harness.live.runtime_endpoint import run_manifest
+
+    args = build_parser().parse_args(["scripted-model", "--template", "Qwen-Qwen3-0.6B", "--case", h.AFTER_TOOL,
+                                      "--out", str(tmp_path / "models")])
+    assert args.func(args) == 0
+    manifest = tmp_path / "models" / "Qwen-Qwen3-0.6B.manifest.json"
+    (entry,) = [e for m in json.loads(manifest.read_text(encoding="utf-8"))["models"] for e in m["requests"]]
+    assert entry["history"]["template"] == h.KEPT and entry["history"]["renders"][0]["tokens"] == entry["prompt_tokens"]
+    model = next((tmp_path / "models").glob("*.gguf"))
+    with LocalServer("llama-cpp-python", model, alias=model.stem, n_ctx=4096, ready_timeout=300) as server:
+        run = run_manifest(server.base_url, None, manifest, "served", tmp_path / "served.jsonl", set(),
+                           log=lambda r: None)
+    (record,) = run.written
+    without = next(x for x in record.history["renders"] if not x["reasoning"] and x["kwargs"] == "sent")
+    assert record.key["tokens"] == without["tokens"] and "history-reasoning-dropped" in record.labels
