@@ -22,6 +22,7 @@ def run(args) -> int:
     from harness.evaluation.runtime_corpus import build_corpus, cases_from_file
     from harness.core.hashing import sha256_text
     from harness.live.runtime_conformance import TemplateRun, requests_for
+    from harness.scripted.keying import PromptKey
     from harness.pins.sources import resolve_template
 
     from harness.scripted.plan import WriteBudget, write_budget
@@ -53,6 +54,10 @@ def run(args) -> int:
                                 "prompt_tokens": key.tokens, "key_source": key.source,
                                 "reply_tokens": len(prepared.ids[name]), "reply_ids": list(prepared.ids[name]),
                                 "expect": r.case.expect})
+                # A history case: the template's renders the runtime's prompt length is judged against.
+                history = planner.history_of(r, prepared.ours[name], PromptKey(None, key.source))
+                if history is not None:
+                    entries[-1]["history"] = history
         models.append({"file": path.name, "served_name": path.stem, "requests": entries})
     refused = [{"request": n, "why": k.error} for n, k in prepared.keys.items() if k.tokens is None]
     refused += [{"request": n, "why": why} for n, why in prepared.refused]

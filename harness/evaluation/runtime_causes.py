@@ -2,12 +2,13 @@
 so that a runtime author reads a handful of lines (what it does, how many requests, which families, one command
 that replays it) instead of a thousand.
 
-A record belongs to one cause: its most telling label (CAUSE_ORDER: an error before a parse outcome, a parse
-outcome before the rewrite or stream difference that often comes with it, a prompt that differs near the end,
-since it alone changes nothing a user sees, and last a stream that ended without its [DONE], the cause only where
-nothing else differs), qualified where the label alone would lump different behaviours together: an error by its
-message, a forgiven reply by its deviation, a rewrite or another set of calls by the request's tool_choice
-variant."""
+A record belongs to one cause: its most telling label (CAUSE_ORDER: an error, then a history the runtime renders
+otherwise than the template (what the history cases are asked for), then a parse outcome before the rewrite or
+stream difference that often comes with it, a prompt that differs near the end, since it alone changes nothing a
+user sees, and last a stream that ended without its [DONE], the cause only where nothing else differs), qualified
+where the label alone would lump different behaviours together: an error by its message, a forgiven reply by its
+deviation, a rewrite or another set of calls by the request's tool_choice variant, a history by where it sends
+the reasoning back."""
 
 from __future__ import annotations
 
@@ -15,16 +16,21 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from harness.evaluation.history_cases import AFTER_TOOL, AFTER_USER
 from harness.evaluation.judging import label_head
 from harness.evaluation.runtime_corpus import AUTO, NAMED, NAMED_OTHER, NO_PARALLEL, NONE, REQUIRED
 
-CAUSE_ORDER = ("runtime-error", "runtime-dropped-call", "call-left-in-content", "parallel-ignored", "required-ignored",
+CAUSE_ORDER = ("runtime-error", "history-reasoning-dropped", "history-reasoning-kept", "history-differs",
+               "runtime-dropped-call", "call-left-in-content", "parallel-ignored", "required-ignored",
                "call-ids-repeat", "runtime-forgave", "calls-differ", "arguments-changed", "content-differs",
                "reply-rewritten", "stream-differs", "prompts-differ", "no-done-sentinel",
                "history-refused")
 # What the runtime does, for each cause label; {q} is the qualifier.
 DOES = {
     "runtime-error": "answers an error ({q})",
+    "history-reasoning-dropped": "drops the reasoning sent back where the template renders it ({q})",
+    "history-reasoning-kept": "renders the reasoning sent back where the template drops it ({q})",
+    "history-differs": "renders a history with reasoning sent back otherwise than the template ({q})",
     "runtime-dropped-call": "drops a call: no tool_calls and not the call's text",
     "call-left-in-content": "returns the call's text as content, no tool_calls",
     "parallel-ignored": "returns several calls though parallel_tool_calls is false",
@@ -47,6 +53,8 @@ REQUEST = {AUTO: "tool_choice auto", REQUIRED: "tool_choice required", NONE: "to
            NAMED: "tool_choice naming the function the reply calls",
            NAMED_OTHER: "tool_choice naming another function than the reply calls",
            NO_PARALLEL: "parallel_tool_calls false"}
+# Where the history sends the reasoning back, as a reader of an agent loop knows it.
+HISTORY = {AFTER_TOOL: "after a tool result", AFTER_USER: "after a new user turn"}
 SIGNATURE_WORDS = 12
 # harness.backends.servers' words for a server that exited before it was ready, up to its log's last lines.
 NOT_STARTED = re.compile(r"(?:server start: )?\S+ exited with .*? before it was ready .*?last lines of [^\n]*:\n",
@@ -108,6 +116,8 @@ def cause_key(record) -> tuple | None:
         return label, error_signature(errors[0]) if errors else "no words"
     if label == "runtime-forgave":
         return label, heads[label].partition(":")[2] or "a deviation"
+    if label.startswith("history-"):
+        return label, HISTORY.get(record.case["name"], record.case["name"])
     if label in QUALIFIED_BY_VARIANT:
         return label, REQUEST.get(record.variant, record.variant)
     return label, None

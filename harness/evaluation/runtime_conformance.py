@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shlex
 
+from harness.evaluation import history_cases
 from harness.evaluation.judging import answer_summary, arguments_object, fork, judge, label_head, text
 from harness.evaluation.runtime_corpus import MALFORMED_HISTORY
 from harness.evaluation.records import RUNTIME_CONFORMANCE, RuntimeConformanceRecord
@@ -49,6 +50,15 @@ LABELS = {
                      "finish_reason (the records say which)",
     "history-refused": "the history holds a call whose arguments are not JSON, and the runtime refused it with a "
                        "4xx and its words: a client error, as it should be (a 5xx is a runtime-error)",
+    "history-reasoning-dropped": "the history sends back the reasoning a runtime returned (history cases) and the "
+                                 "pinned template renders it there; the runtime's prompt lacks it (its text, else "
+                                 "the length of a template render without it)",
+    "history-reasoning-kept": "the history sends back reasoning the pinned template drops there (after a new user "
+                              "turn, or always); the runtime's prompt holds it (its text, else the length of a "
+                              "render that holds it)",
+    "history-differs": "the history sends back reasoning and the runtime's prompt is none of the template's renders "
+                       "(with or without it, the arguments as objects or text, the switches sent or the defaults), "
+                       "though the reasoning is where the template puts it, or only its length shows",
     "no-done-sentinel": "the stream finished (a chunk with a finish_reason) and ended without `data: [DONE]`: "
                         "judged as it came, this label beside what the judging finds; a client that waits for the "
                         "sentinel hangs or reports an error (its root cause counts the requests where nothing else "
@@ -119,6 +129,9 @@ def classify(record: dict, tools: list, marker: str | None) -> tuple:
         details.append(f"the runtime's prompt: {key['tokens']} tokens" +
                        ("" if key.get("same_text") is None else f", text {'equal' if key['same_text'] else 'not ours'}")
                        + f"; ours {ours.get('tokens')} tokens")
+        judged, why = history_cases.judge(record)
+        labels += judged
+        details += why
     keyed = key.get("keyed")
     if keyed is not None and key.get("tokens") not in (None, keyed):
         # A model keyed to another prompt length writes at other positions than its script: what comes back is
@@ -200,17 +213,19 @@ def conformance_record(*, runtime: str, server: str, template: dict, family: str
                        reply_ids: list | None, expect: dict, ours: dict, key: dict, model: str | None, plain: dict,
                        stream: dict, recorded: str, tools: list, marker: str | None, endpoint: str | None = None,
                        manifest: str | None = None, served_model: str | None = None,
-                       reparse=None, build: dict | None = None) -> RuntimeConformanceRecord:
+                       reparse=None, build: dict | None = None,
+                       history: dict | None = None) -> RuntimeConformanceRecord:
     """The one way a runtime-conformance record is made: every field as asked, labelled by classify (tools: the
     case's, to type arguments; marker: the family's call opener, to see a call left in content). endpoint,
     manifest and served_model: a runtime the user serves (server "endpoint"). reparse: text -> its strict parse
     after the case's prompt (as `expect` is of the reply), for the text a runtime shows it generated instead.
-    build: which build of the runtime answered (Runtime.build)."""
+    build: which build of the runtime answered (Runtime.build). history: for a case that sends reasoning back,
+    what judges the runtime's render (history_cases.facts)."""
     record = RuntimeConformanceRecord(
         runtime=runtime, server=server, template=template, case=case, variant=variant, reply=reply, labels=[],
         family=family, profile=profile, request=request, reply_tokens=reply_tokens, reply_ids=reply_ids,
         expect=expect, ours=ours, key=key, model=model, plain=plain, stream=stream, recorded=recorded,
-        endpoint=endpoint, manifest=manifest, served_model=served_model, build=build)
+        endpoint=endpoint, manifest=manifest, served_model=served_model, build=build, history=history)
     record.generated_expect = generated_expect(record, reparse)
     record.labels, record.details = classify(record.to_json(), tools, marker)
     return record

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from harness.core.errors import TemplateError
 from harness import families
+from harness.evaluation import history_cases
 from harness.families import get as family_get
 from harness.formats.calls import ToolCall
 from harness.formats.reasoning import DEFAULT_PAIRS, prompt_opens
@@ -235,8 +236,10 @@ def build_corpus(ref, found=None) -> Corpus:
         rendered(("create_event", EVENT), must=("create_event",)))
     add("text-before-call", [_user("Can you look up the weather in Paris for 3 days?")],
         rendered(("get_weather", WEATHER), content="Let me check.", must=("Let me check.", "get_weather")))
+    thinking = [_user("Think first: the weather in Paris for 3 days?")]
+    thought = None
     if "enable_thinking" in off:
-        thought = add("reasoning-then-call", [_user("Think first: the weather in Paris for 3 days?")],
+        thought = add("reasoning-then-call", thinking,
                       rendered(("get_weather", WEATHER), reasoning=REASONING, must=(REASONING, "get_weather")),
                       kwargs={"enable_thinking": True})
         # The model opens its reasoning and calls inside it, never closing the block: the call is reasoning to a
@@ -302,8 +305,11 @@ def build_corpus(ref, found=None) -> Corpus:
     if "enable_thinking" not in off:
         # Reasoning the template renders without a thinking switch: Harmony's analysis channel, then the call on
         # the commentary channel (the two messages of one reply a runtime must split between reasoning and call).
-        add("reasoning-then-call", [_user("Think first: the weather in Paris for 3 days?")],
-            rendered(("get_weather", WEATHER), reasoning=REASONING, must=(REASONING, "get_weather")))
+        thought = add("reasoning-then-call", thinking,
+                      rendered(("get_weather", WEATHER), reasoning=REASONING, must=(REASONING, "get_weather")))
+    if thought is not None:
+        # The reasoning and call a runtime returned, sent back after the tool result and after a new user turn.
+        history_cases.add_cases(add, rendered, thinking, thought)
     return Corpus(ref.id, family.name, cases, skipped, found)
 
 

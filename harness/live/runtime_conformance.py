@@ -25,8 +25,9 @@ from harness.scripted.plan import GPT2, build_models, pack, profile_with_tokens,
 from harness.scripted.rotary import rotary_vocab, with_bos
 from harness.scripted.vocab import CONTEXT_LENGTH, vocab_for
 from harness.backends.servers import LocalServer, ModelHost
-from harness.core.errors import ServerStartError
+from harness.core.errors import ServerStartError, TemplateError
 from harness.core.hashing import sha256_json, sha256_text
+from harness.evaluation import history_cases
 from harness.evaluation.runtime_conformance import conformance_record
 from harness.evaluation.runtime_corpus import AUTO, NAMED, NAMED_OTHER, NO_PARALLEL, NONE, REQUIRED, Renderer
 from harness.evaluation.records import RUNTIME_CONFORMANCE
@@ -255,6 +256,25 @@ class TemplateRun:
                 answer["error"] += f" and did not start again: {exc}"
         return answer
 
+    def history_of(self, r: Request, ours: PromptKey, key: PromptKey) -> dict | None:
+        """For a case whose history sends reasoning back: the template's renders the runtime's prompt is held
+        against (with and without the reasoning, ...: harness.evaluation.history_cases), rendered and counted as
+        our prompt is."""
+        sent = history_cases.reasoning_sent(r.case.messages)
+        if not sent or ours.prompt is None:
+            return None
+        ignores = bool(self.kind) and "chat_template_kwargs" in runtimes.get(self.kind).ignores
+        bos = self.vocab.profile.bos if self.rotary and ours.prompt.startswith(self.vocab.profile.bos) else ""
+        rendered = []
+        for how, messages, kwargs in history_cases.renders(r.case.messages, r.case.template_kwargs, ignores):
+            try:
+                text = self.renderer.prompt(messages, r.case.tools or None, kwargs)
+            except TemplateError:         # a template that iterates arguments refuses them as text: no such render
+                continue
+            text = text if text.startswith(bos) else bos + text      # as plan() prefixes a rotary model's prompts
+            rendered.append((how, text, render_key(self.vocab, text).tokens))
+        return history_cases.facts(rendered, sent, key.prompt, self.renderer.bos)
+
     def _record(self, r: Request, ours: PromptKey, key: PromptKey, path, plain: dict, stream: dict,
                 reply_ids: tuple | None = None):
         bos = self.renderer.bos
@@ -271,7 +291,8 @@ class TemplateRun:
             reply_ids=None if reply_ids is None else list(reply_ids), expect=r.case.expect,
             ours={"tokens": ours.tokens}, key=key_seen, model=path.name if path else None, plain=plain,
             stream=stream, recorded=now(), tools=r.case.tools, marker=self.marker,
-            reparse=lambda text: r.case.parse(self.corpus.family, text), build=self.build)
+            reparse=lambda text: r.case.parse(self.corpus.family, text), build=self.build,
+            history=self.history_of(r, ours, key))
         self.writer.append(typed)
         self.log(typed)
         return typed

@@ -148,7 +148,8 @@ def run_manifest(url: str, served_model: str | None, manifest_path: Path, runtim
                 reply_ids=e.get("reply_ids"), expect=e["expect"], ours={"tokens": e["prompt_tokens"]},
                 key=endpoint_key(e, plain),
                 model=model["file"], plain=plain, stream=stream, recorded=now(),
-                tools=e["request"].get("tools") or [], marker=markers[0] if markers else None, build=build)
+                tools=e["request"].get("tools") or [], marker=markers[0] if markers else None, build=build,
+                history=e.get("history"))
             writer.append(record)
             log(record)
             run.written.append(record)

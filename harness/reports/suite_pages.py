@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness.backends import runtimes
 from harness.backends.binaries import build_words
-from harness.evaluation import parser_agreement, peer_vocabulary, runtime_agreement, runtime_conformance
+from harness.evaluation import history_cases, parser_agreement, peer_vocabulary, runtime_agreement, runtime_conformance
 from harness.evaluation import template_detection
 from harness.evaluation.judging import cell, fork
 from harness.evaluation.results import ResultsDir
@@ -100,6 +100,7 @@ def conformance_markdown(records: list, unscripted: list) -> str:
     for row in suite.matrix(records):
         lines.append(f"| {row['runtime']} | {row['family']} | {len(row['templates'])} | {row['requests']} | "
                      + " | ".join(str(row[k]) for k in labels) + " |")
+    lines += history_lines(records)
     if unscripted:
         lines += ["", "## Templates without a scripted model", ""]
         lines += [f"- {t}: {why}" for t, why in unscripted]
@@ -125,6 +126,41 @@ def version_sections(records: list) -> list:
         comparison = compare(records, older.record_name, runtime.record_name)
         if comparison is not None:
             lines += ["", *comparison_lines(comparison, older.version, runtime.version, conformance_replay)]
+    return lines
+
+
+def history_lines(records: list) -> list:
+    """The history section: per runtime, how its render of a history with the reasoning it returned sent back
+    compares with the template's, then per template and case what the template does and what each runtime does
+    (harness.evaluation.history_cases). Nothing where no record carries such a history."""
+    asked = [r for r in records if r.history]
+    if not asked:
+        return []
+    runtimes_asked = sorted({r.runtime for r in asked})
+    words = ("as the template", "dropped", "kept", "differs", "error")
+    lines = ["", "## History: the reasoning sent back", "",
+             "The reasoning and call of a template's `reasoning-then-call` reply, sent back as an OpenAI client sends "
+             "a runtime's answer (`reasoning_content`, `tool_calls`), then the tool result (`"
+             f"{history_cases.AFTER_TOOL}`), or the tool result, the answer and a new user turn (`"
+             f"{history_cases.AFTER_USER}`). The runtime's prompt for the next request (its /apply-template text, "
+             "else its length) is held against the pinned template's render of the same messages, with and "
+             "without the reasoning: `as the template` (the same render, or one that differs only in how the "
+             "arguments or switches reach the template), `dropped` (history-reasoning-dropped), `kept` "
+             "(history-reasoning-kept), `differs` (history-differs), `error` (no prompt: the runtime answered the "
+             "request with an error, see its root cause).", "",
+             "| runtime | requests | " + " | ".join(words) + " |", "|---|---:|" + "---:|" * len(words)]
+    for runtime in runtimes_asked:
+        mine = [history_cases.verdict(r) for r in asked if r.runtime == runtime]
+        lines.append(f"| {runtime} | {len(mine)} | " + " | ".join(str(mine.count(w)) for w in words) + " |")
+    by_case: dict = {}
+    for r in asked:
+        by_case.setdefault((r.template["id"], r.family, r.case["name"]), {})[r.runtime] = r
+    lines += ["", "| template | family | case | the template | " + " | ".join(runtimes_asked) + " |",
+              "|---|---|---|---|" + "---|" * len(runtimes_asked)]
+    for (template, family, case), seen in sorted(by_case.items()):
+        does = next(iter(seen.values())).history["template"]
+        lines.append(f"| {template} | {family} | {case} | {does} | "
+                     + " | ".join(history_cases.verdict(seen[x]) if x in seen else "–" for x in runtimes_asked) + " |")
     return lines
 
 

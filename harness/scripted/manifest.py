@@ -57,6 +57,9 @@ def read_manifest(path: Path | str) -> dict:
             ids = entry.get("reply_ids")
             if ids is not None and not (isinstance(ids, list) and all(type(i) is int for i in ids)):
                 raise HarnessError(f"{path}: {where}reply_ids must be a list of token ids")
+            if not isinstance(entry.get("history", {}), dict):
+                raise HarnessError(f"{path}: {where}history must be an object (the template's renders of a "
+                                   "history case)")
             if entry["reply_tokens"] < 0 or entry["prompt_tokens"] < 0:
                 raise HarnessError(f"{path}: {where}reply_tokens and prompt_tokens are counts, 0 or more")
     return manifest

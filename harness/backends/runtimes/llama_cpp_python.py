@@ -24,7 +24,9 @@ class LlamaCppPython(Runtime):
     hosts_several_models = True
     model_settings = True
     ignores = {"parallel_tool_calls": "not a field of its chat request: dropped",
-               "chat_template_kwargs": "not a field of its chat request: dropped, the template gets its defaults"}
+               "chat_template_kwargs": "not a field of its chat request: dropped, the template gets its defaults",
+               "reasoning_content": "not a field of its assistant message (llama_types): a history's reasoning "
+                                    "sent back is dropped before the template"}
     # It computes the logits of every prompt token by default (for logprobs, which no conformance request asks):
     # off, a 1,000-token prompt takes 0.05 s instead of 3 s on a scripted model.
     conformance_settings = {"logits_all": False}

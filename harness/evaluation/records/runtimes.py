@@ -98,6 +98,9 @@ class RuntimeConformanceRecord:
     # "sha256"} for a runtime that runs a binary (the binary's own --version words), {"version"} for one whose
     # module names its version; None in records made before the field, and for a runtime served by the user.
     build: dict | None = None
+    # A case whose history carries reasoning sent back (harness.evaluation.history_cases): what the pinned
+    # template does with it and what the runtime's prompt shows of it, to judge the runtime's render.
+    history: dict | None = None
     schema: int = SCHEMA_VERSION     # as read; to_json writes this harness's schema
 
     def done_key(self) -> tuple:
@@ -130,6 +133,7 @@ class RuntimeConformanceRecord:
                    served_model=check_field(raw, "served_model", (str, NULL), optional=True),
                    generated_expect=check_field(raw, "generated_expect", (dict, NULL), optional=True),
                    build=check_field(raw, "build", (dict, NULL), optional=True),
+                   history=check_field(raw, "history", (dict, NULL), optional=True),
                    schema=check_field(raw, "schema", (int,), optional=True) or 0)
 
     def to_json(self) -> dict:
@@ -137,12 +141,13 @@ class RuntimeConformanceRecord:
         generated = {} if self.generated_expect is None else {"generated_expect": self.generated_expect}
         # Written only when known, so a record made before the field is rewritten (relabelled) byte for byte.
         build = {} if self.build is None else {"build": self.build}
+        history = {} if self.history is None else {"history": self.history}
         return {"schema": SCHEMA_VERSION, "kind": RUNTIME_CONFORMANCE, "runtime": self.runtime,
                 "server": self.server, **build, **(served if self.endpoint is not None else {}),
                 "template": self.template, "family": self.family, "profile": self.profile,
                 "case": self.case, "variant": self.variant, "request": self.request, "reply": self.reply,
                 "reply_tokens": self.reply_tokens, "reply_ids": self.reply_ids, "expect": self.expect,
-                **generated, "ours": self.ours, "key": self.key,
+                **generated, "ours": self.ours, "key": self.key, **history,
                 "model": self.model, "plain": self.plain, "stream": self.stream, "recorded": self.recorded,
                 "labels": self.labels, "details": self.details}
 
