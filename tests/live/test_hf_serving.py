@@ -45,10 +45,11 @@ def test_both_hf_runtimes_are_served_every_selected_template_and_only_those(sele
     assert len(ids) + len(skipped) == len(load_sources().templates)
 
 
-def test_the_committed_transformers_serve_records_cover_exactly_the_templates_vllm_is_given(selection):
+@pytest.mark.parametrize("server", SERVED)
+def test_the_committed_records_of_each_cover_exactly_the_selected_templates(selection, server):
     selected, _ = selection
-    shas = {s.sha256 for s in selected}
-    assert {r.template["sha256"] for r in committed("transformers-serve")} == shas
+    assert {(r.template["id"], r.template["sha256"]) for r in committed(server)} == {
+        (s.template, s.sha256) for s in selected}
 
 
 def test_a_family_without_a_response_template_is_served_without_one():
