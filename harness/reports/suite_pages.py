@@ -94,7 +94,7 @@ def conformance_markdown(records: list, unscripted: list) -> str:
              "parsed, then a rewrite or a stream that differs, then a prompt that differs), most requests first.", ""]
     lines += [f"{n}. {cause_line(c, conformance_replay)}" for n, c in enumerate(causes, 1)] or ["None."]
     lines += version_sections(records)
-    lines += ["", "## Runtimes", "", *runtime_table(records), "",
+    lines += ["", "## Runtimes", "", *runtime_table(records), *unread_lines(records), "",
               "## Matrix", "", "| runtime | family | templates | requests | " + " | ".join(labels) + " |",
               "|---|---|---:|---:|" + "---:|" * len(labels)]
     for row in suite.matrix(records):
@@ -187,6 +187,25 @@ def runtime_table(records: list) -> list:
                     f"{'yes' if runtime.shows_sampled_ids else 'no'} | "
                     f"{'yes' if runtime.hosts_several_models else 'no'} | {ignores} |")
     return rows
+
+
+def unread_lines(records: list) -> list:
+    """The templates a runtime was given with no parser to read their calls (its module's no_reader: transformers
+    serve where transformers has no response template for the family), so each such record reads as what that
+    runtime's users get, not as a parser that failed."""
+    lines = []
+    for name in sorted({r.runtime for r in records}):
+        runtime = runtimes.of_record(name)
+        if runtime is None or not runtime.no_reader:
+            continue
+        unread = [r for r in records
+                  if r.runtime == name and runtime.call_reader(r.family, r.template["id"]) is None]
+        if unread:
+            templates = sorted({r.template["id"] for r in unread})
+            families = ", ".join(sorted({r.family or "none" for r in unread}))
+            lines += ["", f"{name}, {runtime.no_reader}: {len(templates)} template(s), {len(unread)} request(s), "
+                          f"families {families}: {', '.join(templates)}."]
+    return lines
 
 
 def _plan(records: list) -> dict:

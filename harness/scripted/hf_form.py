@@ -29,7 +29,7 @@ import numpy as np
 from gguf import GGMLQuantizationType
 from gguf.quants import dequantize
 
-from harness.scripted.vocab import CONTEXT_LENGTH, CONTROL, USER_DEFINED, read_gguf_header
+from harness.scripted.vocab import CONTEXT_LENGTH, CONTROL, PROFILES, USER_DEFINED, read_gguf_header
 
 HEAD_DIM = 32  # a head size vLLM's CPU attention takes, and a divisor of every width it is given here
 
@@ -45,6 +45,14 @@ _NFC = {"qwen2"}             # Qwen2's tokenizer normalizes to NFC first
 _IGNORE_MERGES = {"llama-bpe"}  # Llama 3 takes a whole word that is a token before merging
 
 _TYPES = {0: (np.float32, 4), 1: (np.float16, 2)}  # GGML F32, F16; Q8_0 is read by blocks
+
+
+def has_hf_form(profile: str) -> bool:
+    """Whether a vocabulary profile's models can be written in HF form, without reading its vocabulary: llama.cpp
+    names each vocabulary file by its pre-tokenizer (ggml-vocab-PRE.gguf), and tokenizer_json takes only those
+    of PRE_TOKENIZERS (byte-level BPE); llama-spm, SentencePiece, is refused."""
+    vocab_file = PROFILES[profile.split("+")[0]].vocab_file
+    return vocab_file.removeprefix("ggml-vocab-").removesuffix(".gguf") in PRE_TOKENIZERS
 
 
 def read_tensors(path: Path) -> tuple[dict, dict]:

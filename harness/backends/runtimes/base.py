@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from harness.backends.transport import request_json
 from harness.core.errors import ServerReplyError, ServerStartError
+from harness.families import get as family_get
 
 USAGE = "usage.prompt_tokens of a one-token chat completion"
 
@@ -71,6 +72,17 @@ class Runtime:
     # root: the command, to which --template, --case, --variant and --results-dir are added); its records' replay
     # lines run it, since an --endpoint replay needs the server already up.
     served_by: str | None = None
+    # A runtime that reads calls only through a parser a family's `peers:` names for it: that project's key there
+    # ("vllm", "transformers"), and what its records of a family naming none mean (None: such a family is not
+    # served, as vLLM starts no server without a tool parser).
+    reader_project: str | None = None
+    no_reader: str | None = None
+
+    def call_reader(self, family: str | None, template: str) -> str | None:
+        """The parser it reads this template's calls with, as the family's `peers:` name it; None for none."""
+        if not (self.reader_project and family):
+            return None
+        return family_get(family).peer(self.reader_project, template)
 
     @property
     def shows_sampled_ids(self) -> bool:

