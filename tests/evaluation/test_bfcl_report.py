@@ -126,7 +126,7 @@ def test_the_bottom_line_ranks_bfcl_rows_only_against_rows_run_on_the_same_cases
     assert ("**BFCL, calls due**, ranked on *BFCL accuracy* (BFCL's own checker on the calls the strict parser "
             "read), over the same 3 cases (simple_python) in each of 1 row: **qwen3-0.6b-q8_0, native**: "
             "1/3 33% [6–79] (the only row).") in line
-    assert ("**BFCL, calls due**, 1 row run on other cases (1 case: simple_python), ranked apart: "
+    assert ("**BFCL, calls due**, 1 row run on other cases (1 case in 1 category), ranked apart: "
             "**qwen3-0.6b-q8_0, grammar**: 1/1 100% [21–100] (the only row).") in line
     assert ("**BFCL, no call due**, ranked on *BFCL accuracy* (BFCL's own checker on the calls the strict parser "
             "read), over the same 3 cases (irrelevance) in each of 1 row: **qwen3-0.6b-q8_0, native**: "
