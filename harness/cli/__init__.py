@@ -44,6 +44,14 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
+def command_modules() -> list:
+    """Every command's module: the harness's own, then each registered suite's (harness.suites: a suite's
+    folder holds its command)."""
+    from harness import suites
+
+    return COMMAND_MODULES + [suite.command for suite in suites.registered().values()]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="harness",
@@ -51,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
+    for name in command_modules():
         importlib.import_module(name).register(sub)
     return parser
 

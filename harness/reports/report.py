@@ -278,8 +278,11 @@ def _count_cell(group: pd.DataFrame) -> str:
 
 
 def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = None, plot=True,
-                  replays: bool | None = None) -> dict:
-    """replays: add the seed ADR's quoted replies (harness.reports.tables.collect: by default to results/ only)."""
+                  replays: bool | None = None, pages=()) -> dict:
+    """replays: add the seed ADR's quoted replies (harness.reports.tables.collect: by default to results/ only).
+    pages: the writers of pages this floor cannot import (the suites above it, harness.suites: `harness report`
+    hands their FolderSuite.write_pages down), each (ResultsDir, warnings, staged) -> paths written, run with
+    the other pages and put in place with them."""
     results = ResultsDir.at(results_dir)
     collected = collect(results, scenarios_dir, replays)
     sources = load_sources()
@@ -301,6 +304,8 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
         judged = judge_folder(results, collected.warnings)
         written = write_pages(results.root, suites, staged) + write_bfcl(results, collected.warnings, staged=staged,
                                                                           judged=judged)
+        for page in pages:
+            written += page(results, collected.warnings, staged)
         designs = designs_markdown(results, judged, lambda folder: judge_folder(folder, collected.warnings), valid_verdict)
         if designs is not None:
             written.append(str(staged.text(results.designs_report, designs)))
