@@ -4,8 +4,10 @@ DIR/deployment.md from them, beside the in-process rows of the same cases."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
+from collections import Counter
 
 from harness.backends import runtimes
 from harness.core.errors import HarnessError
@@ -49,6 +51,15 @@ def run(args) -> int:
     for name, why in out.failed:
         print(f"harness deployment: failed, not recorded: {name}: {why}", file=sys.stderr)
     runtime = args.name or runtimes.get(args.server).record_name
+    if args.json:
+        labels = Counter(label for r in out.written for label in r.labels)
+        json.dump({"model": args.model, "runtime": runtime, "records": str(driver.records_path(args.results_dir,
+                                                                                             args.model)),
+                   "written": len(out.written), "already_recorded": out.already,
+                   "failed": [f"{name}: {why}" for name, why in out.failed], "labels": dict(sorted(labels.items()))},
+                  sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 1 if out.failed else 0
     failed = f", {len(out.failed)} failed (not recorded; the same command asks them again)" if out.failed else ""
     folder = "" if args.results_dir.is_project else f" --results-dir {shlex.quote(str(args.results_dir.root))}"
     print(f"{args.model} on {runtime}: {len(out.written)} record(s) written, {out.already} already recorded{failed}"
@@ -84,4 +95,6 @@ def register(subparsers) -> None:
     p.add_argument("--case", action="append", metavar="ID", help="only this drawn case (repeatable)")
     p.add_argument("--results-dir", dest="results_dir", type=ResultsDir.at, default=ResultsDir.at(), metavar="DIR",
                    help="append the records to DIR/deployment/MODEL.jsonl (default: results/)")
+    p.add_argument("--json", action="store_true",
+                   help='print {"model", "runtime", "records", "written", "already_recorded", "failed", "labels"}')
     p.set_defaults(func=run)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from harness import families
-from harness.evaluation.judging import answer_summary, arguments_object, judge, text
+from harness.evaluation.judging import answer_summary, arguments_object, fork, judge, text
 from harness.evaluation.scoring import is_call_attempt, judged_parse
 
 LABELS = {
@@ -102,8 +102,11 @@ def classify(record, tools: list) -> tuple:
                     label = "runtime-dropped-call"
                 _add(labels, details, label, f"against the strict parse of the generated text: {detail}")
     if plain and stream and not plain.get("error") and not stream.get("error") and not _same(plain, stream):
+        same_calls = _same({**plain, "content": None, "reasoning": None}, {**stream, "content": None,
+                                                                            "reasoning": None})
         _add(labels, details, "stream-differs",
-             f"streamed {answer_summary(stream)}; non-streamed {answer_summary(plain)}")
+             fork(plain.get("content"), stream.get("content"), sides=("non-streamed", "streamed")) if same_calls
+             and text(plain.get("content")) != text(stream.get("content")) else f"streamed {answer_summary(stream)}; non-streamed {answer_summary(plain)}")
     return (labels or ["agree"]), details
 
 

@@ -241,11 +241,14 @@ def page_markdown(results, records: list, warnings: list) -> str:
         rows = _in_process_rows(results, models, suite, None, warnings) + _served_rows(kept, suite, None)
     judged = hello is not None
     ranks = _ranks(rows, judged)
-    cases = Counter(r.case["category"] for r in kept if r.tool_choice == "auto")
+    drawn = {m: Counter(r.case["category"] for r in kept if r.model["id"] == m and r.tool_choice == "auto")
+             for m in models}
+    shapes = {tuple(sorted(c.items(), key=lambda kv: CATEGORIES.index(kv[0]))) for c in drawn.values()}
+    asked = (", ".join(f"{c} ×{n}" for c, n in next(iter(shapes))) + " per model" if len(shapes) == 1 else
+             "per model as the per-category table counts them")
     lines = ["# Deployment: the same model in process and on a runtime, judged by BFCL", "",
              *_table(rows, ranks, judged), "",
-             f"Each row: one model, one setup, the same BFCL v4 cases ({', '.join(f'{c} ×{n // max(1, len(models))}' for c, n in cases.items())} "
-             "per model); k/n, percent, Wilson 95% interval. *BFCL, calls due*: BFCL's own checker on the calls an "
+             f"Each row: one model, one setup, the same BFCL v4 cases ({asked}); k/n, percent, Wilson 95% interval. *BFCL, calls due*: BFCL's own checker on the calls an "
              "app receives (in process: the strict parser's calls; on a runtime: `tool_calls`), over the cases "
              "where a call is due; *no call due*: the irrelevance cases, BFCL's rule (no decodable call is a right "
              "abstention). *Calls left in content*: no call came back and the text holds a call attempt; *errors*: "
