@@ -16,7 +16,7 @@ from harness.reports.report import write_reports
 from harness.suites import registered
 from harness.suites.deployment import cases
 from harness.suites.deployment.judging import answer_view, bfcl_calls, classify, strict_parse
-from harness.suites.deployment.page import read_records, replay_command
+from harness.suites.deployment.page import _pages, read_records, replay_command
 from harness.suites.deployment.records import DeploymentRecord
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +63,8 @@ def test_every_case_is_asked_auto_and_a_call_due_one_required_too_without_readin
     changed = dataclasses.replace(case, answer=[{"other": {"x": [1]}}])
     assert cases.body(changed, "auto") == cases.body(case, "auto")
     body = cases.body(case, "required")
-    assert body["tool_choice"] == "required" and body["temperature"] == 0.0 and body["max_tokens"] == 400
+    assert body["tool_choice"] == "required" and body["temperature"] == 0.0 and body["max_tokens"] == 256
+    assert cases.body(case, "auto")["max_tokens"] == 400          # the in-process bound
     assert body["seed"] == 0 and body["tools"] == case.scenario.tool_schemas()
     assert "answer" not in json.dumps(body) or "answer" in json.dumps(case.scenario.tool_schemas())
 
@@ -183,6 +184,10 @@ def test_the_page_opens_with_one_table_ranked_within_the_model_and_regenerates_b
     before = page.read_bytes()
     write_reports(results.root, plot=False, pages=pages)
     assert page.read_bytes() == before
+    # The same table opens report.html (harness.reports.html_report.page puts it above the overview).
+    markdown, html = _pages(results, read_records(results, []), [])
+    assert markdown.encode() == before and html.startswith('<section id="deployment">')
+    assert "<td>llama-server-0.3.36-vendored, auto, not streamed</td><td>1</td><td>1/1 100% [21–100]</td>" in html
     assert read_records(results, []) and len(read_records(results, [])) == 3
 
 

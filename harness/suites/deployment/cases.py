@@ -31,6 +31,11 @@ SEED = 0
 # a parallel case's four calls. The bound also ends a reply that never stops: under tool_choice required a model
 # whose call the runtime's grammar does not take (Qwen2.5-Coder's fence) writes to it.
 BODY_SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "max_tokens")
+# Under tool_choice required a tighter bound: Qwen2.5-Coder writes its fence and then newlines until the bound in
+# every required request, so 400 tokens cost minutes a request on 2 shared cores. 256 holds every call the
+# committed in-process records of these cases hold (the longest, a parallel_multiple fallback of the 1.5B, is 200
+# tokens), so a call the runtime holds the model to is not cut by it.
+REQUIRED_MAX_TOKENS = 256
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,8 @@ def body(case, tool_choice: str) -> dict:
     out = {"messages": wire_messages(messages), "tools": scenario.tool_schemas(), "tool_choice": tool_choice,
            "seed": SEED}
     out.update({k: SAMPLING[k] for k in BODY_SAMPLING if k in SAMPLING})
+    if tool_choice == REQUIRED:
+        out["max_tokens"] = min(out["max_tokens"], REQUIRED_MAX_TOKENS)
     return out
 
 

@@ -34,7 +34,7 @@ from harness.suites.deployment.records import DeploymentRecord
 FOLDER = "deployment"
 TIMEOUT = 600.0          # one request: a 400-token reply of a 1.5B model on 2 cores, prompt included
 TAIL = 300               # the end of the runtime's prompt kept with a record (what the strict parser reads after)
-THREADS = 2
+THREADS = 1           # as the in-process runs (harness.live.runner): more threads than free cores spin on barriers
 
 
 def records_path(results: ResultsDir, model_id: str) -> Path:

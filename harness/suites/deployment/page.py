@@ -11,6 +11,7 @@ records, so a folder without them regenerates as before."""
 from __future__ import annotations
 
 from collections import Counter
+from html import escape
 
 from harness.core.errors import BFCLCheckerError, UnsafeWriteError
 from harness.core.safe_writes import check_target
@@ -219,6 +220,11 @@ def _examples(records: list, per_label: int = 2) -> list:
 
 
 def page_markdown(results, records: list, warnings: list) -> str:
+    return _pages(results, records, warnings)[0]
+
+
+def _pages(results, records: list, warnings: list) -> tuple:
+    """(deployment.md, the HTML section that opens report.html): one judging for both."""
     categories = [c for c in CATEGORIES if any(r.case["category"] == c for r in records)]
     suite = load_suite(categories)
     kept = [r for r in records if r.case["id"] in suite.cases and suite.cases[r.case["id"]].scenario.hash ==
@@ -268,11 +274,27 @@ def page_markdown(results, records: list, warnings: list) -> str:
               *_category_lines(rows, judged), "",
               "## Examples", "", "Up to two records per label, with the text the model generated (the strict "
               "path reads it) and the line that asks the case again.", "", *_examples(kept), ""]
-    return "\n".join(lines)
+    return "\n".join(lines), _html(rows, ranks, judged)
 
 
-def write_pages(results, warnings: list, staged) -> list:
-    """DIR/deployment.md from the records, staged with the rest of the report; nothing without records."""
+def _html(rows: list, ranks: dict, judged: bool) -> str:
+    """The table of deployment.md as report.html's first section: where each model's tool calling works."""
+    head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
+    body = []
+    for r in sorted(rows, key=lambda r: (r.model, ranks[id(r)] or 99, r.order)):
+        cells = [r.model, r.setup, str(ranks[id(r)] or "–"), r.cell("due", judged), r.cell("no-call", judged),
+                 r.cell("content", judged), r.cell("errors", judged)]
+        body.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
+    return ('<section id="deployment"><h2>Deployment: where does a model\'s tool calling work?</h2>'
+            "<p>Each model in process and served by a runtime, on the same BFCL cases, judged by BFCL's own "
+            'checker: k/n, percent, Wilson 95% interval, ranked within a model only. The sentences, labels and '
+            'per-category detail are in <a href="deployment.md">deployment.md</a>.</p>'
+            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></section>")
+
+
+def write_pages(results, warnings: list, staged, first_screen: list | None = None) -> list:
+    """DIR/deployment.md from the records, staged with the rest of the report, and its table added to
+    `first_screen` (report.html opens with it); nothing without records."""
     records = read_records(results, warnings)
     if not records:
         return []
@@ -281,4 +303,7 @@ def write_pages(results, warnings: list, staged) -> list:
         check_target(path, results.root)
     except UnsafeWriteError as exc:
         raise UnsafeWriteError(f"cannot write the reports into {results.root}: {exc}") from None
-    return [str(staged.text(path, page_markdown(results, records, warnings)))]
+    markdown, html = _pages(results, records, warnings)
+    if first_screen is not None:
+        first_screen.append(html)
+    return [str(staged.text(path, markdown))]
