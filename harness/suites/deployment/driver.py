@@ -83,11 +83,16 @@ def ask_one(target: Target, request, model: dict, template: dict, family) -> Dep
     url = f"{target.base_url}/v1/chat/completions"
     runtime = runtimes.get(target.kind) if target.kind in runtimes.RUNTIMES else None
     shown = runtime.shown_fields if runtime else {}
-    body = {**request.body, "model": target.served}
+    # Each request from a fresh prompt: the streamed one would otherwise reuse what the non-streamed one cached,
+    # and stream-differs would count the cache's doing, not the stream's (and a resumed run would differ from
+    # one that was never stopped).
+    fresh = runtime.fresh_fields if runtime else {}
+    body = {**request.body, "model": target.served, **fresh}
     record = DeploymentRecord(
         runtime=target.runtime, server=target.server, model=model, template=template, family=family,
         case={"id": request.case.id, "category": request.case.category, "hash": request.case.scenario.hash},
-        tool_choice=request.tool_choice, labels=[], request=asked.switches(request.body), endpoint=target.endpoint)
+        tool_choice=request.tool_choice, labels=[], request={**asked.switches(request.body), **fresh},
+        endpoint=target.endpoint)
     record.prompt = _prompt(target, request.body)
     started = time.monotonic()
     record.plain = _ask(target, chat_answer, url, {**body, **shown})

@@ -163,7 +163,8 @@ def _runtime_sentence(records: list) -> str:
              f"the strict parser reads the generated text as the runtime did in {read_alike}/{len(shown)}"
              + (" (so what the app gets is what the model wrote, not how the runtime read it)"
                 if shown and read_alike == len(shown) else ""),
-             f"tool_choice required ignored in {labelled('required-ignored')}/{len(required)}",
+             *([f"tool_choice required ignored in {labelled('required-ignored')}/{len(required)}"] if required
+               else []),
              f"streamed and non-streamed answers differ in {labelled('stream-differs')}/{len(records)}",
              f"runtime errors in {labelled('runtime-error')}/{len(records)}"]
     if seconds:
