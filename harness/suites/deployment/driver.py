@@ -22,6 +22,7 @@ from harness.backends.openai import Endpoint, identify_runtime
 from harness.backends.servers import LocalServer
 from harness.backends.transport import NOT_NOW
 from harness.core import constants
+from harness.core.errors import ServerStartError
 from harness.core.hashing import sha256_text
 from harness.evaluation.results import ResultsDir, file_stem
 from harness.evaluation.transcripts import TranscriptWriter, now, read_transcript
@@ -117,7 +118,7 @@ def _ask(target: Target, ask, url: str, body: dict) -> dict:
             server.start()
             target.base_url = server.base_url
             answer["error"] += " and was started again"
-        except Exception as exc:  # noqa: BLE001 -- the next requests fail alike and are recorded so
+        except ServerStartError as exc:       # the next requests fail alike and are recorded so
             answer["error"] += f" and did not start again: {exc}"
     if target.base_url:
         answer.pop("generated_tokens", None)     # the sampled ids: the generated text says what they say
