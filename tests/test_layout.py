@@ -13,8 +13,11 @@ PACKAGE = Path(__file__).resolve().parents[1] / "harness"
 # Schema) and families share a floor, as do live and reports: neither of a pair imports the other. scripted
 # (the scripted-model factory) and peers (other projects' parsers, run in their own environment) are not
 # backends: they sit above the backends they drive.
+# suites (one folder per suite: its cases, driver, records, page and command) sit above live and reports, since a
+# suite drives runtimes and writes its page with the report helpers, and below cli, which only lists them.
 FLOORS = {"core": 0, "formats": 1, "families": 2, "schema": 2, "pins": 3, "template": 4, "grammar": 5,
-          "evaluation": 6, "backends": 7, "scripted": 8, "peers": 9, "live": 10, "reports": 10, "cli": 11}
+          "evaluation": 6, "backends": 7, "scripted": 8, "peers": 9, "live": 10, "reports": 10, "suites": 11,
+          "cli": 12}
 # The package's own face, not a stage.
 ENTRY = {"__init__.py", "__main__.py"}
 EMBEDDED = "backends/embedded/"

@@ -2,6 +2,7 @@
 register sets `func` on its parser, which takes the parsed args and returns an exit code."""
 
 import argparse
+import importlib
 import os
 import sys
 
@@ -45,6 +46,14 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
+def command_modules() -> dict:
+    """Every command's name and module: the harness's own (COMMANDS), then each folder suite's (harness.suites: a
+    suite's folder holds its command, named as the suite)."""
+    from harness import suites
+
+    return {**dict(COMMANDS.items()), **{name: suite.command for name, suite in suites.registered().items()}}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="harness",
@@ -52,11 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMANDS:
-        COMMANDS.get(name).register(sub)
-    if list(sub.choices) != list(COMMANDS):
-        raise HarnessError(f"the commands registered ({', '.join(sub.choices)}) are not the table's "
-                           f"({', '.join(COMMANDS)})")
+    modules = command_modules()
+    for name, module in modules.items():
+        (COMMANDS.get(name) if name in COMMANDS else importlib.import_module(module)).register(sub)
+    if list(sub.choices) != list(modules):
+        raise HarnessError(f"the commands registered ({', '.join(sub.choices)}) are not the tables' "
+                           f"({', '.join(modules)})")
     return parser
 
 

@@ -53,14 +53,17 @@ def _runtimes() -> list:
 
 
 def _suites() -> list:
+    from harness import suites
     from harness.evaluation.suite import SUITES, registered
-    return [{"name": name, "implementation": SUITES[name], "folder": s.folder, "page": s.page,
-             "labels": list(s.label_names)} for name, s in registered().items()]
+    return ([{"name": name, "implementation": SUITES[name], "folder": s.folder, "page": s.page,
+              "labels": list(s.label_names)} for name, s in registered().items()]
+            + [{"name": name, "implementation": suites.SUITES[name], "folder": s.folder, "page": s.page,
+                "labels": list(s.labels)} for name, s in suites.registered().items()])
 
 
 def _commands() -> list:
-    from harness.cli import COMMANDS
-    return [{"name": name, "implementation": where} for name, where in COMMANDS.items()]
+    from harness.cli import command_modules
+    return [{"name": name, "implementation": where} for name, where in command_modules().items()]
 
 
 LISTERS = {"families": _families, "templates": _templates, "models": _models, "scenarios": _scenarios,

@@ -22,6 +22,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from harness import suites
     from harness.reports.report import write_reports
 
     root = args.results_dir.root
@@ -29,7 +30,8 @@ def run(args) -> int:
         raise HarnessError(f"{root}: no such folder (a run writes its transcripts into DIR/transcripts; "
                            "`harness run --results-dir DIR` makes it)")
     try:
-        result = write_reports(args.results_dir, plot=not args.no_plot)
+        result = write_reports(args.results_dir, plot=not args.no_plot,
+                               pages=[suite.write_pages for suite in suites.registered().values()])
     except OSError as exc:
         # A folder we may read but not write (read-only, full, a file where a report goes): say where.
         raise HarnessError(f"cannot write the reports into {root}: {exc.strerror or exc}"

@@ -16,8 +16,9 @@ each answer. It is one module of harness/evaluation declaring `SUITE`, a Suite t
 - `page`: the results file its page is written to (harness.reports.suite_pages writes it; report.html shows
   its matrix).
 
-The drivers that ask the questions live in harness/live, the pages in harness/reports. A new suite is one
-module here and one line in SUITES."""
+The drivers that ask the questions live in harness/live, the pages in harness/reports. A suite of this shape is
+one module here and one line in SUITES; a new suite is better one folder of harness/suites (its cases, driver,
+records, page and command together, listed in harness.suites.SUITES), as the deployment suite is."""
 
 from __future__ import annotations
 

@@ -171,15 +171,18 @@ def model_html(model: str, frame: pd.DataFrame, record, illustrations=(), layout
     return "".join(parts)
 
 
-def page(collected, sections: str = "", layout: SampleLayout | None = None, bfcl_line: str | None = None) -> str:
+def page(collected, sections: str = "", layout: SampleLayout | None = None, bfcl_line: str | None = None,
+         first: str = "") -> str:
     """The overview first (its bottom line and funnel are the first screen), then each model's tables, then
-    `sections` (the runtime suites and the templates' conformance), which answer other questions."""
+    `sections` (the runtime suites and the templates' conformance), which answer other questions. `first`: HTML
+    that opens the page above the overview (the deployment table, from harness.suites)."""
     frame = collected.samples
     models = sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations})
     head = ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
             f"<title>harness: live results and transcripts</title><style>{CSS}</style></head><body>")
-    links = [("overview", "overview"), *([("funnel", "funnel")] if len(frame) and not frame["replayed"].all() else []),
+    links = [*([("deployment", "deployment")] if 'id="deployment"' in first else []),
+             ("overview", "overview"), *([("funnel", "funnel")] if len(frame) and not frame["replayed"].all() else []),
              *((k, k.replace("-", " ")) for k in
                                          ("runtime-agreement", "runtime-conformance", "parser-agreement",
                                           "conformance")
@@ -198,7 +201,7 @@ def page(collected, sections: str = "", layout: SampleLayout | None = None, bfcl
               "opens from a table row's link and samples filter by mode, failure, deviation or finding. A sample "
               f"is {STATUS_TEXT['pass']} when every check that applies holds. Hover a deviation or finding name "
               "for its explanation; pick a model above to show it alone.</p>")
-    body = [f"<header><h1>Live results and transcripts</h1><nav>{nav}</nav>{form}</header><main>",
+    body = [f"<header><h1>Live results and transcripts</h1><nav>{nav}</nav>{form}</header><main>", first,
             overview_html(collected, legend, bfcl_line)]
     layout = layout if layout is not None else SampleLayout.of(frame)
     body += [model_html(m, frame[frame["model"] == m], collected.models.get(m),
@@ -210,13 +213,13 @@ def page(collected, sections: str = "", layout: SampleLayout | None = None, bfcl
 
 def write_html(collected, path: Path, runtime_records: list = (), agreement_records: list = (),
                conformance_json: Path | None = None, parser_records: list = (), staged=None,
-               bfcl_line: str | None = None) -> list:
+               bfcl_line: str | None = None, first: str = "") -> list:
     """report.html at `path` and the sample pages beside it (harness.reports.html_pages), staged in `staged`
     (harness.reports.staged) or, without one, put in place at once; their paths."""
     if staged is None:
         with StagedWrites() as own:
             written = write_html(collected, path, runtime_records, agreement_records, conformance_json,
-                                 parser_records, own, bfcl_line)
+                                 parser_records, own, bfcl_line, first)
             own.commit()
             return written
     path = Path(path)
@@ -225,5 +228,5 @@ def write_html(collected, path: Path, runtime_records: list = (), agreement_reco
                 + suite_html("parser-agreement", parser_records)
                 + (conformance_html(conformance_json) if conformance_json else ""))
     layout = SampleLayout.of(collected.samples)
-    staged.text(path, page(collected, sections, layout, bfcl_line))
+    staged.text(path, page(collected, sections, layout, bfcl_line, first))
     return [str(path), *write_sample_pages(layout, collected.models, ResultsDir(path.parent), staged, CSS)]

@@ -278,8 +278,12 @@ def _count_cell(group: pd.DataFrame) -> str:
 
 
 def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = None, plot=True,
-                  replays: bool | None = None) -> dict:
-    """replays: add the seed ADR's quoted replies (harness.reports.tables.collect: by default to results/ only)."""
+                  replays: bool | None = None, pages=()) -> dict:
+    """replays: add the seed ADR's quoted replies (harness.reports.tables.collect: by default to results/ only).
+    pages: the writers of pages this floor cannot import (the suites above it, harness.suites: `harness report`
+    hands their FolderSuite.write_pages down), each (ResultsDir, warnings, staged, first_screen) -> paths written,
+    run with the other pages and put in place with them; a page that opens report.html adds its HTML fragment
+    to the list first_screen, which report.html shows first, above the bottom line."""
     results = ResultsDir.at(results_dir)
     collected = collect(results, scenarios_dir, replays)
     sources = load_sources()
@@ -301,6 +305,9 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
         judged = judge_folder(results, collected.warnings)
         written = write_pages(results.root, suites, staged) + write_bfcl(results, collected.warnings, staged=staged,
                                                                           judged=judged)
+        first_screen = []
+        for page in pages:
+            written += page(results, collected.warnings, staged, first_screen)
         designs = designs_markdown(results, judged, lambda folder: judge_folder(folder, collected.warnings), valid_verdict)
         if designs is not None:
             written.append(str(staged.text(results.designs_report, designs)))
@@ -313,7 +320,8 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
             written.append(str(staged.text(results.model_table(model), text)))
         written.append(str(staged.text(results.summary, summary_markdown(collected, headline(judged)))))
         written += write_html(collected, results.html, suites["runtime-conformance"], suites["runtime-check"],
-                              results.conformance[1], suites["parser-agreement"], staged, headline(judged))
+                              results.conformance[1], suites["parser-agreement"], staged, headline(judged),
+                              "".join(first_screen))
         if plot and not frame[~frame["replayed"]].empty:
             from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
 

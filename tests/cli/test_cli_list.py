@@ -41,13 +41,17 @@ def test_list_names_every_entry_of_every_plug_in_table():
     from harness.cli import COMMANDS
     from harness.evaluation.suite import SUITES
     listing = json.loads(harness("list", "--json").stdout)
-    for kind, table in (("backends", BACKENDS), ("runtimes", runtimes.RUNTIMES), ("suites", SUITES),
-                        ("commands", COMMANDS)):
-        assert [(r["name"], r["implementation"]) for r in listing[kind]] == list(table.items()), kind
+    from harness import suites
+    from harness.cli import command_modules
+    for kind, table in (("backends", BACKENDS.items()), ("runtimes", runtimes.RUNTIMES.items()),
+                        ("suites", [*SUITES.items(), *suites.SUITES.items()]),
+                        ("commands", command_modules().items())):
+        assert [(r["name"], r["implementation"]) for r in listing[kind]] == list(table), kind
+    assert list(COMMANDS) == [r["name"] for r in listing["commands"]][:len(COMMANDS)]
     assert {r["name"]: r["default"] for r in listing["backends"]} == {"embedded": "in process", "openai": "served"}
     assert all(r["summary"] and r["record_name"].startswith(r["name"]) for r in listing["runtimes"])
     assert [r["page"] for r in listing["suites"]] == ["runtime-agreement.md", "runtime-conformance.md",
-                                                       "parser-agreement.md"]
+                                                       "parser-agreement.md", "deployment.md"]
     plain = harness("list", "suites").stdout
     assert "runtime-conformance" in plain and "results/runtime-conformance/, runtime-conformance.md" in plain
 

@@ -54,6 +54,9 @@ class Runtime:
     model_settings = False
     # Request fields that make its answer show the token ids it sampled; empty where it never shows them.
     shown_fields: dict = {}
+    # Request fields that make each request evaluate its whole prompt afresh, not from what an earlier request
+    # left cached: the same greedy request then gets the same answer whichever request came before it.
+    fresh_fields: dict = {}
     # Its prompt length comes from its own rendered text (shows_prompt) or from usage.prompt_tokens.
     shows_prompt = False
     # Request fields it accepts without effect: name -> what it does instead.

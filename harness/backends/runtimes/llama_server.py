@@ -29,6 +29,10 @@ class LlamaServer(Runtime):
     # verbose adds the text it generated before its parser; return_tokens the ids it sampled. Neither changes
     # what it generates or parses.
     shown_fields = {"verbose": True, "return_tokens": True}
+    # Its prompt cache reuses the longest prefix an earlier request left in the slot; the rest is evaluated in
+    # other batches, and a greedy reply can part from the one a fresh evaluation gives (seen: the same request,
+    # asked again at once, wrote another reply from character 153 on).
+    fresh_fields = {"cache_prompt": False}
     shows_prompt = True
     # A llama-server answering /props with its build and slot count; other servers have no /props.
     probe = ("/props", lambda props: "build_info" in props and "total_slots" in props)

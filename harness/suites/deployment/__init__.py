@@ -1,0 +1,20 @@
+"""The deployment suite (harness/suites/deployment/README.md): a real model served by a runtime, asked the
+committed BFCL subset as an app asks it, judged by BFCL's checker, the runtime's labels and the strict path on
+the same server. This module only declares it: its driver, page and command load when they are used."""
+
+from __future__ import annotations
+
+from harness.suites import FolderSuite
+from harness.suites.deployment.judging import LABELS
+from harness.suites.deployment.records import DEPLOYMENT, DeploymentRecord
+
+
+def _write_pages(results, warnings: list, staged, first_screen: list | None = None) -> list:
+    from harness.suites.deployment.page import write_pages
+
+    return write_pages(results, warnings, staged, first_screen)
+
+
+SUITE = FolderSuite(name=DEPLOYMENT, folder="deployment", page="deployment.md",
+                    command="harness.suites.deployment.command", labels=LABELS, record=DeploymentRecord,
+                    write_pages=_write_pages)

@@ -1,0 +1,100 @@
+"""`harness deployment`: a real model served by a runtime, asked the committed BFCL subset as an app asks it
+(harness.suites.deployment). Records go to DIR/deployment/<model>.jsonl; `harness report` writes
+DIR/deployment.md from them, beside the in-process rows of the same cases."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections import Counter
+
+from harness.backends import runtimes
+from harness.core.errors import HarnessError
+from harness.core.values import int_argument
+from harness.evaluation.results import ResultsDir
+
+MAX_CASES = 400
+
+
+def run(args) -> int:
+    from harness.pins.sources import ID_PATTERN
+    from harness.suites.deployment import cases, driver
+
+    if bool(args.server) == bool(args.endpoint):
+        raise HarnessError("give --server (a runtime the harness starts) or --endpoint (one you serve), not both")
+    if args.endpoint and not args.name:
+        raise HarnessError("--endpoint needs --name: the runtime and its version, as the row and records call it")
+    if args.name and not ID_PATTERN.fullmatch(args.name):
+        raise HarnessError(f"--name {args.name!r}: a name of letters, digits, '.', '_' or '-' (it names a row)")
+    if args.endpoint:
+        from harness.backends.transport import probe
+
+        why = probe(args.endpoint.rstrip("/") + "/v1/models", 30.0)
+        if why:
+            raise HarnessError(f"--endpoint {args.endpoint}: the server does not answer ({why}); start it or fix "
+                               "the URL")
+    only = set(args.case or ())
+
+    def log(record):
+        print(f"harness deployment: {record.case['id']}/{record.tool_choice}: {', '.join(record.labels)}",
+              file=sys.stderr, flush=True)
+
+    if only:
+        drawn = [c.id for c in cases.cases(args.cases)]
+        unknown = sorted(only - set(drawn))
+        if unknown:
+            raise HarnessError(f"--case {', '.join(unknown)}: not among the {len(drawn)} drawn cases "
+                               f"(--cases {args.cases}; e.g. {', '.join(drawn[:3])})")
+    out = driver.run(args.model, args.results_dir, server=args.server, endpoint=args.endpoint, name=args.name,
+                     served=args.served_model, per_category=args.cases, log=log, only=only or None)
+    for name, why in out.failed:
+        print(f"harness deployment: failed, not recorded: {name}: {why}", file=sys.stderr)
+    runtime = args.name or runtimes.get(args.server).record_name
+    if args.json:
+        labels = Counter(label for r in out.written for label in r.labels)
+        json.dump({"model": args.model, "runtime": runtime, "records": str(driver.records_path(args.results_dir,
+                                                                                             args.model)),
+                   "written": len(out.written), "already_recorded": out.already,
+                   "failed": [f"{name}: {why}" for name, why in out.failed], "labels": dict(sorted(labels.items()))},
+                  sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 1 if out.failed else 0
+    failed = f", {len(out.failed)} failed (not recorded; the same command asks them again)" if out.failed else ""
+    folder = "" if args.results_dir.is_project else f" --results-dir {shlex.quote(str(args.results_dir.root))}"
+    print(f"{args.model} on {runtime}: {len(out.written)} record(s) written, {out.already} already recorded{failed}"
+          f" -> {driver.records_path(args.results_dir, args.model)}")
+    print(f"next: harness report{folder}")
+    return 1 if out.failed else 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "deployment", help="a real model served by a runtime, asked BFCL cases as an app asks them",
+        description="Serve a pinned GGUF on a runtime the harness starts (--server), or ask your own server "
+                    "(--endpoint URL --name NAME), and send the committed BFCL subset (--cases per category of "
+                    "simple_python, multiple, parallel, parallel_multiple, irrelevance, live_simple, "
+                    "live_irrelevance, drawn as harness run --suite bfcl draws them) to /v1/chat/completions "
+                    "with the tools, tool_choice auto (and required where a call is due), non-streamed and "
+                    "streamed, greedy with a fixed seed and the in-process sampling (400 tokens at most). Each "
+                    "case and tool_choice is appended to DIR/deployment/MODEL.jsonl with the runtime's labels "
+                    "and the strict parse of the text the model generated (where the runtime shows it); a "
+                    "killed run resumes. `harness report` writes DIR/deployment.md: BFCL's checker on what an "
+                    "app receives, beside the in-process modes on the same cases.")
+    p.add_argument("--model", required=True, metavar="ID", help="a pinned model (harness list models)")
+    p.add_argument("--server", choices=runtimes.startable(), help="the runtime to start on the model's GGUF")
+    p.add_argument("--endpoint", metavar="URL",
+                   help="instead, your own OpenAI-compatible server with the model loaded (its base URL)")
+    p.add_argument("--name", metavar="NAME",
+                   help="with --endpoint: the runtime and its version, e.g. ollama-0.9 (names its rows)")
+    p.add_argument("--served-model", metavar="NAME",
+                   help="with --endpoint: the model name your server expects (default: the model id)")
+    p.add_argument("--cases", type=int_argument(1, MAX_CASES), default=5, metavar="N",
+                   help="cases per category (default 5: 35 cases, 120 requests; a larger N extends a smaller "
+                        "one's draw, so a run grows and resumes)")
+    p.add_argument("--case", action="append", metavar="ID", help="only this drawn case (repeatable)")
+    p.add_argument("--results-dir", dest="results_dir", type=ResultsDir.at, default=ResultsDir.at(), metavar="DIR",
+                   help="append the records to DIR/deployment/MODEL.jsonl (default: results/)")
+    p.add_argument("--json", action="store_true",
+                   help='print {"model", "runtime", "records", "written", "already_recorded", "failed", "labels"}')
+    p.set_defaults(func=run)

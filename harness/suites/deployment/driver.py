@@ -1,0 +1,196 @@
+"""The deployment suite's driver: a real GGUF served by a runtime (one the harness starts, or the user's own at
+--endpoint), asked every request of harness.suites.deployment.cases, non-streamed and streamed, each answer read
+as an app reads it (harness.backends.chat_answers) and recorded with its labels as it lands.
+
+The non-streamed request also asks the runtime to show what the model generated (its `shown_fields`:
+llama-server's `verbose`, which changes nothing it generates or parses); that text, after the runtime's own
+prompt (llama-server's /apply-template), is read by the strict parser of the model's family: the strict path on
+the same server. A request that kills a server the harness started is recorded as a runtime error and the
+server started again; against an --endpoint, a request that got no answer (refused, cut, a timeout, HTTP 408,
+429, 502, 503, 504) is not recorded and the next run asks it again."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.backends import runtimes
+from harness.backends.chat_answers import chat_answer, chat_stream
+from harness.backends.openai import Endpoint, identify_runtime
+from harness.backends.servers import LocalServer
+from harness.backends.transport import NOT_NOW
+from harness.core import constants
+from harness.core.errors import ServerStartError
+from harness.core.hashing import sha256_text
+from harness.evaluation.results import ResultsDir, file_stem
+from harness.evaluation.transcripts import TranscriptWriter, now, read_transcript
+from harness.live.runner import N_CTX, template_chat
+from harness.pins.sources import load_sources, model_path
+from harness.suites.deployment import cases as asked
+from harness.suites.deployment.judging import classify, strict_parse
+from harness.suites.deployment.records import DeploymentRecord
+
+FOLDER = "deployment"
+TIMEOUT = 600.0          # one request: a 400-token reply of a 1.5B model on 2 cores, prompt included
+TAIL = 300               # the end of the runtime's prompt kept with a record (what the strict parser reads after)
+THREADS = 1           # as the in-process runs (harness.live.runner): more threads than free cores spin on barriers
+
+
+def records_path(results: ResultsDir, model_id: str) -> Path:
+    return results.root / FOLDER / f"{file_stem(model_id)}.jsonl"
+
+
+@dataclass
+class Target:
+    """Where the requests go and what the records call it."""
+    runtime: str                  # the row's name
+    server: str                   # a runtime of harness.backends.runtimes the harness starts, or "endpoint"
+    base_url: str | None = None   # set once the server is up (or given)
+    served: str = ""              # the name requests send as "model"
+    kind: str | None = None       # the runtime recognised at the URL (its shown fields and prompt), if any
+    endpoint: str | None = None
+    local: LocalServer | None = None
+
+
+@dataclass
+class Outcome:
+    written: list = field(default_factory=list)
+    failed: list = field(default_factory=list)     # (request name, why): not recorded, asked again next run
+    already: int = 0
+
+
+def model_setup(model_id: str) -> tuple:
+    """(pin, template id, chat) of a pinned model: its own template, or the stand-in the in-process runs use for
+    a GGUF that embeds none, and its family (the strict parser of the generated text)."""
+    pin = load_sources().model(model_id)
+    template_id = pin.template or pin.stand_in_template
+    chat, ref, _ = template_chat(template_id) if template_id else (None, None, None)
+    return pin, ref, chat
+
+
+def _prompt(target: Target, body: dict) -> dict | None:
+    runtime = runtimes.get(target.kind) if target.kind in runtimes.RUNTIMES else None
+    if runtime is None or not runtime.shows_prompt:
+        return None
+    key = runtime.prompt_key(target.base_url, target.served, {**body, "model": target.served}, TIMEOUT)
+    if key.prompt is None:
+        return {"source": key.source, "error": key.error}
+    return {"source": key.source, "tokens": key.tokens, "sha256": sha256_text(key.prompt), "tail": key.prompt[-TAIL:]}
+
+
+def ask_one(target: Target, request, model: dict, template: dict, family) -> DeploymentRecord:
+    url = f"{target.base_url}/v1/chat/completions"
+    runtime = runtimes.get(target.kind) if target.kind in runtimes.RUNTIMES else None
+    shown = runtime.shown_fields if runtime else {}
+    # Each request from a fresh prompt: the streamed one would otherwise reuse what the non-streamed one cached,
+    # and stream-differs would count the cache's doing, not the stream's (and a resumed run would differ from
+    # one that was never stopped).
+    fresh = runtime.fresh_fields if runtime else {}
+    body = {**request.body, "model": target.served, **fresh}
+    record = DeploymentRecord(
+        runtime=target.runtime, server=target.server, model=model, template=template, family=family,
+        case={"id": request.case.id, "category": request.case.category, "hash": request.case.scenario.hash},
+        tool_choice=request.tool_choice, labels=[], request={**asked.switches(request.body), **fresh},
+        endpoint=target.endpoint)
+    record.prompt = _prompt(target, request.body)
+    started = time.monotonic()
+    record.plain = _ask(target, chat_answer, url, {**body, **shown})
+    middle = time.monotonic()
+    record.stream = _ask(target, chat_stream, url, body)
+    record.seconds = {"plain": round(middle - started, 3), "stream": round(time.monotonic() - middle, 3)}
+    generated = record.plain.get("generated")
+    if isinstance(generated, str):
+        tail = (record.prompt or {}).get("tail") or ""
+        record.strict = strict_parse(family, generated, tail, request.body["tools"])
+    record.recorded = now()
+    record.labels, record.details = classify(record, request.body["tools"])
+    return record
+
+
+def _ask(target: Target, ask, url: str, body: dict) -> dict:
+    answer = ask(url, body, TIMEOUT)
+    server = target.local
+    if answer.get("error") and server is not None and not server.running:
+        answer["error"] += f"; the server died ({server.exit_status()})"
+        try:
+            server.start()
+            target.base_url = server.base_url
+            answer["error"] += " and was started again"
+        except ServerStartError as exc:       # the next requests fail alike and are recorded so
+            answer["error"] += f" and did not start again: {exc}"
+    if target.base_url:
+        answer.pop("generated_tokens", None)     # the sampled ids: the generated text says what they say
+        if isinstance(answer.get("error"), str):
+            answer["error"] = answer["error"].replace(target.base_url, "")
+    return answer
+
+
+def unanswered(record: DeploymentRecord) -> str | None:
+    """Why a record against an --endpoint is not kept: a request that got no answer is asked again."""
+    for what, answer in (("non-streamed", record.plain or {}), ("streamed", record.stream or {})):
+        if answer.get("error") and (answer.get("status") is None or answer.get("status") in NOT_NOW):
+            return f"{what}: {answer['error']}"
+    return None
+
+
+def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoint: str | None = None,
+        name: str | None = None, served: str | None = None, per_category: int = asked.DEFAULT_CASES,
+        log=print, only: set | None = None) -> Outcome:
+    """Ask every request not yet recorded for this model and runtime; each record is written as it lands."""
+    pin, ref, chat = model_setup(model_id)
+    family = chat.family if chat else None
+    template = {"id": ref.id, "sha256": sha256_text(ref.text)}
+    requests = [r for r in asked.requests(asked.cases(per_category)) if not only or r.case.id in only]
+    path = records_path(results, model_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if endpoint:
+        target = Target(name, "endpoint", endpoint.rstrip("/"), served or model_id, endpoint=endpoint)
+        target.kind = identify_runtime(Endpoint(endpoint, target.served), 30.0)
+        model = {"id": model_id, "sha256": None, "served": target.served}
+    else:
+        gguf = model_path(model_id)
+        target = Target(runtimes.get(server).record_name, server, served=model_id, kind=server)
+        model = {"id": model_id, "sha256": pin.sha256, "served": model_id}
+    out = Outcome()
+    # The lock is taken before the done set is read, as harness run takes it: a second run on this file stops
+    # at once, naming the run that holds it, and one that starts after it skips what it recorded.
+    with TranscriptWriter(path, wait=False) as writer, tempfile.TemporaryDirectory(prefix="harness-deploy-") as tmp:
+        done = {r.key() for r in read_transcript(path, kinds=(DeploymentRecord,)).records}
+        todo = [r for r in requests if (target.runtime, model_id, template["sha256"], r.case.id,
+                                        r.case.scenario.hash, r.tool_choice) not in done]
+        out.already = len(requests) - len(todo)
+        if not todo:
+            return out
+        if not endpoint:
+            target.local = _local(server, gguf, model_id, pin, ref, Path(tmp))
+            target.base_url = target.local.start().base_url
+        try:
+            for request in todo:
+                record = ask_one(target, request, model, template, family)
+                why = unanswered(record) if endpoint else None
+                if why:
+                    out.failed.append((request.name, why))
+                    continue
+                writer.append(record)
+                out.written.append(record)
+                log(record)
+        finally:
+            if target.local is not None:
+                target.local.stop()
+    return out
+
+
+def _local(kind: str, gguf: Path, model_id: str, pin, ref, tmp: Path) -> LocalServer:
+    """The runtime started on the model file with the template the in-process runs use: the GGUF's own (loaded
+    from the file, --jinja), or, for a GGUF that embeds none, the pinned stand-in given as a file (else the
+    runtime falls back to a template of its own and the rows would not compare the same model)."""
+    extra = []
+    if not pin.template and ref is not None and kind == "llama-server":
+        template_file = tmp / f"{ref.id}.jinja"
+        template_file.write_text(ref.text, encoding="utf-8")
+        extra = ["--chat-template-file", str(template_file)]
+    threads = constants.HARNESS_THREADS or THREADS
+    return LocalServer(kind, gguf, alias=model_id, n_ctx=N_CTX, threads=threads, seed=asked.SEED,
+                       extra_args=extra, log_path=tmp / f"{model_id}-{kind}.log", ready_timeout=300)

@@ -1,0 +1,147 @@
+"""What the deployment suite says of one record: the runtime's labels, and the calls BFCL's checker is handed.
+
+Two readings of one request meet here. The runtime's: what an app receives (`tool_calls`, `content`), non-streamed
+and streamed. The strict path's, on the same server: the text the model generated (llama-server shows it, asked
+with `verbose`, as runtime conformance asks it) read by the family's strict parser after the runtime's own prompt.
+Where they part, a reader sees whether the difference comes from what the model wrote or from how the runtime
+read it (harness.evaluation.judging.judge compares them, as runtime conformance does for scripted replies)."""
+
+from __future__ import annotations
+
+import json
+
+from harness import families
+from harness.evaluation.judging import answer_summary, arguments_object, fork, judge, text
+from harness.evaluation.scoring import is_call_attempt, judged_parse
+
+LABELS = {
+    "agree": "none of the labels below: the runtime read what the model generated as the strict parser does, "
+             "streamed and not, without an error",
+    "call-left-in-content": "the runtime returned no call, and its `content` holds a call attempt: a call the "
+                            "strict parser reads, or a named near miss of one (a fenced or bare JSON object naming "
+                            "an offered tool); with runtime-dropped-call beside it the runtime failed to read the "
+                            "model's own format, without it the model wrote another format",
+    "malformed-arguments": "a returned call whose arguments are not a JSON object (or whose fields break the "
+                           "API's shape: a name that is not a string, arguments that are not a string)",
+    "required-ignored": "tool_choice required, yet the runtime returned no call",
+    "stream-differs": "the streamed answer (deltas accumulated) is not the non-streamed one: other content, "
+                      "other calls or other arguments",
+    "runtime-error": "no chat completion came back: an HTTP error, a body that is not JSON, an error event in "
+                     "the stream, a stream cut before its finish_reason (the details say which)",
+    "runtime-forgave": "(`runtime-forgave:<deviation>`) the strict parser reads no call in the text the model "
+                       "generated (the named near miss, or plain text); the runtime returned a call",
+    "runtime-dropped-call": "the strict parser reads a call in the text the model generated; the runtime "
+                            "returned none (in content or dropped)",
+    "calls-differ": "both read calls, not the same ones (names, number, or the arguments changed)",
+    "generated-not-shown": "the runtime does not show the text the model generated (a runtime other than "
+                           "llama-server), so the strict path has nothing to read: only the runtime's reading "
+                           "is judged",
+}
+
+
+def strict_parse(family: str | None, generated: str, prompt: str, tools: list) -> dict:
+    """The strict parse of the generated text after the runtime's prompt, with a call to an offered tool in
+    another spelling named as that near miss (harness.evaluation.scoring.judged_parse)."""
+    names = [t["function"]["name"] for t in tools]
+    return judged_parse(families.parse(family, generated, prompt), names).to_json()
+
+
+def _attempt_in_content(family: str | None, content, prompt: str, tools: list) -> bool:
+    parse = judged_parse(families.parse(family, text(content), prompt), [t["function"]["name"] for t in tools])
+    return parse.accepted or is_call_attempt(parse)
+
+
+def _same(a: dict, b: dict) -> bool:
+    def shape(x):
+        return (text(x.get("content")), text(x.get("reasoning")),
+                [(c.get("name"), arguments_object(c.get("arguments"))) for c in x.get("tool_calls") or []])
+    return shape(a) == shape(b)
+
+
+def classify(record, tools: list) -> tuple:
+    """(labels, details) of one record (a DeploymentRecord with plain, stream, strict and tool_choice set):
+    each answer as an app receives it, then the non-streamed one against the strict parse of what was
+    generated, then the streamed one against the non-streamed one."""
+    labels, details = [], []
+    answers = (("non-streamed", record.plain or {}), ("streamed", record.stream or {}))
+    for what, answer in answers:
+        if answer.get("error"):
+            _add(labels, details, "runtime-error", f"{what}: {answer['error']}")
+        for problem in answer.get("problems") or ():
+            if "cut short" in problem:
+                _add(labels, details, "runtime-error", f"{what}: {problem}")
+            else:
+                _add(labels, details, "malformed-arguments", f"{what}: {problem}")
+    for what, answer in answers:
+        if answer.get("error"):
+            continue
+        calls = answer.get("tool_calls") or []
+        bad = [c.get("name") for c in calls if arguments_object(c.get("arguments")) is None]
+        if bad:
+            _add(labels, details, "malformed-arguments", f"{what}: arguments of {bad} are not a JSON object")
+        if not calls and _attempt_in_content(record.family, answer.get("content"), prompt_tail(record), tools):
+            _add(labels, details, "call-left-in-content",
+                 f"{what}: no tool_calls; content {json.dumps(text(answer.get('content'))[:80], ensure_ascii=False)}")
+        if record.tool_choice == "required" and not calls:
+            _add(labels, details, "required-ignored", f"{what}: tool_choice required, no call returned")
+    plain, stream = answers[0][1], answers[1][1]
+    if plain and not plain.get("error"):
+        if record.strict is None:
+            _add(labels, details, "generated-not-shown", "the runtime showed no generated text")
+        else:
+            # judge() reads the strict parse as runtime conformance's expect; tool_choice stays "auto" here, so
+            # that required-ignored above is the only word on a missing call under "required".
+            judged, why = judge(record.strict, plain, tools, "auto", None)
+            for label, detail in zip(judged, why):
+                head = label.split(":", 1)[0]
+                if head == "arguments-changed":
+                    label = "calls-differ"
+                if head == "content-differs":
+                    continue        # the runtime strips or splits text; what an app gets is judged above
+                if head == "call-left-in-content":
+                    label = "runtime-dropped-call"
+                _add(labels, details, label, f"against the strict parse of the generated text: {detail}")
+    if plain and stream and not plain.get("error") and not stream.get("error") and not _same(plain, stream):
+        same_calls = _same({**plain, "content": None, "reasoning": None}, {**stream, "content": None,
+                                                                            "reasoning": None})
+        _add(labels, details, "stream-differs",
+             fork(plain.get("content"), stream.get("content"), sides=("non-streamed", "streamed")) if same_calls
+             and text(plain.get("content")) != text(stream.get("content")) else f"streamed {answer_summary(stream)}; non-streamed {answer_summary(plain)}")
+    return (labels or ["agree"]), details
+
+
+def _add(labels: list, details: list, label: str, detail: str) -> None:
+    if label not in labels:
+        labels.append(label)
+    details.append(detail)
+
+
+def bfcl_calls(answer: dict | None) -> list:
+    """The calls of an answer in BFCL's decoded form ([{name: {param: value}}]), as an app decodes them: every
+    call's arguments parsed as JSON. A call whose arguments do not decode makes the whole answer decode to no
+    call, as BFCL's own decoder fails on it (for an irrelevance case that counts as an abstention, BFCL's rule)."""
+    if not answer or answer.get("error"):
+        return []
+    out = []
+    for call in answer.get("tool_calls") or []:
+        arguments = arguments_object(call.get("arguments"))
+        if arguments is None or not isinstance(call.get("name"), str):
+            return []
+        out.append({call["name"]: arguments})
+    return out
+
+
+def prompt_tail(record) -> str:
+    """The end of the runtime's prompt (what the template opened, a <think> block), which the strict parser reads
+    the generated text after."""
+    return ((record.prompt or {}).get("tail") or "") if isinstance((record.prompt or {}).get("tail"), str) else ""
+
+
+def answer_view(record, answer: dict | None, tools: list) -> dict:
+    """One answer as a row of the page counts it: errored, its call left in content, its BFCL calls."""
+    answer = answer or {}
+    errored = bool(answer.get("error")) or any("cut short" in p for p in answer.get("problems") or ())
+    calls = answer.get("tool_calls") or []
+    left = (not errored and not calls
+            and _attempt_in_content(record.family, answer.get("content"), prompt_tail(record), tools))
+    return {"errored": errored, "left_in_content": left, "calls": [] if errored else bfcl_calls(answer)}

@@ -1,0 +1,310 @@
+"""results/deployment.md: where does a model's tool calling work? One table first: model × setup → BFCL accuracy
+where a call is due and where none is, calls left in content, errors, each k/n with its Wilson 95% interval,
+ranked only within a model over the same cases. Then the sentences, the runtime's labels, the per-category
+detail and examples with the line that asks each again.
+
+Rebuilt by `harness report` from DIR/deployment/*.jsonl (harness deployment) and, for the in-process rows, the
+committed BFCL records of the same models on the same cases (DIR/bfcl/*.jsonl, harness run --suite bfcl), both
+judged by BFCL's own checker in its environment (harness.peers.bfcl). Nothing is written without deployment
+records, so a folder without them regenerates as before."""
+
+from __future__ import annotations
+
+from collections import Counter
+from html import escape
+
+from harness.core.errors import BFCLCheckerError, UnsafeWriteError
+from harness.core.safe_writes import check_target
+from harness.evaluation.bfcl import ARCHIVE_ID, CATEGORIES, IRRELEVANCE, load_suite
+from harness.evaluation.counted_once import CountedOnce, distinct_files
+from harness.evaluation.judging import cell, label_head
+from harness.evaluation.results import file_stem
+from harness.evaluation.scoring import wilson
+from harness.evaluation.transcripts import read_transcript
+from harness.peers.bfcl import SETUP_COMMAND, BFCLChecker
+from harness.pins.archives import archive_tree
+from harness.reports.bfcl import judge as judge_in_process
+from harness.reports.bfcl import read_outcomes, valid_verdict
+from harness.reports.rates import rate_cell
+from harness.reports.tables import mode_order
+from harness.suites.deployment.judging import LABELS, answer_view
+from harness.suites.deployment.records import DeploymentRecord
+
+PAGE = "deployment.md"
+FOLDER = "deployment"
+NOT_JUDGED = f"not judged (`{SETUP_COMMAND}`)"
+IN_PROCESS = "in-process"
+COLUMNS = ("model", "setup", "rank", "BFCL, calls due", "BFCL, no call due", "calls left in content", "errors")
+
+
+def read_records(results, warnings: list) -> list:
+    """Every deployment record under the folder, each file and each question once (a copy counts nothing twice)."""
+    once = CountedOnce()
+    for path in distinct_files(sorted((results.root / FOLDER).glob("*.jsonl")), warnings):
+        found = read_transcript(path, kinds=(DeploymentRecord,))
+        warnings += found.warnings
+        once.add_file(path, [(r.key(), f"{file_stem(r.model['id'])}.jsonl", r) for r in found.records])
+    warnings += once.warnings()
+    return once.values()
+
+
+class Row:
+    """One setup of one model: per answer, (case id, category, errored, left in content, BFCL verdict)."""
+
+    def __init__(self, model: str, setup: str, order: tuple):
+        self.model, self.setup, self.order, self.answers = model, setup, order, []
+
+    def due(self) -> list:
+        return [a for a in self.answers if a[1] not in IRRELEVANCE]
+
+    def cell(self, which: str, judged: bool) -> str:
+        if which == "due":
+            picked = self.due()
+        elif which == "no-call":
+            picked = [a for a in self.answers if a[1] in IRRELEVANCE]
+        else:
+            picked = self.answers
+        if which in ("due", "no-call"):
+            if picked and not judged:
+                return NOT_JUDGED
+            return rate_cell([valid_verdict(a[4]) for a in picked])
+        return rate_cell([a[2] if which == "errors" else a[3] for a in picked])
+
+
+def _in_process_rows(results, models: dict, suite, checker, warnings: list) -> list:
+    """The committed BFCL records (results/bfcl) of each model, in its modes, on the cases its deployment
+    records hold: our in-process render and strict parser, what an app gets from the embedded backend."""
+    outcomes, _, _ = read_outcomes(results, warnings)
+    outcomes = [o for o in outcomes if o.case in models.get(o.model, ())]
+    verdicts = judge_in_process(outcomes, checker, suite) if checker is not None else {}
+    rows = {}
+    for o in outcomes:
+        row = rows.setdefault((o.model, o.mode), Row(o.model, f"{IN_PROCESS}, {o.mode}", (0, mode_order(o.mode))))
+        verdict = verdicts.get((o.case, o.model, o.mode), (None,))[0]
+        row.answers.append((o.case, o.category, o.errored, o.attempted and not o.strict and not o.errored, verdict))
+    return list(rows.values())
+
+
+def _served_rows(records: list, suite, checker) -> list:
+    rows = {}
+    for r in records:
+        case = suite.cases[r.case["id"]]
+        tools = case.scenario.tool_schemas()
+        for streamed, answer in ((False, r.plain), (True, r.stream)):
+            setup = f"{r.runtime}, {r.tool_choice}, {'streamed' if streamed else 'not streamed'}"
+            row = rows.setdefault((r.model["id"], setup),
+                                  Row(r.model["id"], setup, (1, r.runtime, r.tool_choice != "auto", streamed)))
+            view = answer_view(r, answer, tools)
+            verdict = None
+            if checker is not None:
+                verdict = ({"valid": False, "error_type": "runtime-error"} if view["errored"] else
+                           checker.judge(case.category, case.functions, view["calls"], case.answer))
+            row.answers.append((case.id, case.category, view["errored"], view["left_in_content"], verdict))
+    return list(rows.values())
+
+
+def _ranks(rows: list, judged: bool) -> dict:
+    """Rank of each row within its model, on BFCL's calls-due accuracy, only among the rows asked the model's
+    same call-due cases (the set most of its rows share); another set is ranked apart ("–")."""
+    out = {}
+    for model in {r.model for r in rows}:
+        mine = [r for r in rows if r.model == model]
+        sets = Counter(frozenset(a[0] for a in r.due()) for r in mine)
+        common = max(sets, key=lambda s: (sets[s], len(s), sorted(s)))
+        ranked = [r for r in mine if frozenset(a[0] for a in r.due()) == common and common and judged]
+        scores = {id(r): sum(valid_verdict(a[4]) for a in r.due()) for r in ranked}
+        for r in mine:
+            out[id(r)] = (1 + sum(s > scores[id(r)] for s in scores.values())) if id(r) in scores else None
+    return out
+
+
+def _table(rows: list, ranks: dict, judged: bool) -> list:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|---|---|---:|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r.model, ranks[id(r)] or 99, r.order)):
+        lines.append(f"| {r.model} | {r.setup} | {ranks[id(r)] or '–'} | {r.cell('due', judged)} | "
+                     f"{r.cell('no-call', judged)} | {r.cell('content', judged)} | {r.cell('errors', judged)} |")
+    return lines
+
+
+def _count(values) -> tuple:
+    values = list(values)
+    return sum(values), len(values)
+
+
+def _sentences(rows: list, records: list, ranks: dict, judged: bool) -> list:
+    out = []
+    for model in sorted({r.model for r in rows}):
+        mine = sorted((r for r in rows if r.model == model and ranks[id(r)]), key=lambda r: ranks[id(r)])
+        if judged and mine:
+            best = mine[0]
+            k, n = _count(valid_verdict(a[4]) for a in best.due())
+            low = wilson(k, n)[0]
+            tied = [r for r in mine[1:] if wilson(*_count(valid_verdict(a[4]) for a in r.due()))[1] >= low]
+            lead = (f"**{best.setup}** passes BFCL's checker on {k}/{n} call-due cases; "
+                    + (f"its interval overlaps {len(tied)} other setup(s)'s, so these cases do not separate them"
+                       if tied else "its interval lies above every other setup's"))
+            out.append(f"- **{model}**: {lead}.")
+        for runtime in sorted({r.runtime for r in records if r.model["id"] == model}):
+            mine_records = [r for r in records if r.model["id"] == model and r.runtime == runtime]
+            out.append(f"- {model} on **{runtime}**: " + _runtime_sentence(mine_records) + ".")
+    return out
+
+
+def _runtime_sentence(records: list) -> str:
+    labelled = lambda name: sum(any(label_head(x) == name for x in r.labels) for r in records)  # noqa: E731
+    required = [r for r in records if r.tool_choice == "required"]
+    shown = [r for r in records if r.strict is not None and not (r.plain or {}).get("error")]
+    read_alike = sum(not any(label_head(x) in ("runtime-forgave", "runtime-dropped-call", "calls-differ")
+                             for x in r.labels) for r in shown)
+    calls = sum(bool((r.plain or {}).get("tool_calls")) for r in records)
+    seconds = sorted(s for r in records for s in (r.seconds or {}).values() if isinstance(s, (int, float)))
+    parts = [f"{calls} of {len(records)} non-streamed answers carry tool_calls",
+             f"a call attempt left in content in {labelled('call-left-in-content')}/{len(records)} records",
+             f"the strict parser reads the generated text as the runtime did in {read_alike}/{len(shown)}"
+             + (" (so what the app gets is what the model wrote, not how the runtime read it)"
+                if shown and read_alike == len(shown) else ""),
+             *([f"tool_choice required ignored in {labelled('required-ignored')}/{len(required)}"] if required
+               else []),
+             f"streamed and non-streamed answers differ in {labelled('stream-differs')}/{len(records)}",
+             f"runtime errors in {labelled('runtime-error')}/{len(records)}"]
+    if seconds:
+        parts.append(f"median {seconds[len(seconds) // 2]:.1f} s a request")
+    return "; ".join(parts)
+
+
+def _category_lines(rows: list, judged: bool) -> list:
+    present = [c for c in CATEGORIES if any(a[1] == c for r in rows for a in r.answers)]
+    lines = ["| model | setup | " + " | ".join(present) + " |", "|---|---|" + "---|" * len(present)]
+    for r in sorted(rows, key=lambda r: (r.model, r.order)):
+        cells = []
+        for category in present:
+            picked = [a for a in r.answers if a[1] == category]
+            cells.append("–" if not picked else rate_cell([valid_verdict(a[4]) for a in picked]) if judged
+                         else NOT_JUDGED)
+        lines.append(f"| {r.model} | {r.setup} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _label_lines(records: list) -> list:
+    lines = ["| model | runtime | records | " + " | ".join(LABELS) + " |",
+             "|---|---|---:|" + "---:|" * len(LABELS)]
+    for model, runtime in sorted({(r.model["id"], r.runtime) for r in records}):
+        mine = [r for r in records if r.model["id"] == model and r.runtime == runtime]
+        counts = Counter(h for r in mine for h in {label_head(x) for x in r.labels})
+        lines.append(f"| {model} | {runtime} | {len(mine)} | " + " | ".join(str(counts[k]) for k in LABELS) + " |")
+    lines += ["", *(f"- `{k}`: {v}" for k, v in LABELS.items())]
+    return lines
+
+
+def replay_command(record: DeploymentRecord) -> str:
+    where = (f"--endpoint {record.endpoint} --name {record.runtime}" if record.server == "endpoint"
+             else f"--server {record.server}")
+    return (f"harness deployment --model {record.model['id']} {where} --case {record.case['id']} "
+            '--results-dir "$(mktemp -d)"')
+
+
+def _examples(records: list, per_label: int = 2) -> list:
+    lines, seen = [], Counter()
+    for r in sorted(records, key=lambda r: (r.model["id"], r.runtime, r.case["id"], r.tool_choice)):
+        heads = [h for h in dict.fromkeys(label_head(x) for x in r.labels) if h != "agree"]
+        fresh = [h for h in heads if seen[(r.model["id"], r.runtime, h)] < per_label]
+        if not fresh:
+            continue
+        for h in heads:
+            seen[(r.model["id"], r.runtime, h)] += 1
+        generated = (r.plain or {}).get("generated")
+        lines.append(f"- {r.model['id']} / {r.runtime} / {r.case['id']} / {r.tool_choice}: `{'`, `'.join(r.labels)}`"
+                     f" — {'; '.join(r.details)[:400]}")
+        lines.append(f"  generated {cell(generated) if isinstance(generated, str) else '(not shown)'}; "
+                     f"replay: `{replay_command(r)}`")
+    return lines
+
+
+def page_markdown(results, records: list, warnings: list) -> str:
+    return _pages(results, records, warnings)[0]
+
+
+def _pages(results, records: list, warnings: list) -> tuple:
+    """(deployment.md, the HTML section that opens report.html): one judging for both."""
+    categories = [c for c in CATEGORIES if any(r.case["category"] == c for r in records)]
+    suite = load_suite(categories)
+    kept = [r for r in records if r.case["id"] in suite.cases and suite.cases[r.case["id"]].scenario.hash ==
+            r.case["hash"]]
+    if len(kept) != len(records):
+        warnings.append(f"deployment: {len(records) - len(kept)} record(s) of cases this pin does not hold as "
+                        "recorded, left out (run harness deployment again)")
+    models = {}
+    for r in kept:
+        models.setdefault(r.model["id"], set()).add(r.case["id"])
+    note, hello = None, None
+    try:
+        with BFCLChecker(tree=archive_tree(ARCHIVE_ID)) as checker:
+            hello = checker.hello
+            rows = _in_process_rows(results, models, suite, checker, warnings) + _served_rows(kept, suite, checker)
+    except BFCLCheckerError as exc:
+        note = (f"BFCL's checker was not run ({exc}); its columns say \"not judged\" until its environment is "
+                f"built: `{SETUP_COMMAND}`, then `harness report` again.")
+        warnings.append(note)
+        rows = _in_process_rows(results, models, suite, None, warnings) + _served_rows(kept, suite, None)
+    judged = hello is not None
+    ranks = _ranks(rows, judged)
+    drawn = {m: Counter(r.case["category"] for r in kept if r.model["id"] == m and r.tool_choice == "auto")
+             for m in models}
+    shapes = {tuple(sorted(c.items(), key=lambda kv: CATEGORIES.index(kv[0]))) for c in drawn.values()}
+    asked = (", ".join(f"{c} ×{n}" for c, n in next(iter(shapes))) + " per model" if len(shapes) == 1 else
+             "per model as the per-category table counts them")
+    lines = ["# Deployment: the same model in process and on a runtime, judged by BFCL", "",
+             *_table(rows, ranks, judged), "",
+             f"Each row: one model, one setup, the same BFCL v4 cases ({asked}); k/n, percent, Wilson 95% interval. *BFCL, calls due*: BFCL's own checker on the calls an "
+             "app receives (in process: the strict parser's calls; on a runtime: `tool_calls`), over the cases "
+             "where a call is due; *no call due*: the irrelevance cases, BFCL's rule (no decodable call is a right "
+             "abstention). *Calls left in content*: no call came back and the text holds a call attempt; *errors*: "
+             "no answer. *Rank*: within a model only, on calls-due accuracy over the same cases (ties share a "
+             "rank); `required` rows are asked only the call-due cases. In-process rows are the committed "
+             "`harness run --suite bfcl` records on these cases (docs/bfcl.md); runtime rows are `harness "
+             "deployment` (harness/suites/deployment/README.md).", ""]
+    if hello is not None:
+        lines += [f"Judged by BFCL's own checker: bfcl-eval {hello['bfcl_eval']}, `ast_checker.py` sha256 "
+                  f"`{hello['files']['eval_checker/ast_eval/ast_checker.py'][:16]}…`, the pinned wheel's bytes.", ""]
+    if note:
+        lines += [note, ""]
+    lines += ["## What the rows say", "", *_sentences(rows, kept, ranks, judged), "",
+              "## The runtime's labels", "", "Per record (one case, one tool_choice, asked non-streamed and "
+              "streamed); a record can carry several.", "", *_label_lines(kept), "",
+              "## By category", "", "BFCL's checker per category, calls due and no call due alike.", "",
+              *_category_lines(rows, judged), "",
+              "## Examples", "", "Up to two records per label, with the text the model generated (the strict "
+              "path reads it) and the line that asks the case again.", "", *_examples(kept), ""]
+    return "\n".join(lines), _html(rows, ranks, judged)
+
+
+def _html(rows: list, ranks: dict, judged: bool) -> str:
+    """The table of deployment.md as report.html's first section: where each model's tool calling works."""
+    head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
+    body = []
+    for r in sorted(rows, key=lambda r: (r.model, ranks[id(r)] or 99, r.order)):
+        cells = [r.model, r.setup, str(ranks[id(r)] or "–"), r.cell("due", judged), r.cell("no-call", judged),
+                 r.cell("content", judged), r.cell("errors", judged)]
+        body.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
+    return ('<section id="deployment"><h2>Deployment: where does a model\'s tool calling work?</h2>'
+            "<p>Each model in process and served by a runtime, on the same BFCL cases, judged by BFCL's own "
+            'checker: k/n, percent, Wilson 95% interval, ranked within a model only. The sentences, labels and '
+            'per-category detail are in <a href="deployment.md">deployment.md</a>.</p>'
+            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></section>")
+
+
+def write_pages(results, warnings: list, staged, first_screen: list | None = None) -> list:
+    """DIR/deployment.md from the records, staged with the rest of the report, and its table added to
+    `first_screen` (report.html opens with it); nothing without records."""
+    records = read_records(results, warnings)
+    if not records:
+        return []
+    path = results.root / PAGE
+    try:
+        check_target(path, results.root)
+    except UnsafeWriteError as exc:
+        raise UnsafeWriteError(f"cannot write the reports into {results.root}: {exc}") from None
+    markdown, html = _pages(results, records, warnings)
+    if first_screen is not None:
+        first_screen.append(html)
+    return [str(staged.text(path, markdown))]

@@ -1,0 +1,76 @@
+"""`harness deployment` on a real model served by llama-server: started by the harness (--server) and served by
+the user (--endpoint --name); every record holds both answers and the strict parse of what the model generated,
+and a second run resumes past what is recorded. Skipped with the command that fetches the model or builds the
+server when either is missing."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness.backends.servers import LocalServer
+
+from cached_models import cached_model
+
+MODEL = "smollm2-135m-instruct-q4_1"      # the smallest reachable model: two cases take seconds
+CASES = ["simple_python_6", "irrelevance_93"]
+
+
+def deployment(results, *args):
+    command = [sys.executable, "-m", "harness", "deployment", "--model", MODEL, "--results-dir", str(results), *args]
+    for case in CASES:
+        command += ["--case", case]
+    return subprocess.run(command, capture_output=True, text=True)
+
+
+def records(results):
+    path = results / "deployment" / f"{MODEL}.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.live
+@pytest.mark.needs_server
+def test_llama_server_started_by_the_harness_answers_every_request_and_a_rerun_resumes(tmp_path):
+    cached_model(MODEL)
+    results = tmp_path / "results"
+    done = deployment(results, "--server", "llama-server")
+    assert done.returncode == 0, done.stderr
+    got = records(results)
+    # simple_python_6 auto and required, irrelevance_93 auto: one record each, both answers in it.
+    assert sorted((r["case"]["id"], r["tool_choice"]) for r in got) == [
+        ("irrelevance_93", "auto"), ("simple_python_6", "auto"), ("simple_python_6", "required")]
+    for r in got:
+        assert r["runtime"] == "llama-server-0.3.36-vendored" and r["model"]["sha256"]
+        assert r["plain"]["status"] == 200 and r["stream"]["status"] == 200, r["details"]
+        assert isinstance(r["plain"]["generated"], str) and r["strict"] is not None     # the strict path
+        assert r["prompt"]["tokens"] > 0 and r["labels"]
+    again = deployment(results, "--server", "llama-server")
+    assert again.returncode == 0 and "0 record(s) written, 3 already recorded" in again.stdout
+    assert len(records(results)) == 3
+
+
+@pytest.mark.live
+@pytest.mark.needs_server
+def test_a_users_own_server_gets_its_own_row_with_one_command(tmp_path):
+    results = tmp_path / "results"
+    server = LocalServer("llama-server", cached_model(MODEL), alias="my-model", log_path=tmp_path / "s.log").start()
+    try:
+        done = deployment(results, "--endpoint", server.base_url, "--name", "my-llama", "--served-model",
+                          "my-model")
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    got = records(results)
+    assert len(got) == 3 and {r["runtime"] for r in got} == {"my-llama"}
+    assert {r["server"] for r in got} == {"endpoint"} and all(r["model"]["sha256"] is None for r in got)
+    # Recognised as llama-server at the URL (its /props): the strict path is asked there too.
+    assert all(r["strict"] is not None for r in got)
+
+
+def test_a_dead_endpoint_is_a_usage_error_before_any_request(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "harness", "deployment", "--model", MODEL, "--endpoint",
+                           "http://127.0.0.1:9", "--name", "nothing", "--results-dir", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "does not answer" in done.stderr
+    assert not (tmp_path / "deployment").exists()
