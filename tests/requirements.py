@@ -5,6 +5,7 @@ import shutil
 
 import pytest
 
+from harness.core import constants
 from harness.core.environments import ENVIRONMENTS
 from harness.core.errors import MissingExtraError
 from harness.core.extras import require
@@ -59,3 +60,16 @@ def binding():
     reason = missing_binding()
     if reason:
         pytest.skip(reason, allow_module_level=True)
+
+
+def bfcl_checker_python():
+    """BFCL's checker environment's python, built here when it is missing (seconds: one wheel and filelock); a
+    build that fails skips the caller with the script's last words."""
+    import subprocess
+
+    env = ENVIRONMENTS["bfcl"]
+    if env.python() is None:
+        built = subprocess.run(["bash", str(constants.ROOT / env.script)], capture_output=True, text=True)
+        if built.returncode != 0:
+            pytest.skip(f"{env.setup_command} failed: {built.stderr.strip()[-300:]}")
+    return env.python()

@@ -6,25 +6,21 @@ as the archives are fetched on first use; the protocol tests need none of it."""
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from harness.evaluation.bfcl import ARCHIVE_ID, load_suite
 from harness.evaluation.lenient_reading import lenient_calls
 from harness.core.errors import BFCLCheckerError
-from harness.peers.bfcl import SETUP_COMMAND, WORKER, BFCLChecker, bfcl_python
+from harness.peers.bfcl import WORKER, BFCLChecker, bfcl_python
 from harness.pins.archives import archive_tree
+from tests.requirements import bfcl_checker_python
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def checker():
-    if bfcl_python() is None:
-        built = subprocess.run(["bash", str(ROOT / "scripts" / "setup_bfcl.sh")], capture_output=True, text=True)
-        if built.returncode != 0:
-            pytest.skip(f"{SETUP_COMMAND} failed: {built.stderr.strip()[-300:]}")
+    bfcl_checker_python()
     with BFCLChecker(tree=archive_tree(ARCHIVE_ID)) as running:
         yield running
 

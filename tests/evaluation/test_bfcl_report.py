@@ -1,7 +1,6 @@
 """results/bfcl.md from a small hand-made BFCL transcript: BFCL's checker on the strict and the lenient calls,
 our checks beside it, irrelevance by both rules, the published figures, and nothing at all without records."""
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -11,12 +10,11 @@ from harness.evaluation.bfcl import load_suite
 from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.transcripts import TranscriptWriter
-from harness.peers.bfcl import SETUP_COMMAND, bfcl_python
 from harness.reports.bfcl import headline, judge_folder, write_bfcl
 from harness.reports.report import write_reports
+from tests.requirements import bfcl_checker_python
 from tests.reports.test_report import setup
 
-ROOT = Path(__file__).resolve().parents[2]
 MODEL = "qwen3-0.6b-q8_0"       # a model BFCL's leaderboard has a row for
 CALL = '<tool_call>\n{{"name": "{}", "arguments": {}}}\n</tool_call>'
 REPLIES = [  # (case, mode, reply)
@@ -31,11 +29,7 @@ REPLIES = [  # (case, mode, reply)
 
 @pytest.fixture(scope="module")
 def checker_python():
-    if bfcl_python() is None:
-        built = subprocess.run(["bash", str(ROOT / "scripts" / "setup_bfcl.sh")], capture_output=True, text=True)
-        if built.returncode != 0:
-            pytest.skip(f"{SETUP_COMMAND} failed: {built.stderr.strip()[-300:]}")
-    return bfcl_python()
+    return bfcl_checker_python()
 
 
 def _results(tmp_path, stale: bool = False) -> ResultsDir:

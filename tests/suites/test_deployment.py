@@ -4,20 +4,19 @@ records beside a committed in-process BFCL record, judged by BFCL's checker and 
 
 import dataclasses
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.transcripts import TranscriptWriter, read_transcript
-from harness.peers.bfcl import SETUP_COMMAND, bfcl_python
 from harness.reports.report import write_reports
 from harness.suites import registered
 from harness.suites.deployment import cases
 from harness.suites.deployment.judging import answer_view, bfcl_calls, classify, strict_parse
 from harness.suites.deployment.page import _pages, read_records, replay_command
 from harness.suites.deployment.records import DeploymentRecord
+from tests.requirements import bfcl_checker_python
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "qwen2.5-coder-0.5b-instruct-q4_k_m"
@@ -130,11 +129,7 @@ def test_records_resume_by_key_and_a_torn_last_line_is_set_aside(tmp_path, drawn
 
 @pytest.fixture(scope="module")
 def checker_python():
-    if bfcl_python() is None:
-        built = subprocess.run(["bash", str(ROOT / "scripts" / "setup_bfcl.sh")], capture_output=True, text=True)
-        if built.returncode != 0:
-            pytest.skip(f"{SETUP_COMMAND} failed: {built.stderr.strip()[-300:]}")
-    return bfcl_python()
+    return bfcl_checker_python()
 
 
 def _folder(tmp_path, drawn) -> ResultsDir:
