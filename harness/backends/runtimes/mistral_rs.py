@@ -20,7 +20,8 @@ VERSION = "0.9.5"
 
 
 def mistralrs_python(venv: Path | None = None) -> Path | None:
-    return ENVIRONMENT.python(venv)
+    # MISTRALRS_VENV read at call time: a test points it at a folder that is not built.
+    return ENVIRONMENT.python(venv or MISTRALRS_VENV)
 
 
 class MistralRs(Runtime):
