@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     modules = command_modules()
     for name, module in modules.items():
-        (COMMANDS.get(name) if name in COMMANDS else importlib.import_module(module)).register(sub)
+        importlib.import_module(module).register(sub)
     if list(sub.choices) != list(modules):
         raise HarnessError(f"the commands registered ({', '.join(sub.choices)}) are not the tables' "
                            f"({', '.join(modules)})")
