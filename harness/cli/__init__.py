@@ -22,7 +22,6 @@ COMMANDS = Registry("command", {
     "report": "harness.cli.report",
     "score": "harness.cli.score",
     "list": "harness.cli.listing",
-    "runtime-check": "harness.cli.runtime_check",
     "runtime-conformance": "harness.cli.runtime_conformance",
     "scripted-model": "harness.cli.scripted",
     "parser-agreement": "harness.cli.parser_agreement",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.cli.common import EXIT_FINDING, EXIT_OK, add_results_dir, emit_json
+from harness.suites.command_line import EXIT_FINDING, EXIT_OK, add_results_dir, emit_json
 from harness.core.errors import HarnessError
 from harness.core.safe_writes import check_writable
 from harness.pins.sources import list_templates, resolve_template

@@ -3,7 +3,7 @@ contract other tools call; keep its keys stable."""
 
 from __future__ import annotations
 
-from harness.cli.common import EXIT_FINDING, EXIT_OK, detect_ref, emit_json
+from harness.suites.command_line import EXIT_FINDING, EXIT_OK, detect_ref, emit_json
 from harness.pins.sources import resolve_template
 
 

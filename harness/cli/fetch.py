@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.cli.common import emit_json, log
+from harness.suites.command_line import emit_json, log
 from harness.core import constants
 from harness.core.errors import HarnessError
 from harness.pins.archives import archive_dir, is_unpacked, tree_drift, unpack_archive

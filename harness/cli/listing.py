@@ -5,7 +5,7 @@ says of itself, and runtime modules import nothing heavy)."""
 
 from __future__ import annotations
 
-from harness.cli.common import emit_json
+from harness.suites.command_line import emit_json
 from harness.core import constants
 from harness.pins.sources import load_sources, model_cache_path
 

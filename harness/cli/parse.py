@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from harness import families as registry
-from harness.cli.common import EXIT_FINDING, EXIT_OK, detect_ref, emit_json
+from harness.suites.command_line import EXIT_FINDING, EXIT_OK, detect_ref, emit_json
 from harness.core.errors import HarnessError, ToolSchemaError
 from harness.core.input_files import read_bounded, read_regular_text
 from harness.evaluation.scoring import (

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
-from harness.cli.common import EXIT_FINDING, EXIT_OK, add_results_dir, log
+from harness.suites.command_line import EXIT_FINDING, EXIT_OK, add_results_dir, log
 
 
 def run(args) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.cli.common import EXIT_FINDING, EXIT_OK, emit_json, log
+from harness.suites.command_line import EXIT_FINDING, EXIT_OK, emit_json, log
 from harness.core import constants
 from harness.core.errors import HarnessError
 from harness.pins.pin_template import pin_template

@@ -4,7 +4,7 @@
 import sys
 from pathlib import Path
 
-from harness.cli.common import add_results_dir, emit_json
+from harness.suites.command_line import add_results_dir, emit_json
 from harness.core.errors import HarnessError
 
 

@@ -2,10 +2,10 @@
 it shares with `harness run --suite bfcl` is harness.cli.run_loop."""
 
 from harness.backends import BACKENDS
-from harness.cli.common import add_results_dir, emit_json, report_hint
+from harness.suites.command_line import add_results_dir, emit_json, report_hint
 from harness.cli.run_compare import comparison, nothing_ran_notice
 from harness.cli.run_loop import drive, models_to_run
-from harness.cli.runtime_check import STRICT_PATH
+from harness.suites.runtime_check.command import STRICT_PATH
 from harness.core import constants
 from harness.core.values import MAX_SAMPLES, MAX_SEED, MAX_THREADS, int_argument, seconds_argument
 from harness.evaluation.scenario_files import load_scenarios

@@ -20,7 +20,7 @@ def _categories(given) -> list | None:
 
 
 def run_bfcl(args) -> int:
-    from harness.cli.common import emit_json, report_hint
+    from harness.suites.command_line import emit_json, report_hint
     from harness.cli.run_loop import drive, models_to_run
     from harness.evaluation.bfcl import draw, load_suite
     from harness.live.modes import parse_modes

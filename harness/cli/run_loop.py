@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from harness.backends import DEFAULT_IN_PROCESS, DEFAULT_SERVED, backend_class
-from harness.cli.common import PROBE_SECONDS, check_endpoints, check_runtime_name
+from harness.suites.command_line import PROBE_SECONDS, check_endpoints, check_runtime_name
 from harness.core.errors import HarnessError
 from harness.grammar.plan import DEFAULT_VARIANT
 

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from harness.backends import runtimes
-from harness.cli.common import add_results_dir, check_runtime_name, report_hint
+from harness.suites.command_line import add_results_dir, check_runtime_name, report_hint
 from harness.core.values import seconds_argument
 
 
@@ -78,7 +78,7 @@ def _log(record) -> None:
 
 def _endpoint(args, runtime: str) -> int:
     from harness.backends.openai import Endpoint
-    from harness.cli.common import check_endpoints
+    from harness.suites.command_line import check_endpoints
     from harness.evaluation.runtime_conformance import SUITE
     from harness.live.runtime_conformance import TIMEOUT
     from harness.live.runtime_endpoint import run_manifest

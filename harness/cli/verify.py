@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from harness.cli.common import emit_json, log
+from harness.suites.command_line import emit_json, log
 from harness.core import constants
 from harness.pins.verify import BAD_STATUSES, check_all
 

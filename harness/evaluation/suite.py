@@ -35,7 +35,6 @@ from harness.evaluation.transcripts import read_transcript
 # One line per suite: its name (the command, and the kind its records carry) and the SUITE its module declares.
 # Order is the order of the report's sections.
 SUITES = Registry("suite", {
-    "runtime-check": "harness.evaluation.runtime_agreement:SUITE",
     "runtime-conformance": "harness.evaluation.runtime_conformance:SUITE",
     "parser-agreement": "harness.evaluation.parser_agreement:SUITE",
 })
@@ -65,26 +64,32 @@ class Suite:
         return label_head(label)
 
     def read_records(self, path) -> tuple:
-        """(records, warnings) of one records file, read as transcripts are: a torn last line (a killed run) or
-        a damaged record is named with its line and left out, never a crash."""
-        found = read_transcript(path, kinds=(self.record.KIND,))
-        return found.records, found.warnings
-
-    def record_files(self, results_root) -> list:
-        return sorted((Path(results_root) / self.folder).glob("*.jsonl"))
+        return read_records(path, self.record)
 
     def read_all(self, results_root, warnings: list) -> list:
-        """Every record of the suite's files under a results folder, each file and each question once
-        (harness.evaluation.counted_once: a copy or a link of a file beside it counts nothing twice, and is
-        named); what was skipped or left out goes to `warnings`."""
-        once = CountedOnce()
-        for path in distinct_files(self.record_files(results_root), warnings):
-            found, problems = self.read_records(path)
-            warnings += problems
-            once.add_file(path, [(self.identity(r) if self.identity else (path, n),
-                                  self.home(r) if self.home else None, r) for n, r in enumerate(found)])
-        warnings += once.warnings()
-        return once.values()
+        return read_folder(Path(results_root) / self.folder, self.record, self.identity, self.home, warnings)
+
+
+def read_records(path, record) -> tuple:
+    """(records, warnings) of one records file of `record`'s kind, read as transcripts are: a torn last line (a
+    killed run) or a damaged record is named with its line and left out, never a crash."""
+    found = read_transcript(path, kinds=(record,))
+    return found.records, found.warnings
+
+
+def read_folder(folder: Path, record, identity, home, warnings: list) -> list:
+    """Every record of the *.jsonl files in a suite's folder, each file and each question once
+    (harness.evaluation.counted_once: a copy or a link of a file beside it counts nothing twice, and is named;
+    identity(record) is what makes two records one question, home(record) the file name a suite writes it to);
+    what was skipped or left out goes to `warnings`."""
+    once = CountedOnce()
+    for path in distinct_files(sorted(Path(folder).glob("*.jsonl")), warnings):
+        found, problems = read_records(path, record)
+        warnings += problems
+        once.add_file(path, [(identity(r) if identity else (path, n), home(r) if home else None, r)
+                             for n, r in enumerate(found)])
+    warnings += once.warnings()
+    return once.values()
 
 
 def registered() -> dict:

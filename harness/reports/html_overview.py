@@ -12,8 +12,6 @@ from pathlib import Path
 import pandas as pd
 
 from harness.evaluation import parser_agreement
-from harness.evaluation.runtime_agreement import LABELS as AGREEMENT_LABELS
-from harness.evaluation.runtime_agreement import agreement_table
 from harness.evaluation.runtime_causes import cause_line, root_causes
 from harness.evaluation.runtime_conformance import LABELS, matrix
 from harness.reports.html_samples import names_html
@@ -95,18 +93,10 @@ def _top_html(live: pd.DataFrame) -> str:
     return f"<ul>{items}</ul>"
 
 
-def _table_section(anchor: str, title: str, intro_html: str, frame: pd.DataFrame, cls: str = "") -> str:
+def table_section(anchor: str, title: str, intro_html: str, frame: pd.DataFrame, cls: str = "") -> str:
     """A section of the page: a heading, an introduction (ready HTML) and one table."""
     return (f'<section id="{anchor}"><h2>{title}</h2><p>{intro_html}</p>' + table_html(frame, cls=cls)
             + "</section>")
-
-
-def _agreement(records: list) -> tuple:
-    frame = pd.DataFrame([{k: row[k] for k in ("runtime", "served_model", "template", "pairs", *AGREEMENT_LABELS)}
-                          for row in agreement_table(records)])
-    return ("The same conversation and seed through the strict path and the runtime's /v1/chat/completions with "
-            "tools: pairs per label. Each disagreeing pair, and where two replies fork, is in "
-            "runtime-agreement.md.", frame, "")
 
 
 def _runtime_conformance(records: list) -> tuple:
@@ -136,8 +126,7 @@ def _parser_agreement(records: list) -> tuple:
 
 # The runtime suites' sections, in the order the page shows them: anchor -> (title, what a section is built
 # from its records: its introduction as HTML, its table, the table's class).
-SUITE_SECTIONS = {"runtime-agreement": ("Runtime agreement", _agreement),
-                  "runtime-conformance": ("Runtime conformance", _runtime_conformance),
+SUITE_SECTIONS = {"runtime-conformance": ("Runtime conformance", _runtime_conformance),
                   "parser-agreement": ("Parser agreement", _parser_agreement)}
 
 
@@ -147,7 +136,7 @@ def suite_html(anchor: str, records: list) -> str:
         return ""
     title, build = SUITE_SECTIONS[anchor]
     intro, frame, cls = build(list(records))
-    return _table_section(anchor, title, intro, frame, cls=cls)
+    return table_section(anchor, title, intro, frame, cls=cls)
 
 
 def conformance_html(path: Path) -> str:
@@ -164,7 +153,7 @@ def conformance_html(path: Path) -> str:
                           for r in rows if isinstance(r, dict)])
     summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
     counts = ", ".join(f"{escape(str(k)).replace('_', ' ')} {escape(str(v))}" for k, v in summary.items())
-    return _table_section("conformance", "Conformance of the pinned templates",
+    return table_section("conformance", "Conformance of the pinned templates",
                           "Offline (<code>harness conformance</code>): each template's family, detected from its "
                           f"rendered call. {counts}.", frame, cls="wide")
 

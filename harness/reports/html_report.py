@@ -211,19 +211,19 @@ def page(collected, sections: str = "", layout: SampleLayout | None = None, bfcl
     return visible_controls("".join([head, *body, f"</main><script>{JS}</script></body></html>\n"]), keep="\n\t")
 
 
-def write_html(collected, path: Path, runtime_records: list = (), agreement_records: list = (),
+def write_html(collected, path: Path, runtime_records: list = (), suite_sections: str = "",
                conformance_json: Path | None = None, parser_records: list = (), staged=None,
                bfcl_line: str | None = None, first: str = "") -> list:
     """report.html at `path` and the sample pages beside it (harness.reports.html_pages), staged in `staged`
     (harness.reports.staged) or, without one, put in place at once; their paths."""
     if staged is None:
         with StagedWrites() as own:
-            written = write_html(collected, path, runtime_records, agreement_records, conformance_json,
+            written = write_html(collected, path, runtime_records, suite_sections, conformance_json,
                                  parser_records, own, bfcl_line, first)
             own.commit()
             return written
     path = Path(path)
-    sections = (suite_html("runtime-agreement", agreement_records)
+    sections = (suite_sections
                 + suite_html("runtime-conformance", runtime_records)
                 + suite_html("parser-agreement", parser_records)
                 + (conformance_html(conformance_json) if conformance_json else ""))

@@ -24,7 +24,7 @@ from harness.reports.bfcl import valid_verdict, headline, judge_folder, write_bf
 from harness.reports.designs import designs_markdown
 from harness.reports.rates import counts
 from harness.reports.html_report import write_html
-from harness.reports.staged import StagedWrites, report_lock
+from harness.reports.staged import Pages, StagedWrites, report_lock
 from harness.reports.suite_pages import write_pages
 from harness.reports.tables import (
     EXAMPLES, FIRST_REPLIES, IN_PROCESS, LEGEND, RATES, Collected, checks_table, class_table, collect,
@@ -281,9 +281,10 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
                   replays: bool | None = None, pages=()) -> dict:
     """replays: add the seed ADR's quoted replies (harness.reports.tables.collect: by default to results/ only).
     pages: the writers of pages this floor cannot import (the suites above it, harness.suites: `harness report`
-    hands their FolderSuite.write_pages down), each (ResultsDir, warnings, staged, first_screen) -> paths written,
-    run with the other pages and put in place with them; a page that opens report.html adds its HTML fragment
-    to the list first_screen, which report.html shows first, above the bottom line."""
+    hands their FolderSuite.write_pages down), each Pages -> paths written (harness.reports.staged.Pages), run
+    with the other pages and put in place with them; a page that opens report.html adds its HTML fragment to
+    Pages.first_screen, which report.html shows first, above the bottom line, and a section of report.html to
+    Pages.sections (after the tables, before the other suites' sections)."""
     results = ResultsDir.at(results_dir)
     collected = collect(results, scenarios_dir, replays)
     sources = load_sources()
@@ -305,9 +306,9 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
         judged = judge_folder(results, collected.warnings)
         written = write_pages(results.root, suites, staged) + write_bfcl(results, collected.warnings, staged=staged,
                                                                           judged=judged)
-        first_screen = []
+        context = Pages(results, collected.warnings, staged)
         for page in pages:
-            written += page(results, collected.warnings, staged, first_screen)
+            written += page(context)
         designs = designs_markdown(results, judged, lambda folder: judge_folder(folder, collected.warnings), valid_verdict)
         if designs is not None:
             written.append(str(staged.text(results.designs_report, designs)))
@@ -319,9 +320,9 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
             text = model_markdown(model, frame[frame["model"] == model], collected, sources)
             written.append(str(staged.text(results.model_table(model), text)))
         written.append(str(staged.text(results.summary, summary_markdown(collected, headline(judged)))))
-        written += write_html(collected, results.html, suites["runtime-conformance"], suites["runtime-check"],
+        written += write_html(collected, results.html, suites["runtime-conformance"], "".join(context.sections),
                               results.conformance[1], suites["parser-agreement"], staged, headline(judged),
-                              "".join(first_screen))
+                              "".join(context.first_screen))
         if plot and not frame[~frame["replayed"]].empty:
             from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
 

@@ -11,6 +11,7 @@ import os
 import re
 import tempfile
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import HarnessError
@@ -128,3 +129,16 @@ class StagedWrites:
     def __exit__(self, kind, *_):
         if kind is not None:
             self.discard()
+
+
+@dataclass
+class Pages:
+    """What one `harness report` hands the page writer of each suite above this floor (harness.suites): the
+    results folder (a harness.evaluation.results.ResultsDir), the warnings list it adds to, where to stage its
+    files, and two lists of report.html fragments it may add to: first_screen (report.html opens with them)
+    and sections (after the tables, in the order the suites are registered)."""
+    results: object
+    warnings: list
+    staged: StagedWrites
+    first_screen: list = field(default_factory=list)
+    sections: list = field(default_factory=list)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from harness.backends import runtimes
 from harness.backends.binaries import build_words
-from harness.evaluation import history_cases, parser_agreement, peer_vocabulary, runtime_agreement, runtime_conformance
+from harness.evaluation import history_cases, parser_agreement, peer_vocabulary, runtime_conformance
 from harness.evaluation import template_detection
-from harness.evaluation.judging import cell, fork
+from harness.evaluation.judging import cell
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.runtime_causes import cause_line, root_causes
 from harness.evaluation.runtime_versions import compare, comparison_lines
@@ -38,39 +38,6 @@ def disagreement_lines(records: list, order, head, replay, limit: int = 160) -> 
         lines.append(f"- {head(r)}: `{'`, `'.join(r.labels)}` — {'; '.join(r.details)}")
         lines.append(f"  reply {cell(r.reply, limit)}; replay: `{replay(r)}`")
     return lines
-
-
-def _agreement_detail(record) -> str:
-    """The record's detail; for replies-differ, where the texts fork, from the two texts it keeps (records
-    written before `fork` hold both texts cropped to the same first characters)."""
-    if record.label == "replies-differ":
-        strict = ((record.strict or {}).get("parse") or {}).get("content")
-        runtime = (record.runtime_reply or {}).get("content")
-        if isinstance(strict, (str, type(None))) and isinstance(runtime, (str, type(None))):
-            return fork(strict, runtime)
-    return record.detail
-
-
-def agreement_markdown(records: list) -> str:
-    """results/runtime-agreement.md: the runtime × served model × template matrix, then every pair that
-    disagrees."""
-    labels = runtime_agreement.SUITE.label_names
-    lines = ["# Runtime agreement", "",
-             "The same conversation and seed, greedy, through the harness's strict path (its own render, raw "
-             "/v1/completions text, the family's strict parser) and the runtime's own path (/v1/chat/completions "
-             "with tools). Labels are defined in harness/evaluation/runtime_agreement.py.", "",
-             "| runtime | served model | template | pairs | " + " | ".join(labels) + " | deviations forgiven |",
-             "|---|---|---|---:|" + "---:|" * len(labels) + "---|"]
-    for row in runtime_agreement.SUITE.matrix(records):
-        forgiven = ", ".join(f"`{k}` ×{v}" for k, v in sorted(row["forgiven"].items())) or "–"
-        lines.append(f"| {row['runtime']} | {row['served_model']} | {row['template']} | {row['pairs']} | "
-                     + " | ".join(str(row[k]) for k in labels) + f" | {forgiven} |")
-    lines += ["", "## Pairs that disagree", ""]
-    for r in sorted(records, key=lambda r: (r.runtime, r.served_model, r.scenario.name, r.seed)):
-        if r.label != "agree":
-            lines.append(f"- {r.runtime} / {r.served_model} / {r.scenario.name} seed {r.seed}: "
-                         f"`{r.label}` — {_agreement_detail(r)}")
-    return "\n".join(lines) + "\n"
 
 
 def conformance_markdown(records: list, unscripted: list) -> str:
@@ -310,7 +277,6 @@ def labels_page(suite: Suite, records: list) -> str:
 
 # Suite name -> its page, page(records, results folder): the folder for what the page says the suite left out.
 PAGES = {
-    runtime_agreement.SUITE.name: lambda records, results_dir: agreement_markdown(records),
     runtime_conformance.SUITE.name: _conformance_page,
     parser_agreement.SUITE.name: lambda records, results_dir: parser_agreement_markdown(
         records, parser_agreement.unmapped(), results_dir),

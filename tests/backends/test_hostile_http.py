@@ -12,7 +12,7 @@ import pytest
 from harness.backends.openai import Endpoint, OpenAIBackend
 from harness.backends.transport import request_json
 from harness.core.errors import GenerationError, ServerReplyError
-from harness.evaluation.runtime_agreement import classify
+from harness.suites.runtime_check.judging import classify
 from harness.formats.calls import ParseResult, ToolCall
 
 from hostile_server import HostileServer, completion, drip, endless_chunks, hang_up, raw_json, redirect, whole

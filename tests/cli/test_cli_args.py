@@ -49,7 +49,7 @@ def test_a_runtime_name_ending_in_a_newline_is_refused(command, tmp_path):
 
 
 def test_runtime_check_help_names_every_label_and_the_strict_path():
-    from harness.evaluation.runtime_agreement import LABELS
+    from harness.suites.runtime_check.judging import LABELS
 
     code, out, _ = run("runtime-check", "--help")
     text = " ".join(out.split())

@@ -1,4 +1,5 @@
-"""Every registered suite (harness.evaluation.suite.SUITES) has the one shape: a command of its name whose
+"""Every registered suite of one record per question (harness.evaluation.suite.SUITES, and each folder suite of
+harness.suites.SUITES that counts its records in a matrix) has the one shape: a command of its name whose
 records carry that kind, documented labels, a classifier whose labels (as the committed records hold them) are
 its own, a replay line the command parses, and a page that names every label. A suite added to the table is
 checked here without a line of this file changing."""
@@ -8,16 +9,24 @@ from pathlib import Path
 
 import pytest
 
+from harness import suites as folder_suites
 from harness.cli import build_parser
 from harness.evaluation.suite import SUITES as TABLE, registered
 from harness.reports.suite_pages import labels_page, page_for
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
-SUITES = registered()
+FOLDER = {name: s for name, s in folder_suites.registered().items() if s.matrix is not None}
+SUITES = {**registered(), **FOLDER}
+WHERE = {**dict(TABLE.items()), **{name: folder_suites.SUITES[name] for name in FOLDER}}
+
+
+def page_of(suite):
+    """(records, results folder) -> the suite's page text."""
+    return suite.page_text if suite.name in FOLDER else page_for(suite)
 
 
 def test_every_module_in_the_table_registers_one_suite_of_its_own_name():
-    assert list(SUITES) == list(TABLE) and len(SUITES) >= 3
+    assert len(SUITES) >= 3 and "runtime-check" in FOLDER
     commands = next(a for a in build_parser()._actions if a.dest == "command").choices
     for name, suite in SUITES.items():
         assert suite.record.KIND == name and name in commands, name
@@ -71,10 +80,12 @@ def test_a_record_replays_through_its_own_command(name, tmp_path):
 @pytest.mark.parametrize("name", sorted(SUITES))
 def test_a_page_names_every_label(name):
     suite = SUITES[name]
-    page = page_for(suite)(committed(suite), RESULTS)
+    page = page_of(suite)(committed(suite), RESULTS)
     header = next(line for line in page.splitlines() if line.startswith("| ") and "agree" in line)
     assert all(f" {label} |" in header for label in suite.label_names), header
-    assert page == page_for(suite)(committed(suite), RESULTS)       # the same records, the same bytes
+    assert page == page_of(suite)(committed(suite), RESULTS)       # the same records, the same bytes
+    if name in FOLDER:
+        return
     # A suite without a page of its own gets one that names every label and replays every disagreement.
     plain = labels_page(suite, committed(suite))
     assert all(f"| {label} | {meaning} |" in plain for label, meaning in suite.labels.items())
@@ -101,7 +112,7 @@ def test_a_record_is_made_in_one_place_and_a_page_only_in_reports(name):
             if isinstance(called, ast.Name) and called.id == kind:
                 makers.add(path.relative_to(PACKAGE).as_posix())
     assert len(makers) == 1, makers
-    module = importlib.import_module(TABLE[name].partition(":")[0])
+    module = importlib.import_module(WHERE[name].partition(":")[0])
     assert not [n for n in vars(module) if n.endswith(("_markdown", "_html"))]
 
 
@@ -113,7 +124,7 @@ def test_a_copy_or_a_link_of_a_records_file_counts_nothing_twice(name, beside, t
     import shutil
 
     suite = SUITES[name]
-    committed = min(suite.record_files(RESULTS), key=lambda p: p.stat().st_size)
+    committed = min((RESULTS / suite.folder).glob("*.jsonl"), key=lambda p: p.stat().st_size)
     folder = tmp_path / suite.folder
     folder.mkdir()
     own, other = folder / committed.name, folder / f"{committed.stem} (1).jsonl"

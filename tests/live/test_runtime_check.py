@@ -75,7 +75,7 @@ def test_both_paths_are_recorded_with_a_label_and_a_killed_server_loses_nothing(
 @pytest.mark.needs_server
 def test_llama_server_is_compared_prompt_for_prompt_two_requests_at_a_time(tmp_path, model_file):
     from harness.evaluation.judging import label_head as label_family
-    from harness.evaluation.runtime_agreement import LABELS
+    from harness.suites.runtime_check.judging import LABELS
     results = tmp_path / "results"
     with LocalServer("llama-server", model_file, alias=MODEL, parallel=2, log_path=tmp_path / "server.log") as server:
         done = subprocess.run(

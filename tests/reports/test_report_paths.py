@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from harness.cli.common import report_hint
+from harness.suites.command_line import report_hint
 from harness.evaluation.results import ResultsDir, file_stem
 from harness.evaluation.scenario_files import load_scenarios
 from harness.reports.report import write_reports

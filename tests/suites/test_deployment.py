@@ -11,6 +11,7 @@ import pytest
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.transcripts import TranscriptWriter, read_transcript
 from harness.reports.report import write_reports
+from harness.reports.staged import Pages
 from harness.suites import registered
 from harness.suites.deployment import cases
 from harness.suites.deployment.judging import answer_view, bfcl_calls, classify, strict_parse
@@ -189,5 +190,6 @@ def test_the_page_opens_with_one_table_ranked_within_the_model_and_regenerates_b
 def test_a_folder_without_deployment_records_gets_no_page(tmp_path):
     results = ResultsDir(tmp_path / "results")
     results.root.mkdir()
-    assert registered()["deployment"].write_pages(results, [], None) == []
+    pages = Pages(results, [], None)
+    assert registered()["deployment"].write_pages(pages) == [] and not pages.first_screen
     assert not (results.root / "deployment.md").exists()

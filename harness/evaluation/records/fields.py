@@ -9,7 +9,7 @@ from typing import TypedDict
 from harness.core.errors import RecordError
 
 SCHEMA_VERSION = 1
-SAMPLE, MODEL, RUNTIME_CHECK, RUNTIME_CONFORMANCE = "sample", "model", "runtime-check", "runtime-conformance"
+SAMPLE, MODEL, RUNTIME_CONFORMANCE = "sample", "model", "runtime-conformance"
 PARSER_AGREEMENT = "parser-agreement"
 
 

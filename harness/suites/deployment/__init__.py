@@ -9,10 +9,10 @@ from harness.suites.deployment.judging import LABELS
 from harness.suites.deployment.records import DEPLOYMENT, DeploymentRecord
 
 
-def _write_pages(results, warnings: list, staged, first_screen: list | None = None) -> list:
+def _write_pages(pages) -> list:
     from harness.suites.deployment.page import write_pages
 
-    return write_pages(results, warnings, staged, first_screen)
+    return write_pages(pages.results, pages.warnings, pages.staged, pages.first_screen)
 
 
 SUITE = FolderSuite(name=DEPLOYMENT, folder="deployment", page="deployment.md",

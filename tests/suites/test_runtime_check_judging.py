@@ -7,9 +7,10 @@ import pytest
 
 from harness import families as registry
 from harness.backends.openai import RuntimeReply, wire_messages
-from harness.evaluation.records import RuntimeCheckRecord, ScenarioRef
-from harness.evaluation.runtime_agreement import agreement_table, classify
-from harness.reports.suite_pages import agreement_markdown
+from harness.evaluation.records import ScenarioRef
+from harness.suites.runtime_check.records import RuntimeCheckRecord
+from harness.suites.runtime_check.judging import agreement_table, classify
+from harness.suites.runtime_check.page import markdown as agreement_markdown
 
 HERMES = registry.get("hermes")
 CALL = '<tool_call>\n{"name": "search", "arguments": {"query": "Priya", "limit": 10}}\n</tool_call>'
@@ -67,13 +68,13 @@ def test_calls_go_on_the_wire_with_arguments_as_json_text():
 
 
 def test_a_records_file_cut_by_a_kill_is_read_up_to_the_cut(tmp_path):
-    from harness.evaluation.runtime_agreement import read_records
+    from harness.suites.runtime_check import SUITE
     whole = json.dumps(RuntimeCheckRecord("r", "m", ScenarioRef("s", "h"), 0, {"id": "t", "sha256": "x"},
                                           "agree").to_json())
     path = tmp_path / "r.jsonl"
     # A kill in the middle of a record, even in the middle of a UTF-8 character.
     path.write_bytes((whole + "\n" + '{"kind": "runtime-check", "detail": "é').encode("utf-8")[:-1])
-    records, warnings = read_records(path)
+    records, warnings = SUITE.read_records(path)
     assert [r.label for r in records] == ["agree"] and "torn last line" in warnings[0]
 
 

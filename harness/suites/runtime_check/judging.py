@@ -8,15 +8,13 @@ For each scenario's opening conversation and seed, the same server is asked twic
 - runtime path: the conversation and tools go to /v1/chat/completions; the runtime renders, generates and
   parses, and its tool_calls/content/reasoning are recorded as returned.
 Both answers go to results/runtimes/<runtime>.jsonl (append-only, fsynced: a run killed halfway resumes), and
-each pair gets one label of LABELS (harness.live.runtime_check asks, harness.reports.suite_pages writes the page).
+each pair gets one label of LABELS (driver.py asks, page.py writes the page).
 """
 
 from __future__ import annotations
 
 from harness.evaluation.judging import arguments_object, fork, label_head
-from harness.evaluation.records import RUNTIME_CHECK, RuntimeCheckRecord
-from harness.evaluation.results import file_stem
-from harness.evaluation.suite import Suite
+from harness.suites.runtime_check.records import RuntimeCheckRecord
 
 LABELS = {
     "agree": "the same calls (name and arguments), or no call on either side and the same text",
@@ -99,9 +97,3 @@ def replay_command(record: RuntimeCheckRecord) -> str:
     return (f"harness runtime-check {endpoints} --served-model {record.served_model} --template "
             f"{record.template['id']} --runtime {record.runtime} --scenario {record.scenario.name} --seed "
             f'{record.seed} --results-dir "$(mktemp -d)"')
-
-
-SUITE = Suite(name=RUNTIME_CHECK, labels=LABELS, record=RuntimeCheckRecord, folder="runtimes",
-              page="runtime-agreement.md", classify=classify, matrix=agreement_table, replay_command=replay_command,
-              identity=RuntimeCheckRecord.key, home=lambda r: f"{file_stem(r.runtime)}.jsonl")
-read_records = SUITE.read_records

@@ -1,23 +1,23 @@
 """`harness runtime-check`: ask an OpenAI-compatible server each scenario's opening conversation twice (the
 harness's strict path and the runtime's own) and record whether the runtime reads what the model wrote as the
-strict parser does (the suite harness.evaluation.runtime_agreement, asked by harness.live.runtime_check). `harness
-report` builds the table from the records."""
+strict parser does (the suite harness.suites.runtime_check: judging.py labels, driver.py asks). `harness report`
+builds the table from the records."""
 
 from __future__ import annotations
 
 import sys
 from collections import Counter
 
-from harness.cli.common import add_results_dir, check_endpoints, check_runtime_name, emit_json, report_hint
+from harness.suites.command_line import add_results_dir, check_endpoints, check_runtime_name, emit_json, report_hint
 from harness.core.values import MAX_SAMPLES, MAX_SEED, int_argument, seconds_argument
 
 
 def run(args) -> int:
     from harness.backends.openai import Endpoint, OpenAIBackend
-    from harness.evaluation.runtime_agreement import SUITE
+    from harness.suites.runtime_check import SUITE
     from harness.evaluation.scenario_files import load_scenarios
     from harness.live.runner import template_chat
-    from harness.live.runtime_check import run_checks
+    from harness.suites.runtime_check.driver import run_checks
 
     check_runtime_name(args.runtime)
     endpoints = [Endpoint(url, args.served_model) for url in args.endpoint]
@@ -61,7 +61,7 @@ STRICT_PATH = ("llama-server's /completion, its token ids turned into text by /d
 
 
 def register(subparsers) -> None:
-    from harness.evaluation.runtime_agreement import SUITE
+    from harness.suites.runtime_check import SUITE
 
     labels = ", ".join(f"{label}:<deviation>" if label == "runtime-forgave" else label for label in SUITE.labels)
     p = subparsers.add_parser(

@@ -1,4 +1,6 @@
-"""What several commands share: their JSON output and the flags they have in common, declared once."""
+"""What several commands share (the command line's own, harness.cli, and each suite's, harness.suites): their JSON
+output and the flags they have in common, declared once. It sits on the suites' floor so that a suite's command
+reads it without importing upward."""
 
 import argparse
 import json

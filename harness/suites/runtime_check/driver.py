@@ -1,5 +1,5 @@
 """Runtime checks: ask a served model the strict way and the runtime's own way, for each scenario's opening
-conversation and seed, and record both with their label (harness.evaluation.runtime_agreement defines the labels)."""
+conversation and seed, and record both with their label (judging.py defines the labels)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from harness import families
 from harness.core.hashing import sha256_text
 from harness.backends.transport import NOT_NOW
 from harness.core.errors import GenerationError, HarnessError, ServerReplyError, TemplateError
-from harness.evaluation.records import RUNTIME_CHECK, RuntimeCheckRecord, ScenarioRef
-from harness.evaluation.runtime_agreement import classify
+from harness.evaluation.records import ScenarioRef
 from harness.evaluation.transcripts import TranscriptWriter, now, read_transcript
 from harness.live.tool_loop import opening_messages, render_prompt
+from harness.suites.runtime_check.judging import classify
+from harness.suites.runtime_check.records import RuntimeCheckRecord
 
 
 def greedy(sampling: dict) -> dict:
@@ -100,7 +101,7 @@ def run_checks(backend, chat, template_id: str, runtime: str, scenarios, samples
     # The lock is taken before the done set is read, as harness run takes it: a second run on this file stops
     # at once, naming the run that holds it, and one that starts after it skips what it recorded.
     with TranscriptWriter(path, wait=False) as writer, ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        done = set(done) | {r.key() for r in read_transcript(path, kinds=(RUNTIME_CHECK,)).records}
+        done = set(done) | {r.key() for r in read_transcript(path, kinds=(RuntimeCheckRecord,)).records}
         todo = [(s, base_seed + i) for s in scenarios for i in range(samples or s.samples)
                 if (runtime, served, template_sha, s.hash, base_seed + i) not in done]
         futures = [pool.submit(one, item) for item in todo]
