@@ -35,7 +35,7 @@ from pathlib import Path
 
 from harness.backends import listeners, runtimes
 from harness.core import constants
-from harness.core.errors import ServerStartError
+from harness.core.errors import ServerExitedError, ServerStartError
 
 LLAMA_SERVER_ARCHIVE = f"{constants.BINDING_ARCHIVE}-llama.cpp"
 # The llama.cpp version those sources declare (their CMakeLists.txt's LLAMA_VERSION).
@@ -252,8 +252,9 @@ class LocalServer:
             if code is not None:
                 _RUNNING.discard(self)
                 taken = f"port {self.port} is taken (address in use); " if self._lost_port_race() else ""
-                raise ServerStartError(f"{self.kind} exited with {_describe_exit(code)} before it was ready "
-                                       f"(model {self.model_path}); {taken}{self._tail()}")
+                error = ServerStartError if taken else ServerExitedError
+                raise error(f"{self.kind} exited with {_describe_exit(code)} before it was ready "
+                            f"(model {self.model_path}); {taken}{self._tail()}")
             try:
                 with urllib.request.urlopen(url, timeout=5) as response:
                     if response.status == 200 and self._proc.poll() is None and not self._lost_port_race():

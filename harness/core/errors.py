@@ -63,6 +63,12 @@ class ServerStartError(HarnessError):
     """A local server could not be found, started or made ready; the message quotes its log."""
 
 
+class ServerExitedError(ServerStartError):
+    """A local server's process ended before it was ready, of its own accord (not a port another process took):
+    the runtime refused what it was given (a model of an architecture it lacks, a flag it does not know); the
+    message quotes its last words."""
+
+
 class ServerReplyError(GenerationError):
     """A server answered a request with an error, or not at all; `retry` says whether asking again may help."""
 

@@ -74,3 +74,42 @@ def test_a_dead_endpoint_is_a_usage_error_before_any_request(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 2 and "does not answer" in done.stderr
     assert not (tmp_path / "deployment").exists()
+
+
+@pytest.mark.live
+@pytest.mark.needs_server
+def test_a_runtime_that_refuses_the_model_at_start_is_a_row_with_its_words(tmp_path, monkeypatch):
+    """llama-server given a GGUF cut short exits before it is ready: every request of the run is recorded as the
+    runtime error it is, with the server's own last words and no folder of this machine in them; a second run
+    asks nothing again."""
+    from harness.core import constants
+    from harness.evaluation.results import ResultsDir
+    from harness.suites.deployment import driver
+
+    whole = cached_model(MODEL)
+    cut = tmp_path / "models" / whole.name
+    cut.parent.mkdir()
+    cut.write_bytes(whole.read_bytes()[: 1 << 20])
+    monkeypatch.setattr(driver, "model_path", lambda model_id: cut)
+    results = ResultsDir.at(tmp_path / "results")
+    out = driver.run(MODEL, results, server="llama-server", only=set(CASES), log=lambda record: None)
+    assert len(out.written) == 3 and not out.failed
+    for r in records(tmp_path / "results"):
+        assert r["labels"] == ["runtime-error"], r["labels"]
+        words = r["plain"]["error"]
+        assert words.startswith("the runtime refused the model at start: llama-server exited with"), words
+        assert str(tmp_path) not in words and f"(model {whole.name})" in words
+        assert str(constants.CACHE_DIR) not in words
+    assert driver.run(MODEL, results, server="llama-server", only=set(CASES)).already == 3
+
+
+def test_a_runtime_that_takes_no_template_file_is_not_started_on_a_gguf_that_embeds_none(tmp_path):
+    """gemma-3-270m's GGUF embeds no template; llama-cpp-python's server takes no template file, so it would
+    prompt with a fallback of its own: refused in one line, nothing recorded."""
+    cached_model("gemma-3-270m-q4_k_m")
+    done = subprocess.run([sys.executable, "-m", "harness", "deployment", "--model", "gemma-3-270m-q4_k_m",
+                           "--server", "llama-cpp-python", "--case", "simple_python_6", "--results-dir",
+                           str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert "llama-cpp-python takes no chat template file" in done.stderr and "google-gemma-2-2b-it" in done.stderr
+    assert not list(tmp_path.rglob("*.jsonl"))

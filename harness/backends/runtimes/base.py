@@ -80,6 +80,9 @@ class Runtime:
     # served, as vLLM starts no server without a tool parser).
     reader_project: str | None = None
     no_reader: str | None = None
+    # The command-line flag that gives it a chat template file instead of the model's own (None: it has none, so a
+    # GGUF that embeds no template gets the runtime's fallback, which is another prompt than the stand-in's).
+    template_file_flag: str | None = None
 
     def call_reader(self, family: str | None, template: str) -> str | None:
         """The parser it reads this template's calls with, as the family's `peers:` name it; None for none."""

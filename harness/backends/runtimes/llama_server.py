@@ -34,6 +34,7 @@ class LlamaServer(Runtime):
     # asked again at once, wrote another reply from character 153 on).
     fresh_fields = {"cache_prompt": False}
     shows_prompt = True
+    template_file_flag = "--chat-template-file"
     # A llama-server answering /props with its build and slot count; other servers have no /props.
     probe = ("/props", lambda props: "build_info" in props and "total_slots" in props)
 

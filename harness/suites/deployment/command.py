@@ -5,14 +5,13 @@ DIR/deployment.md from them, beside the in-process rows of the same cases."""
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 from collections import Counter
 
 from harness.backends import runtimes
 from harness.core.errors import HarnessError
 from harness.core.values import int_argument
-from harness.evaluation.results import ResultsDir
+from harness.suites.command_line import add_results_dir, report_hint
 
 MAX_CASES = 400
 
@@ -61,10 +60,10 @@ def run(args) -> int:
         sys.stdout.write("\n")
         return 1 if out.failed else 0
     failed = f", {len(out.failed)} failed (not recorded; the same command asks them again)" if out.failed else ""
-    folder = "" if args.results_dir.is_project else f" --results-dir {shlex.quote(str(args.results_dir.root))}"
-    print(f"{args.model} on {runtime}: {len(out.written)} record(s) written, {out.already} already recorded{failed}"
-          f" -> {driver.records_path(args.results_dir, args.model)}")
-    print(f"next: harness report{folder}")
+    started = f" (started in {out.startup:.1f} s)" if out.startup is not None else ""
+    print(f"{args.model} on {runtime}{started}: {len(out.written)} record(s) written, {out.already} already "
+          f"recorded{failed} -> {driver.records_path(args.results_dir, args.model)}")
+    print(report_hint(args.results_dir))
     return 1 if out.failed else 0
 
 
@@ -93,8 +92,7 @@ def register(subparsers) -> None:
                    help="cases per category (default 5: 35 cases, 120 requests; a larger N extends a smaller "
                         "one's draw, so a run grows and resumes)")
     p.add_argument("--case", action="append", metavar="ID", help="only this drawn case (repeatable)")
-    p.add_argument("--results-dir", dest="results_dir", type=ResultsDir.at, default=ResultsDir.at(), metavar="DIR",
-                   help="append the records to DIR/deployment/MODEL.jsonl (default: results/)")
+    add_results_dir(p, "append the records to DIR/deployment/MODEL.jsonl")
     p.add_argument("--json", action="store_true",
                    help='print {"model", "runtime", "records", "written", "already_recorded", "failed", "labels"}')
     p.set_defaults(func=run)

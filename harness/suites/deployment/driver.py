@@ -22,7 +22,7 @@ from harness.backends.openai import Endpoint, identify_runtime
 from harness.backends.servers import LocalServer
 from harness.backends.transport import NOT_NOW
 from harness.core import constants
-from harness.core.errors import ServerStartError
+from harness.core.errors import ServerExitedError, ServerStartError
 from harness.core.hashing import sha256_text
 from harness.evaluation.results import ResultsDir, file_stem
 from harness.evaluation.transcripts import TranscriptWriter, now, read_transcript
@@ -59,6 +59,7 @@ class Outcome:
     written: list = field(default_factory=list)
     failed: list = field(default_factory=list)     # (request name, why): not recorded, asked again next run
     already: int = 0
+    startup: float | None = None    # seconds from starting the runtime to its first ready answer (one it started)
 
 
 def model_setup(model_id: str) -> tuple:
@@ -89,11 +90,7 @@ def ask_one(target: Target, request, model: dict, template: dict, family) -> Dep
     # one that was never stopped).
     fresh = runtime.fresh_fields if runtime else {}
     body = {**request.body, "model": target.served, **fresh}
-    record = DeploymentRecord(
-        runtime=target.runtime, server=target.server, model=model, template=template, family=family,
-        case={"id": request.case.id, "category": request.case.category, "hash": request.case.scenario.hash},
-        tool_choice=request.tool_choice, labels=[], request={**asked.switches(request.body), **fresh},
-        endpoint=target.endpoint)
+    record = _new_record(target, request, model, template, family, fresh)
     record.prompt = _prompt(target, request.body)
     started = time.monotonic()
     record.plain = _ask(target, chat_answer, url, {**body, **shown})
@@ -107,6 +104,36 @@ def ask_one(target: Target, request, model: dict, template: dict, family) -> Dep
     record.recorded = now()
     record.labels, record.details = classify(record, request.body["tools"])
     return record
+
+
+def _new_record(target: Target, request, model: dict, template: dict, family, fresh: dict) -> DeploymentRecord:
+    return DeploymentRecord(
+        runtime=target.runtime, server=target.server, model=model, template=template, family=family,
+        case={"id": request.case.id, "category": request.case.category, "hash": request.case.scenario.hash},
+        tool_choice=request.tool_choice, labels=[], request={**asked.switches(request.body), **fresh},
+        endpoint=target.endpoint)
+
+
+def refused(target: Target, request, model: dict, template: dict, family, words: str) -> DeploymentRecord:
+    """The record of a request the runtime never got to answer because it refused the model at start (its
+    process ended before it was ready: an architecture it lacks, a file it cannot read): a row with its words,
+    not a gap. Both answers carry them as the runtime error they are."""
+    runtime = runtimes.get(target.kind) if target.kind in runtimes.RUNTIMES else None
+    record = _new_record(target, request, model, template, family, runtime.fresh_fields if runtime else {})
+    error = f"the runtime refused the model at start: {words}"
+    record.plain, record.stream = {"error": error}, {"error": error}
+    record.seconds = {"plain": 0.0, "stream": 0.0}
+    record.recorded = now()
+    record.labels, record.details = classify(record, request.body["tools"])
+    return record
+
+
+def _machine_free(words: str, *folders: Path) -> str:
+    """A server's words with this machine's folders (the model cache, the run's scratch folder) named by what
+    they are, so a committed record holds no path of the machine that ran it."""
+    for folder, name in zip(folders, ("$HARNESS_CACHE", "$TMP")):
+        words = words.replace(str(folder), name)
+    return words
 
 
 def _ask(target: Target, ask, url: str, body: dict) -> dict:
@@ -151,6 +178,7 @@ def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoi
         model = {"id": model_id, "sha256": None, "served": target.served}
     else:
         gguf = model_path(model_id)
+        _needs_template_file(server, model_id, pin, ref)
         target = Target(runtimes.get(server).record_name, server, served=model_id, kind=server)
         model = {"id": model_id, "sha256": pin.sha256, "served": model_id}
     out = Outcome()
@@ -165,7 +193,18 @@ def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoi
             return out
         if not endpoint:
             target.local = _local(server, gguf, model_id, pin, ref, Path(tmp))
-            target.base_url = target.local.start().base_url
+            started = time.monotonic()
+            try:
+                target.base_url = target.local.start().base_url
+                out.startup = round(time.monotonic() - started, 3)
+            except ServerExitedError as exc:
+                words = _machine_free(str(exc).replace(str(gguf), gguf.name), constants.CACHE_DIR, Path(tmp))
+                for request in todo:
+                    record = refused(target, request, model, template, family, words)
+                    writer.append(record)
+                    out.written.append(record)
+                    log(record)
+                return out
         try:
             for request in todo:
                 record = ask_one(target, request, model, template, family)
@@ -182,15 +221,27 @@ def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoi
     return out
 
 
+def _needs_template_file(kind: str, model_id: str, pin, ref) -> bool:
+    """Whether the runtime must be given the stand-in template as a file (a GGUF that embeds none); a runtime that
+    takes no template file is refused, before anything is recorded."""
+    if pin.template or ref is None:
+        return False
+    if runtimes.get(kind).template_file_flag is None:
+        raise ServerStartError(f"{kind} takes no chat template file, and {model_id}'s GGUF embeds no template: "
+                               f"it would prompt with a fallback of its own, not {ref.id}, and its rows would not "
+                               "compare the same model")
+    return True
+
+
 def _local(kind: str, gguf: Path, model_id: str, pin, ref, tmp: Path) -> LocalServer:
     """The runtime started on the model file with the template the in-process runs use: the GGUF's own (loaded
     from the file, --jinja), or, for a GGUF that embeds none, the pinned stand-in given as a file (else the
     runtime falls back to a template of its own and the rows would not compare the same model)."""
     extra = []
-    if not pin.template and ref is not None and kind == "llama-server":
+    if _needs_template_file(kind, model_id, pin, ref):
         template_file = tmp / f"{ref.id}.jinja"
         template_file.write_text(ref.text, encoding="utf-8")
-        extra = ["--chat-template-file", str(template_file)]
+        extra = [runtimes.get(kind).template_file_flag, str(template_file)]
     threads = constants.HARNESS_THREADS or THREADS
     return LocalServer(kind, gguf, alias=model_id, n_ctx=N_CTX, threads=threads, seed=asked.SEED,
                        extra_args=extra, log_path=tmp / f"{model_id}-{kind}.log", ready_timeout=300)
