@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from html import escape
 
+from harness.backends import runtimes
 from harness.core.errors import BFCLCheckerError, UnsafeWriteError
 from harness.core.safe_writes import check_target
 from harness.evaluation.bfcl import ARCHIVE_ID, CATEGORIES, IRRELEVANCE, load_suite
@@ -23,6 +24,7 @@ from harness.evaluation.scoring import wilson
 from harness.evaluation.transcripts import read_transcript
 from harness.peers.bfcl import SETUP_COMMAND, BFCLChecker
 from harness.pins.archives import archive_tree
+from harness.pins.sources import load_sources
 from harness.reports.bfcl import judge as judge_in_process
 from harness.reports.bfcl import read_outcomes, valid_verdict
 from harness.reports.rates import rate_cell
@@ -268,6 +270,8 @@ def _pages(results, records: list, warnings: list) -> tuple:
                   f"`{hello['files']['eval_checker/ast_eval/ast_checker.py'][:16]}…`, the pinned wheel's bytes.", ""]
     if note:
         lines += [note, ""]
+    lines += ["## Not served", "", "Each runtime the harness can start or that a script serves, for each model "
+              "here, that has no row, and why.", "", *_not_served(kept), ""]
     lines += ["## What the rows say", "", *_sentences(rows, kept, ranks, judged), "",
               "## The runtime's labels", "", "Per record (one case, one tool_choice, asked non-streamed and "
               "streamed); a record can carry several.", "", *_label_lines(kept), "",
@@ -276,6 +280,33 @@ def _pages(results, records: list, warnings: list) -> tuple:
               "## Examples", "", "Up to two records per label, with the text the model generated (the strict "
               "path reads it) and the line that asks the case again.", "", *_examples(kept), ""]
     return "\n".join(lines), _html(rows, ranks, judged)
+
+
+def _not_served(records: list) -> list:
+    """A line per (model, runtime of the table) without records: the reason the harness gives before starting it
+    (a GGUF without a template on a runtime that takes no template file), a runtime that serves no GGUF file, or
+    the command that adds the row."""
+    out = []
+    for model in sorted({r.model["id"] for r in records}):
+        served = {r.server for r in records if r.model["id"] == model}
+        pin = load_sources().model(model)
+        mine = [r for r in records if r.model["id"] == model and r.tool_choice == "auto"]
+        per_model = max(max(Counter(r.case["category"] for r in mine if r.runtime == runtime).values())
+                        for runtime in {r.runtime for r in mine})
+        for name in runtimes.RUNTIMES:
+            runtime = runtimes.get(name)
+            if name in served:
+                continue
+            if not runtime.startable:
+                why = ("serves no GGUF file: its row needs the model's weights in HF form, dequantized from the "
+                       "GGUF, which the suite does not make yet")
+            elif not pin.template and runtime.template_file_flag is None:
+                why = (f"takes no chat template file and the GGUF embeds none: it would prompt with a fallback of "
+                       f"its own, not {pin.stand_in_template}")
+            else:
+                why = (f"not run yet: `harness deployment --model {model} --server {name} --cases {per_model}`")
+            out.append(f"- {model} on {name}: {why}.")
+    return out
 
 
 def _html(rows: list, ranks: dict, judged: bool) -> str:
