@@ -1,5 +1,5 @@
-"""Every relative link in the README and docs/ leads somewhere: the file exists, and an anchor names one of the
-target's headings (as GitHub makes them)."""
+"""Every relative link in the README, docs/ and the how-tos beside the code (harness/**/README.md) leads
+somewhere: the file exists, and an anchor names one of the target's headings (as GitHub makes them)."""
 
 import re
 import sys
@@ -34,9 +34,21 @@ def broken(path: Path) -> list:
     return out
 
 
+# The how-tos a newcomer reads beside the code they extend: one per plug-in kind.
+HOW_TOS = ["harness/suites/README.md", "harness/backends/README.md", "harness/backends/runtimes/README.md",
+           "harness/families/README.md"]
+
+
 def test_every_link_in_the_readme_and_docs_resolves():
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "harness").rglob("README.md"))]
     assert [line for page in pages for line in broken(page)] == []
+
+
+def test_each_plug_in_kind_has_its_how_to_beside_the_code_with_a_skeleton_and_its_test_steps():
+    for relative in HOW_TOS:
+        text = (ROOT / relative).read_text(encoding="utf-8")
+        assert "```" in text, f"{relative}: no skeleton"
+        assert "pytest" in text or "tests/" in text, f"{relative}: no test steps"
 
 
 def test_a_broken_link_is_found(tmp_path, monkeypatch):

@@ -4,7 +4,7 @@ the only one that can hold a lazy grammar); `openai` asks any OpenAI-compatible 
 llama-cpp-python's server, vLLM, SGLang, Ollama) over HTTP.
 
 A backend is imported only when it is asked for, so the binding loads only where a model is really driven here
-(docs/adding-a-backend.md: a third backend is one file and one line of this table)."""
+(harness/backends/README.md: a third backend is one file and one line of this table)."""
 
 from __future__ import annotations
 

@@ -82,7 +82,7 @@ def register(subparsers) -> None:
         "path (our render, the server's raw completion, our parser; native mode), kept as <served model>--<runtime> "
         "beside the in-process results; a dead endpoint stops the run before any sample. --model path.gguf runs an "
         "unpinned file in process and records its SHA-256. A new backend is one file and one line of the table in "
-        "harness/backends/__init__.py (docs/adding-a-backend.md). Without the embedded extra (llama-cpp-python) "
+        "harness/backends/__init__.py (harness/backends/README.md). Without the embedded extra (llama-cpp-python) "
         "only --endpoint runs. exit status: 0, 1 when a sample could not generate (it is not done: the next run "
         "asks it again) or a model failed, 2 error")
     parser.set_defaults(func=run)

@@ -1,6 +1,6 @@
 """The packages only an extra brings, looked up before anything imports them.
 
-One rule for a heavy import (docs/adding-a-backend.md, docs/adding-a-runtime.md): the module that uses the
+One rule for a heavy import (harness/backends/README.md, harness/backends/runtimes/README.md): the module that uses the
 package imports it at its top, like any other import, and that module is itself imported only when what it
 serves is asked for (through the tables in harness.backends and harness.backends.runtimes). Before that import,
 `require` looks the package up without importing it and raises MissingExtraError naming the extra and its install

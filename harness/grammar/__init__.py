@@ -26,7 +26,7 @@ declares; a family with no tool format (None) or a Python family without a shape
 call-or-answer shape, family "generic-json": the whole reply is {"name": ..., "arguments": {...}} or
 {"response": "..."}, from the first token on (harness/grammar/generic.py; not lazy: no marker announces a call).
 generic-json is a registered family (harness/families/generic-json.yaml), not detectable: no template writes it
-(docs/adding-a-family.md, "Grammar shapes").
+(harness/families/README.md, "Grammar shapes").
 
 Lazy grammars and llama.cpp. When a trigger pattern matches, llama.cpp feeds the text from the trigger to the
 end of the current token into the grammar; if the grammar rejects that text it throws a C++ exception through

@@ -124,7 +124,7 @@ def test_grammar_is_refused_not_ignored():
 
 
 class NativeOnly(OpenAIBackend):
-    """docs/adding-a-backend.md's example: llama-server's /completion only, never /v1/completions."""
+    """harness/backends/README.md's example: llama-server's /completion only, never /v1/completions."""
     name = "llamacpp-native"
     completion_fallback = False
 

@@ -4,7 +4,7 @@ A runtime module holds everything the harness knows about one serving stack (har
 how it is started and health-checked, how it gives the length of a request's prompt, whether its answers show the
 token ids it sampled, whether one process hosts several models, how a live server is recognised as it, and which
 request fields it accepts and ignores. Commands and the conformance suite read those capabilities, never a
-runtime's name, so adding a runtime is one module and one line of RUNTIMES (docs/adding-a-runtime.md).
+runtime's name, so adding a runtime is one module and one line of RUNTIMES (harness/backends/runtimes/README.md).
 
 A runtime's module is imported when it is asked for, and listing the table imports every one, so a runtime's own
 module imports nothing heavy: a package only an extra brings is used in a module or process of its own, looked up
