@@ -24,7 +24,6 @@ COMMANDS = Registry("command", {
     "list": "harness.cli.listing",
     "runtime-conformance": "harness.cli.runtime_conformance",
     "scripted-model": "harness.cli.scripted",
-    "parser-agreement": "harness.cli.parser_agreement",
 })
 
 

@@ -36,7 +36,6 @@ from harness.evaluation.transcripts import read_transcript
 # Order is the order of the report's sections.
 SUITES = Registry("suite", {
     "runtime-conformance": "harness.evaluation.runtime_conformance:SUITE",
-    "parser-agreement": "harness.evaluation.parser_agreement:SUITE",
 })
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.evaluation import parser_agreement
 from harness.evaluation.runtime_causes import cause_line, root_causes
 from harness.evaluation.runtime_conformance import LABELS, matrix
 from harness.reports.html_samples import names_html
@@ -110,24 +109,9 @@ def _runtime_conformance(records: list) -> tuple:
             "reply and the command that replays it, is in runtime-conformance.md.", frame, "labels")
 
 
-def _parser_agreement(records: list) -> tuple:
-    rows = parser_agreement.matrix(parser_agreement.current(records))
-    frame = pd.DataFrame([{"family": row["family"], "project": row["project"],
-                           "parser": ", ".join(sorted(row["parsers"])), "cases": row["cases"],
-                           **{k: row[k] for k in parser_agreement.LABELS},
-                           "streams differing": f"{row['streams_differ']}/{row['streams']}"} for row in rows])
-    versions = ", ".join(f"{p} {v}" for p, v in sorted({(r.project, r.version) for r in records}))
-    return (f"Other projects' own tool parsers ({escape(versions)}), in process, on the strict parser's corpus: "
-            "each family's canonical outputs, near misses and runtime-conformance replies, read one-shot and "
-            "streamed (whole, token by token, seeded random splits of 1-4 tokens). Cases per label, several "
-            "labels per case possible; every disagreement, with its reply and the command that replays it, is "
-            "in parser-agreement.md.", frame, "wide")
-
-
 # The runtime suites' sections, in the order the page shows them: anchor -> (title, what a section is built
 # from its records: its introduction as HTML, its table, the table's class).
-SUITE_SECTIONS = {"runtime-conformance": ("Runtime conformance", _runtime_conformance),
-                  "parser-agreement": ("Parser agreement", _parser_agreement)}
+SUITE_SECTIONS = {"runtime-conformance": ("Runtime conformance", _runtime_conformance)}
 
 
 def suite_html(anchor: str, records: list) -> str:

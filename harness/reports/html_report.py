@@ -22,6 +22,9 @@ from harness.reports.markdown import visible_controls
 from harness.reports.staged import StagedWrites
 from harness.reports.tables import EXAMPLES, by_mode, mode_table, replay_table, scenario_table
 
+# The sections after the models' tables, in the page's order (its links name them in this order too).
+SECTIONS = ("runtime-agreement", "runtime-conformance", "parser-agreement", "conformance")
+
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d1d1f}
 header{position:sticky;top:0;background:#f5f5f7;border-bottom:1px solid #ccc;padding:6px 16px;z-index:1}
@@ -183,10 +186,7 @@ def page(collected, sections: str = "", layout: SampleLayout | None = None, bfcl
             f"<title>harness: live results and transcripts</title><style>{CSS}</style></head><body>")
     links = [*([("deployment", "deployment")] if 'id="deployment"' in first else []),
              ("overview", "overview"), *([("funnel", "funnel")] if len(frame) and not frame["replayed"].all() else []),
-             *((k, k.replace("-", " ")) for k in
-                                         ("runtime-agreement", "runtime-conformance", "parser-agreement",
-                                          "conformance")
-                                         if f'id="{k}"' in sections)]
+             *((k, k.replace("-", " ")) for k in SECTIONS if f'id="{k}"' in sections)]
     nav = "".join(f'<a href="#{k}">{escape(t)}</a>' for k, t in links)
     form = ('<form id="filter"><label>model <select name="model"><option value="">all</option>'
             + "".join(f'<option value="{escape(m)}">{escape(m)}</option>' for m in models)
@@ -211,22 +211,30 @@ def page(collected, sections: str = "", layout: SampleLayout | None = None, bfcl
     return visible_controls("".join([head, *body, f"</main><script>{JS}</script></body></html>\n"]), keep="\n\t")
 
 
-def write_html(collected, path: Path, runtime_records: list = (), suite_sections: str = "",
-               conformance_json: Path | None = None, parser_records: list = (), staged=None,
-               bfcl_line: str | None = None, first: str = "") -> list:
+def write_html(collected, path: Path, runtime_records: list = (), suite_sections=(),
+               conformance_json: Path | None = None, staged=None, bfcl_line: str | None = None,
+               first: str = "") -> list:
     """report.html at `path` and the sample pages beside it (harness.reports.html_pages), staged in `staged`
-    (harness.reports.staged) or, without one, put in place at once; their paths."""
+    (harness.reports.staged) or, without one, put in place at once; their paths. suite_sections: the sections
+    the folder suites wrote (harness.reports.staged.Pages.sections), placed with the others in SECTIONS' order."""
     if staged is None:
         with StagedWrites() as own:
-            written = write_html(collected, path, runtime_records, suite_sections, conformance_json,
-                                 parser_records, own, bfcl_line, first)
+            written = write_html(collected, path, runtime_records, suite_sections, conformance_json, own, bfcl_line,
+                                 first)
             own.commit()
             return written
     path = Path(path)
-    sections = (suite_sections
-                + suite_html("runtime-conformance", runtime_records)
-                + suite_html("parser-agreement", parser_records)
+    sections = ("".join(_in_order([*suite_sections, suite_html("runtime-conformance", runtime_records)]))
                 + (conformance_html(conformance_json) if conformance_json else ""))
     layout = SampleLayout.of(collected.samples)
     staged.text(path, page(collected, sections, layout, bfcl_line, first))
     return [str(path), *write_sample_pages(layout, collected.models, ResultsDir(path.parent), staged, CSS)]
+
+
+def _in_order(fragments: list) -> list:
+    """The sections in SECTIONS' order, whichever floor wrote them (a folder suite's or this floor's); one this
+    page does not know stays after them, in the order given."""
+    def rank(fragment: str) -> int:
+        return next((n for n, anchor in enumerate(SECTIONS) if fragment.startswith(f'<section id="{anchor}"')),
+                    len(SECTIONS))
+    return sorted((f for f in fragments if f), key=rank)

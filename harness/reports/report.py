@@ -284,7 +284,7 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     hands their FolderSuite.write_pages down), each Pages -> paths written (harness.reports.staged.Pages), run
     with the other pages and put in place with them; a page that opens report.html adds its HTML fragment to
     Pages.first_screen, which report.html shows first, above the bottom line, and a section of report.html to
-    Pages.sections (after the tables, before the other suites' sections)."""
+    Pages.sections (after the tables, in report.html's order of sections: html_report.SECTIONS)."""
     results = ResultsDir.at(results_dir)
     collected = collect(results, scenarios_dir, replays)
     sources = load_sources()
@@ -320,9 +320,8 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
             text = model_markdown(model, frame[frame["model"] == model], collected, sources)
             written.append(str(staged.text(results.model_table(model), text)))
         written.append(str(staged.text(results.summary, summary_markdown(collected, headline(judged)))))
-        written += write_html(collected, results.html, suites["runtime-conformance"], "".join(context.sections),
-                              results.conformance[1], suites["parser-agreement"], staged, headline(judged),
-                              "".join(context.first_screen))
+        written += write_html(collected, results.html, suites["runtime-conformance"], context.sections,
+                              results.conformance[1], staged, headline(judged), "".join(context.first_screen))
         if plot and not frame[~frame["replayed"]].empty:
             from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
 

@@ -1,7 +1,6 @@
 """The markdown pages of the runtime suites (harness.evaluation.suite), rebuilt by `harness report` from their
-records: DIR/runtime-agreement.md, DIR/runtime-conformance.md and DIR/parser-agreement.md. Each opens on its
-matrix (runtime-conformance on its root causes) and lists every disagreement; the runtime-conformance and parser-agreement pages give each one's reply
-and the command that replays it. A suite without a page of its own here gets labels_page: its labels, what
+records: DIR/runtime-conformance.md, which opens on its root causes and lists every disagreement with its reply
+and the command that replays it (disagreement_lines, which the parser-agreement suite's page uses too). A suite without a page of its own here gets labels_page: its labels, what
 they mean and how many records carry each, then every disagreement with its replay."""
 
 from __future__ import annotations
@@ -11,10 +10,8 @@ from pathlib import Path
 
 from harness.backends import runtimes
 from harness.backends.binaries import build_words
-from harness.evaluation import history_cases, parser_agreement, peer_vocabulary, runtime_conformance
-from harness.evaluation import template_detection
+from harness.evaluation import history_cases, runtime_conformance
 from harness.evaluation.judging import cell
-from harness.evaluation.results import ResultsDir
 from harness.evaluation.runtime_causes import cause_line, root_causes
 from harness.evaluation.runtime_versions import compare, comparison_lines
 from harness.evaluation.suite import Suite, registered
@@ -175,63 +172,6 @@ def unread_lines(records: list) -> list:
     return lines
 
 
-def _plan(records: list) -> dict:
-    """The peers' versions and the split plans the records were made with (one of each in a whole run)."""
-    versions: dict = {}
-    for r in records:
-        versions.setdefault(r.project, set()).add(r.version)
-    return {"projects": {p: ", ".join(sorted(v)) for p, v in versions.items()},
-            "splits": ", ".join(sorted({str(r.splits) for r in records})) or "0",
-            "seed": ", ".join(sorted({str(r.seed) for r in records})) or "0"}
-
-
-def _parsers(row: dict) -> str:
-    if len(row["parsers"]) == 1:
-        return f"`{next(iter(row['parsers']))}`"
-    return ", ".join(f"`{p}` ×{n}" for p, n in sorted(row["parsers"].items()))
-
-
-def parser_agreement_markdown(records: list, unmapped: list, results_dir: Path | None = None) -> str:
-    """results/parser-agreement.md from the records (ParserAgreementRecord, those that stand): the family ×
-    project matrix, SGLang's names for what it forgives beside ours, SGLang's template detection beside ours (from
-    results_dir's template-detection/ and conformance.json, when given), then every disagreement with its reply
-    and the command that replays it. unmapped: (family, why)."""
-    suite = parser_agreement.SUITE
-    labels = suite.label_names
-    records = parser_agreement.current(records)
-    environment = _plan(records)
-    lines = ["# Parser agreement", "",
-             "vLLM's and SGLang's own tool parsers, and transformers' parse_response with the response template "
-             "`transformers serve` uses for the model type, in process in the peers environment (`bash "
-             "scripts/setup_peers.sh`), on the strict parser's corpus: every family's canonical outputs and near "
-             "misses, every template's runtime-conformance corpus, and the distinct replies real models wrote in "
-             "transcripts/ (source `transcript:MODEL`, judged against the strict parse with the step's recorded "
-             "prompt, as scoring reads it). Each reply is read one-shot and streamed "
-             f"(whole, token by token, and {environment['splits']} seeded random splits of 1-4 tokens, seed "
-             f"{environment['seed']}) through the family's vocabulary. Labels are defined in "
-             "harness/evaluation/parser_agreement.py; made by `harness parser-agreement` (records in "
-             "parser-agreement/PROJECT.jsonl; `harness report` rebuilds this page from them).", "",
-             "Peers: " + ", ".join(f"{k} {v}" for k, v in sorted(environment["projects"].items())) + ".", "",
-             "| family | project | parser | cases | " + " | ".join(labels) + " | streams differing | forgiven |",
-             "|---|---|---|---:|" + "---:|" * len(labels) + "---:|---|"]
-    for row in suite.matrix(records):
-        forgiven = ", ".join(f"`{k}` ×{v}" for k, v in sorted(row["forgiven"].items())) or "–"
-        share = f"{row['streams_differ']}/{row['streams']}"
-        lines.append(f"| {row['family']} | {row['project']} | {_parsers(row)} | {row['cases']} | "
-                     + " | ".join(str(row[k]) for k in labels) + f" | {share} | {forgiven} |")
-    if unmapped:
-        lines += ["", "## Not compared", ""] + [f"- {f}: {why}" for f, why in unmapped]
-    lines += peer_vocabulary.vocabulary_lines(records)
-    if results_dir is not None:
-        results = ResultsDir.at(results_dir)
-        lines += template_detection.detection_lines(template_detection.compare(
-            results.root, results.template_detection_records(template_detection.PROJECT)))
-    lines += disagreement_lines(records, lambda r: (r.family, r.project, r.source, r.case),
-                                lambda r: f"**{r.project}** `{r.parser}` / {r.family} / {r.source} / {r.case}",
-                                suite.replay_command, limit=200)
-    return "\n".join(lines) + "\n"
-
-
 def unscripted_templates(results_dir: Path, asked: dict) -> list:
     """(template, why) for the templates of conformance.json that have no records: no detected family (no call
     shape to script), or the same bytes as a template that was asked (asked: sha256 -> template id)."""
@@ -278,8 +218,6 @@ def labels_page(suite: Suite, records: list) -> str:
 # Suite name -> its page, page(records, results folder): the folder for what the page says the suite left out.
 PAGES = {
     runtime_conformance.SUITE.name: _conformance_page,
-    parser_agreement.SUITE.name: lambda records, results_dir: parser_agreement_markdown(
-        records, parser_agreement.unmapped(), results_dir),
 }
 
 

@@ -2,8 +2,8 @@
 driver, records, page, command and README, behind one protocol (FolderSuite) and listed once in SUITES.
 
 This floor sits above reports and below cli: a suite drives runtimes (backends, live), judges with the
-evaluation floor and writes its page with the report helpers, and the command line only lists it. The suites
-still in harness/evaluation (runtime-conformance, parser-agreement) and BFCL move here one by one.
+evaluation floor and writes its page with the report helpers, and the command line only lists it. The suite
+still in harness/evaluation (runtime-conformance) and BFCL move here one by one.
 
     SUITES = {"deployment": "harness.suites.deployment:SUITE", "runtime-check": ...}
 
@@ -27,6 +27,7 @@ from harness.evaluation.suite import read_folder, read_records
 SUITES = Registry("folder suite", {
     "deployment": "harness.suites.deployment:SUITE",
     "runtime-check": "harness.suites.runtime_check:SUITE",
+    "parser-agreement": "harness.suites.parser_agreement:SUITE",
 })
 
 

@@ -10,7 +10,6 @@ from harness.core.errors import RecordError
 
 SCHEMA_VERSION = 1
 SAMPLE, MODEL, RUNTIME_CONFORMANCE = "sample", "model", "runtime-conformance"
-PARSER_AGREEMENT = "parser-agreement"
 
 
 class Step(TypedDict, total=False):

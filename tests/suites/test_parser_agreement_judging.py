@@ -4,9 +4,10 @@ data, or streams something else than it reads whole."""
 import pytest
 
 from harness import families
-from harness.evaluation.parser_agreement import classify, current, fed_text, matrix, read_records
-from harness.reports.suite_pages import parser_agreement_markdown as agreement_markdown
-from harness.evaluation.records import ParserAgreementRecord
+from harness.suites.parser_agreement import SUITE
+from harness.suites.parser_agreement.judging import classify, current, fed_text, matrix
+from harness.suites.parser_agreement.page import markdown as agreement_markdown
+from harness.suites.parser_agreement.records import ParserAgreementRecord
 from harness.evaluation.transcripts import encode_line
 from harness.evaluation.runtime_corpus import TOOLS
 from harness.formats.reasoning import DEFAULT_PAIRS
@@ -115,7 +116,7 @@ def test_a_record_survives_its_line_and_a_damaged_one_is_skipped_with_its_reason
     kept.expect, kept.one_shot, kept.tokens = expect(CALL), {"content": "", "calls": []}, 24
     broken = {**kept.to_json(), "streams": "22"}
     path.write_bytes(encode_line(kept.to_json()) + encode_line(broken))
-    records, warnings = read_records(path)
+    records, warnings = SUITE.read_records(path)
     assert records == [kept] and records[0].done_key() == kept.done_key()
     assert len(warnings) == 1 and "field 'streams' is str" in warnings[0]
 
@@ -128,7 +129,7 @@ def test_a_second_run_on_the_records_is_refused_before_it_reads_or_asks_anything
     from harness.evaluation.results import ResultsDir
     from harness.core.errors import TranscriptBusyError
     from harness.evaluation.transcripts import TranscriptWriter
-    from harness.live.parser_agreement import run_suite
+    from harness.suites.parser_agreement.driver import run_suite
 
     results = ResultsDir(tmp_path)
     with TranscriptWriter(results.parser_agreement_records("vllm")):

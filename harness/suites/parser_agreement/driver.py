@@ -14,15 +14,15 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from harness import families as registry
-from harness.evaluation.records import ParserAgreementRecord
 from harness.scripted.plan import DEFAULT_PROFILE, profile_for
-from harness.evaluation import peer_vocabulary
-from harness.evaluation.parser_agreement import PROJECTS, SUITE, classify, fed_text, unmapped
 from harness.evaluation.runtime_corpus import TOOLS, build_corpus
 from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.transcripts import TranscriptWriter, encode_line, read_transcript
 from harness.formats.canonical import canonical_outputs
 from harness.formats.reasoning import DEFAULT_PAIRS
+from harness.suites.parser_agreement import SUITE, peer_vocabulary
+from harness.suites.parser_agreement.judging import PROJECTS, classify, fed_text, unmapped
+from harness.suites.parser_agreement.records import ParserAgreementRecord
 
 # Special-token spellings: <|…|>, DeepSeek's <｜…｜>, Mistral's [UPPER_CASE]. A vocabulary of another family spells
 # them as text, and a peer parser that looks its markers up as tokens would fail on our vocabulary, not on its own.

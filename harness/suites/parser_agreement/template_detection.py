@@ -1,7 +1,7 @@
 """SGLang's template detection (`--tool-call-parser auto`, sglang.srt.parser.template_detection) beside ours, on
 every pinned template.
 
-`harness parser-agreement` asks the peers worker once per template (harness.live.template_detection) and writes
+`harness parser-agreement` asks the peers worker once per template (detection_driver.py) and writes
 DIR/template-detection/sglang.jsonl: a first line naming the detector class behind every SGLang parser name (two
 names can be one parser: `glm` and `glm45`), then one line per template with the parser SGLang picks, the rule
 that picked it, and what the template text alone gives. Ours is the family `harness conformance` gives the

@@ -10,7 +10,7 @@ the package: it applies many of the same tolerances without a name.
 Each event's `ours` are names of ours for the same text: a deviation (harness.formats.deviations, the strict
 parser refuses the reply) or a finding (harness.evaluation.scoring, the parser reads the call and scoring or
 `harness parse --tools` names what the tool's schema refuses). `witness` is one reply of a pinned family that
-SGLang's event describes; tests/evaluation/test_peer_vocabulary.py reads each with the strict parser (and the
+SGLang's event describes; tests/suites/test_parser_agreement_peer_vocabulary.py reads each with the strict parser (and the
 command) and holds it to its name, and parser agreement asks every peer parser the witnesses (source
 SOURCE), so the page shows what each peer does with them. This module is the one place the mapping lives:
 docs/strictness.md and results/parser-agreement.md are both written from it.
@@ -191,8 +191,8 @@ def vocabulary_lines(records=None, heading: str = "##") -> list:
              "what SGLang does with the text, and what ours calls the same text: a deviation (the strict parser "
              "refuses the reply) or a finding (the parser reads the call, scoring and `harness parse --tools` name "
              "what the tool's schema refuses). The witness is a reply of a pinned family the event describes and "
-             "what the strict parser (or the command) names it; tests/evaluation/test_peer_vocabulary.py holds "
-             "each. The mapping is data in harness/evaluation/peer_vocabulary.py.", "", upstream_line(), "", VLLM, ""]
+             "what the strict parser (or the command) names it; tests/suites/test_parser_agreement_peer_vocabulary.py holds "
+             "each. The mapping is data in harness/suites/parser_agreement/peer_vocabulary.py.", "", upstream_line(), "", VLLM, ""]
     header = "| SGLang event | scope | strict mode | SGLang does | ours | note | witness → ours |"
     rule = "|---|---:|---|---|---|---|---|"
     if records is not None:

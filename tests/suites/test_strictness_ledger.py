@@ -8,8 +8,8 @@ import pytest
 
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.runtime_conformance import read_records
-from harness.evaluation.strictness import REASONS, ledger_markdown, ledger_rows
-from harness.evaluation.template_detection import PROJECT, compare
+from harness.suites.strictness_ledger import REASONS, ledger_markdown, ledger_rows
+from harness.suites.parser_agreement.template_detection import PROJECT, compare
 
 ROOT = Path(__file__).resolve().parents[2]
 LEDGER = ROOT / "docs" / "strictness.md"

@@ -1,13 +1,13 @@
 """SGLang's template detection asked of every pinned template, through the peers worker (its `detect` request),
-into DIR/template-detection/sglang.jsonl (harness.evaluation.template_detection reads and compares it)."""
+into DIR/template-detection/sglang.jsonl (template_detection.py reads and compares it)."""
 
 from __future__ import annotations
 
 import json
 
 from harness.core.hashing import sha256_text
-from harness.evaluation.template_detection import DETECTORS, PROJECT, TEMPLATE
-from harness.live.parser_agreement import _SPECIAL, _TAG
+from harness.suites.parser_agreement.driver import _SPECIAL, _TAG
+from harness.suites.parser_agreement.template_detection import DETECTORS, PROJECT, TEMPLATE
 
 
 def vocabulary(text: str) -> set:

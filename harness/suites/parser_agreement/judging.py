@@ -17,9 +17,7 @@ import json
 
 from harness import families as registry
 from harness.evaluation.judging import answer_summary, arguments_object, judge, label_head
-from harness.evaluation.records import PARSER_AGREEMENT, ParserAgreementRecord
-from harness.evaluation.results import file_stem
-from harness.evaluation.suite import Suite
+from harness.suites.parser_agreement.records import ParserAgreementRecord
 
 # The projects whose parsers are compared (harness.peers drives them); a family's `peers:` may name others.
 PROJECTS = ("vllm", "sglang", "transformers")
@@ -131,8 +129,3 @@ def replay_command(r: ParserAgreementRecord) -> str:
     return (f"harness parser-agreement --project {r.project} --family {r.family} --source {r.source} "
             f"--case {json.dumps(r.case, ensure_ascii=False)} --json")
 
-
-SUITE = Suite(name=PARSER_AGREEMENT, labels=LABELS, record=ParserAgreementRecord, folder="parser-agreement",
-              page="parser-agreement.md", classify=classify, matrix=matrix, replay_command=replay_command,
-              identity=ParserAgreementRecord.done_key, home=lambda r: f"{file_stem(r.project)}.jsonl")
-read_records = SUITE.read_records

@@ -3,8 +3,10 @@
 
 import shutil
 
-from harness.evaluation.parser_agreement import current, read_records, unmapped
-from harness.reports.suite_pages import parser_agreement_markdown as agreement_markdown
+from harness import suites
+from harness.suites.parser_agreement import SUITE
+from harness.suites.parser_agreement.judging import current, unmapped
+from harness.suites.parser_agreement.page import markdown as agreement_markdown
 from harness.reports.report import write_reports
 from tests.pins.test_fetch import ROOT
 from tests.reports.test_report import setup
@@ -15,7 +17,7 @@ RESULTS = ROOT / "results"
 def committed() -> list:
     records = []
     for path in sorted((RESULTS / "parser-agreement").glob("*.jsonl")):
-        found, warnings = read_records(path)
+        found, warnings = SUITE.read_records(path)
         assert not warnings, warnings
         records += found
     return records
@@ -37,7 +39,7 @@ def test_harness_report_writes_the_page_and_the_html_section_from_the_records(tm
     shutil.copytree(RESULTS / "parser-agreement", results / "parser-agreement")
     shutil.copytree(RESULTS / "template-detection", results / "template-detection")
     shutil.copy(RESULTS / "conformance.json", results / "conformance.json")
-    write_reports(results, scenarios, plot=False)
+    write_reports(results, scenarios, plot=False, pages=[s.write_pages for s in suites.registered().values()])
     assert (results / "parser-agreement.md").read_text(encoding="utf-8") == \
         (RESULTS / "parser-agreement.md").read_text(encoding="utf-8")
     html = (results / "report.html").read_text(encoding="utf-8")
@@ -52,6 +54,6 @@ def test_harness_report_writes_the_page_and_the_html_section_from_the_records(tm
 
 def test_without_records_there_is_no_page_and_no_section(tmp_path):
     scenarios, results = setup(tmp_path)
-    write_reports(results, scenarios, plot=False)
+    write_reports(results, scenarios, plot=False, pages=[s.write_pages for s in suites.registered().values()])
     assert not (results / "parser-agreement.md").exists()
     assert 'id="parser-agreement"' not in (results / "report.html").read_text(encoding="utf-8")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from harness.evaluation import peer_vocabulary, template_detection
 from harness.evaluation.judging import cell, label_head
+from harness.suites.parser_agreement import peer_vocabulary, template_detection
 
 FORGAVE = "runtime-forgave"
 
@@ -157,19 +157,19 @@ def _returned(calls) -> str:
 
 def ledger_markdown(records: list, detection: dict | None = None) -> str:
     """The ledger from the runtime-conformance records; then the vocabulary of SGLang's named tolerances beside
-    ours, and, given (harness.evaluation.template_detection.compare), SGLang's template detection beside ours."""
+    ours, and, given (harness.suites.parser_agreement.template_detection.compare), SGLang's template detection beside ours."""
     rows = ledger_rows(records)
     missing = sorted({row["deviation"] for row in rows} - set(REASONS))
     if missing:
-        raise ValueError(f"runtime-forgave deviations without a reason in harness/evaluation/strictness.py "
+        raise ValueError(f"runtime-forgave deviations without a reason in harness/suites/strictness_ledger.py "
                          f"REASONS: {', '.join(missing)}")
     lines = ["# Strictness ledger", "",
              "Where a peer runtime reads a call from a reply the strict parser rejects. Generated from the committed "
              "runtime-conformance records (`results/runtime-conformance/*.jsonl`, label `runtime-forgave:<deviation>`) "
-             "by `python tools/strictness_ledger.py`; `tests/evaluation/test_strictness_ledger.py` fails when the "
+             "by `python tools/strictness_ledger.py`; `tests/suites/test_strictness_ledger.py` fails when the "
              "records hold a disagreement this file does not list. The replies are scripted (see "
              "docs/scripted-models.md), so each row is an exact text, not a sample. The last two sections put SGLang's "
-             "names for what it forgives beside ours (harness/evaluation/peer_vocabulary.py) and its template "
+             "names for what it forgives beside ours (harness/suites/parser_agreement/peer_vocabulary.py) and its template "
              "detection beside ours (the committed results/template-detection/sglang.jsonl and conformance.json).", "",
              "## Why the harness rejects them", ""]
     seen = {row["deviation"] for row in rows}

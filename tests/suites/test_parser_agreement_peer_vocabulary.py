@@ -1,4 +1,4 @@
-"""The map from SGLang's named tolerances to our names (harness/evaluation/peer_vocabulary.py): every name of ours
+"""The map from SGLang's named tolerances to our names (harness/suites/parser_agreement/peer_vocabulary.py): every name of ours
 it gives is one of ours, each witness reply is named so by the strict parser or by `harness parse --tools`, and
 SGLang's names are SGLang's where the peers environment holds an SGLang that has them."""
 
@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from harness import families as registry
-from harness.evaluation import peer_vocabulary as vocab
+from harness.suites.parser_agreement import peer_vocabulary as vocab
 from harness.evaluation import scoring
 from harness.formats import deviations as dev
 from harness.peers import SETUP_COMMAND, peers_python

@@ -9,7 +9,7 @@ import pytest
 
 from harness.core.errors import PeerError
 from harness.core.hashing import sha256_text
-from harness.evaluation import template_detection as td
+from harness.suites.parser_agreement import template_detection as td
 from harness.evaluation.results import ResultsDir
 from harness.peers import SETUP_COMMAND, Peers, peers_python
 from harness.pins.sources import load_sources, resolve_template
@@ -95,7 +95,7 @@ def peers():
 
 @pytest.mark.needs_peers
 def test_sglang_asked_again_gives_the_committed_lines(peers):
-    from harness.live.template_detection import detect_all, vocabulary
+    from harness.suites.parser_agreement.detection_driver import detect_all, vocabulary
 
     sources = load_sources()
     wanted = ["Qwen-Qwen3-0.6B", "GLM-4.6", "Spark2.5", "moonshotai-Kimi-K2", "meta-llama-Llama-3.1-8B-Instruct"]

@@ -13,11 +13,11 @@ from harness.suites.command_line import EXIT_FINDING, EXIT_OK, add_results_dir, 
 def run(args) -> int:
     from harness.peers import SETUP_COMMAND, Peers, peers_python
     from harness.core.errors import HarnessError
-    from harness.evaluation.parser_agreement import PROJECTS, unmapped
-    from harness.live.parser_agreement import TRANSCRIPT, build_cases, parser_for, run_case, run_suite
-    from harness.live.template_detection import detect_all, write_detections
     from harness.pins.sources import load_sources, resolve_template
-    from harness.reports.suite_pages import parser_agreement_markdown
+    from harness.suites.parser_agreement.detection_driver import detect_all, write_detections
+    from harness.suites.parser_agreement.driver import TRANSCRIPT, build_cases, parser_for, run_case, run_suite
+    from harness.suites.parser_agreement.judging import PROJECTS, unmapped
+    from harness.suites.parser_agreement.page import markdown
 
     python = peers_python()
     if python is None:
@@ -65,7 +65,7 @@ def run(args) -> int:
         print(json.dumps([r.to_json() for r in records], ensure_ascii=False, indent=1))
     if whole_run:
         path = args.results_dir.parser_agreement_report
-        path.write_text(parser_agreement_markdown(records, unmapped(), args.results_dir.root), encoding="utf-8")
+        path.write_text(markdown(records, unmapped(), args.results_dir.root), encoding="utf-8")
         print(f"{len(records)} case(s) ({resumed} already recorded), {sum(r.labels == ['agree'] for r in records)} "
               f"agree -> {args.results_dir.parser_agreement}/, {path}", file=sys.stderr if args.json else sys.stdout)
     elif not args.json:
