@@ -22,8 +22,7 @@ COMMANDS = Registry("command", {
     "report": "harness.cli.report",
     "score": "harness.cli.score",
     "list": "harness.cli.listing",
-    "runtime-conformance": "harness.cli.runtime_conformance",
-    "scripted-model": "harness.cli.scripted",
+    "scripted-model": "harness.suites.runtime_conformance.scripted_command",
 })
 
 

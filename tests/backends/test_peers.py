@@ -13,7 +13,7 @@ from harness.peers import WORKER, Peers, peers_python
 from harness.peers.worker import random_sizes
 from harness.suites.parser_agreement.driver import Case, build_cases, parser_for, run_case
 from harness.pins.sources import load_sources, resolve_template
-from harness.evaluation.runtime_corpus import TOOLS, build_corpus
+from harness.suites.runtime_conformance.corpus import TOOLS, build_corpus
 from harness import families
 
 

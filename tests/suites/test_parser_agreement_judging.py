@@ -9,7 +9,7 @@ from harness.suites.parser_agreement.judging import classify, current, fed_text,
 from harness.suites.parser_agreement.page import markdown as agreement_markdown
 from harness.suites.parser_agreement.records import ParserAgreementRecord
 from harness.evaluation.transcripts import encode_line
-from harness.evaluation.runtime_corpus import TOOLS
+from harness.suites.runtime_conformance.corpus import TOOLS
 from harness.formats.reasoning import DEFAULT_PAIRS
 
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"location": "Paris", "days": 3}}\n</tool_call>'

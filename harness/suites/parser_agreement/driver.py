@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from harness import families as registry
 from harness.scripted.plan import DEFAULT_PROFILE, profile_for
-from harness.evaluation.runtime_corpus import TOOLS, build_corpus
+from harness.suites.runtime_conformance.corpus import TOOLS, build_corpus
 from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.transcripts import TranscriptWriter, encode_line, read_transcript
 from harness.formats.canonical import canonical_outputs
@@ -141,7 +141,7 @@ def build_cases(templates, only_families=None, transcripts=()) -> tuple:
             label = miss.deviation + (f" #{seen[miss.deviation]}" if seen[miss.deviation] > 1 else "")
             out.append(Case(name, "near-miss", label, miss.text, registry.parse(name, miss.text, "").to_json(),
                             tools, profile))
-        # The replies SGLang's named tolerances describe (harness.evaluation.peer_vocabulary), with their tools.
+        # The replies SGLang's named tolerances describe (peer_vocabulary.py), with their tools.
         for event, witness in peer_vocabulary.witnesses():
             if witness.family == name:
                 out.append(Case(name, peer_vocabulary.SOURCE, event.name, witness.reply,
@@ -171,7 +171,7 @@ def build_cases(templates, only_families=None, transcripts=()) -> tuple:
 
 
 def fed_for(case: Case) -> str:
-    """The text a peer's parser is given for the case (harness.evaluation.parser_agreement.fed_text)."""
+    """The text a peer's parser is given for the case (judging.fed_text)."""
     pairs = getattr(registry.get(case.family).parser, "reasoning", None) or DEFAULT_PAIRS
     return fed_text(case.reply, case.expect, pairs)
 

@@ -11,9 +11,9 @@ import pandas as pd
 
 from harness.core.errors import UnsafeWriteError
 from harness.core.safe_writes import check_target
+from harness.evaluation.judging import cell
 from harness.evaluation.results import ResultsDir
 from harness.reports.html_overview import table_section
-from harness.reports.suite_pages import disagreement_lines
 from harness.suites.parser_agreement import peer_vocabulary, template_detection
 from harness.suites.parser_agreement.judging import LABELS, current, matrix, replay_command, unmapped
 
@@ -32,6 +32,18 @@ def _parsers(row: dict) -> str:
     if len(row["parsers"]) == 1:
         return f"`{next(iter(row['parsers']))}`"
     return ", ".join(f"`{p}` ×{n}" for p, n in sorted(row["parsers"].items()))
+
+
+def disagreement_lines(records: list, order, head, replay, limit: int = 160) -> list:
+    """The "Disagreements" section of the page: each record not labelled agree, in `order`, as `head(r)`,
+    its labels and details, then its reply and the command `replay(r)` that asks it again."""
+    lines = ["", "## Disagreements", ""]
+    for r in sorted(records, key=order):
+        if r.labels == ["agree"]:
+            continue
+        lines.append(f"- {head(r)}: `{'`, `'.join(r.labels)}` — {'; '.join(r.details)}")
+        lines.append(f"  reply {cell(r.reply, limit)}; replay: `{replay(r)}`")
+    return lines
 
 
 def markdown(records: list, unmapped: list, results_dir: Path | None = None) -> str:

@@ -16,9 +16,9 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from harness.evaluation.history_cases import AFTER_TOOL, AFTER_USER
+from harness.suites.runtime_conformance.history_cases import AFTER_TOOL, AFTER_USER
 from harness.evaluation.judging import label_head
-from harness.evaluation.runtime_corpus import AUTO, NAMED, NAMED_OTHER, NO_PARALLEL, NONE, REQUIRED
+from harness.suites.runtime_conformance.corpus import AUTO, NAMED, NAMED_OTHER, NO_PARALLEL, NONE, REQUIRED
 
 CAUSE_ORDER = ("runtime-error", "history-reasoning-dropped", "history-reasoning-kept", "history-differs",
                "runtime-dropped-call", "call-left-in-content", "parallel-ignored", "required-ignored",

@@ -4,7 +4,8 @@ parse is what each case claims; user case files are checked with file:line error
 import pytest
 
 from harness.core.errors import HarnessError
-from harness.evaluation.runtime_corpus import build_corpus, cases_from_file
+from harness.suites.runtime_conformance.corpus import build_corpus
+from harness.suites.runtime_conformance.corpus_file import cases_from_file
 from harness.pins.sources import load_sources, resolve_template
 
 SOURCES = load_sources()

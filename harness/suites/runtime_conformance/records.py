@@ -1,20 +1,21 @@
-"""The record of the runtime suite still on this floor: a runtime-conformance request (a scripted reply through
-a runtime). A suite that lives in a folder of its own (harness.suites) keeps its record there."""
+"""The runtime-conformance record: one scripted reply through a runtime, non-streamed and streamed, with its
+labels. Its kind is the suite's name; harness.evaluation.records reads it when a reader names this class (the
+records floor cannot import a suite)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from harness.evaluation.records.fields import (
-    NULL, RUNTIME_CONFORMANCE, SCHEMA_VERSION, check_field, nested_field, within_field,
-)
+from harness.evaluation.records.fields import NULL, SCHEMA_VERSION, check_field, nested_field, within_field
+
+RUNTIME_CONFORMANCE = "runtime-conformance"
 
 
 @dataclass
 class RuntimeConformanceRecord:
     """One scripted reply through a runtime's /v1/chat/completions, non-streamed and streamed, with its labels
-    (harness.live.runtime_conformance writes it, harness.evaluation.runtime_conformance labels it)."""
+    (driver.py and endpoint.py ask it, judging.conformance_record makes and labels it)."""
     KIND: ClassVar[str] = RUNTIME_CONFORMANCE
     runtime: str
     server: str
@@ -48,7 +49,7 @@ class RuntimeConformanceRecord:
     # "sha256"} for a runtime that runs a binary (the binary's own --version words), {"version"} for one whose
     # module names its version; None in records made before the field, and for a runtime served by the user.
     build: dict | None = None
-    # A case whose history carries reasoning sent back (harness.evaluation.history_cases): what the pinned
+    # A case whose history carries reasoning sent back (history_cases.py): what the pinned
     # template does with it and what the runtime's prompt shows of it, to judge the runtime's render.
     history: dict | None = None
     schema: int = SCHEMA_VERSION     # as read; to_json writes this harness's schema

@@ -1,7 +1,6 @@
-"""The markdown pages of the runtime suites (harness.evaluation.suite), rebuilt by `harness report` from their
-records: DIR/runtime-conformance.md, which opens on its root causes and lists every disagreement with its reply
-and the command that replays it (disagreement_lines, which the parser-agreement suite's page uses too). A suite without a page of its own here gets labels_page: its labels, what
-they mean and how many records carry each, then every disagreement with its replay."""
+"""The runtime-conformance suite's pages, rebuilt by `harness report` from its records: DIR/runtime-conformance.md
+(its root causes, the builds side by side, the runtimes, the runtime × family matrix, the history cases, then every
+disagreement under its cause with its reply and the command that replays it) and its section of report.html."""
 
 from __future__ import annotations
 
@@ -10,11 +9,18 @@ from pathlib import Path
 
 from harness.backends import runtimes
 from harness.backends.binaries import build_words
-from harness.evaluation import history_cases, runtime_conformance
+from html import escape
+
+import pandas as pd
+
+from harness.core.errors import UnsafeWriteError
+from harness.core.safe_writes import check_target
 from harness.evaluation.judging import cell
-from harness.evaluation.runtime_causes import cause_line, root_causes
-from harness.evaluation.runtime_versions import compare, comparison_lines
-from harness.evaluation.suite import Suite, registered
+from harness.reports.html_overview import table_section
+from harness.suites.runtime_conformance import history_cases
+from harness.suites.runtime_conformance.causes import cause_line, root_causes
+from harness.suites.runtime_conformance.judging import LABELS, matrix, replay_command
+from harness.suites.runtime_conformance.versions import compare, comparison_lines
 
 
 def conformance_replay(record) -> str:
@@ -22,19 +28,7 @@ def conformance_replay(record) -> str:
     the harness does not start that runtime but a script of the repository serves it (vLLM's CPU build and
     transformers serve: the server started, asked, stopped), else the suite's own line."""
     runtime = runtimes.of_record(record.runtime)
-    return (runtime.replay(record) if runtime else None) or runtime_conformance.replay_command(record)
-
-
-def disagreement_lines(records: list, order, head, replay, limit: int = 160) -> list:
-    """The "Disagreements" section of a suite's page: each record not labelled agree, in `order`, as `head(r)`,
-    its labels and details, then its reply and the command `replay(r)` that asks it again."""
-    lines = ["", "## Disagreements", ""]
-    for r in sorted(records, key=order):
-        if r.labels == ["agree"]:
-            continue
-        lines.append(f"- {head(r)}: `{'`, `'.join(r.labels)}` — {'; '.join(r.details)}")
-        lines.append(f"  reply {cell(r.reply, limit)}; replay: `{replay(r)}`")
-    return lines
+    return (runtime.replay(record) if runtime else None) or replay_command(record)
 
 
 def conformance_markdown(records: list, unscripted: list) -> str:
@@ -42,16 +36,15 @@ def conformance_markdown(records: list, unscripted: list) -> str:
     which families, a replay), the runtimes, the runtime × family matrix, then every disagreement grouped under its
     cause with its reply and the command that replays it. unscripted: (template id, why no scripted model is built
     for it)."""
-    suite = runtime_conformance.SUITE
-    labels = suite.label_names
+    labels = tuple(LABELS)
     causes = root_causes(records)
     lines = ["# Runtime conformance", "",
              "Scripted models (real GGUFs: a family's vocabulary, the pinned template, weights that write exact "
              "replies) write every case of each template's corpus through the runtime's /v1/chat/completions, "
              "non-streamed and streamed. Each request is labelled by what the runtime did with a reply whose "
              "strict parse is known; a request can carry several labels (a row counts each once). Labels are "
-             "defined in harness/evaluation/runtime_conformance.py; the corpus in "
-             "harness/evaluation/runtime_corpus.py; root causes in harness/evaluation/runtime_causes.py; made by "
+             "defined in harness/suites/runtime_conformance/judging.py; the corpus in "
+             "harness/suites/runtime_conformance/corpus.py; root causes in harness/suites/runtime_conformance/causes.py; made by "
              "`harness runtime-conformance` and `harness report`. Replays run from the repository root and print "
              "each request's labels and details.", "", "## Root causes", "",
              "Each disagreeing request under one cause: its most telling label (an error, then what the runtime "
@@ -61,7 +54,7 @@ def conformance_markdown(records: list, unscripted: list) -> str:
     lines += ["", "## Runtimes", "", *runtime_table(records), *unread_lines(records), "",
               "## Matrix", "", "| runtime | family | templates | requests | " + " | ".join(labels) + " |",
               "|---|---|---:|---:|" + "---:|" * len(labels)]
-    for row in suite.matrix(records):
+    for row in matrix(records):
         lines.append(f"| {row['runtime']} | {row['family']} | {len(row['templates'])} | {row['requests']} | "
                      + " | ".join(str(row[k]) for k in labels) + " |")
     lines += history_lines(records)
@@ -81,7 +74,7 @@ def conformance_markdown(records: list, unscripted: list) -> str:
 
 def version_sections(records: list) -> list:
     """For each registered runtime that is a newer build of another (Runtime.newer_than), both with records: their
-    root causes side by side (harness.evaluation.runtime_versions)."""
+    root causes side by side (harness.suites.runtime_conformance.versions)."""
     lines = []
     for runtime in runtimes.every():
         if runtime.newer_than is None:
@@ -96,7 +89,7 @@ def version_sections(records: list) -> list:
 def history_lines(records: list) -> list:
     """The history section: per runtime, how its render of a history with the reasoning it returned sent back
     compares with the template's, then per template and case what the template does and what each runtime does
-    (harness.evaluation.history_cases). Nothing where no record carries such a history."""
+    (harness.suites.runtime_conformance.history_cases). Nothing where no record carries such a history."""
     asked = [r for r in records if r.history]
     if not asked:
         return []
@@ -187,51 +180,35 @@ def unscripted_templates(results_dir: Path, asked: dict) -> list:
     return out
 
 
-def _conformance_page(records: list, results_dir: Path) -> str:
+def markdown(records: list, results_dir: Path) -> str:
+    """results/runtime-conformance.md, naming the templates of results_dir's conformance.json left unscripted."""
     asked = {r.template["sha256"]: r.template["id"] for r in records}
     unscripted = [(t, why) for t, why in unscripted_templates(results_dir, asked) if t not in asked.values()]
     return conformance_markdown(records, unscripted)
 
 
-def _labels(record) -> list:
-    return list(record.labels) if hasattr(record, "labels") else [record.label]
+def html_section(records: list) -> str:
+    """Its section of report.html: the root causes, then requests per label for each runtime and family."""
+    frame = pd.DataFrame([{"runtime": row["runtime"], "family": row["family"], "templates": len(row["templates"]),
+                           "requests": row["requests"], **{k: row[k] for k in LABELS}} for row in matrix(records)])
+    causes = "".join(f"<li>{escape(cause_line(c, conformance_replay))}</li>" for c in root_causes(records))
+    # A column per label: the "labels" class lets its headers wrap.
+    return table_section("runtime-conformance", "Runtime conformance",
+                         "Exact replies of scripted models through each runtime's /v1/chat/completions. Root causes "
+                         "first (what the runtime does, how many requests, which families, a replay run from the "
+                         f"repository root):</p><ol>{causes}</ol><p>Requests per label. Every disagreement, under its "
+                         "cause with its reply and the command that replays it, is in runtime-conformance.md.", frame,
+                         cls="labels")
 
 
-def labels_page(suite: Suite, records: list) -> str:
-    """The page of a suite that has none of its own: each label, what it means and how many records carry it,
-    then each record not labelled agree with the command that replays it."""
-    counts = {label: 0 for label in suite.label_names}
-    for r in records:
-        for label in {suite.label_head(x) for x in _labels(r)}:
-            counts[label] = counts.get(label, 0) + 1
-    module = suite.classify.__module__.replace(".", "/") + ".py"
-    lines = [f"# {suite.name}", "", f"{len(records)} records; labels are defined in {module}.", "",
-             "| label | meaning | records |", "|---|---|---:|"]
-    lines += [f"| {label} | {suite.labels.get(label, '(not a label of this suite)')} | {n} |"
-              for label, n in counts.items()]
-    lines += ["", "## Disagreements", ""]
-    lines += sorted(f"- `{'`, `'.join(_labels(r))}`; replay: `{suite.replay_command(r)}`" for r in records
-                    if _labels(r) != ["agree"])
-    return "\n".join(lines) + "\n"
-
-
-# Suite name -> its page, page(records, results folder): the folder for what the page says the suite left out.
-PAGES = {
-    runtime_conformance.SUITE.name: _conformance_page,
-}
-
-
-def page_for(suite: Suite):
-    return PAGES.get(suite.name) or (lambda records, results_dir: labels_page(suite, records))
-
-
-def write_pages(results_dir: Path, records: dict, staged) -> list:
-    """DIR/<page> of every registered suite that has records (records: suite name -> its records), in the
-    table's order, staged (harness.reports.staged) to be put in place with the rest of the report; the paths."""
-    written = []
-    for name, suite in registered().items():
-        if records.get(name):
-            out = Path(results_dir) / suite.page
-            staged.text(out, page_for(suite)(records[name], Path(results_dir)))
-            written.append(str(out))
-    return written
+def write_pages(pages, records: list, page: str) -> list:
+    """DIR/<page> and the report.html section, staged with the rest of the report; nothing without records."""
+    if not records:
+        return []
+    path = pages.results.root / page
+    try:
+        check_target(path, pages.results.root)
+    except UnsafeWriteError as exc:
+        raise UnsafeWriteError(f"cannot write the reports into {pages.results.root}: {exc}") from None
+    pages.sections.append(html_section(records))
+    return [str(pages.staged.text(path, markdown(records, pages.results.root)))]

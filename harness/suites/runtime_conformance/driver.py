@@ -1,6 +1,6 @@
-"""Runtime conformance: every case of a template's corpus (harness.evaluation.runtime_corpus), written by scripted
+"""Runtime conformance: every case of a template's corpus (harness.suites.runtime_conformance.corpus), written by scripted
 models through a real runtime's /v1/chat/completions, non-streamed and streamed, and labelled
-(harness.evaluation.runtime_conformance).
+(harness.suites.runtime_conformance.judging).
 
 Per template and runtime: the requests (case × tool_choice variant) are packed into as few scripted models as
 their positions allow, keyed to our render; the runtime gives its own prompt length of every request on the first
@@ -27,10 +27,10 @@ from harness.scripted.vocab import CONTEXT_LENGTH, vocab_for
 from harness.backends.servers import LocalServer, ModelHost
 from harness.core.errors import ServerStartError, TemplateError
 from harness.core.hashing import sha256_json, sha256_text
-from harness.evaluation import history_cases
-from harness.evaluation.runtime_conformance import conformance_record
-from harness.evaluation.runtime_corpus import AUTO, NAMED, NAMED_OTHER, NO_PARALLEL, NONE, REQUIRED, Renderer
-from harness.evaluation.records import RUNTIME_CONFORMANCE
+from harness.suites.runtime_conformance import history_cases
+from harness.suites.runtime_conformance.judging import conformance_record
+from harness.suites.runtime_conformance.records import RuntimeConformanceRecord
+from harness.suites.runtime_conformance.corpus import AUTO, NAMED, NAMED_OTHER, NO_PARALLEL, NONE, REQUIRED, Renderer
 from harness.evaluation.transcripts import TranscriptWriter, now, read_transcript
 from harness.families import get as family_get
 
@@ -79,7 +79,7 @@ def requests_for(corpus, cases=None, variants=None) -> list:
 
 def request_switches(body: dict) -> dict:
     """What a request sets beside the case's messages and tools (those follow from the case's name and hash:
-    harness.evaluation.runtime_corpus writes them again)."""
+    harness.suites.runtime_conformance.corpus writes them again)."""
     return {k: v for k, v in body.items() if k not in ("messages", "tools")}
 
 
@@ -258,7 +258,7 @@ class TemplateRun:
 
     def history_of(self, r: Request, ours: PromptKey, key: PromptKey) -> dict | None:
         """For a case whose history sends reasoning back: the template's renders the runtime's prompt is held
-        against (with and without the reasoning, ...: harness.evaluation.history_cases), rendered and counted as
+        against (with and without the reasoning, ...: harness.suites.runtime_conformance.history_cases), rendered and counted as
         our prompt is."""
         sent = history_cases.reasoning_sent(r.case.messages)
         if not sent or ours.prompt is None:
@@ -318,7 +318,7 @@ def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Pat
     # The lock is taken before the done set is read, as harness run takes it: a second run on this file stops
     # at once, naming the run that holds it, and one that starts after it skips what it recorded.
     with TranscriptWriter(path, wait=False) as writer:
-        done = set(done) | {r.done_key() for r in read_transcript(path, kinds=(RUNTIME_CONFORMANCE,)).records}
+        done = set(done) | {r.done_key() for r in read_transcript(path, kinds=(RuntimeConformanceRecord,)).records}
         for ref, corpus in templates:
             if not corpus.family:
                 skipped.append((ref.id, corpus.skipped[0][1]))

@@ -1,13 +1,14 @@
-"""A runtime beside its newer build (harness.evaluation.runtime_versions): each root cause of the older one fixed,
+"""A runtime beside its newer build (harness.suites.runtime_conformance.versions): each root cause of the older one fixed,
 still there or new in the newer one, and how many of the same requests got the same labels; the
 runtime-conformance page's section is computed from the two runtimes' records, and the committed page holds it."""
 
 from harness.backends import runtimes
 from harness.core import constants
-from harness.evaluation.records import RuntimeConformanceRecord
-from harness.evaluation.runtime_conformance import read_records, replay_command
-from harness.evaluation.runtime_versions import FIXED, NEW, STILL, compare, comparison_lines
-from harness.reports.suite_pages import conformance_markdown, version_sections
+from harness.suites.runtime_conformance.records import RuntimeConformanceRecord
+from harness.suites.runtime_conformance import read_records
+from harness.suites.runtime_conformance.judging import replay_command
+from harness.suites.runtime_conformance.versions import FIXED, NEW, STILL, compare, comparison_lines
+from harness.suites.runtime_conformance.page import conformance_markdown, version_sections
 
 OLD, NEWER = "llama-server-0.3.36-vendored", "llama-server-next-0.6.0-dev-b11434"
 

@@ -22,11 +22,11 @@ from harness.backends.chat_answers import chat_answer, chat_stream
 from harness.backends.transport import NOT_NOW
 from harness.core.errors import HarnessError
 from harness.core.hashing import sha256_json
-from harness.evaluation.runtime_conformance import conformance_record
-from harness.evaluation.records import RUNTIME_CONFORMANCE
+from harness.suites.runtime_conformance.judging import conformance_record
+from harness.suites.runtime_conformance.records import RuntimeConformanceRecord
 from harness.evaluation.transcripts import TranscriptWriter, now, read_transcript
 from harness.families import get as family_get
-from harness.live.runtime_conformance import EXTRA_TOKENS, TIMEOUT, request_switches
+from harness.suites.runtime_conformance.driver import EXTRA_TOKENS, TIMEOUT, request_switches
 from harness.scripted.manifest import read_manifest
 
 
@@ -110,7 +110,7 @@ def run_manifest(url: str, served_model: str | None, manifest_path: Path, runtim
     # The lock is taken before the done set is read, as harness run takes it: a second run on this file stops
     # at once, naming the run that holds it, and one that starts after it skips what it recorded.
     with TranscriptWriter(path, wait=False) as writer:
-        done = set(done) | {r.done_key() for r in read_transcript(path, kinds=(RUNTIME_CONFORMANCE,)).records}
+        done = set(done) | {r.done_key() for r in read_transcript(path, kinds=(RuntimeConformanceRecord,)).records}
         todo = []
         for model in models:
             for e in model["requests"]:

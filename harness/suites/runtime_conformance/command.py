@@ -16,9 +16,9 @@ from harness.core.values import seconds_argument
 
 def run(args) -> int:
     from harness.core.errors import HarnessError
-    from harness.evaluation.runtime_conformance import SUITE
-    from harness.evaluation.runtime_corpus import build_corpus
-    from harness.live.runtime_conformance import run_suite
+    from harness.suites.runtime_conformance import SUITE
+    from harness.suites.runtime_conformance.corpus import build_corpus
+    from harness.suites.runtime_conformance.driver import run_suite
     from harness.pins.sources import load_sources, resolve_template
 
     if bool(args.server) == bool(args.endpoint):
@@ -79,9 +79,9 @@ def _log(record) -> None:
 def _endpoint(args, runtime: str) -> int:
     from harness.backends.openai import Endpoint
     from harness.suites.command_line import check_endpoints
-    from harness.evaluation.runtime_conformance import SUITE
-    from harness.live.runtime_conformance import TIMEOUT
-    from harness.live.runtime_endpoint import run_manifest
+    from harness.suites.runtime_conformance import SUITE
+    from harness.suites.runtime_conformance.driver import TIMEOUT
+    from harness.suites.runtime_conformance.endpoint import run_manifest
 
     timeout = TIMEOUT if args.timeout is None else args.timeout
     # A dead or mistyped URL is a usage error before any request, not a run of failed ones.
@@ -118,7 +118,7 @@ def _rebuilt_manifest(template: str, scratch: Path) -> Path:
     import argparse
     import contextlib
 
-    from harness.cli import scripted
+    from harness.suites.runtime_conformance import scripted_command as scripted
 
     options = argparse.Namespace(template=template, cases=None, case=None, key_from=scripted.RENDER,
                                  serve_with=None, out=scratch, max_bytes=None)

@@ -1,9 +1,9 @@
-"""Root causes of runtime-conformance disagreements (harness.evaluation.runtime_causes): one cause per record, by
+"""Root causes of runtime-conformance disagreements (harness.suites.runtime_conformance.causes): one cause per record, by
 its most telling label, qualified where one label covers different behaviours; one line per cause."""
 
-from harness.evaluation.records import RuntimeConformanceRecord
-from harness.evaluation.runtime_causes import cause_key, cause_line, error_signature, root_causes
-from harness.evaluation.runtime_conformance import replay_command
+from harness.suites.runtime_conformance.records import RuntimeConformanceRecord
+from harness.suites.runtime_conformance.causes import cause_key, cause_line, error_signature, root_causes
+from harness.suites.runtime_conformance.judging import replay_command
 
 
 def rec(labels, details=(), variant="auto", family="hermes", template="T", runtime="rt", case="one-call"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.evaluation.runtime_causes import CAUSE_ORDER, DOES, root_causes
+from harness.suites.runtime_conformance.causes import CAUSE_ORDER, DOES, root_causes
 
 FIXED, STILL, NEW = "fixed", "still there", "new"
 

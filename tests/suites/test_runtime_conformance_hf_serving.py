@@ -1,4 +1,4 @@
-"""Which templates the HF runtimes are given (harness.live.hf_serving), offline: vLLM and transformers serve get
+"""Which templates the HF runtimes are given (harness.suites.runtime_conformance.hf_serving), offline: vLLM and transformers serve get
 the same templates, the committed records of each cover exactly them, and a family transformers has no response
 template for is served without one (its records and page say calls are not parsed), not left out."""
 
@@ -6,10 +6,10 @@ import pytest
 
 from harness.backends import runtimes
 from harness.core import constants
-from harness.evaluation.runtime_conformance import read_records
-from harness.live.hf_serving import SERVED, hf_form_templates, how_served
+from harness.suites.runtime_conformance import read_records
+from harness.suites.runtime_conformance.hf_serving import SERVED, hf_form_templates, how_served
 from harness.pins.sources import load_sources
-from harness.reports.suite_pages import unread_lines
+from harness.suites.runtime_conformance.page import unread_lines
 from harness.scripted.hf_form import has_hf_form
 
 RECORDS = constants.ROOT / "results" / "runtime-conformance"

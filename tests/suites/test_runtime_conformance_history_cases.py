@@ -5,14 +5,14 @@ made by hand."""
 
 import pytest
 
-from harness.evaluation import history_cases as h
-from harness.evaluation.records import RuntimeConformanceRecord
-from harness.evaluation.runtime_causes import cause_key
-from harness.evaluation.runtime_conformance import LABELS, classify
-from harness.evaluation.runtime_corpus import REASONING, build_corpus
-from harness.live.runtime_conformance import TemplateRun, requests_for
+from harness.suites.runtime_conformance import history_cases as h
+from harness.suites.runtime_conformance.records import RuntimeConformanceRecord
+from harness.suites.runtime_conformance.causes import cause_key
+from harness.suites.runtime_conformance.judging import LABELS, classify
+from harness.suites.runtime_conformance.corpus import REASONING, build_corpus
+from harness.suites.runtime_conformance.driver import TemplateRun, requests_for
 from harness.pins.sources import load_sources, resolve_template
-from harness.reports.suite_pages import conformance_markdown
+from harness.suites.runtime_conformance.page import conformance_markdown
 from harness.scripted.keying import PromptKey, render_key
 
 SOURCES = load_sources()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from harness.backends import runtimes
 from harness.core.hashing import sha256_text
-from harness.evaluation.runtime_corpus import build_corpus
+from harness.suites.runtime_conformance.corpus import build_corpus
 from harness.pins.sources import resolve_template
 from harness.scripted.hf_form import has_hf_form
 from harness.scripted.plan import profile_for

@@ -19,9 +19,10 @@ DEFAULT_SERVE, PORT = "llama-server", 8080
 
 def run(args) -> int:
     from harness.core.errors import HarnessError
-    from harness.evaluation.runtime_corpus import build_corpus, cases_from_file
+    from harness.suites.runtime_conformance.corpus import build_corpus
+    from harness.suites.runtime_conformance.corpus_file import cases_from_file
     from harness.core.hashing import sha256_text
-    from harness.live.runtime_conformance import TemplateRun, requests_for
+    from harness.suites.runtime_conformance.driver import TemplateRun, requests_for
     from harness.scripted.keying import PromptKey
     from harness.pins.sources import resolve_template
 

@@ -3,11 +3,11 @@
 import pytest
 
 from harness.evaluation.judging import judge
-from harness.evaluation.runtime_conformance import classify
-from harness.reports.suite_pages import conformance_markdown
-from harness.evaluation.runtime_corpus import TOOLS
+from harness.suites.runtime_conformance.judging import classify
+from harness.suites.runtime_conformance.page import conformance_markdown
+from harness.suites.runtime_conformance.corpus import TOOLS
 from harness import families
-from harness.evaluation.records import RuntimeConformanceRecord
+from harness.suites.runtime_conformance.records import RuntimeConformanceRecord
 
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"location": "Paris", "days": 3}}\n</tool_call>'
 TWO = CALL + '\n<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
@@ -139,7 +139,7 @@ def test_a_named_function_the_reply_does_not_call_must_not_come_back():
 
 
 def test_an_answer_that_breaks_the_api_shape_is_a_runtime_error_naming_the_field():
-    from harness.evaluation.runtime_conformance import classify
+    from harness.suites.runtime_conformance.judging import classify
 
     record = {"plain": {"status": 200, "content": None, "tool_calls": [{"name": "f", "arguments": {"a": 1}}],
                         "problems": ["choices[0].message.tool_calls[0].function.arguments is dict {\"a\": 1}, not "
@@ -153,7 +153,7 @@ def test_an_answer_that_breaks_the_api_shape_is_a_runtime_error_naming_the_field
 
 def test_typed_arguments_are_compared_in_the_notation_the_family_template_writes():
     # MiniCPM 5's template writes a list or dict argument with Python's str(); vLLM and SGLang read it back.
-    from harness.evaluation.runtime_corpus import build_corpus
+    from harness.suites.runtime_conformance.corpus import build_corpus
     from harness.pins.sources import load_sources, resolve_template
 
     corpus = build_corpus(resolve_template("openbmb-MiniCPM5-1B", load_sources()))
@@ -192,7 +192,7 @@ def test_a_runtime_is_judged_on_the_text_it_generated_not_on_the_script():
 
 
 def test_the_record_keeps_the_parse_of_the_generated_text_where_it_differs():
-    from harness.evaluation.runtime_conformance import conformance_record
+    from harness.suites.runtime_conformance.judging import conformance_record
 
     script = CALL + "\nI asked for the forecast."
     call = answer(None, [("get_weather", WEATHER_ARGS)], tokens=4)

@@ -3,19 +3,17 @@
 
 A record holds the scripted reply, its strict parse (after our render of the prompt), the runtime's prompt length
 (and text, where it shows it), and the runtime's answers non-streamed and streamed. Its labels are LABELS
-(several can hold at once; `agree` only alone). harness.live.runtime_conformance asks a runtime the harness
-starts, harness.live.runtime_endpoint one the user serves; both make their records with conformance_record."""
+(several can hold at once; `agree` only alone). harness.suites.runtime_conformance.driver asks a runtime the harness
+starts, harness.suites.runtime_conformance.endpoint one the user serves; both make their records with conformance_record."""
 
 from __future__ import annotations
 
 import shlex
 
-from harness.evaluation import history_cases
+from harness.suites.runtime_conformance import history_cases
 from harness.evaluation.judging import answer_summary, arguments_object, fork, judge, label_head, text
-from harness.evaluation.runtime_corpus import MALFORMED_HISTORY
-from harness.evaluation.records import RUNTIME_CONFORMANCE, RuntimeConformanceRecord
-from harness.evaluation.results import file_stem
-from harness.evaluation.suite import Suite
+from harness.suites.runtime_conformance.corpus import MALFORMED_HISTORY
+from harness.suites.runtime_conformance.records import RUNTIME_CONFORMANCE, RuntimeConformanceRecord
 
 KIND = RUNTIME_CONFORMANCE
 LABELS = {
@@ -230,8 +228,3 @@ def conformance_record(*, runtime: str, server: str, template: dict, family: str
     record.labels, record.details = classify(record.to_json(), tools, marker)
     return record
 
-
-SUITE = Suite(name=RUNTIME_CONFORMANCE, labels=LABELS, record=RuntimeConformanceRecord, folder="runtime-conformance",
-              page="runtime-conformance.md", classify=classify, matrix=matrix, replay_command=replay_command,
-              identity=lambda r: (r.runtime, *r.done_key()), home=lambda r: f"{file_stem(r.runtime)}.jsonl")
-read_records = SUITE.read_records
