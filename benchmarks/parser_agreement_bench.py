@@ -18,8 +18,8 @@ from collections import defaultdict
 
 from harness import families
 from harness.peers import SETUP_COMMAND, Peers, peers_python, vocab_file
-from harness.evaluation.parser_agreement import PROJECTS
-from harness.live.parser_agreement import build_cases, parser_for
+from harness.suites.parser_agreement.driver import build_cases, parser_for
+from harness.suites.parser_agreement.judging import PROJECTS
 from harness.pins.sources import load_sources, resolve_template
 
 

@@ -13,7 +13,7 @@ records to RESULTS/runtime-conformance/RUNTIME.jsonl.
   folder's tokenizer_config.json, since the folder's model type (gpt2) has none of its own. A family with none
   is served without one (no response template: calls are not parsed), not skipped: that is what its users get.
 
-Without --template, every template both are given (harness.live.hf_serving: a family with a vLLM tool parser, a
+Without --template, every template both are given (harness.suites.runtime_conformance.hf_serving: a family with a vLLM tool parser, a
 byte-level vocabulary, identical texts once). Run with harness's python (the main venv), not the vLLM
 environment's:
 
@@ -43,12 +43,13 @@ sys.path.insert(0, str(ROOT))
 
 from harness.backends import runtimes  # noqa: E402
 from harness.core import constants  # noqa: E402
-from harness.evaluation.runtime_conformance import SUITE, conformance_record  # noqa: E402
+from harness.suites.runtime_conformance import SUITE  # noqa: E402
+from harness.suites.runtime_conformance.judging import conformance_record  # noqa: E402
 from harness.evaluation.transcripts import TranscriptWriter, now  # noqa: E402
 from harness.families import get as family_get  # noqa: E402
-from harness.live.hf_serving import SERVED, hf_form_templates, how_served  # noqa: E402
-from harness.live.runtime_conformance import request_switches  # noqa: E402
-from harness.live.runtime_endpoint import entry_hash, manifest_field  # noqa: E402
+from harness.suites.runtime_conformance.hf_serving import SERVED, hf_form_templates, how_served  # noqa: E402
+from harness.suites.runtime_conformance.driver import request_switches  # noqa: E402
+from harness.suites.runtime_conformance.endpoint import entry_hash, manifest_field  # noqa: E402
 from harness.peers.vllm_cpu import SETUP_COMMAND, vllm_python  # noqa: E402
 from harness.pins.sources import load_sources  # noqa: E402
 from harness.scripted.hf_form import write_hf_folder  # noqa: E402
@@ -226,7 +227,7 @@ def run_template(template: str, args, python: Path) -> list:
 
 
 def default_templates(results_dir: Path) -> list:
-    """Every template both HF runtimes are given (harness.live.hf_serving), an identical text under the id their
+    """Every template both HF runtimes are given (harness.suites.runtime_conformance.hf_serving), an identical text under the id their
     records already carry; the others said with why."""
     recorded = set()
     for name in SERVED:

@@ -6,7 +6,7 @@ import importlib.util
 import pytest
 
 from harness.core import constants
-from harness.evaluation.suite import registered
+from harness.suites import registered
 
 spec = importlib.util.spec_from_file_location("labels_doc", constants.ROOT / "tools" / "labels_doc.py")
 labels_doc = importlib.util.module_from_spec(spec)

@@ -18,8 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import suites as folder_suites  # noqa: E402
-from harness.evaluation.suite import registered  # noqa: E402
+from harness.suites import registered  # noqa: E402
 
 DOCS = [ROOT / "docs" / "runtimes.md"]
 TABLE = re.compile(r"(<!-- labels:(?P<suite>[\w-]+) -->\n)(?P<body>.*?)(<!-- /labels -->)", re.S)
@@ -51,7 +50,7 @@ def main(argv=None) -> int:
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     args.add_argument("--check", action="store_true", help="exit 1 when a table is out of date")
     check = args.parse_args(argv).check
-    suites, stale = {**registered(), **folder_suites.registered()}, []
+    suites, stale = registered(), []
     for doc in DOCS:
         text = doc.read_text(encoding="utf-8")
         new = rewrite(text, suites, doc.name)

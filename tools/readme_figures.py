@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Maintainer tool: write the figures of README.md's "What it found" from results/, by the code the reports use
-(harness.reports.readme_figures), so the README cannot contradict the pages it links.
+(harness.suites.readme_figures), so the README cannot contradict the pages it links.
 
     python tools/readme_figures.py          # rewrite the figures between README's <!-- fig KEY --> markers
     python tools/readme_figures.py --check  # exit 1 when a figure differs from results/ or a number is unmarked
@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.reports.readme_figures import figures, fill, problems  # noqa: E402
+from harness.suites.readme_figures import figures, fill, problems  # noqa: E402
 
 README = ROOT / "README.md"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Maintainer tool: label the committed runtime-conformance records again from the answers they hold, offline (no
-runtime is asked): after a change to the labels (harness.evaluation.runtime_conformance.classify) or to a parser,
+runtime is asked): after a change to the labels (harness.suites.runtime_conformance.judging.classify) or to a parser,
 the records say what the current harness makes of the same answers: each record's strict parse (`expect`) is
 read again from its case as the corpus writes it today, and so is the strict parse of the text the runtime
 shows it generated instead of the script (`generated_expect`), then its labels.
@@ -8,7 +8,7 @@ shows it generated instead of the script (`generated_expect`), then its labels.
     python tools/relabel_runtime_conformance.py          # rewrite results/runtime-conformance/*.jsonl
     python tools/relabel_runtime_conformance.py --check  # exit 1 when a record is not what it would be made today
 
-Each record is judged with its template's corpus tools (harness.evaluation.runtime_corpus: one list per
+Each record is judged with its template's corpus tools (harness.suites.runtime_conformance.corpus: one list per
 template, which types the arguments) and its family's call opener, as the run that asked it did. Records written
 before the harness read a stream that ends without `data: [DONE]` after its finish_reason as finished are brought
 to today's shape first (see `finished_stream`), and an absolute manifest path (a scratch folder of the machine
@@ -23,8 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.evaluation.runtime_conformance import SUITE, classify, generated_expect  # noqa: E402
-from harness.evaluation.runtime_corpus import build_corpus  # noqa: E402
+from harness.suites.runtime_conformance import SUITE  # noqa: E402
+from harness.suites.runtime_conformance.judging import classify, generated_expect  # noqa: E402
+from harness.suites.runtime_conformance.corpus import build_corpus  # noqa: E402
 from harness.evaluation.transcripts import encode_line  # noqa: E402
 from harness.families import get as family_get  # noqa: E402
 from harness.pins.sources import load_sources, resolve_template  # noqa: E402
@@ -101,7 +102,7 @@ def relabel(path: Path, judge: Judge) -> tuple:
         before = r.to_json()
         r.stream = finished_stream(r.stream)
         if r.manifest and Path(r.manifest).is_absolute():
-            r.manifest = Path(r.manifest).name        # as harness.live.runtime_endpoint.manifest_field names it
+            r.manifest = Path(r.manifest).name        # as harness.suites.runtime_conformance.endpoint.manifest_field names it
         # The strict parse the labels compare against is the current parsers' (a parser fix changes it), then
         # the labels themselves.
         r.expect = judge.expect(r)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Maintainer tool: write docs/strictness.md from the committed runtime-conformance records, the vocabulary of
-SGLang's named tolerances (harness/evaluation/peer_vocabulary.py) and the committed template-detection records.
+SGLang's named tolerances (harness/suites/parser_agreement/peer_vocabulary.py) and the committed template-detection records.
 
     python tools/strictness_ledger.py          # rewrite docs/strictness.md
     python tools/strictness_ledger.py --check  # exit 1 when it is out of date
@@ -15,9 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.evaluation.results import ResultsDir  # noqa: E402
-from harness.evaluation.runtime_conformance import read_records  # noqa: E402
-from harness.evaluation.strictness import ledger_markdown  # noqa: E402
-from harness.evaluation.template_detection import PROJECT, compare  # noqa: E402
+from harness.suites.runtime_conformance import read_records  # noqa: E402
+from harness.suites.strictness_ledger import ledger_markdown  # noqa: E402
+from harness.suites.parser_agreement.template_detection import PROJECT, compare  # noqa: E402
 
 LEDGER = ROOT / "docs" / "strictness.md"
 

@@ -22,9 +22,7 @@ COMMANDS = Registry("command", {
     "report": "harness.cli.report",
     "score": "harness.cli.score",
     "list": "harness.cli.listing",
-    "runtime-conformance": "harness.cli.runtime_conformance",
-    "scripted-model": "harness.cli.scripted",
-    "parser-agreement": "harness.cli.parser_agreement",
+    "scripted-model": "harness.suites.runtime_conformance.scripted_command",
 })
 
 

@@ -54,11 +54,8 @@ def _runtimes() -> list:
 
 def _suites() -> list:
     from harness import suites
-    from harness.evaluation.suite import SUITES, registered
-    return ([{"name": name, "implementation": SUITES[name], "folder": s.folder, "page": s.page,
-              "labels": list(s.label_names)} for name, s in registered().items()]
-            + [{"name": name, "implementation": suites.SUITES[name], "folder": s.folder, "page": s.page,
-                "labels": list(s.labels)} for name, s in suites.registered().items()])
+    return [{"name": name, "implementation": suites.SUITES[name], "folder": s.folder, "page": s.page,
+             "labels": list(s.labels)} for name, s in suites.registered().items()]
 
 
 def _commands() -> list:

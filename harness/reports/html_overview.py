@@ -1,8 +1,8 @@
 """The overview that opens results/report.html: summary.md's bottom line, the funnel (harness.reports.funnel),
 the rankings, top deviations and models × modes tables, a heat map of all checks by scenario (the sample count
 in every cell; the seed ADR's quoted replies in hatched rows of their own, since one or two replies are no
-rate); and the sections the page shows after the models: runtime agreement, runtime conformance, parser
-agreement and the offline conformance of every pinned template."""
+rate); the offline conformance of every pinned template, the last section after the models; and table_section,
+the one shape of a section, which the suites (harness.suites) build theirs with."""
 
 import json
 import re
@@ -11,11 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.evaluation import parser_agreement
-from harness.evaluation.runtime_causes import cause_line, root_causes
-from harness.evaluation.runtime_conformance import LABELS, matrix
 from harness.reports.html_samples import names_html
-from harness.reports.suite_pages import conformance_replay
 from harness.reports.tables import LEGEND, class_table, mode_order, row_labels
 from harness.reports.funnel import funnel_html
 from harness.reports.verdict import RULE, bottom_line, recorded_differences, table_title, top_names
@@ -97,46 +93,6 @@ def table_section(anchor: str, title: str, intro_html: str, frame: pd.DataFrame,
     """A section of the page: a heading, an introduction (ready HTML) and one table."""
     return (f'<section id="{anchor}"><h2>{title}</h2><p>{intro_html}</p>' + table_html(frame, cls=cls)
             + "</section>")
-
-
-def _runtime_conformance(records: list) -> tuple:
-    frame = pd.DataFrame([{"runtime": row["runtime"], "family": row["family"], "templates": len(row["templates"]),
-                           "requests": row["requests"], **{k: row[k] for k in LABELS}} for row in matrix(records)])
-    causes = "".join(f"<li>{escape(cause_line(c, conformance_replay))}</li>" for c in root_causes(records))
-    # A column per label: the "labels" class lets its headers wrap.
-    return ("Exact replies of scripted models through each runtime's /v1/chat/completions. Root causes first "
-            "(what the runtime does, how many requests, which families, a replay run from the repository "
-            f"root):</p><ol>{causes}</ol><p>Requests per label. Every disagreement, under its cause with its "
-            "reply and the command that replays it, is in runtime-conformance.md.", frame, "labels")
-
-
-def _parser_agreement(records: list) -> tuple:
-    rows = parser_agreement.matrix(parser_agreement.current(records))
-    frame = pd.DataFrame([{"family": row["family"], "project": row["project"],
-                           "parser": ", ".join(sorted(row["parsers"])), "cases": row["cases"],
-                           **{k: row[k] for k in parser_agreement.LABELS},
-                           "streams differing": f"{row['streams_differ']}/{row['streams']}"} for row in rows])
-    versions = ", ".join(f"{p} {v}" for p, v in sorted({(r.project, r.version) for r in records}))
-    return (f"Other projects' own tool parsers ({escape(versions)}), in process, on the strict parser's corpus: "
-            "each family's canonical outputs, near misses and runtime-conformance replies, read one-shot and "
-            "streamed (whole, token by token, seeded random splits of 1-4 tokens). Cases per label, several "
-            "labels per case possible; every disagreement, with its reply and the command that replays it, is "
-            "in parser-agreement.md.", frame, "wide")
-
-
-# The runtime suites' sections, in the order the page shows them: anchor -> (title, what a section is built
-# from its records: its introduction as HTML, its table, the table's class).
-SUITE_SECTIONS = {"runtime-conformance": ("Runtime conformance", _runtime_conformance),
-                  "parser-agreement": ("Parser agreement", _parser_agreement)}
-
-
-def suite_html(anchor: str, records: list) -> str:
-    """One runtime suite's section (SUITE_SECTIONS), or nothing without records."""
-    if not records:
-        return ""
-    title, build = SUITE_SECTIONS[anchor]
-    intro, frame, cls = build(list(records))
-    return table_section(anchor, title, intro, frame, cls=cls)
 
 
 def conformance_html(path: Path) -> str:

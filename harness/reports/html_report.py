@@ -1,6 +1,6 @@
 """results/report.html: an overview first (harness.reports.html_overview: the verdict, the models × modes
-tables, a heat map, runtime agreement and conformance, the pinned templates' conformance), then the per-model
-tables of results/<model>.md, each row linking to its samples. The samples' transcripts are on pages beside it
+tables, a heat map), then the per-model tables of results/<model>.md, each row linking to its samples, then the
+suites' sections (harness.suites) and the pinned templates' conformance. The samples' transcripts are on pages beside it
 (results/samples/, harness.reports.html_pages), so the report opens as fast whatever the number of samples.
 
 Self-contained (inline CSS and JS, no request leaves the file; links to the sample pages only) and
@@ -8,12 +8,13 @@ byte-identical on repeat (no timestamp, models, scenarios, modes and seeds in a 
 of results/ holds. The script adds a model filter and scrolls to the anchor. Anchors: #overview, #<model>; a
 sample's or a row's anchor (#<model>--<scenario>--<mode>[--<sample>]) leads on to its page."""
 
+import re
 from html import escape
 from pathlib import Path
 
 import pandas as pd
 
-from harness.reports.html_overview import conformance_html, overview_html, suite_html, table_html
+from harness.reports.html_overview import conformance_html, overview_html, table_html
 from harness.evaluation.results import ResultsDir
 from harness.reports.examples import failing_examples
 from harness.reports.html_pages import FOLDER, PAGE_SAMPLES, SampleLayout, write_sample_pages
@@ -183,10 +184,7 @@ def page(collected, sections: str = "", layout: SampleLayout | None = None, bfcl
             f"<title>harness: live results and transcripts</title><style>{CSS}</style></head><body>")
     links = [*([("deployment", "deployment")] if 'id="deployment"' in first else []),
              ("overview", "overview"), *([("funnel", "funnel")] if len(frame) and not frame["replayed"].all() else []),
-             *((k, k.replace("-", " ")) for k in
-                                         ("runtime-agreement", "runtime-conformance", "parser-agreement",
-                                          "conformance")
-                                         if f'id="{k}"' in sections)]
+             *((k, k.replace("-", " ")) for k in re.findall(r'<section id="([^"]+)"', sections))]
     nav = "".join(f'<a href="#{k}">{escape(t)}</a>' for k, t in links)
     form = ('<form id="filter"><label>model <select name="model"><option value="">all</option>'
             + "".join(f'<option value="{escape(m)}">{escape(m)}</option>' for m in models)
@@ -211,22 +209,19 @@ def page(collected, sections: str = "", layout: SampleLayout | None = None, bfcl
     return visible_controls("".join([head, *body, f"</main><script>{JS}</script></body></html>\n"]), keep="\n\t")
 
 
-def write_html(collected, path: Path, runtime_records: list = (), suite_sections: str = "",
-               conformance_json: Path | None = None, parser_records: list = (), staged=None,
+def write_html(collected, path: Path, suite_sections=(), conformance_json: Path | None = None, staged=None,
                bfcl_line: str | None = None, first: str = "") -> list:
     """report.html at `path` and the sample pages beside it (harness.reports.html_pages), staged in `staged`
-    (harness.reports.staged) or, without one, put in place at once; their paths."""
+    (harness.reports.staged) or, without one, put in place at once; their paths. suite_sections: the sections
+    the suites wrote (harness.reports.staged.Pages.sections), in the order the suites are registered; the
+    templates' conformance follows them."""
     if staged is None:
         with StagedWrites() as own:
-            written = write_html(collected, path, runtime_records, suite_sections, conformance_json,
-                                 parser_records, own, bfcl_line, first)
+            written = write_html(collected, path, suite_sections, conformance_json, own, bfcl_line, first)
             own.commit()
             return written
     path = Path(path)
-    sections = (suite_sections
-                + suite_html("runtime-conformance", runtime_records)
-                + suite_html("parser-agreement", parser_records)
-                + (conformance_html(conformance_json) if conformance_json else ""))
+    sections = "".join(suite_sections) + (conformance_html(conformance_json) if conformance_json else "")
     layout = SampleLayout.of(collected.samples)
     staged.text(path, page(collected, sections, layout, bfcl_line, first))
     return [str(path), *write_sample_pages(layout, collected.models, ResultsDir(path.parent), staged, CSS)]

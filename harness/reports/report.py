@@ -15,7 +15,6 @@ import pandas as pd
 
 from harness.core.errors import UnsafeWriteError
 from harness.core.safe_writes import check_target
-from harness.evaluation import suite
 from harness.evaluation.records import ModelRecord
 from harness.evaluation.results import ResultsDir
 from harness.pins.sources import load_sources, resolve_template
@@ -25,7 +24,6 @@ from harness.reports.designs import designs_markdown
 from harness.reports.rates import counts
 from harness.reports.html_report import write_html
 from harness.reports.staged import Pages, StagedWrites, report_lock
-from harness.reports.suite_pages import write_pages
 from harness.reports.tables import (
     EXAMPLES, FIRST_REPLIES, IN_PROCESS, LEGEND, RATES, Collected, checks_table, class_table, collect,
     coverage_lines, family_name, illustration_lines, mode_order, mode_table, rate_value, replay_table, row_labels,
@@ -284,7 +282,8 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     hands their FolderSuite.write_pages down), each Pages -> paths written (harness.reports.staged.Pages), run
     with the other pages and put in place with them; a page that opens report.html adds its HTML fragment to
     Pages.first_screen, which report.html shows first, above the bottom line, and a section of report.html to
-    Pages.sections (after the tables, before the other suites' sections)."""
+    Pages.sections (after the tables, in the order the suites are registered). Each suite checks its own
+    pages' paths before it stages them."""
     results = ResultsDir.at(results_dir)
     collected = collect(results, scenarios_dir, replays)
     sources = load_sources()
@@ -292,20 +291,17 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     models = sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations}) if not frame.empty else []
     # Every file this report may write is checked before any is written: a link planted at one of them (to a
     # file outside the folder) stops the report with its path, not half way through rewriting the others.
-    for path in [results.runtime_agreement, results.runtime_conformance_report, results.parser_agreement_report,
-                 results.summary, results.html, results.heatmap, results.bfcl_report, results.designs_report,
+    for path in [results.summary, results.html, results.heatmap, results.bfcl_report, results.designs_report,
                  *map(results.model_table, models)]:
         try:
             check_target(path, results.root)
         except UnsafeWriteError as exc:
             raise UnsafeWriteError(f"cannot write the reports into {results.root}: {exc}") from None
-    suites = {name: s.read_all(results.root, collected.warnings) for name, s in suite.registered().items()}
     # Every file to a temporary name first, all put in place at the end: a report that fails halfway leaves
     # the previous reports whole. One report at a time per folder, which clears what a killed one left staged.
     with report_lock(results.root), StagedWrites() as staged:
         judged = judge_folder(results, collected.warnings)
-        written = write_pages(results.root, suites, staged) + write_bfcl(results, collected.warnings, staged=staged,
-                                                                          judged=judged)
+        written = write_bfcl(results, collected.warnings, staged=staged, judged=judged)
         context = Pages(results, collected.warnings, staged)
         for page in pages:
             written += page(context)
@@ -320,9 +316,8 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
             text = model_markdown(model, frame[frame["model"] == model], collected, sources)
             written.append(str(staged.text(results.model_table(model), text)))
         written.append(str(staged.text(results.summary, summary_markdown(collected, headline(judged)))))
-        written += write_html(collected, results.html, suites["runtime-conformance"], "".join(context.sections),
-                              results.conformance[1], suites["parser-agreement"], staged, headline(judged),
-                              "".join(context.first_screen))
+        written += write_html(collected, results.html, context.sections, results.conformance[1], staged,
+                              headline(judged), "".join(context.first_screen))
         if plot and not frame[~frame["replayed"]].empty:
             from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
 

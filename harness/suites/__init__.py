@@ -2,10 +2,10 @@
 driver, records, page, command and README, behind one protocol (FolderSuite) and listed once in SUITES.
 
 This floor sits above reports and below cli: a suite drives runtimes (backends, live), judges with the
-evaluation floor and writes its page with the report helpers, and the command line only lists it. The suites
-still in harness/evaluation (runtime-conformance, parser-agreement) and BFCL move here one by one.
+evaluation floor and writes its page with the report helpers, and the command line only lists it. BFCL's runs
+may move here too.
 
-    SUITES = {"deployment": "harness.suites.deployment:SUITE", "runtime-check": ...}
+    SUITES = {"deployment": "harness.suites.deployment:SUITE", "runtime-check": ..., "runtime-conformance": ...}
 
 `harness report` writes every registered suite's pages (harness.cli.report hands FolderSuite.write_pages to
 harness.reports.report.write_reports, which runs them with the other pages, staged, each given a
@@ -20,13 +20,17 @@ from typing import Callable
 
 from harness.core.errors import HarnessError
 from harness.core.registry import Registry
+from harness.evaluation.counted_once import CountedOnce, distinct_files
 from harness.evaluation.judging import label_head
-from harness.evaluation.suite import read_folder, read_records
+from harness.evaluation.transcripts import read_transcript
 
-# One line per suite: "module:object" of its FolderSuite. Order is the order of the report's pages and commands.
+# One line per suite: "module:object" of its FolderSuite. Order is the order of the report's pages, of its sections
+# in report.html, and of the commands.
 SUITES = Registry("folder suite", {
     "deployment": "harness.suites.deployment:SUITE",
     "runtime-check": "harness.suites.runtime_check:SUITE",
+    "runtime-conformance": "harness.suites.runtime_conformance:SUITE",
+    "parser-agreement": "harness.suites.parser_agreement:SUITE",
 })
 
 
@@ -67,6 +71,28 @@ class FolderSuite:
         """Every record under a results folder, each file and each question once; what was left out goes to
         `warnings`."""
         return read_folder(Path(results_root) / self.folder, self.record, self.identity, self.home, warnings)
+
+
+def read_records(path, record) -> tuple:
+    """(records, warnings) of one records file of `record`'s kind, read as transcripts are: a torn last line (a
+    killed run) or a damaged record is named with its line and left out, never a crash."""
+    found = read_transcript(path, kinds=(record,))
+    return found.records, found.warnings
+
+
+def read_folder(folder: Path, record, identity, home, warnings: list) -> list:
+    """Every record of the *.jsonl files in a suite's folder, each file and each question once
+    (harness.evaluation.counted_once: a copy or a link of a file beside it counts nothing twice, and is named;
+    identity(record) is what makes two records one question, home(record) the file name a suite writes it to);
+    what was skipped or left out goes to `warnings`."""
+    once = CountedOnce()
+    for path in distinct_files(sorted(Path(folder).glob("*.jsonl")), warnings):
+        found, problems = read_records(path, record)
+        warnings += problems
+        once.add_file(path, [(identity(r) if identity else (path, n), home(r) if home else None, r)
+                             for n, r in enumerate(found)])
+    warnings += once.warnings()
+    return once.values()
 
 
 def get(name: str) -> FolderSuite:

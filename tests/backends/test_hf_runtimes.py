@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from harness.core import constants
-from harness.evaluation.runtime_conformance import read_records
+from harness.suites.runtime_conformance import read_records
 
 TEMPLATE = "Qwen-Qwen2.5-7B-Instruct"
 

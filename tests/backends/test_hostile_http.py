@@ -356,7 +356,7 @@ def _ask(how, url):
 
 @pytest.mark.parametrize("how,answer,said", COMPLETE.values(), ids=COMPLETE.keys())
 def test_a_complete_answer_that_is_no_chat_completion_is_the_runtime_s(how, answer, said):
-    from harness.live.runtime_endpoint import redirected, unanswered
+    from harness.suites.runtime_conformance.endpoint import redirected, unanswered
 
     with HostileServer(answer) as server:
         out = _ask(how, server.url)
@@ -366,7 +366,7 @@ def test_a_complete_answer_that_is_no_chat_completion_is_the_runtime_s(how, answ
 
 @pytest.mark.parametrize("how,answer,said", UNANSWERED.values(), ids=UNANSWERED.keys())
 def test_no_answer_or_not_now_is_left_to_retry(how, answer, said):
-    from harness.live.runtime_endpoint import redirected, unanswered
+    from harness.suites.runtime_conformance.endpoint import redirected, unanswered
 
     with HostileServer(answer) as server:
         out = _ask(how, server.url)
@@ -375,7 +375,7 @@ def test_no_answer_or_not_now_is_left_to_retry(how, answer, said):
 
 @pytest.mark.parametrize("status", [301, 302, 307, 308])
 def test_a_redirect_is_the_url_s_problem_not_an_answer(status):
-    from harness.live.runtime_endpoint import redirected, unanswered
+    from harness.suites.runtime_conformance.endpoint import redirected, unanswered
 
     with HostileServer(completion()) as other, HostileServer(redirect(other.url, status)) as server:
         out = _ask("plain", server.url)

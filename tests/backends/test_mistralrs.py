@@ -87,8 +87,8 @@ def test_the_setup_script_pins_the_wheel_by_version_and_hash():
 def test_the_suite_gives_mistralrs_rotary_scripted_models_and_records_what_it_does_with_the_reply(tmp_path):
     """mistral.rs loads no GPT-2 GGUF; its runtime declares the rotary architecture, so the suite's models load and
     write the scripted reply (tool_choice none: the reply is prose the runtime passes through)."""
-    from harness.evaluation.runtime_corpus import build_corpus
-    from harness.live.runtime_conformance import run_suite
+    from harness.suites.runtime_conformance.corpus import build_corpus
+    from harness.suites.runtime_conformance.driver import run_suite
     from harness.pins.sources import load_sources, resolve_template
 
     ref = resolve_template("Qwen-Qwen2.5-7B-Instruct", load_sources())

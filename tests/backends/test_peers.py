@@ -11,9 +11,9 @@ import pytest
 
 from harness.peers import WORKER, Peers, peers_python
 from harness.peers.worker import random_sizes
-from harness.live.parser_agreement import Case, build_cases, parser_for, run_case
+from harness.suites.parser_agreement.driver import Case, build_cases, parser_for, run_case
 from harness.pins.sources import load_sources, resolve_template
-from harness.evaluation.runtime_corpus import TOOLS, build_corpus
+from harness.suites.runtime_conformance.corpus import TOOLS, build_corpus
 from harness import families
 
 
@@ -149,7 +149,7 @@ def test_every_case_has_a_name_of_its_own_within_its_family_and_source():
 @pytest.mark.needs_peers
 def test_a_resumed_run_asks_again_a_case_our_parser_now_reads_otherwise(peers, tmp_path):
     from harness.evaluation.results import ResultsDir
-    from harness.live.parser_agreement import run_suite
+    from harness.suites.parser_agreement.driver import run_suite
 
     results = ResultsDir.at(tmp_path)
     case = hermes_case(CALL)
@@ -169,7 +169,7 @@ def test_the_recorded_replies_of_real_models_join_the_corpus_once_each_as_scorin
     from harness.evaluation.scenario_files import load_scenarios
     from harness.evaluation.scoring import parse_steps
     from harness.evaluation.transcripts import read_transcript
-    from harness.live.parser_agreement import transcript_cases
+    from harness.suites.parser_agreement.driver import transcript_cases
 
     files = ResultsDir.at("results").transcript_files()
     cases = transcript_cases(files, {"hermes"})

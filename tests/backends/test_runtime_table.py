@@ -99,7 +99,7 @@ def test_declared_capabilities_reach_the_suite():
 
 
 def test_the_runtimes_served_from_the_vllm_environment_say_what_they_do_and_replay_through_their_script():
-    from harness.evaluation.runtime_conformance import read_records
+    from harness.suites.runtime_conformance import read_records
 
     vllm, serve = runtimes.get("vllm-cpu"), runtimes.get("transformers-serve")
     for runtime in (vllm, serve):

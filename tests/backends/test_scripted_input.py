@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.errors import HarnessError
-from harness.evaluation.runtime_corpus import cases_from_file
+from harness.suites.runtime_conformance.corpus_file import cases_from_file
 from harness.pins.sources import resolve_template
 from harness.scripted import vocab_for
 from harness.scripted.builder import Turn, build_standin, tensor_bytes
@@ -106,7 +106,7 @@ def _broken(change):
 ], ids=["not-json", "a-list", "no-models", "models-object", "no-sha", "name-int", "tokens-text", "tokens-bool",
         "ids-text", "entry-int"])
 def test_a_malformed_manifest_is_one_error_naming_file_and_field(tmp_path, manifest, message):
-    from harness.live.runtime_endpoint import run_manifest
+    from harness.suites.runtime_conformance.endpoint import run_manifest
 
     path = tmp_path / "x.manifest.json"
     path.write_text(manifest if isinstance(manifest, str) else json.dumps(manifest), encoding="utf-8")

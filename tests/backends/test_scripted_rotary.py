@@ -144,8 +144,8 @@ def test_mistralrs_writes_the_scripted_reply_through_the_worker(tmp_path):
 
 @pytest.mark.needs_binding
 def test_the_suite_builds_rotary_models_for_mistralrs_with_one_bos_and_gpt2_ones_for_llama_cpp(tmp_path):
-    from harness.evaluation.runtime_corpus import build_corpus
-    from harness.live.runtime_conformance import TemplateRun
+    from harness.suites.runtime_conformance.corpus import build_corpus
+    from harness.suites.runtime_conformance.driver import TemplateRun
     from harness.pins.sources import load_sources, resolve_template
 
     ref = resolve_template("Qwen-Qwen2.5-7B-Instruct", load_sources())

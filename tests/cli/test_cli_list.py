@@ -39,12 +39,11 @@ def test_list_json_names_every_family_template_model_and_scenario():
 def test_list_names_every_entry_of_every_plug_in_table():
     from harness.backends import BACKENDS, runtimes
     from harness.cli import COMMANDS
-    from harness.evaluation.suite import SUITES
     listing = json.loads(harness("list", "--json").stdout)
     from harness import suites
     from harness.cli import command_modules
     for kind, table in (("backends", BACKENDS.items()), ("runtimes", runtimes.RUNTIMES.items()),
-                        ("suites", [*SUITES.items(), *suites.SUITES.items()]),
+                        ("suites", suites.SUITES.items()),
                         ("commands", command_modules().items())):
         assert [(r["name"], r["implementation"]) for r in listing[kind]] == list(table), kind
     assert list(COMMANDS) == [r["name"] for r in listing["commands"]][:len(COMMANDS)]

@@ -1,11 +1,11 @@
 """What `harness scripted-model` prints after building: each served name, then the exact commands that serve the
-models with a runtime on port 8080 and ask them (harness.cli.scripted.serve_lines), one process for all of them
+models with a runtime on port 8080 and ask them (harness.suites.runtime_conformance.scripted_command.serve_lines), one process for all of them
 where the runtime hosts several models."""
 
 import shlex
 
 from harness.backends import runtimes
-from harness.cli.scripted import serve_lines
+from harness.suites.runtime_conformance.scripted_command import serve_lines
 
 MODELS = [{"file": "a.gguf", "served_name": "a", "requests": [{}, {}]},
           {"file": "b.gguf", "served_name": "b", "requests": [{}]}]

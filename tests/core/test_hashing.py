@@ -11,8 +11,8 @@ import pytest
 
 from harness.core.hashing import sha256_json, sha256_text
 from harness.evaluation.results import file_stem
-from harness.live.runtime_conformance import case_hash
-from harness.live.runtime_endpoint import entry_hash
+from harness.suites.runtime_conformance.driver import case_hash
+from harness.suites.runtime_conformance.endpoint import entry_hash
 from harness.reports.rates import reply_key
 
 PACKAGE = Path(__file__).resolve().parents[2] / "harness"

@@ -7,8 +7,7 @@ from harness.backends import runtimes
 from harness.cli import COMMANDS, build_parser
 from harness.core.errors import HarnessError
 from harness.core.registry import Registry
-from harness.evaluation.suite import SUITES
-from harness.suites import SUITES as FOLDER_SUITES
+from harness.suites import SUITES
 
 
 def test_an_entry_is_imported_only_when_asked_for_and_once():
@@ -44,7 +43,7 @@ def test_a_malformed_entry_is_refused_when_the_table_is_made(where):
         Registry("widget", {"w": where})
 
 
-@pytest.mark.parametrize("table", [BACKENDS, runtimes.RUNTIMES, SUITES, COMMANDS, FOLDER_SUITES],
+@pytest.mark.parametrize("table", [BACKENDS, runtimes.RUNTIMES, SUITES, COMMANDS],
                          ids=lambda t: t.kind)
 def test_every_entry_of_every_table_loads(table):
     assert isinstance(table, Registry) and len(table) >= 1

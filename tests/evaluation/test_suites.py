@@ -1,5 +1,5 @@
-"""Every registered suite of one record per question (harness.evaluation.suite.SUITES, and each folder suite of
-harness.suites.SUITES that counts its records in a matrix) has the one shape: a command of its name whose
+"""Every registered suite of one record per question (each folder suite of harness.suites.SUITES that counts its
+records in a matrix) has the one shape: a command of its name whose
 records carry that kind, documented labels, a classifier whose labels (as the committed records hold them) are
 its own, a replay line the command parses, and a page that names every label. A suite added to the table is
 checked here without a line of this file changing."""
@@ -11,22 +11,14 @@ import pytest
 
 from harness import suites as folder_suites
 from harness.cli import build_parser
-from harness.evaluation.suite import SUITES as TABLE, registered
-from harness.reports.suite_pages import labels_page, page_for
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
-FOLDER = {name: s for name, s in folder_suites.registered().items() if s.matrix is not None}
-SUITES = {**registered(), **FOLDER}
-WHERE = {**dict(TABLE.items()), **{name: folder_suites.SUITES[name] for name in FOLDER}}
-
-
-def page_of(suite):
-    """(records, results folder) -> the suite's page text."""
-    return suite.page_text if suite.name in FOLDER else page_for(suite)
+SUITES = {name: s for name, s in folder_suites.registered().items() if s.matrix is not None}
+WHERE = {name: folder_suites.SUITES[name] for name in SUITES}
 
 
 def test_every_module_in_the_table_registers_one_suite_of_its_own_name():
-    assert len(SUITES) >= 3 and "runtime-check" in FOLDER
+    assert {"runtime-check", "runtime-conformance", "parser-agreement"} <= set(SUITES)
     commands = next(a for a in build_parser()._actions if a.dest == "command").choices
     for name, suite in SUITES.items():
         assert suite.record.KIND == name and name in commands, name
@@ -80,16 +72,10 @@ def test_a_record_replays_through_its_own_command(name, tmp_path):
 @pytest.mark.parametrize("name", sorted(SUITES))
 def test_a_page_names_every_label(name):
     suite = SUITES[name]
-    page = page_of(suite)(committed(suite), RESULTS)
+    page = suite.page_text(committed(suite), RESULTS)
     header = next(line for line in page.splitlines() if line.startswith("| ") and "agree" in line)
     assert all(f" {label} |" in header for label in suite.label_names), header
-    assert page == page_of(suite)(committed(suite), RESULTS)       # the same records, the same bytes
-    if name in FOLDER:
-        return
-    # A suite without a page of its own gets one that names every label and replays every disagreement.
-    plain = labels_page(suite, committed(suite))
-    assert all(f"| {label} | {meaning} |" in plain for label, meaning in suite.labels.items())
-    assert plain.count("; replay: `") == sum(labels_of(r) != ["agree"] for r in committed(suite))
+    assert page == suite.page_text(committed(suite), RESULTS)       # the same records, the same bytes
 
 
 PACKAGE = Path(__file__).resolve().parents[2] / "harness"

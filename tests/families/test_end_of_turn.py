@@ -4,7 +4,7 @@ turn: no stop token can be set on it, and it may reach the parser or not. Read f
 import pytest
 
 from harness import families
-from harness.evaluation.runtime_corpus import build_corpus
+from harness.suites.runtime_conformance.corpus import build_corpus
 from harness.pins.sources import load_sources, resolve_template
 
 SOURCES = load_sources()

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from harness import families
-from harness.evaluation.strictness import SPELLINGS
+from harness.suites.strictness_ledger import SPELLINGS
 
 LFM2_JSON = '<|tool_call_start|>[set_config(config={"enabled": true, "note": null}, tags=[false])]<|tool_call_end|>'
 SET_CONFIG = {"type": "function", "function": {"name": "set_config", "parameters": {"type": "object", "properties": {
@@ -81,7 +81,7 @@ def test_scoring_names_lfm2_json_literals():
 def test_the_ledger_names_the_gpt_oss_calls_on_the_analysis_channel_we_refuse():
     from pathlib import Path
 
-    from harness.evaluation.strictness import REASONS
+    from harness.suites.strictness_ledger import REASONS
 
     ledger = (Path(__file__).resolve().parents[2] / "docs" / "strictness.md").read_text(encoding="utf-8")
     row = next(line for line in ledger.splitlines() if line.startswith("| harmony | "))

@@ -12,9 +12,9 @@ import pytest
 from harness.backends import runtimes
 from harness.backends.servers import LLAMA_SERVER_NEXT_ARCHIVE, LocalServer, llama_server_binary
 from harness.core import constants
-from harness.evaluation.runtime_conformance import read_records
-from harness.evaluation.runtime_corpus import build_corpus
-from harness.live import runtime_conformance as rc
+from harness.suites.runtime_conformance import read_records
+from harness.suites.runtime_conformance.corpus import build_corpus
+from harness.suites.runtime_conformance import driver as rc
 from harness.pins.sources import resolve_template
 
 pytestmark = pytest.mark.needs_server_next

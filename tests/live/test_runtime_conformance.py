@@ -15,9 +15,10 @@ requirements.binding()
 from harness.backends.chat_answers import chat_answer  # noqa: E402
 from harness.backends.servers import LocalServer  # noqa: E402
 from harness.evaluation.judging import label_head as label_family  # noqa: E402
-from harness.evaluation.runtime_conformance import LABELS, read_records, replay_command  # noqa: E402
-from harness.evaluation.runtime_corpus import build_corpus  # noqa: E402
-from harness.live import runtime_conformance as rc  # noqa: E402
+from harness.suites.runtime_conformance import read_records  # noqa: E402
+from harness.suites.runtime_conformance.judging import LABELS, replay_command  # noqa: E402
+from harness.suites.runtime_conformance.corpus import build_corpus  # noqa: E402
+from harness.suites.runtime_conformance import driver as rc  # noqa: E402
 from harness.pins.sources import load_sources, resolve_template  # noqa: E402
 
 SOURCES = load_sources()

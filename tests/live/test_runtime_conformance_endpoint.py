@@ -17,7 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[1] / "backends"))
 from hostile_server import HostileServer, drip, raw_json, redirect, whole  # noqa: E402
 
-from harness.evaluation.runtime_conformance import read_records  # noqa: E402
+from harness.suites.runtime_conformance import read_records  # noqa: E402
 
 TEMPLATE = "gguf-qwen2.5-coder-0.5b-instruct-q4_k_m"      # hermes: <tool_call> JSON </tool_call>
 CASES = ("one-call", "two-calls", "zero-arguments", "prose-braces")
@@ -27,9 +27,9 @@ SERVED = "scripted-hermes"
 @pytest.fixture(scope="module")
 def manifest(tmp_path_factory):
     """The manifest's requests for CASES, every variant, as `harness scripted-model` lists them."""
-    from harness.evaluation.runtime_corpus import build_corpus
+    from harness.suites.runtime_conformance.corpus import build_corpus
     from harness.core.hashing import sha256_text
-    from harness.live.runtime_conformance import TemplateRun, requests_for
+    from harness.suites.runtime_conformance.driver import TemplateRun, requests_for
     from harness.pins.sources import resolve_template
     from harness.scripted.keying import render_key
     from harness.scripted.plan import reply_ids
@@ -256,7 +256,7 @@ def test_a_record_names_no_machine_path_and_its_replay_rebuilds_the_manifest_fro
     rebuilds in a scratch folder."""
     import shlex
 
-    from harness.evaluation.runtime_conformance import replay_command
+    from harness.suites.runtime_conformance.judging import replay_command
 
     path, entries = manifest
     with HostileServer(Runtime(entries)) as server:

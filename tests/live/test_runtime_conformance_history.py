@@ -1,15 +1,15 @@
 """History cases through real servers: the reasoning a runtime returned for a template's reasoning-then-call
 case, sent back after a tool result and after a new user turn, and the runtime's render of the next request
-judged against the pinned template's (harness.evaluation.history_cases). llama-server shows its render
+judged against the pinned template's (harness.suites.runtime_conformance.history_cases). llama-server shows its render
 (/apply-template); llama-cpp-python's server only its length."""
 
 import pytest
 
-from harness.evaluation import history_cases as h
-from harness.evaluation.runtime_conformance import LABELS
-from harness.evaluation.runtime_corpus import build_corpus
+from harness.suites.runtime_conformance import history_cases as h
+from harness.suites.runtime_conformance.judging import LABELS
+from harness.suites.runtime_conformance.corpus import build_corpus
 from harness.evaluation.judging import label_head
-from harness.live import runtime_conformance as rc
+from harness.suites.runtime_conformance import driver as rc
 from harness.pins.sources import load_sources, resolve_template
 
 SOURCES = load_sources()
@@ -63,7 +63,7 @@ def test_a_runtime_the_user_serves_is_judged_from_the_manifest(tmp_path):
 
     from harness.backends.servers import LocalServer
     from harness.cli import build_parser
-    from harness.live.runtime_endpoint import run_manifest
+    from harness.suites.runtime_conformance.endpoint import run_manifest
 
     args = build_parser().parse_args(["scripted-model", "--template", "Qwen-Qwen3-0.6B", "--case", h.AFTER_TOOL,
                                       "--out", str(tmp_path / "models")])

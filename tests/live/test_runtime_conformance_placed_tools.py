@@ -7,8 +7,8 @@ import requirements
 
 requirements.binding()
 
-from harness.evaluation.runtime_corpus import build_corpus  # noqa: E402
-from harness.live import runtime_conformance as rc  # noqa: E402
+from harness.suites.runtime_conformance.corpus import build_corpus  # noqa: E402
+from harness.suites.runtime_conformance import driver as rc  # noqa: E402
 from harness.pins.sources import resolve_template  # noqa: E402
 
 

@@ -1,5 +1,5 @@
 """README.md's "What it found" quotes results/: every figure there stands between markers that
-tools/readme_figures.py writes from results/ (harness.reports.readme_figures, the reports' own counting), and
+tools/readme_figures.py writes from results/ (harness.suites.readme_figures, the reports' own counting), and
 this test fails when one differs from what results/ gives or a number stands outside a marker."""
 
 import json
@@ -10,7 +10,7 @@ import pytest
 from harness.backends import runtimes
 from harness.evaluation.results import ResultsDir
 from harness.core.errors import ReadmeFiguresError
-from harness.reports.readme_figures import conformance_figures, figures, fill, problems, runtime_figures
+from harness.suites.readme_figures import conformance_figures, figures, fill, problems, runtime_figures
 
 ROOT = Path(__file__).resolve().parents[2]
 

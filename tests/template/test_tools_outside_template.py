@@ -8,7 +8,7 @@ import json
 import pytest
 
 from harness.pins.sources import resolve_template
-from harness.evaluation.runtime_corpus import build_corpus
+from harness.suites.runtime_conformance.corpus import build_corpus
 from harness.live.runner import template_chat
 from harness.live.tool_loop import _render
 from harness.template.conformance import check_template

@@ -41,7 +41,7 @@ class Runtime:
     # It runs a binary of its own, which `--binary PATH` replaces with the user's build (LocalServer's binary).
     runs_binary = False
     # The registered runtime this one is a newer build of: the runtime-conformance page puts their root causes
-    # side by side (harness.evaluation.runtime_versions).
+    # side by side (harness.suites.runtime_conformance.versions).
     newer_than: str | None = None
     # The harness starts it (command(), health_path); otherwise it is only reached through --endpoint.
     startable = False

@@ -3,21 +3,18 @@ and the reports read back. Each kind is a dataclass with `to_json()` and `from_j
 field it declares and names the first one that is missing or of the wrong type, so a damaged line is skipped
 with its reason instead of failing a report halfway. The step log inside a sample (`turns`) is the tool loop's
 own JSON, described by the `Turn` and `Step` types (fields.py) and judged when the sample is scored. The kinds:
-samples.py (a live run or replay: model, sample), runtimes.py (runtime conformance, parser agreement); the
-suites of harness.suites keep their records in their folders.
+samples.py (a live run or replay: model, sample); the suites of harness.suites keep their records in their
+folders.
 
 A record carries `schema` (SCHEMA_VERSION when written); a reader skips records of a newer schema."""
 
 from __future__ import annotations
 
 from harness.core.errors import RecordError
-from harness.evaluation.records.fields import (
-    MODEL, PARSER_AGREEMENT, RUNTIME_CONFORMANCE, SAMPLE, SCHEMA_VERSION, Step, Turn,
-)
-from harness.evaluation.records.runtimes import ParserAgreementRecord, RuntimeConformanceRecord
+from harness.evaluation.records.fields import MODEL, SAMPLE, SCHEMA_VERSION, Step, Turn
 from harness.evaluation.records.samples import ModelRecord, ModelRef, SampleRecord, ScenarioRef
 
-KINDS = {kind.KIND: kind for kind in (SampleRecord, ModelRecord, RuntimeConformanceRecord, ParserAgreementRecord)}
+KINDS = {kind.KIND: kind for kind in (SampleRecord, ModelRecord)}
 
 
 def record_from_json(raw, kinds=(SAMPLE, MODEL)):
@@ -35,6 +32,4 @@ def record_from_json(raw, kinds=(SAMPLE, MODEL)):
     return (types.get(kind) or KINDS[kind]).from_json(raw)
 
 
-__all__ = ["KINDS", "MODEL", "PARSER_AGREEMENT", "RUNTIME_CONFORMANCE", "SAMPLE", "SCHEMA_VERSION",
-           "ModelRecord", "ModelRef", "ParserAgreementRecord", "RecordError",
-           "RuntimeConformanceRecord", "SampleRecord", "ScenarioRef", "Step", "Turn", "record_from_json"]
+__all__ = ["KINDS", "MODEL", "SAMPLE", "SCHEMA_VERSION", "ModelRecord", "ModelRef", "RecordError", "SampleRecord", "ScenarioRef", "Step", "Turn", "record_from_json"]

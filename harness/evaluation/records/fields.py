@@ -9,8 +9,7 @@ from typing import TypedDict
 from harness.core.errors import RecordError
 
 SCHEMA_VERSION = 1
-SAMPLE, MODEL, RUNTIME_CONFORMANCE = "sample", "model", "runtime-conformance"
-PARSER_AGREEMENT = "parser-agreement"
+SAMPLE, MODEL = "sample", "model"
 
 
 class Step(TypedDict, total=False):
