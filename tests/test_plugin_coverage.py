@@ -26,24 +26,21 @@ COVERAGE = {
         "llama-server-next": ["live/test_llama_server_next.py", "backends/test_binaries.py"],
         "llama-cpp-python": ["live/test_runtime_check.py", "backends/test_server_lifetime.py"],
         "mistralrs": ["backends/test_mistralrs.py"],
-        "vllm-cpu": ["backends/test_hf_runtimes.py", "live/test_hf_serving.py"],
-        "transformers-serve": ["backends/test_hf_runtimes.py", "live/test_hf_serving.py"],
+        "vllm-cpu": ["backends/test_hf_runtimes.py", "suites/test_runtime_conformance_hf_serving.py"],
+        "transformers-serve": ["backends/test_hf_runtimes.py", "suites/test_runtime_conformance_hf_serving.py"],
     },
     "suite": {
         "deployment": ["suites/test_deployment.py", "suites/test_deployment_live.py"],
         "runtime-check": ["suites/test_runtime_check_judging.py", "live/test_runtime_check.py"],
-        "runtime-conformance": ["live/test_runtime_conformance.py", "evaluation/test_history_cases.py"],
-        "parser-agreement": ["evaluation/test_parser_agreement.py", "backends/test_peers.py"],
+        "runtime-conformance": ["live/test_runtime_conformance.py", "suites/test_runtime_conformance_history_cases.py"],
+        "parser-agreement": ["suites/test_parser_agreement_judging.py", "backends/test_peers.py"],
     },
 }
 
 
 def registered() -> dict:
-    """kind -> the names its tables register (the folder suites and the ones still in harness/evaluation)."""
-    from harness.evaluation import suite as evaluation_suites
-
-    names = [*suites.SUITES, *getattr(evaluation_suites, "SUITES", ())]
-    return {"backend": list(BACKENDS), "runtime": list(runtimes.RUNTIMES), "suite": names}
+    """kind -> the names its table registers."""
+    return {"backend": list(BACKENDS), "runtime": list(runtimes.RUNTIMES), "suite": list(suites.SUITES)}
 
 
 @pytest.mark.parametrize("kind", sorted(COVERAGE))
