@@ -28,7 +28,7 @@ from harness.reports.bfcl import read_outcomes, valid_verdict
 from harness.reports.rates import rate_cell
 from harness.reports.tables import mode_order
 from harness.suites.deployment.judging import LABELS, answer_view
-from harness.suites.deployment.records import DeploymentRecord
+from harness.suites.deployment.records import DeploymentRecord, dequantized_from
 
 PAGE = "deployment.md"
 FOLDER = "deployment"
@@ -91,7 +91,7 @@ def _served_rows(records: list, suite, checker) -> list:
         case = suite.cases[r.case["id"]]
         tools = case.scenario.tool_schemas()
         for streamed, answer in ((False, r.plain), (True, r.stream)):
-            setup = f"{r.runtime}, {r.tool_choice}, {'streamed' if streamed else 'not streamed'}"
+            setup = f"{_served_as(r)}, {r.tool_choice}, {'streamed' if streamed else 'not streamed'}"
             row = rows.setdefault((r.model["id"], setup),
                                   Row(r.model["id"], setup, (1, r.runtime, r.tool_choice != "auto", streamed)))
             view = answer_view(r, answer, tools)
@@ -101,6 +101,13 @@ def _served_rows(records: list, suite, checker) -> list:
                            checker.judge(case.category, case.functions, view["calls"], case.answer))
             row.answers.append((case.id, case.category, view["errored"], view["left_in_content"], verdict))
     return list(rows.values())
+
+
+def _served_as(record: DeploymentRecord) -> str:
+    """The runtime, and where it served HF weights dequantized from the GGUF (vLLM's CPU build, transformers
+    serve), from which quantization: the same weights as the GGUF's rows, not the GGUF's kernels."""
+    source = dequantized_from(record)
+    return f"{record.runtime} (dequantized from {source})" if source else record.runtime
 
 
 def _ranks(rows: list, judged: bool) -> dict:
@@ -197,6 +204,9 @@ def _label_lines(records: list) -> list:
 
 
 def replay_command(record: DeploymentRecord) -> str:
+    if dequantized_from(record):
+        return (f".venv/bin/python scripts/deployment_hf.py --server {record.server} --model {record.model['id']} "
+                f'--case {record.case["id"]} --results-dir "$(mktemp -d)"')
     where = (f"--endpoint {record.endpoint} --name {record.runtime}" if record.server == "endpoint"
              else f"--server {record.server}")
     return (f"harness deployment --model {record.model['id']} {where} --case {record.case['id']} "
