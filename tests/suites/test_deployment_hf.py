@@ -148,5 +148,9 @@ def test_weights_that_cannot_be_served_are_rows_with_their_words_in_a_file_of_th
         assert r.server == hosted.server and r.runtime == runtime and "runtime-error" in r.labels
         assert r.plain == r.stream == {"error": words}
         assert r.model["sha256"] and r.model["dequantized"] == hosted.dequantized
+        # transformers serve refuses llama.cpp's sampling fields (HTTP 422): they are not sent, and not recorded.
+        sent = {"temperature", "top_p", "max_tokens", "seed", "tool_choice"}
+        assert set(r.request) - {"cache_prompt"} == (sent if hosted.server == "transformers-serve" else
+                                                     sent | {"top_k", "min_p", "repeat_penalty"})
     # The file resumes as any: nothing is asked again.
     assert driver.run(model, ResultsDir.at(tmp_path), per_category=1, log=lambda r: None, hosted=hosted).already == 12

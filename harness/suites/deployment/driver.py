@@ -105,7 +105,7 @@ def ask_one(target: Target, request, model: dict, template: dict, family) -> Dep
     # and stream-differs would count the cache's doing, not the stream's (and a resumed run would differ from
     # one that was never stopped).
     fresh = runtime.fresh_fields if runtime else {}
-    body = {**request.body, "model": target.served, **fresh}
+    body = {**_sent(runtime, request.body), "model": target.served, **fresh}
     record = _new_record(target, request, model, template, family, fresh)
     record.prompt = _prompt(target, request.body)
     started = time.monotonic()
@@ -122,11 +122,19 @@ def ask_one(target: Target, request, model: dict, template: dict, family) -> Dep
     return record
 
 
+def _sent(runtime, body: dict) -> dict:
+    """The request as sent to this runtime: without the llama.cpp sampling fields it refuses (transformers serve;
+    under greedy decoding top_k and min_p choose nothing, repeat_penalty is then not applied there)."""
+    refused = runtime.refuses_fields if runtime else frozenset()
+    return {k: v for k, v in body.items() if k not in refused}
+
+
 def _new_record(target: Target, request, model: dict, template: dict, family, fresh: dict) -> DeploymentRecord:
+    runtime = runtimes.get(target.kind) if target.kind in runtimes.RUNTIMES else None
     return DeploymentRecord(
         runtime=target.runtime, server=target.server, model=model, template=template, family=family,
         case={"id": request.case.id, "category": request.case.category, "hash": request.case.scenario.hash},
-        tool_choice=request.tool_choice, labels=[], request={**asked.switches(request.body), **fresh},
+        tool_choice=request.tool_choice, labels=[], request={**asked.switches(_sent(runtime, request.body)), **fresh},
         endpoint=target.endpoint)
 
 
