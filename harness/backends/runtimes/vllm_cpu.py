@@ -46,16 +46,19 @@ class VllmCpu(Runtime):
     # vLLM answers GET /version with {"version": "0.32.0"}; llama-server and llama-cpp-python have no /version.
     probe = ("/version", lambda answer: isinstance(answer.get("version"), str) and len(answer) == 1)
 
-    def folder_command(self, python, folder, served_name: str, port: int, tool_parser: str,
-                       reasoning_parser: str | None) -> list:
-        """Its command line for a scripted model in HF form (`folder`), run with the environment's python.
-        --enforce-eager: no torch.compile warm-up, which took ~45 of a start's ~90-130 s here for every new model
-        (its cache is keyed by the model) and changes neither the tokens nor what the parsers read."""
+    def folder_command(self, python, folder, served_name: str, port: int, tool_parser: str | None,
+                       reasoning_parser: str | None, max_model_len: int = 8192) -> list:
+        """Its command line for a model in HF form (`folder`: a scripted model, or a GGUF dequantized), run with
+        the environment's python. --enforce-eager: no torch.compile warm-up, which took ~45 of a start's ~90-130 s
+        here for every new model (its cache is keyed by the model) and changes neither the tokens nor what the
+        parsers read. Without a tool parser (a model of no family) it is served as vLLM then serves: tool_choice
+        auto refused, required by its own guided decoding."""
         command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
                    "--served-model-name", served_name, "--host", "127.0.0.1", "--port", str(port),
-                   "--dtype", "float32", "--max-model-len", "8192", "--kv-cache-memory-bytes", KV_CACHE_BYTES,
-                   "--enforce-eager", "--enable-auto-tool-choice", "--tool-call-parser", tool_parser,
-                   "--chat-template", str(folder / "chat_template.jinja")]
+                   "--dtype", "float32", "--max-model-len", str(max_model_len), "--kv-cache-memory-bytes",
+                   KV_CACHE_BYTES, "--enforce-eager", "--chat-template", str(folder / "chat_template.jinja")]
+        if tool_parser:
+            command += ["--enable-auto-tool-choice", "--tool-call-parser", tool_parser]
         return command + (["--reasoning-parser", reasoning_parser] if reasoning_parser else [])
 
     @staticmethod

@@ -38,8 +38,11 @@ TAIL = 300               # the end of the runtime's prompt kept with a record (w
 THREADS = 1           # as the in-process runs (harness.live.runner): more threads than free cores spin on barriers
 
 
-def records_path(results: ResultsDir, model_id: str) -> Path:
-    return results.root / FOLDER / f"{file_stem(model_id)}.jsonl"
+def records_path(results: ResultsDir, model_id: str, runtime: str | None = None) -> Path:
+    """MODEL.jsonl; a runtime served from HF weights (Hosted) writes MODEL.RUNTIME.jsonl, a file of its own that
+    its runs lock and resume apart from the GGUF runtimes' runs on the same model."""
+    return results.root / FOLDER / (f"{file_stem(model_id)}.{runtime}.jsonl" if runtime else
+                                    f"{file_stem(model_id)}.jsonl")
 
 
 @dataclass
@@ -60,6 +63,19 @@ class Outcome:
     failed: list = field(default_factory=list)     # (request name, why): not recorded, asked again next run
     already: int = 0
     startup: float | None = None    # seconds from starting the runtime to its first ready answer (one it started)
+
+
+@dataclass
+class Hosted:
+    """A runtime the caller starts on weights it made (scripts/deployment_hf.py: vLLM's CPU build or transformers
+    serve on the GGUF dequantized to HF form, harness.live.dequantized). Its records name the runtime (`server`)
+    and the pinned GGUF (its SHA-256) with `dequantized` beside it."""
+    server: str                   # the runtime (harness.backends.runtimes): its record_name names the row
+    served: str                   # the name requests send as "model"
+    dequantized: dict | None      # record.model["dequantized"]: {"from", "dtype", "transformers", "folder_sha256"}
+    local: object | None = None   # started like a LocalServer: start() -> itself (base_url), stop(), running
+    unserved: str | None = None   # why nothing can be served (a conversion that failed): each request a
+                                  # runtime error with these words, a row rather than a gap
 
 
 def model_setup(model_id: str) -> tuple:
@@ -89,7 +105,7 @@ def ask_one(target: Target, request, model: dict, template: dict, family) -> Dep
     # and stream-differs would count the cache's doing, not the stream's (and a resumed run would differ from
     # one that was never stopped).
     fresh = runtime.fresh_fields if runtime else {}
-    body = {**request.body, "model": target.served, **fresh}
+    body = {**_sent(runtime, request.body), "model": target.served, **fresh}
     record = _new_record(target, request, model, template, family, fresh)
     record.prompt = _prompt(target, request.body)
     started = time.monotonic()
@@ -106,21 +122,31 @@ def ask_one(target: Target, request, model: dict, template: dict, family) -> Dep
     return record
 
 
+def _sent(runtime, body: dict) -> dict:
+    """The request as sent to this runtime: without the llama.cpp sampling fields it refuses (transformers serve;
+    under greedy decoding top_k and min_p choose nothing, repeat_penalty is then not applied there)."""
+    refused = runtime.refuses_fields if runtime else frozenset()
+    return {k: v for k, v in body.items() if k not in refused}
+
+
 def _new_record(target: Target, request, model: dict, template: dict, family, fresh: dict) -> DeploymentRecord:
+    runtime = runtimes.get(target.kind) if target.kind in runtimes.RUNTIMES else None
     return DeploymentRecord(
         runtime=target.runtime, server=target.server, model=model, template=template, family=family,
         case={"id": request.case.id, "category": request.case.category, "hash": request.case.scenario.hash},
-        tool_choice=request.tool_choice, labels=[], request={**asked.switches(request.body), **fresh},
+        tool_choice=request.tool_choice, labels=[], request={**asked.switches(_sent(runtime, request.body)), **fresh},
         endpoint=target.endpoint)
 
 
-def refused(target: Target, request, model: dict, template: dict, family, words: str) -> DeploymentRecord:
+def refused(target: Target, request, model: dict, template: dict, family, words: str,
+            why: str = "the runtime refused the model at start") -> DeploymentRecord:
     """The record of a request the runtime never got to answer because it refused the model at start (its
-    process ended before it was ready: an architecture it lacks, a file it cannot read): a row with its words,
-    not a gap. Both answers carry them as the runtime error they are."""
+    process ended before it was ready: an architecture it lacks, a file it cannot read), or because there was
+    nothing it could load (`why`: weights that could not be dequantized): a row with its words, not a gap. Both
+    answers carry them as the runtime error they are."""
     runtime = runtimes.get(target.kind) if target.kind in runtimes.RUNTIMES else None
     record = _new_record(target, request, model, template, family, runtime.fresh_fields if runtime else {})
-    error = f"the runtime refused the model at start: {words}"
+    error = f"{why}: {words}"
     record.plain, record.stream = {"error": error}, {"error": error}
     record.seconds = {"plain": 0.0, "stream": 0.0}
     record.recorded = now()
@@ -164,18 +190,23 @@ def unanswered(record: DeploymentRecord) -> str | None:
 
 def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoint: str | None = None,
         name: str | None = None, served: str | None = None, per_category: int = asked.DEFAULT_CASES,
-        log=print, only: set | None = None) -> Outcome:
+        log=print, only: set | None = None, hosted: Hosted | None = None) -> Outcome:
     """Ask every request not yet recorded for this model and runtime; each record is written as it lands."""
     pin, ref, chat = model_setup(model_id)
     family = chat.family if chat else None
     template = {"id": ref.id, "sha256": sha256_text(ref.text)}
     requests = [r for r in asked.requests(asked.cases(per_category)) if not only or r.case.id in only]
-    path = records_path(results, model_id)
+    path = records_path(results, model_id, runtimes.get(hosted.server).record_name if hosted else None)
     path.parent.mkdir(parents=True, exist_ok=True)
     if endpoint:
         target = Target(name, "endpoint", endpoint.rstrip("/"), served or model_id, endpoint=endpoint)
         target.kind = identify_runtime(Endpoint(endpoint, target.served), 30.0)
         model = {"id": model_id, "sha256": None, "served": target.served}
+    elif hosted:
+        gguf = None            # the runtime reads the caller's HF folder, not the GGUF
+        target = Target(runtimes.get(hosted.server).record_name, hosted.server, served=hosted.served,
+                        kind=hosted.server)
+        model = {"id": model_id, "sha256": pin.sha256, "served": hosted.served, "dequantized": hosted.dequantized}
     else:
         gguf = model_path(model_id)
         _needs_template_file(server, model_id, pin, ref)
@@ -191,20 +222,19 @@ def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoi
         out.already = len(requests) - len(todo)
         if not todo:
             return out
+        if hosted and hosted.unserved:
+            return _refuse_all(out, writer, log, todo, target, model, template, family, hosted.unserved,
+                               "the weights could not be dequantized from the GGUF")
         if not endpoint:
-            target.local = _local(server, gguf, model_id, pin, ref, Path(tmp))
+            target.local = hosted.local if hosted else _local(server, gguf, model_id, pin, ref, Path(tmp))
             started = time.monotonic()
             try:
                 target.base_url = target.local.start().base_url
                 out.startup = round(time.monotonic() - started, 3)
             except ServerExitedError as exc:
-                words = _machine_free(str(exc).replace(str(gguf), gguf.name), constants.CACHE_DIR, Path(tmp))
-                for request in todo:
-                    record = refused(target, request, model, template, family, words)
-                    writer.append(record)
-                    out.written.append(record)
-                    log(record)
-                return out
+                words = str(exc).replace(str(gguf), gguf.name) if gguf else str(exc)
+                words = _machine_free(words, constants.CACHE_DIR, Path(tmp))
+                return _refuse_all(out, writer, log, todo, target, model, template, family, words)
         try:
             for request in todo:
                 record = ask_one(target, request, model, template, family)
@@ -218,6 +248,16 @@ def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoi
         finally:
             if target.local is not None:
                 target.local.stop()
+    return out
+
+
+def _refuse_all(out: Outcome, writer, log, todo: list, target: Target, model: dict, template: dict, family,
+                words: str, *why) -> Outcome:
+    for request in todo:
+        record = refused(target, request, model, template, family, words, *why)
+        writer.append(record)
+        out.written.append(record)
+        log(record)
     return out
 
 

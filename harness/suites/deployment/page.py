@@ -30,7 +30,7 @@ from harness.reports.bfcl import read_outcomes, valid_verdict
 from harness.reports.rates import rate_cell
 from harness.reports.tables import mode_order
 from harness.suites.deployment.judging import LABELS, answer_view
-from harness.suites.deployment.records import DeploymentRecord
+from harness.suites.deployment.records import DeploymentRecord, dequantized_from
 
 PAGE = "deployment.md"
 FOLDER = "deployment"
@@ -93,7 +93,7 @@ def _served_rows(records: list, suite, checker) -> list:
         case = suite.cases[r.case["id"]]
         tools = case.scenario.tool_schemas()
         for streamed, answer in ((False, r.plain), (True, r.stream)):
-            setup = f"{r.runtime}, {r.tool_choice}, {'streamed' if streamed else 'not streamed'}"
+            setup = f"{_served_as(r)}, {r.tool_choice}, {'streamed' if streamed else 'not streamed'}"
             row = rows.setdefault((r.model["id"], setup),
                                   Row(r.model["id"], setup, (1, r.runtime, r.tool_choice != "auto", streamed)))
             view = answer_view(r, answer, tools)
@@ -103,6 +103,13 @@ def _served_rows(records: list, suite, checker) -> list:
                            checker.judge(case.category, case.functions, view["calls"], case.answer))
             row.answers.append((case.id, case.category, view["errored"], view["left_in_content"], verdict))
     return list(rows.values())
+
+
+def _served_as(record: DeploymentRecord) -> str:
+    """The runtime, and where it served HF weights dequantized from the GGUF (vLLM's CPU build, transformers
+    serve), from which quantization: the same weights as the GGUF's rows, not the GGUF's kernels."""
+    source = dequantized_from(record)
+    return f"{record.runtime} (dequantized from {source})" if source else record.runtime
 
 
 def _ranks(rows: list, judged: bool) -> dict:
@@ -199,6 +206,9 @@ def _label_lines(records: list) -> list:
 
 
 def replay_command(record: DeploymentRecord) -> str:
+    if dequantized_from(record):
+        return (f".venv/bin/python scripts/deployment_hf.py --server {record.server} --model {record.model['id']} "
+                f'--case {record.case["id"]} --results-dir "$(mktemp -d)"')
     where = (f"--endpoint {record.endpoint} --name {record.runtime}" if record.server == "endpoint"
              else f"--server {record.server}")
     return (f"harness deployment --model {record.model['id']} {where} --case {record.case['id']} "
@@ -250,7 +260,8 @@ def _pages(results, records: list, warnings: list) -> tuple:
         rows = _in_process_rows(results, models, suite, None, warnings) + _served_rows(kept, suite, None)
     judged = hello is not None
     ranks = _ranks(rows, judged)
-    drawn = {m: Counter(r.case["category"] for r in kept if r.model["id"] == m and r.tool_choice == "auto")
+    # Each case once, however many runtimes asked it.
+    drawn = {m: Counter(c for _, c in {(r.case["id"], r.case["category"]) for r in kept if r.model["id"] == m})
              for m in models}
     shapes = {tuple(sorted(c.items(), key=lambda kv: CATEGORIES.index(kv[0]))) for c in drawn.values()}
     asked = (", ".join(f"{c} ×{n}" for c, n in next(iter(shapes))) + " per model" if len(shapes) == 1 else
@@ -284,8 +295,8 @@ def _pages(results, records: list, warnings: list) -> tuple:
 
 def _not_served(records: list) -> list:
     """A line per (model, runtime of the table) without records: the reason the harness gives before starting it
-    (a GGUF without a template on a runtime that takes no template file), a runtime that serves no GGUF file, or
-    the command that adds the row."""
+    (a GGUF without a template on a runtime that takes no template file), or the command that adds the row (for a
+    runtime that serves no GGUF file, the script that serves the GGUF dequantized to HF form)."""
     out = []
     for model in sorted({r.model["id"] for r in records}):
         served = {r.server for r in records if r.model["id"] == model}
@@ -298,8 +309,9 @@ def _not_served(records: list) -> list:
             if name in served:
                 continue
             if not runtime.startable:
-                why = ("serves no GGUF file: its row needs the model's weights in HF form, dequantized from the "
-                       "GGUF, which the suite does not make yet")
+                why = (f"not run yet: it serves no GGUF file, so its row is the GGUF dequantized to HF form: "
+                       f"`.venv/bin/python scripts/deployment_hf.py --server {name} --model {model} --cases "
+                       f"{per_model}`")
             elif not pin.template and runtime.template_file_flag is None:
                 why = (f"takes no chat template file and the GGUF embeds none: it would prompt with a fallback of "
                        f"its own, not {pin.stand_in_template}")

