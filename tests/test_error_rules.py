@@ -159,6 +159,7 @@ def rule_paragraph(doc: Path) -> str:
 
 
 def test_the_backend_and_runtime_guides_state_the_same_rule():
-    backend, runtime = (rule_paragraph(ROOT / "docs" / f"adding-a-{name}.md") for name in ("backend", "runtime"))
+    backend, runtime = (rule_paragraph(ROOT / "harness" / folder / "README.md")
+                        for folder in ("backends", "backends/runtimes"))
     assert backend == runtime
     assert "harness.core.extras.require" in backend and "never inside a function" in backend

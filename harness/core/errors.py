@@ -69,6 +69,11 @@ class ServerExitedError(ServerStartError):
     message quotes its last words."""
 
 
+class DequantizeError(HarnessError):
+    """transformers could not turn a pinned GGUF into an HF folder (an architecture it cannot dequantize); the
+    message is its words (harness.live.dequantized)."""
+
+
 class ServerReplyError(GenerationError):
     """A server answered a request with an error, or not at all; `retry` says whether asking again may help."""
 

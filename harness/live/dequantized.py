@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from harness.core import constants
-from harness.core.errors import HarnessError
+from harness.core.errors import DequantizeError
 from harness.core.hashing import sha256_text
 
 ROOT = constants.CACHE_DIR / "dequantized"
@@ -27,11 +27,6 @@ WORKER = Path(__file__).resolve().parents[1] / "peers" / "dequantize_worker.py"
 MANIFEST = "manifest.json"
 TEMPLATE_FILE = "chat_template.jinja"
 TIMEOUT = 3600.0        # a 1.5B model's float32 write on 2 busy cores takes minutes, not an hour
-
-
-class DequantizeError(HarnessError):
-    """transformers could not turn the GGUF into an HF folder (an architecture it cannot dequantize); the
-    message is its words."""
 
 
 def file_sha256(path: Path) -> str:
