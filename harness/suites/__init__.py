@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from harness.core.errors import HarnessError
+from harness.core.errors import HarnessError, UnsafeWriteError
 from harness.core.registry import Registry
+from harness.core.safe_writes import check_target
 from harness.evaluation.counted_once import CountedOnce, distinct_files
 from harness.evaluation.judging import label_head
 from harness.evaluation.transcripts import read_transcript
@@ -93,6 +94,20 @@ def read_folder(folder: Path, record, identity, home, warnings: list) -> list:
                              for n, r in enumerate(found)])
     warnings += once.warnings()
     return once.values()
+
+
+def stage_page(pages, page: str, text, section=None) -> list:
+    """Stage DIR/<page> with the rest of the report (pages: harness.reports.staged.Pages) and add its report.html
+    section: text() and section() make them, after the target is checked, so a link planted where the page goes
+    (to a file outside the folder) stops the report naming it before anything is made. The path, as a list."""
+    path = pages.results.root / page
+    try:
+        check_target(path, pages.results.root)
+    except UnsafeWriteError as exc:
+        raise UnsafeWriteError(f"cannot write the reports into {pages.results.root}: {exc}") from None
+    if section is not None:
+        pages.sections.append(section())
+    return [str(pages.staged.text(path, text()))]
 
 
 def get(name: str) -> FolderSuite:

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.core.errors import UnsafeWriteError
-from harness.core.safe_writes import check_target
 from harness.evaluation.judging import cell
 from harness.evaluation.results import ResultsDir
 from harness.reports.html_overview import table_section
+from harness.suites import stage_page
 from harness.suites.parser_agreement import peer_vocabulary, template_detection
 from harness.suites.parser_agreement.judging import LABELS, current, matrix, replay_command, unmapped
 
@@ -106,10 +105,4 @@ def write_pages(pages, records: list, page: str) -> list:
     """DIR/<page> and the report.html section, staged with the rest of the report; nothing without records."""
     if not records:
         return []
-    path = pages.results.root / page
-    try:
-        check_target(path, pages.results.root)
-    except UnsafeWriteError as exc:
-        raise UnsafeWriteError(f"cannot write the reports into {pages.results.root}: {exc}") from None
-    pages.sections.append(html_section(records))
-    return [str(pages.staged.text(path, markdown(records, unmapped(), pages.results.root)))]
+    return stage_page(pages, page, lambda: markdown(records, unmapped(), pages.results.root), lambda: html_section(records))

@@ -13,10 +13,9 @@ from html import escape
 
 import pandas as pd
 
-from harness.core.errors import UnsafeWriteError
-from harness.core.safe_writes import check_target
 from harness.evaluation.judging import cell
 from harness.reports.html_overview import table_section
+from harness.suites import stage_page
 from harness.suites.runtime_conformance import history_cases
 from harness.suites.runtime_conformance.causes import cause_line, root_causes
 from harness.suites.runtime_conformance.judging import LABELS, matrix, replay_command
@@ -205,10 +204,4 @@ def write_pages(pages, records: list, page: str) -> list:
     """DIR/<page> and the report.html section, staged with the rest of the report; nothing without records."""
     if not records:
         return []
-    path = pages.results.root / page
-    try:
-        check_target(path, pages.results.root)
-    except UnsafeWriteError as exc:
-        raise UnsafeWriteError(f"cannot write the reports into {pages.results.root}: {exc}") from None
-    pages.sections.append(html_section(records))
-    return [str(pages.staged.text(path, markdown(records, pages.results.root)))]
+    return stage_page(pages, page, lambda: markdown(records, pages.results.root), lambda: html_section(records))
