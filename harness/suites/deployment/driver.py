@@ -56,6 +56,11 @@ class Target:
     endpoint: str | None = None
     local: LocalServer | None = None
 
+    @property
+    def known(self):
+        """The runtime of harness.backends.runtimes behind it (started here or recognised at the URL), or None."""
+        return runtimes.get(self.kind) if self.kind in runtimes.RUNTIMES else None
+
 
 @dataclass
 class Outcome:
@@ -88,7 +93,7 @@ def model_setup(model_id: str) -> tuple:
 
 
 def _prompt(target: Target, body: dict) -> dict | None:
-    runtime = runtimes.get(target.kind) if target.kind in runtimes.RUNTIMES else None
+    runtime = target.known
     if runtime is None or not runtime.shows_prompt:
         return None
     key = runtime.prompt_key(target.base_url, target.served, {**body, "model": target.served}, TIMEOUT)
@@ -99,7 +104,7 @@ def _prompt(target: Target, body: dict) -> dict | None:
 
 def ask_one(target: Target, request, model: dict, template: dict, family) -> DeploymentRecord:
     url = f"{target.base_url}/v1/chat/completions"
-    runtime = runtimes.get(target.kind) if target.kind in runtimes.RUNTIMES else None
+    runtime = target.known
     shown = runtime.shown_fields if runtime else {}
     # Each request from a fresh prompt: the streamed one would otherwise reuse what the non-streamed one cached,
     # and stream-differs would count the cache's doing, not the stream's (and a resumed run would differ from
@@ -130,7 +135,7 @@ def _sent(runtime, body: dict) -> dict:
 
 
 def _new_record(target: Target, request, model: dict, template: dict, family, fresh: dict) -> DeploymentRecord:
-    runtime = runtimes.get(target.kind) if target.kind in runtimes.RUNTIMES else None
+    runtime = target.known
     return DeploymentRecord(
         runtime=target.runtime, server=target.server, model=model, template=template, family=family,
         case={"id": request.case.id, "category": request.case.category, "hash": request.case.scenario.hash},
@@ -144,7 +149,7 @@ def refused(target: Target, request, model: dict, template: dict, family, words:
     process ended before it was ready: an architecture it lacks, a file it cannot read), or because there was
     nothing it could load (`why`: weights that could not be dequantized): a row with its words, not a gap. Both
     answers carry them as the runtime error they are."""
-    runtime = runtimes.get(target.kind) if target.kind in runtimes.RUNTIMES else None
+    runtime = target.known
     record = _new_record(target, request, model, template, family, runtime.fresh_fields if runtime else {})
     error = f"{why}: {words}"
     record.plain, record.stream = {"error": error}, {"error": error}
