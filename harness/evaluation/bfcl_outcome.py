@@ -40,6 +40,8 @@ class Outcome:
     # The judged reply's call was held by a lazy grammar in another spelling than the family's own (lazy-trigger's
     # fenced or bare object): a near miss to the strict parser, its lenient reading is the call the grammar held.
     held: bool = False
+    # The text of the judged reply (the last step's): what a deployment replay has a scripted model write.
+    reply: str | None = None
 
 
 def _strict(case: Case, parse, family) -> list:
@@ -72,4 +74,5 @@ def outcome(case: Case, record) -> Outcome:
                    case.category not in IRRELEVANCE, verdicts["parsed"], verdicts["right_tool"],
                    verdicts["valid_arguments"], deviation, strict, lenient, read,
                    judged is not None and (judged.accepted or is_call_attempt(judged)),
-                   bool(steps) and steps[-1].get("grammar_held") is True)
+                   bool(steps) and steps[-1].get("grammar_held") is True,
+                   steps[-1].get("reply") if steps else None)

@@ -58,12 +58,15 @@ def cases(per_category: int = DEFAULT_CASES, categories=CATEGORIES, seed: int = 
     return draw(load_suite(categories, tree), categories, per_category, seed)
 
 
+def messages(case) -> list:
+    """The case's conversation as an app holds it: its system message and history, then the user turn."""
+    return opening_messages(case.scenario) + [{"role": "user", "content": case.scenario.turns[0].user}]
+
+
 def body(case, tool_choice: str) -> dict:
     """The request an app sends for one case: messages, tools, tool_choice, and the greedy sampling."""
-    scenario = case.scenario
-    messages = opening_messages(scenario) + [{"role": "user", "content": scenario.turns[0].user}]
-    out = {"messages": wire_messages(messages), "tools": scenario.tool_schemas(), "tool_choice": tool_choice,
-           "seed": SEED}
+    out = {"messages": wire_messages(messages(case)), "tools": case.scenario.tool_schemas(),
+           "tool_choice": tool_choice, "seed": SEED}
     out.update({k: SAMPLING[k] for k in BODY_SAMPLING if k in SAMPLING})
     if tool_choice == REQUIRED:
         out["max_tokens"] = min(out["max_tokens"], REQUIRED_MAX_TOKENS)

@@ -33,6 +33,8 @@ def run(args) -> int:
         if why:
             raise HarnessError(f"--endpoint {args.endpoint}: the server does not answer ({why}); start it or fix "
                                "the URL")
+    if args.replay:
+        return _replay(args)
     only = set(args.case or ())
 
     def log(record):
@@ -67,6 +69,33 @@ def run(args) -> int:
     return 1 if out.failed else 0
 
 
+def _replay(args) -> int:
+    """--replay: the model's committed in-process replies written by scripted models through the runtime."""
+    import signal
+    import tempfile
+    from pathlib import Path
+
+    from harness.suites.deployment import replays
+
+    if not args.server or args.name or args.served_model:
+        raise HarnessError("--replay runs scripted models on a runtime the harness starts: give --server, and no "
+                           "--endpoint, --name or --served-model")
+
+    def log(record):
+        print(f"harness deployment --replay: {record.case['name']}: {', '.join(record.labels)}", file=sys.stderr,
+              flush=True)
+
+    # SIGTERM unwinds like ^C: the server is stopped and the scripted models' folder removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    with tempfile.TemporaryDirectory(prefix="harness-replay-") as scratch:
+        written, found, path = replays.run(args.model, args.results_dir, args.server, args.cases, Path(scratch), log,
+                                           only=set(args.case or ()) or None)
+    print(f"{args.model} replayed on {runtimes.get(args.server).record_name}: {found} committed repl"
+          f"{'y' if found == 1 else 'ies'}, {len(written)} record(s) written -> {path}")
+    print(report_hint(args.results_dir))
+    return 0
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "deployment", help="a real model served by a runtime, asked BFCL cases as an app asks them",
@@ -92,6 +121,10 @@ def register(subparsers) -> None:
                    help="cases per category (default 5: 35 cases, 120 requests; a larger N extends a smaller "
                         "one's draw, so a run grows and resumes)")
     p.add_argument("--case", action="append", metavar="ID", help="only this drawn case (repeatable)")
+    p.add_argument("--replay", action="store_true",
+                   help="instead of serving the model: have scripted models write its committed in-process BFCL "
+                        "replies (every mode, the drawn cases) through --server, tool_choice auto, streamed and "
+                        "not; records go to DIR/deployment/replays/MODEL.RUNTIME.jsonl")
     add_results_dir(p, "append the records to DIR/deployment/MODEL.jsonl")
     p.add_argument("--json", action="store_true",
                    help='print {"model", "runtime", "records", "written", "already_recorded", "failed", "labels"}')

@@ -134,7 +134,8 @@ def bfcl_calls(answer: dict | None) -> list:
 def prompt_tail(record) -> str:
     """The end of the runtime's prompt (what the template opened, a <think> block), which the strict parser reads
     the generated text after."""
-    return ((record.prompt or {}).get("tail") or "") if isinstance((record.prompt or {}).get("tail"), str) else ""
+    prompt = getattr(record, "prompt", None) or {}     # a replay's record (runtime conformance's) keeps none
+    return prompt["tail"] if isinstance(prompt.get("tail"), str) else ""
 
 
 def answer_view(record, answer: dict | None, tools: list) -> dict:

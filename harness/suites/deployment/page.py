@@ -16,7 +16,7 @@ from html import escape
 from harness.backends import runtimes
 from harness.core.errors import BFCLCheckerError, UnsafeWriteError
 from harness.core.safe_writes import check_target
-from harness.evaluation.bfcl import ARCHIVE_ID, CATEGORIES, IRRELEVANCE, load_suite
+from harness.evaluation.bfcl import ARCHIVE_ID, CATEGORIES, load_suite
 from harness.evaluation.counted_once import CountedOnce, distinct_files
 from harness.evaluation.judging import cell, label_head
 from harness.evaluation.results import file_stem
@@ -31,10 +31,11 @@ from harness.reports.rates import rate_cell
 from harness.reports.tables import mode_order
 from harness.suites.deployment.judging import LABELS, answer_view
 from harness.suites.deployment.records import DeploymentRecord, dequantized_from
+from harness.suites.deployment.replays import replay_answers
+from harness.suites.deployment.rows import NOT_JUDGED, Row, agreement_lines, replay_rows
 
 PAGE = "deployment.md"
 FOLDER = "deployment"
-NOT_JUDGED = f"not judged (`{SETUP_COMMAND}`)"
 IN_PROCESS = "in-process"
 COLUMNS = ("model", "setup", "rank", "BFCL, calls due", "BFCL, no call due", "calls left in content", "errors")
 
@@ -48,29 +49,6 @@ def read_records(results, warnings: list) -> list:
         once.add_file(path, [(r.key(), f"{file_stem(r.model['id'])}.jsonl", r) for r in found.records])
     warnings += once.warnings()
     return once.values()
-
-
-class Row:
-    """One setup of one model: per answer, (case id, category, errored, left in content, BFCL verdict)."""
-
-    def __init__(self, model: str, setup: str, order: tuple):
-        self.model, self.setup, self.order, self.answers = model, setup, order, []
-
-    def due(self) -> list:
-        return [a for a in self.answers if a[1] not in IRRELEVANCE]
-
-    def cell(self, which: str, judged: bool) -> str:
-        if which == "due":
-            picked = self.due()
-        elif which == "no-call":
-            picked = [a for a in self.answers if a[1] in IRRELEVANCE]
-        else:
-            picked = self.answers
-        if which in ("due", "no-call"):
-            if picked and not judged:
-                return NOT_JUDGED
-            return rate_cell([valid_verdict(a[4]) for a in picked])
-        return rate_cell([a[2] if which == "errors" else a[3] for a in picked])
 
 
 def _in_process_rows(results, models: dict, suite, checker, warnings: list) -> list:
@@ -87,7 +65,8 @@ def _in_process_rows(results, models: dict, suite, checker, warnings: list) -> l
     return list(rows.values())
 
 
-def _served_rows(records: list, suite, checker) -> list:
+def _served_rows(records: list, suite, checker, verdicts: dict | None = None) -> list:
+    """verdicts: filled with (model, runtime, case id) -> the non-streamed auto answer's verdict."""
     rows = {}
     for r in records:
         case = suite.cases[r.case["id"]]
@@ -102,7 +81,17 @@ def _served_rows(records: list, suite, checker) -> list:
                 verdict = ({"valid": False, "error_type": "runtime-error"} if view["errored"] else
                            checker.judge(case.category, case.functions, view["calls"], case.answer))
             row.answers.append((case.id, case.category, view["errored"], view["left_in_content"], verdict))
+            if verdicts is not None and not streamed and r.tool_choice == "auto":
+                verdicts[(r.model["id"], r.runtime, case.id)] = verdict
     return list(rows.values())
+
+
+def _replays(results, models: dict, suite, checker, warnings: list) -> tuple:
+    """(replay answers, their rows): the models' committed replies replayed through runtimes (replays.py)."""
+    judge = (lambda case, calls: checker.judge(case.category, case.functions, calls, case.answer)) if checker \
+        else None
+    answers = replay_answers(results, models, suite, judge, warnings)
+    return answers, replay_rows(answers)
 
 
 def _served_as(record: DeploymentRecord) -> str:
@@ -117,14 +106,14 @@ def _ranks(rows: list, judged: bool) -> dict:
     same call-due cases (the set most of its rows share); another set is ranked apart ("–")."""
     out = {}
     for model in {r.model for r in rows}:
-        mine = [r for r in rows if r.model == model]
+        mine = [r for r in rows if r.model == model and r.ranked]
         sets = Counter(frozenset(a[0] for a in r.due()) for r in mine)
         common = max(sets, key=lambda s: (sets[s], len(s), sorted(s)))
         ranked = [r for r in mine if frozenset(a[0] for a in r.due()) == common and common and judged]
         scores = {id(r): sum(valid_verdict(a[4]) for a in r.due()) for r in ranked}
         for r in mine:
             out[id(r)] = (1 + sum(s > scores[id(r)] for s in scores.values())) if id(r) in scores else None
-    return out
+    return {**{id(r): None for r in rows}, **out}
 
 
 def _table(rows: list, ranks: dict, judged: bool) -> list:
@@ -248,16 +237,20 @@ def _pages(results, records: list, warnings: list) -> tuple:
     models = {}
     for r in kept:
         models.setdefault(r.model["id"], set()).add(r.case["id"])
-    note, hello = None, None
+    note, hello, served_verdicts = None, None, {}
     try:
         with BFCLChecker(tree=archive_tree(ARCHIVE_ID)) as checker:
             hello = checker.hello
-            rows = _in_process_rows(results, models, suite, checker, warnings) + _served_rows(kept, suite, checker)
+            rows = (_in_process_rows(results, models, suite, checker, warnings)
+                    + _served_rows(kept, suite, checker, served_verdicts))
+            replayed, replay_table = _replays(results, models, suite, checker, warnings)
     except BFCLCheckerError as exc:
         note = (f"BFCL's checker was not run ({exc}); its columns say \"not judged\" until its environment is "
                 f"built: `{SETUP_COMMAND}`, then `harness report` again.")
         warnings.append(note)
         rows = _in_process_rows(results, models, suite, None, warnings) + _served_rows(kept, suite, None)
+        replayed, replay_table = _replays(results, models, suite, None, warnings)
+    rows += replay_table
     judged = hello is not None
     ranks = _ranks(rows, judged)
     # Each case once, however many runtimes asked it.
@@ -286,11 +279,26 @@ def _pages(results, records: list, warnings: list) -> tuple:
     lines += ["## What the rows say", "", *_sentences(rows, kept, ranks, judged), "",
               "## The runtime's labels", "", "Per record (one case, one tool_choice, asked non-streamed and "
               "streamed); a record can carry several.", "", *_label_lines(kept), "",
+              *_replay_section(replayed, kept, served_verdicts, judged),
               "## By category", "", "BFCL's checker per category, calls due and no call due alike.", "",
               *_category_lines(rows, judged), "",
               "## Examples", "", "Up to two records per label, with the text the model generated (the strict "
               "path reads it) and the line that asks the case again.", "", *_examples(kept), ""]
     return "\n".join(lines), _html(rows, ranks, judged)
+
+
+def _replay_section(replayed: list, records: list, served_verdicts: dict, judged: bool) -> list:
+    if not replayed:
+        return []
+    return ["## Replays beside served", "", "The rows *replayed in-process MODE replies*: each committed in-process "
+            "reply of the model on these cases, written exactly by a scripted model (the model's template, a tiny "
+            "GGUF whose weights write that text) through the runtime, tool_choice auto: what an app receives for "
+            "that text there. They are not ranked: they answer how the runtime reads fixed text, not how well a "
+            "model calls. Where the runtime's grammar made the scripted model write other text (llama.cpp holds a "
+            "call it has opened to its own JSON shape), the reply is left out of the cells and counted. Below, "
+            "the served model beside the replay of its in-process native replies "
+            "(`harness deployment --replay --server RUNTIME --model MODEL --cases N` adds a replay).", "",
+            *agreement_lines(replayed, records, served_verdicts, judged), ""]
 
 
 def _not_served(records: list) -> list:

@@ -1,0 +1,193 @@
+"""Replays: what a runtime returns for the text a model really wrote. Every committed in-process BFCL reply of a
+model (results/bfcl, each mode) on the deployment suite's drawn cases is written, exactly as recorded, by a
+scripted model (harness.scripted: a real GGUF whose weights write given replies) served with the model's own
+template, through the runtime's /v1/chat/completions: the case's messages and tools, tool_choice auto,
+non-streamed and streamed. Runtime conformance does the serving and labelling (its driver packs the replies into
+as few scripted models as their prompt lengths allow and keys each to the runtime's own prompt); this module only
+says which replies, and the deployment page judges what came back with BFCL's checker beside the real-served rows.
+
+No real model runs, so a replay is cheap and covers runtimes a model cannot be served on here. Only tool_choice
+auto: under required a runtime constrains sampling with a grammar, which would rewrite the scripted text, so the
+answer would no longer be the runtime's reading of what the model wrote (runtime conformance's `required` cases
+judge that grammar on the template's own calls).
+
+A replay's case name is MODEL/CASE/MODE. Its case hash covers the reply, so a reply re-recorded since (a stale
+sample superseded) is asked again, and the page reads only the records whose reply is the committed one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import families
+from harness.core.errors import HarnessError, TemplateError
+from harness.evaluation.results import ResultsDir, file_stem
+from harness.template import detect as detection
+from harness.template.kwargs import template_kwargs_for
+
+FOLDER = "replays"       # under DIR/deployment/: records of runtime conformance's kind, one file per model × runtime
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """One committed in-process reply: the case, the mode it was written in, and its text."""
+    model: str
+    case: object              # harness.evaluation.bfcl.Case
+    mode: str
+    reply: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.model}/{self.case.id}/{self.mode}"
+
+
+def records_path(results: ResultsDir, model_id: str, runtime: str) -> Path:
+    return results.root / "deployment" / FOLDER / f"{file_stem(model_id)}.{file_stem(runtime)}.jsonl"
+
+
+def replay_files(results: ResultsDir) -> list:
+    return sorted((results.root / "deployment" / FOLDER).glob("*.jsonl"))
+
+
+def split_name(name: str) -> tuple:
+    """(model, case id, mode) of a replay's case name."""
+    model, case, mode = name.split("/")
+    return model, case, mode
+
+
+def committed_replies(results: ResultsDir, model_id: str, drawn: list, warnings: list) -> list:
+    """The model's committed BFCL replies on the drawn cases, every mode, in the draw's order. A sample that
+    stopped on an error wrote no reply to replay and is left out."""
+    from harness.reports.bfcl import read_outcomes
+
+    by_id = {c.id: c for c in drawn}
+    outcomes, _, _ = read_outcomes(results, warnings)
+    mine = [o for o in outcomes if o.model == model_id and o.case in by_id and not o.errored and o.reply]
+    order = {c.id: i for i, c in enumerate(drawn)}
+    mine.sort(key=lambda o: (order[o.case], o.mode))
+    return [Replayed(model_id, by_id[o.case], o.mode, o.reply) for o in mine]
+
+
+def replay_corpus(ref, replies: list):
+    """The replies as runtime conformance's corpus for the model's template: each case the request an app sends
+    (harness.suites.deployment.cases.messages and the case's tools), its reply the committed text, its
+    expectation the strict parse of that text after our render of the same request (the family the template's
+    own probe detects; a template of no family reads no call, and a runtime that returns one is named for it)."""
+    from harness.suites.deployment.cases import messages as case_messages
+    from harness.suites.runtime_conformance.corpus import Case, Corpus, Renderer
+
+    found = detection.detect_declared(ref.text, ref.bos_token or "", ref.eos_token or "",
+                                      **template_kwargs_for(ref.text))
+    renderer = Renderer(ref, found)
+    cases = []
+    for replayed in replies:
+        messages, tools = case_messages(replayed.case), replayed.case.scenario.tool_schemas()
+        try:
+            prompt = renderer.prompt(messages, tools, renderer.kwargs)
+        except TemplateError as exc:
+            raise HarnessError(f"{ref.id}: the template refuses BFCL case {replayed.case.id}: {exc}") from None
+        expect = families.parse(found.family, replayed.reply, prompt).to_json()
+        cases.append(Case(replayed.name, messages, tools, replayed.reply, (AUTO,), dict(renderer.kwargs), expect,
+                          prompt=prompt))
+    return Corpus(ref.id, found.family, cases, [], found)
+
+
+def run(model_id: str, results: ResultsDir, server: str, per_category: int, workdir: Path, log=print,
+        keep: bool = False, only: set | None = None) -> tuple:
+    """Replay the model's committed replies on the drawn cases (only: these case ids of them) through `server` (a
+    runtime the harness starts). Returns (records written, replies found, records path); a killed run resumes
+    past what is recorded."""
+    from harness.backends import runtimes
+    from harness.suites.deployment import cases
+    from harness.suites.deployment.driver import model_setup
+    from harness.suites.runtime_conformance.driver import run_suite
+
+    warnings: list = []
+    drawn = cases.cases(per_category)
+    unknown = sorted((only or set()) - {c.id for c in drawn})
+    if unknown:
+        raise HarnessError(f"--case {', '.join(unknown)}: not among the {len(drawn)} drawn cases (--cases "
+                           f"{per_category}; e.g. {', '.join(c.id for c in drawn[:3])})")
+    replies = committed_replies(results, model_id, [c for c in drawn if not only or c.id in only], warnings)
+    for warning in warnings:
+        log(f"warning: {warning}")
+    if not replies:
+        raise HarnessError(f"{model_id}: no committed BFCL replies on the {per_category} drawn case(s) per category "
+                           f"under {results.root / 'bfcl'} (harness run --suite bfcl --model {model_id} records them)")
+    _, ref, _ = model_setup(model_id)
+    if ref is None:
+        raise HarnessError(f"{model_id}: neither a template of its own nor a stand-in: nothing to script it with")
+    served = runtimes.get(server)
+    build = served.build(None)
+    runtime = served.record_name
+    path = records_path(results, model_id, runtime)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written, skipped = run_suite(server, runtime, [(ref, replay_corpus(ref, replies))], path, workdir, set(),
+                                 log=log, keep=keep, build=build)
+    for template_id, why in skipped:
+        raise HarnessError(f"{model_id}: no scripted model for {template_id}: {why}")
+    return written, len(replies), path
+
+
+def read_replays(results: ResultsDir, warnings: list) -> list:
+    """Every replay record under DIR/deployment/replays, each file and each question once."""
+    from harness.suites import read_folder
+    from harness.suites.runtime_conformance.records import RuntimeConformanceRecord
+
+    def home(r) -> str:
+        return f"{file_stem(split_name(r.case['name'])[0])}.{file_stem(r.runtime)}.jsonl"
+
+    return read_folder(results.root / "deployment" / FOLDER, RuntimeConformanceRecord,
+                       lambda r: (r.runtime, *r.done_key()), home, warnings)
+
+
+REWRITTEN = "reply-rewritten"
+
+
+@dataclass
+class ReplayAnswer:
+    """One replay, non-streamed, as the page counts it: the BFCL verdict of what came back, or why none is."""
+    model: str
+    runtime: str
+    mode: str
+    case: object
+    rewritten: bool            # the runtime's grammar made the scripted model write other text: not this reply
+    view: dict                 # harness.suites.deployment.judging.answer_view of the non-streamed answer
+    reply: str                 # the committed reply the scripted model was given
+    verdict: dict | None = None
+    stream_differs: bool = False
+
+
+def replay_answers(results: ResultsDir, models: dict, suite, judge, warnings: list) -> list:
+    """The replays of the cases the deployment rows hold (models: model id -> case ids), each whose reply is the
+    committed one (a reply re-recorded since is left out, counted in a warning), judged by `judge(case, calls)`
+    (BFCL's checker; None: not judged). A reply the runtime's grammar rewrote gets no verdict: what came back is
+    not the runtime's reading of that text."""
+    from harness.evaluation.judging import label_head
+    from harness.reports.bfcl import read_outcomes
+    from harness.suites.deployment.judging import answer_view
+
+    outcomes, _, _ = read_outcomes(results, [])
+    current = {(o.model, o.case, o.mode): o.reply for o in outcomes}
+    out, stale = [], 0
+    for r in read_replays(results, warnings):
+        model, case_id, mode = split_name(r.case["name"])
+        if case_id not in models.get(model, ()) or case_id not in suite.cases:
+            continue
+        if current.get((model, case_id, mode)) != r.reply:
+            stale += 1
+            continue
+        case = suite.cases[case_id]
+        heads = {label_head(x) for x in r.labels}
+        view = answer_view(r, r.plain, case.scenario.tool_schemas())
+        answer = ReplayAnswer(model, r.runtime, mode, case, REWRITTEN in heads, view, r.reply,
+                              stream_differs="stream-differs" in heads)
+        if judge is not None and not answer.rewritten:
+            answer.verdict = ({"valid": False, "error_type": "runtime-error"} if view["errored"] else
+                              judge(case, view["calls"]))
+        out.append(answer)
+    if stale:
+        warnings.append(f"deployment replays: {stale} record(s) of a reply re-recorded since, left out (run "
+                        "harness deployment --replay again)")
+    return out

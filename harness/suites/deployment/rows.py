@@ -1,0 +1,82 @@
+"""The rows of deployment.md's table, and the replays' part of the page: a Row is one setup of one model (in
+process, served by a runtime, or its committed replies replayed through a runtime by scripted models), its answers
+judged by BFCL's checker."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from harness.evaluation.bfcl import IRRELEVANCE
+from harness.peers.bfcl import SETUP_COMMAND
+from harness.reports.bfcl import valid_verdict
+from harness.reports.rates import rate_cell
+from harness.reports.tables import mode_order
+
+NOT_JUDGED = f"not judged (`{SETUP_COMMAND}`)"
+REPLAYED = 2         # the rows' order within a model: in process (0), served (1), replayed (2)
+
+
+class Row:
+    """One setup of one model: per answer, (case id, category, errored, left in content, BFCL verdict). A row that
+    is not `ranked` (replays: a runtime's reading of fixed text, not a model's answer) is shown without a rank."""
+
+    def __init__(self, model: str, setup: str, order: tuple, ranked: bool = True):
+        self.model, self.setup, self.order, self.answers, self.ranked = model, setup, order, [], ranked
+
+    def due(self) -> list:
+        return [a for a in self.answers if a[1] not in IRRELEVANCE]
+
+    def cell(self, which: str, judged: bool) -> str:
+        if which == "due":
+            picked = self.due()
+        elif which == "no-call":
+            picked = [a for a in self.answers if a[1] in IRRELEVANCE]
+        else:
+            picked = self.answers
+        if which in ("due", "no-call"):
+            if picked and not judged:
+                return NOT_JUDGED
+            return rate_cell([valid_verdict(a[4]) for a in picked])
+        return rate_cell([a[2] if which == "errors" else a[3] for a in picked])
+
+
+def replay_rows(answers: list) -> list:
+    """A row per model × runtime × mode of the replays (harness.suites.deployment.replays.replay_answers), the
+    non-streamed answers: a reply the runtime's grammar rewrote is left out of the cells and counted in the
+    setup's name, since what came back is not the runtime's reading of that reply."""
+    groups = defaultdict(list)
+    for a in answers:
+        groups[(a.model, a.runtime, a.mode)].append(a)
+    rows = []
+    for (model, runtime, mode), mine in groups.items():
+        rewritten = sum(a.rewritten for a in mine)
+        note = f"; {rewritten} of {len(mine)} rewritten by its grammar, left out" if rewritten else ""
+        row = Row(model, f"{runtime}, auto, replayed in-process {mode} replies{note}",
+                  (REPLAYED, runtime, mode_order(mode)), ranked=False)
+        row.answers = [(a.case.id, a.case.category, a.view["errored"], a.view["left_in_content"], a.verdict)
+                       for a in mine if not a.rewritten]
+        rows.append(row)
+    return rows
+
+
+def agreement_lines(answers: list, records: list, served_verdicts: dict, judged: bool) -> list:
+    """Per model × runtime with both: the served model's non-streamed auto answers beside the replays of its
+    in-process native replies on the same cases. Same text: the runtime showed what the served model generated
+    and it is the in-process reply; same verdict: BFCL's checker says the same of both answers (served_verdicts:
+    (model, runtime, case id) -> the served answer's verdict)."""
+    served = {(r.model["id"], r.runtime, r.case["id"]): r for r in records if r.tool_choice == "auto"}
+    lines = ["| model | runtime | cases | served model wrote the in-process native reply | same BFCL verdict | "
+             "replays rewritten by the runtime's grammar (every mode) | replays whose stream differs |",
+             "|---|---|---:|---|---|---|---|"]
+    pairs = sorted({(a.model, a.runtime) for a in answers})
+    for model, runtime in pairs:
+        mine = [a for a in answers if (a.model, a.runtime) == (model, runtime)]
+        native = [a for a in mine if a.mode == "native" and (model, runtime, a.case.id) in served]
+        generated = [((served[(model, runtime, a.case.id)].plain or {}).get("generated"), a) for a in native]
+        texts = [text == a.reply for text, a in generated if isinstance(text, str)]
+        verdicts = [valid_verdict(a.verdict) == valid_verdict(served_verdicts.get((model, runtime, a.case.id)))
+                    for a in native if not a.rewritten]
+        lines.append(f"| {model} | {runtime} | {len(native)} | {rate_cell(texts) if texts else '– (not shown)'} | "
+                     f"{rate_cell(verdicts) if judged else NOT_JUDGED} | "
+                     f"{rate_cell([a.rewritten for a in mine])} | {rate_cell([a.stream_differs for a in mine])} |")
+    return lines if pairs else []

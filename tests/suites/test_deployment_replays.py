@@ -1,0 +1,112 @@
+"""`harness deployment --replay`: a model's committed in-process BFCL replies written exactly by scripted models
+through a runtime, and deployment.md's replay rows. The corpus is built from the committed records
+(results/bfcl); the live test serves them on llama-server (skipped with the build command when it is missing)."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import families
+from harness.evaluation.results import ResultsDir
+from harness.suites.deployment import cases, replays
+from harness.suites.deployment.driver import model_setup
+from harness.suites.deployment.rows import replay_rows
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = "qwen2.5-coder-0.5b-instruct-q4_k_m"
+CASE = "simple_python_330"       # the first drawn simple_python case: a call is due
+
+
+@pytest.fixture(scope="module")
+def drawn():
+    return cases.cases(1)
+
+
+def committed(tmp_path, keep=("simple_python", "irrelevance")) -> ResultsDir:
+    """A results folder holding the model's committed BFCL records of two categories (reading every category's
+    takes half a minute) and its deployment records, as the repository has them."""
+    (tmp_path / "bfcl").mkdir()
+    (tmp_path / "deployment").mkdir()
+    lines = (REPO / "results" / "bfcl" / f"{MODEL}.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    (tmp_path / "bfcl" / f"{MODEL}.jsonl").write_text("".join(
+        line for line in lines if json.loads(line).get("kind") != "sample"
+        or json.loads(line)["scenario"]["name"].rsplit("_", 1)[0][len("bfcl-"):] in keep), encoding="utf-8")
+    shutil.copy(REPO / "results" / "deployment" / f"{MODEL}.jsonl", tmp_path / "deployment")
+    return ResultsDir(tmp_path)
+
+
+def test_every_committed_reply_becomes_a_case_of_the_request_an_app_sends_with_its_strict_parse(tmp_path, drawn):
+    results = committed(tmp_path)
+    warnings = []
+    replies = replays.committed_replies(results, MODEL, drawn, warnings)
+    # One reply per drawn case of the kept categories and mode (the committed rows hold all three modes).
+    kept = [c for c in drawn if c.category in ("simple_python", "irrelevance")]
+    assert len(kept) == 2
+    assert {(r.case.id, r.mode) for r in replies} == {(c.id, m) for c in kept for m in ("fallback", "grammar",
+                                                                                         "native")}
+    _, ref, _ = model_setup(MODEL)
+    corpus = replays.replay_corpus(ref, replies)
+    assert corpus.family == "hermes" and len(corpus.cases) == len(replies)
+    for replayed, case in zip(replies, corpus.cases):
+        assert case.name == f"{MODEL}/{replayed.case.id}/{replayed.mode}"
+        assert replays.split_name(case.name) == (MODEL, replayed.case.id, replayed.mode)
+        assert case.reply == replayed.reply and case.variants == ("auto",)
+        assert case.messages == cases.messages(replayed.case)
+        assert case.tools == replayed.case.scenario.tool_schemas()
+        assert case.expect == families.parse("hermes", replayed.reply, case.prompt).to_json()
+
+
+def test_a_case_outside_the_draw_is_refused_naming_the_draw(tmp_path):
+    with pytest.raises(Exception, match="not among the 7 drawn cases"):
+        replays.run(MODEL, committed(tmp_path), "llama-server", 1, tmp_path / "work", only={"simple_python_1"})
+
+
+def test_a_model_without_committed_replies_says_which_command_records_them(tmp_path):
+    with pytest.raises(Exception, match="harness run --suite bfcl --model gemma-3-270m-q4_k_m"):
+        replays.run("gemma-3-270m-q4_k_m", committed(tmp_path), "llama-server", 1, tmp_path / "work")
+
+
+@pytest.mark.live
+@pytest.mark.needs_server
+def test_llama_server_returns_what_it_reads_in_each_committed_reply_and_the_page_shows_it(tmp_path, drawn):
+    results = committed(tmp_path)
+    command = [sys.executable, "-m", "harness", "deployment", "--model", MODEL, "--server", "llama-server",
+               "--cases", "1", "--case", CASE, "--replay", "--results-dir", str(results.root)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    path = results.root / "deployment" / "replays" / f"{MODEL}.llama-server-0.3.36-vendored.jsonl"
+    got = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    wanted = {r.mode: r.reply for r in replays.committed_replies(results, MODEL, drawn, [])
+              if r.case.id == CASE}
+    assert sorted(r["case"]["name"] for r in got) == sorted(f"{MODEL}/{CASE}/{m}" for m in wanted)
+    for r in got:
+        mode = replays.split_name(r["case"]["name"])[2]
+        assert r["reply"] == wanted[mode] and r["variant"] == "auto"
+        assert r["plain"]["status"] == 200 and r["stream"]["status"] == 200
+        # The scripted model writes the committed text unless the runtime's grammar steered it elsewhere, which
+        # the record names.
+        assert (r["plain"]["generated"] == r["reply"]) != ("reply-rewritten" in r["labels"]), r["details"]
+    again = subprocess.run(command, capture_output=True, text=True)
+    assert again.returncode == 0 and "0 record(s) written" in again.stdout
+    # Judged for the page: one row per mode, unranked; a rewritten reply is left out of the cells and counted.
+    warnings = []
+    suite = cases.load_suite(("simple_python",))
+    answers = replays.replay_answers(results, {MODEL: {CASE}}, suite, None, warnings)
+    assert sorted(a.mode for a in answers) == sorted(wanted) and not warnings
+    rows = replay_rows(answers)
+    assert all(not row.ranked for row in rows)
+    for row, mode in ((row, row.setup.split("in-process ")[1].split(" ")[0]) for row in rows):
+        rewritten = [a for a in answers if a.mode == mode and a.rewritten]
+        assert len(row.answers) == 1 - len(rewritten)
+        assert ("rewritten by its grammar" in row.setup) == bool(rewritten)
+    # A reply re-recorded since is not the committed one: its replay is left out, with a warning.
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    records[0]["reply"] += " "
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    warnings = []
+    assert len(replays.replay_answers(results, {MODEL: {CASE}}, suite, None, warnings)) == len(wanted) - 1
+    assert any("re-recorded since" in w for w in warnings)
