@@ -48,16 +48,25 @@ def forward(tensors: dict, head_rows: np.ndarray, ids: np.ndarray, eps: float, b
     k = _rope((h @ tensors["blk.0.attn_k"].T).reshape(n, n_head, head_dim), pos, base, head_dim)
     v = (h @ tensors["blk.0.attn_v"].T).reshape(n, n_head, head_dim)
     attn = np.empty((n, n_head, head_dim), np.float32)
+    # A head whose queries and keys are all zero scores every key 0, so its softmax over the causal prefix is
+    # exactly uniform: weights 1/(i + 1) (exp(0) = 1 summed i + 1 times, exact in f32), its output the mean of the
+    # values so far. Computed so, without the n × n scores (the scripted models' heads are all of this kind: an
+    # 8,192-position check then takes a second, not fifteen). Any other head takes the whole softmax below.
+    flat = np.array([not q[:, h].any() and not k[:, h].any() for h in range(n_head)])
+    if flat.any():
+        weight = np.float32(1) / np.arange(1, n + 1, dtype=np.float32)
+        attn[:, flat] = np.cumsum(v[:, flat], axis=0, dtype=np.float32) * weight[:, None, None]
+    scored = np.flatnonzero(~flat)
     scale = np.float32(1 / np.sqrt(head_dim))
-    for start in range(0, n, CHUNK):
+    for start in range(0, n, CHUNK) if scored.size else ():
         stop = min(n, start + CHUNK)
-        scores = np.einsum("qhd,khd->hqk", q[start:stop], k[:stop]) * scale
+        scores = np.einsum("qhd,khd->hqk", q[start:stop][:, scored], k[:stop][:, scored]) * scale
         causal = np.arange(stop)[None, :] > np.arange(start, stop)[:, None]
         scores[:, causal] = -np.inf
         scores -= scores.max(axis=-1, keepdims=True)
         weights = np.exp(scores)
         weights /= weights.sum(axis=-1, keepdims=True)
-        attn[start:stop] = np.einsum("hqk,khd->qhd", weights, v[:stop])
+        attn[start:stop, scored] = np.einsum("hqk,khd->qhd", weights, v[:stop][:, scored])
     x = x + attn.reshape(n, -1) @ tensors["blk.0.attn_output"].T
     h = _rms(x, tensors["blk.0.ffn_norm"], eps)
     gate, up = h @ tensors["blk.0.ffn_gate"].T, h @ tensors["blk.0.ffn_up"].T

@@ -174,3 +174,50 @@ def test_the_margin_check_refuses_weights_that_do_not_write_the_script(tmp_path)
     tensors["blk.0.attn_v"] = tensors["blk.0.attn_v"] * 1.001
     with pytest.raises(ValueError, match="leads by only"):
         check_margins(tensors, head, by_position, eot, bos, eps)
+
+
+def test_the_forward_pass_takes_a_zero_scored_head_as_its_softmax_and_any_other_head_in_full():
+    """The uniform-attention shortcut (a head with no query and no key) against a softmax written out per position,
+    beside a head whose queries and keys are not zero, so both paths of forward() are held to the definition."""
+    rng = np.random.default_rng(0)
+    n, d, heads, head_dim = 40, 8, 2, 4
+    t = {name: rng.normal(size=shape).astype(np.float32) for name, shape in (
+        ("token_embd", (16, d)), ("blk.0.attn_q", (d, d)), ("blk.0.attn_k", (d, d)), ("blk.0.attn_v", (d, d)),
+        ("blk.0.attn_output", (d, d)), ("blk.0.ffn_gate", (6, d)), ("blk.0.ffn_up", (6, d)),
+        ("blk.0.ffn_down", (d, 6)))}
+    for name in ("blk.0.attn_norm", "blk.0.ffn_norm", "output_norm"):
+        t[name] = np.ones(d, np.float32)
+    t["blk.0.attn_q"][:head_dim] = 0      # head 0: no query and no key, so every score is 0
+    t["blk.0.attn_k"][:head_dim] = 0
+    head = rng.normal(size=(5, d)).astype(np.float32)
+    ids = rng.integers(0, 16, size=n)
+    got = forward(t, head, ids, 1e-5, ROPE_BASE, head_dim)
+
+    def rms(x):
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-5)
+
+    x = t["token_embd"][ids].astype(np.float64)
+    h = rms(x)
+    q, k, v = (h @ t[f"blk.0.attn_{w}"].T for w in "qkv")
+    angle = np.arange(n)[:, None] * (1.0 / ROPE_BASE ** (np.arange(0, head_dim, 2) / head_dim))[None, :]
+    out = np.zeros((n, d))
+    for i in range(n):
+        for hd in range(heads):
+            cols = slice(hd * head_dim, (hd + 1) * head_dim)
+
+            def rope(m, rows):
+                a = angle[rows]
+                r = np.empty_like(m)
+                r[:, 0::2] = m[:, 0::2] * np.cos(a) - m[:, 1::2] * np.sin(a)
+                r[:, 1::2] = m[:, 0::2] * np.sin(a) + m[:, 1::2] * np.cos(a)
+                return r
+
+            scores = rope(k[: i + 1, cols], slice(0, i + 1)) @ rope(q[i:i + 1, cols], slice(i, i + 1)).T
+            w = np.exp(scores[:, 0] / np.sqrt(head_dim) - scores.max() / np.sqrt(head_dim))
+            out[i, cols] = (w / w.sum()) @ v[: i + 1, cols]
+    x = x + out @ t["blk.0.attn_output"].T
+    h = rms(x)
+    gate, up = h @ t["blk.0.ffn_gate"].T, h @ t["blk.0.ffn_up"].T
+    x = x + (gate / (1 + np.exp(-gate)) * up) @ t["blk.0.ffn_down"].T
+    want = rms(x) @ head.T
+    assert np.allclose(got, want, rtol=1e-4, atol=1e-4)
