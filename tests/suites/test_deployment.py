@@ -193,3 +193,35 @@ def test_a_folder_without_deployment_records_gets_no_page(tmp_path):
     pages = Pages(results, [], None)
     assert registered()["deployment"].write_pages(pages) == [] and not pages.first_screen
     assert not (results.root / "deployment.md").exists()
+
+
+def test_a_scenario_opening_is_asked_required_only_where_its_first_turn_names_a_tool():
+    found = {o.id: o for o in cases.openings()}
+    asked = {(r.case.id, r.tool_choice) for r in cases.requests(list(found.values()))}
+    for case_id, opening in found.items():
+        due = opening.scenario.turns[0].expect.expects_call is True
+        assert ((case_id, "required") in asked) == due and (case_id, "auto") in asked
+    assert found["scenario-get-time"].category == "scenario" and ("scenario-greeting", "required") not in asked
+
+
+def test_a_scenario_opening_is_judged_by_its_first_turns_expectation_on_what_an_app_receives():
+    from harness.suites.deployment.openings import verdict
+
+    found = {o.id: o for o in cases.openings(["get-time", "greeting", "kg-query"])}
+    kg, greeting = found["scenario-kg-query"], found["scenario-greeting"]
+    call = '<tool_call>\n{"name": "kg_query", "arguments": {"subject": "alex"}}\n</tool_call>'
+    right = record(kg, "auto", answer(calls=[("kg_query", '{"subject": "Alex"}')]), answer())
+    assert verdict(right, right.plain, kg.scenario) == {"due": True, "right": True, "errored": False,
+                                                        "left_in_content": False}
+    other = record(kg, "auto", answer(calls=[("kg_query", '{"subject": "bob"}')]), answer())
+    assert verdict(other, other.plain, kg.scenario)["right"] is False        # the expected arguments
+    left = record(kg, "auto", answer(content=call), answer())
+    assert verdict(left, left.plain, kg.scenario) == {"due": True, "right": False, "errored": False,
+                                                      "left_in_content": True}
+    quiet = record(greeting, "auto", answer(content="Hello! I am well."), answer())
+    assert verdict(quiet, quiet.plain, greeting.scenario)["right"] is True
+    tried = record(greeting, "auto", answer(content=FENCE.replace("solve_quadratic", "search")), answer())
+    assert verdict(tried, tried.plain, greeting.scenario) == {"due": False, "right": False, "errored": False,
+                                                              "left_in_content": True}
+    failed = record(greeting, "auto", {"error": "HTTP 500"}, answer())
+    assert verdict(failed, failed.plain, greeting.scenario)["errored"] is True

@@ -8,9 +8,12 @@ one /v1/chat/completions request: its system message, history and user turn as m
 in-process sampling, under tool_choice "auto"; a case of a category where a call is due is asked once more
 under tool_choice "required", as an app that knows a call must come asks it.
 
+Beside them, every shipped YAML scenario's opening turn (scenarios/*.yaml: its system message, history, first
+user message and tools), asked the same way and judged by the scenario's own expectation of that turn.
+
 No oracle: nothing in a request depends on the case's expected answer. The one thing the expectation decides is
 which cases get the "required" request: the category (every category but the two irrelevance ones is one where
-a call is due), never the answer's content."""
+a call is due; a scenario's opening where its first turn names the tool to call), never the answer's content."""
 
 from __future__ import annotations
 
@@ -38,6 +41,28 @@ BODY_SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "ma
 REQUIRED_MAX_TOKENS = 256
 
 
+SCENARIO = "scenario"      # the category of a scenario's opening (harness' YAML scenarios, scenarios/*.yaml)
+
+
+@dataclass(frozen=True)
+class Opening:
+    """A YAML scenario's opening turn as a deployment case: its system message, history and first user message,
+    its tools; judged by the scenario's own expectation of that turn (openings.py), not by BFCL's checker."""
+    scenario: object         # harness.evaluation.scenarios.Scenario
+    category: str = SCENARIO
+
+    @property
+    def id(self) -> str:
+        return f"{SCENARIO}-{self.scenario.name}"
+
+
+def openings(names=None) -> list:
+    """Every shipped scenario's opening, in name order."""
+    from harness.evaluation.scenario_files import load_scenarios
+
+    return [Opening(s) for s in sorted(load_scenarios(names=names), key=lambda s: s.name)]
+
+
 @dataclass(frozen=True)
 class Request:
     case: object           # harness.evaluation.bfcl.Case
@@ -51,6 +76,14 @@ class Request:
 
 def call_due(category: str) -> bool:
     return category not in IRRELEVANCE
+
+
+def opening_due(case) -> bool:
+    """Whether a case gets the `required` request: a BFCL case by its category; a scenario's opening where its
+    first turn names the tool it is to call (the scenario's design, as a category is BFCL's)."""
+    if case.category == SCENARIO:
+        return case.scenario.turns[0].expect.expects_call is True
+    return call_due(case.category)
 
 
 def cases(per_category: int = DEFAULT_CASES, categories=CATEGORIES, seed: int = SEED, tree=None) -> list:
@@ -77,7 +110,7 @@ def requests(drawn: list) -> list:
     """Every request of the drawn cases: auto for each, required too where the category has a call due."""
     out = []
     for case in drawn:
-        for choice in (AUTO, REQUIRED) if call_due(case.category) else (AUTO,):
+        for choice in (AUTO, REQUIRED) if opening_due(case) else (AUTO,):
             out.append(Request(case, choice, body(case, choice)))
     return out
 

@@ -42,7 +42,7 @@ def run(args) -> int:
               file=sys.stderr, flush=True)
 
     if only:
-        drawn = [c.id for c in cases.cases(args.cases)]
+        drawn = [c.id for c in cases.cases(args.cases) + cases.openings()]
         unknown = sorted(only - set(drawn))
         if unknown:
             raise HarnessError(f"--case {', '.join(unknown)}: not among the {len(drawn)} drawn cases "
@@ -102,7 +102,8 @@ def register(subparsers) -> None:
         description="Serve a pinned GGUF on a runtime the harness starts (--server), or ask your own server "
                     "(--endpoint URL --name NAME), and send the committed BFCL subset (--cases per category of "
                     "simple_python, multiple, parallel, parallel_multiple, irrelevance, live_simple, "
-                    "live_irrelevance, drawn as harness run --suite bfcl draws them) to /v1/chat/completions "
+                    "live_irrelevance, drawn as harness run --suite bfcl draws them) and every shipped YAML "
+                    "scenario's opening turn to /v1/chat/completions "
                     "with the tools, tool_choice auto (and required where a call is due), non-streamed and "
                     "streamed, greedy with a fixed seed and the in-process sampling (400 tokens at most). Each "
                     "case and tool_choice is appended to DIR/deployment/MODEL.jsonl with the runtime's labels "

@@ -200,7 +200,8 @@ def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoi
     pin, ref, chat = model_setup(model_id)
     family = chat.family if chat else None
     template = {"id": ref.id, "sha256": sha256_text(ref.text)}
-    requests = [r for r in asked.requests(asked.cases(per_category)) if not only or r.case.id in only]
+    requests = [r for r in asked.requests(asked.cases(per_category) + asked.openings())
+                if not only or r.case.id in only]
     path = records_path(results, model_id, runtimes.get(hosted.server).record_name if hosted else None)
     path.parent.mkdir(parents=True, exist_ok=True)
     if endpoint:

@@ -30,6 +30,8 @@ from harness.reports.bfcl import read_outcomes, valid_verdict
 from harness.reports.rates import rate_cell
 from harness.reports.tables import mode_order
 from harness.suites.deployment.judging import LABELS, answer_view
+from harness.suites.deployment.openings import is_opening
+from harness.suites.deployment.openings import section as openings_section
 from harness.suites.deployment.records import DeploymentRecord, dequantized_from
 from harness.suites.deployment.replays import replay_answers
 from harness.suites.deployment.rows import NOT_JUDGED, Row, agreement_lines, replay_rows
@@ -227,6 +229,8 @@ def page_markdown(results, records: list, warnings: list) -> str:
 
 def _pages(results, records: list, warnings: list) -> tuple:
     """(deployment.md, the HTML section that opens report.html): one judging for both."""
+    opened = [r for r in records if is_opening(r)]
+    records = [r for r in records if not is_opening(r)]
     categories = [c for c in CATEGORIES if any(r.case["category"] == c for r in records)]
     suite = load_suite(categories)
     kept = [r for r in records if r.case["id"] in suite.cases and suite.cases[r.case["id"]].scenario.hash ==
@@ -280,11 +284,20 @@ def _pages(results, records: list, warnings: list) -> tuple:
               "## The runtime's labels", "", "Per record (one case, one tool_choice, asked non-streamed and "
               "streamed); a record can carry several.", "", *_label_lines(kept), "",
               *_replay_section(replayed, kept, served_verdicts, judged),
+              *_openings_section(opened, warnings),
               "## By category", "", "BFCL's checker per category, calls due and no call due alike.", "",
               *_category_lines(rows, judged), "",
               "## Examples", "", "Up to two records per label, with the text the model generated (the strict "
               "path reads it) and the line that asks the case again.", "", *_examples(kept), ""]
     return "\n".join(lines), _html(rows, ranks, judged)
+
+
+def _openings_section(records: list, warnings: list) -> list:
+    if not records:
+        return []
+    from harness.evaluation.scenario_files import load_scenarios
+
+    return openings_section(records, {s.name: s for s in load_scenarios()}, warnings)
 
 
 def _replay_section(replayed: list, records: list, served_verdicts: dict, judged: bool) -> list:
