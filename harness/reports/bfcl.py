@@ -11,7 +11,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core.errors import BFCLCheckerError
+from harness.core.errors import BFCLCheckerError, UnsafeWriteError
+from harness.core.safe_writes import check_target
 from harness.evaluation.setups import CurrentSetups
 from harness.evaluation.bfcl import ARCHIVE_ID, CATEGORIES, IRRELEVANCE, category_of, load_suite
 from harness.evaluation.bfcl_outcome import outcome
@@ -23,6 +24,7 @@ from harness.evaluation.transcripts import read_transcript
 from harness.peers.bfcl import SETUP_COMMAND, BFCLChecker
 from harness.pins.archives import archive_tree
 from harness.reports.bfcl_published import published_lines
+from harness.reports.designs import designs_markdown
 from harness.reports.rates import rate_cell
 from harness.reports.tables import mode_order
 
@@ -269,3 +271,22 @@ def write_bfcl(results: ResultsDir, warnings: list, checker_python: Path | None 
     else:
         out.write_text(text, encoding="utf-8")
     return [str(out)]
+
+
+def write_pages(pages) -> list:
+    """`harness report`'s part for BFCL (pages: harness.reports.staged.Pages): the folder's records judged once,
+    into bfcl.md (nothing without records), grammar-designs.md (nothing without a design study) and the bottom
+    line's BFCL sentences (pages.bottom_line); staged with the rest of the report, each target checked first."""
+    results = pages.results
+    for path in (results.bfcl_report, results.designs_report):
+        try:
+            check_target(path, results.root)
+        except UnsafeWriteError as exc:
+            raise UnsafeWriteError(f"cannot write the reports into {results.root}: {exc}") from None
+    judged = judge_folder(results, pages.warnings)
+    written = write_bfcl(results, pages.warnings, staged=pages.staged, judged=judged)
+    designs = designs_markdown(results, judged, lambda folder: judge_folder(folder, pages.warnings), valid_verdict)
+    if designs is not None:
+        written.append(str(pages.staged.text(results.designs_report, designs)))
+    pages.bottom_line.append(headline(judged))
+    return written
