@@ -19,7 +19,6 @@ from harness.evaluation.records import ModelRecord
 from harness.evaluation.results import ResultsDir
 from harness.pins.sources import load_sources, resolve_template
 from harness.reports import markdown
-from harness.reports.bfcl import write_pages as write_bfcl_pages
 from harness.reports.rates import counts
 from harness.reports.html_report import write_html
 from harness.reports.staged import Pages, StagedWrites, report_lock
@@ -280,9 +279,10 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     pages: the writers of pages this floor cannot import (the suites above it, harness.suites: `harness report`
     hands their FolderSuite.write_pages down), each Pages -> paths written (harness.reports.staged.Pages), run
     with the other pages and put in place with them; a page that opens report.html adds its HTML fragment to
-    Pages.first_screen, which report.html shows first, above the bottom line, and a section of report.html to
-    Pages.sections (after the tables, in the order the suites are registered). Each suite checks its own
-    pages' paths before it stages them."""
+    Pages.first_screen, which report.html shows first, above the bottom line, a section of report.html to
+    Pages.sections (after the tables, in the order the suites are registered), and sentences of the bottom line
+    of summary.md and report.html to Pages.bottom_line (BFCL's). Each suite checks its own pages' paths before it
+    stages them."""
     results = ResultsDir.at(results_dir)
     collected = collect(results, scenarios_dir, replays)
     sources = load_sources()
@@ -299,7 +299,7 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     # the previous reports whole. One report at a time per folder, which clears what a killed one left staged.
     with report_lock(results.root), StagedWrites() as staged:
         context, written = Pages(results, collected.warnings, staged), []
-        for page in (write_bfcl_pages, *pages):
+        for page in pages:
             written += page(context)
         if collected.samples.empty:
             staged.commit()

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.backends.openai import wire_messages
-from harness.evaluation.bfcl import IRRELEVANCE, SAMPLING, draw, load_suite
+from harness.suites.bfcl.cases import IRRELEVANCE, SAMPLING, draw, load_suite
 from harness.live.tool_loop import opening_messages
 
 # The committed BFCL subset's categories (results/bfcl: the single-turn categories run in process on every
