@@ -5,7 +5,8 @@ from harness.suites.bfcl.cases import load_suite
 from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.transcripts import TranscriptWriter
-from harness.suites.bfcl.judging import judge_folder, valid_verdict
+from harness.suites.bfcl.judging import valid_verdict
+from harness.suites.bfcl.page import judge_folder
 from harness.suites.bfcl.designs import designs_markdown
 
 MODEL = "qwen2.5-coder-0.5b-instruct-q4_k_m"

@@ -10,7 +10,7 @@ from harness.suites.bfcl.cases import load_suite
 from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.transcripts import TranscriptWriter
-from harness.suites.bfcl.judging import judge_folder
+from harness.suites.bfcl.page import judge_folder
 from harness.suites.bfcl.page import headline, write_bfcl
 from harness import suites
 from harness.reports.report import write_reports

@@ -1,23 +1,20 @@
 """BFCL's records of a results folder read again and judged: each record through the current parser
-(harness.suites.bfcl.outcome), then BFCL's own checker (harness.peers.bfcl, in its own environment) on the calls
-the strict parser read, and separately on the calls a lenient reading of the named near miss gives. What the
-page (harness.suites.bfcl.page), the grammar designs page and the deployment suite count."""
+(harness.suites.bfcl.outcome), then, by `judge`, BFCL's own checker on the calls the strict parser read, and
+separately on the calls a lenient reading of the named near miss gives. The checker (harness.peers.bfcl, in its
+own environment) is started by the page (harness.suites.bfcl.page.judge_folder), so declaring the suite loads
+none of it. What the page, the grammar designs page and the deployment suite count."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
-from harness.core.errors import BFCLCheckerError
 from harness.evaluation.counted_once import CountedOnce, distinct_files, sample_home
 from harness.evaluation.records import ModelRecord, SampleRecord
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.setups import CurrentSetups
 from harness.evaluation.transcripts import read_transcript
-from harness.peers.bfcl import SETUP_COMMAND, BFCLChecker
-from harness.pins.archives import archive_tree
-from harness.suites.bfcl.cases import ARCHIVE_ID, CATEGORIES, category_of, load_suite
+from harness.suites.bfcl.cases import CATEGORIES, category_of, load_suite
 from harness.suites.bfcl.outcome import outcome
 
 # What each case comes to on bfcl.md, in the page's words: BFCL's checker's verdict on its calls, or why there
@@ -31,8 +28,6 @@ LABELS = {
     "checker error": "BFCL's checker raised on the request instead of judging; counted as a failure, apart",
     "not judged": "BFCL's checker environment is not built here (scripts/setup_bfcl.sh); no verdict at all",
 }
-
-NOT_JUDGED = f"not judged (`{SETUP_COMMAND}`)"
 
 
 def read_outcomes(results: ResultsDir, warnings: list) -> tuple:
@@ -101,21 +96,3 @@ class Judged:
     suite: object = None
     hello: dict | None = None
     note: str | None = None
-
-
-def judge_folder(results: ResultsDir, warnings: list, checker_python: Path | None = None) -> Judged:
-    """Every BFCL record of the folder, judged by BFCL's checker where its environment runs (an empty Judged
-    when the folder holds none: the checker is never started for nothing)."""
-    outcomes, suite, _ = read_outcomes(results, warnings)
-    if not outcomes:
-        return Judged([])
-    out = Judged(outcomes, suite=suite)
-    try:
-        with BFCLChecker(checker_python, tree=archive_tree(ARCHIVE_ID)) as checker:
-            out.hello = checker.hello
-            out.verdicts = judge(outcomes, checker, suite)
-    except BFCLCheckerError as exc:
-        out.note = (f"BFCL's checker was not run ({exc}); its columns say \"not judged\" until its environment is "
-                    f"built: `{SETUP_COMMAND}`, then `harness report` again.")
-        warnings.append(out.note)
-    return out

@@ -10,16 +10,40 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from harness.core.errors import BFCLCheckerError
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.scoring import wilson
-from harness.peers.bfcl import SETUP_COMMAND
+from harness.peers.bfcl import SETUP_COMMAND, BFCLChecker
+from harness.pins.archives import archive_tree
 from harness.reports.rates import rate_cell
 from harness.reports.tables import mode_order
 from harness.suites import stage_page
 from harness.suites.bfcl.cases import ARCHIVE_ID, CATEGORIES, IRRELEVANCE, category_of
 from harness.suites.bfcl.designs import designs_markdown
-from harness.suites.bfcl.judging import NOT_JUDGED, Judged, judge_folder, valid_verdict
+from harness.suites.bfcl.judging import Judged, judge, read_outcomes, valid_verdict
 from harness.suites.bfcl.published import published_lines
+
+
+# What a cell of BFCL's columns says when its checker was not run: and the command that makes it run.
+NOT_JUDGED = f"not judged (`{SETUP_COMMAND}`)"
+
+
+def judge_folder(results: ResultsDir, warnings: list, checker_python: Path | None = None) -> Judged:
+    """Every BFCL record of the folder, judged by BFCL's checker where its environment runs (an empty Judged
+    when the folder holds none: the checker is never started for nothing)."""
+    outcomes, suite, _ = read_outcomes(results, warnings)
+    if not outcomes:
+        return Judged([])
+    out = Judged(outcomes, suite=suite)
+    try:
+        with BFCLChecker(checker_python, tree=archive_tree(ARCHIVE_ID)) as checker:
+            out.hello = checker.hello
+            out.verdicts = judge(outcomes, checker, suite)
+    except BFCLCheckerError as exc:
+        out.note = (f"BFCL's checker was not run ({exc}); its columns say \"not judged\" until its environment is "
+                    f"built: `{SETUP_COMMAND}`, then `harness report` again.")
+        warnings.append(out.note)
+    return out
 
 
 def _kinds(verdicts) -> str:
