@@ -18,7 +18,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from harness.evaluation.bfcl import draw, load_suite
+from harness.suites.bfcl.cases import draw, load_suite
 from harness.live.runner import open_model
 from harness.live.tool_loop import first_prompt
 

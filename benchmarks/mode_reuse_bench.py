@@ -20,7 +20,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from harness.evaluation.bfcl import draw, load_suite
+from harness.suites.bfcl.cases import draw, load_suite
 from harness.live.runner import open_model, run_model
 
 CATEGORIES = ["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance", "live_simple",

@@ -8,7 +8,7 @@ A runtime whose start-up is a large share wants its models loaded once for many 
 dominate wants requests in flight or a faster server. Runs each runtime one after the other (nothing beside it
 but what the machine runs), each server on one thread.
 
-    python benchmarks/runtime_phases_bench.py [--template ID ...] [--runtime NAME ...]
+    python benchmarks/runtime_phases_bench.py [--template ID ... | --all] [--runtime NAME ...]
 """
 
 import argparse
@@ -90,11 +90,12 @@ def measure(runtime: str, templates: list, folder: Path) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--template", action="append", metavar="ID", help=f"default: {', '.join(DEFAULT_TEMPLATES)}")
+    parser.add_argument("--all", action="store_true", help="every pinned template (the whole suite)")
     parser.add_argument("--runtime", action="append", metavar="NAME", help="default: every runtime the harness starts")
     args = parser.parse_args()
     sources = load_sources()
-    templates = [(ref, build_corpus(ref)) for ref in (resolve_template(t, sources)
-                                                     for t in args.template or DEFAULT_TEMPLATES)]
+    ids = list(sources.templates) if args.all else args.template or DEFAULT_TEMPLATES
+    templates = [(ref, build_corpus(ref)) for ref in (resolve_template(t, sources) for t in ids)]
     rows = []
     for runtime in args.runtime or runtimes.startable():
         with tempfile.TemporaryDirectory(prefix="harness-phases-bench-") as folder:

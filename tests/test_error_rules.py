@@ -15,10 +15,10 @@ PACKAGE = ROOT / "harness"
 INTERNAL_EXCEPTIONS = {
     "schema/safe_regex.py:UnsafePattern": "its one caller (schema.schemas) rewords it as a ToolSchemaError naming "
                                           "the tool, or reads it as no match",
-    "evaluation/bfcl.py:CaseError": "load_suite records it as the case's reason for being skipped",
+    "suites/bfcl/cases.py:CaseError": "load_suite records it as the case's reason for being skipped",
     "formats/payloads.py:Mismatch": "a parser's verdict on a reply (its deviation), caught by the parse",
     "formats/deviations.py:_CallKeyFound": "stops a JSON decode at the first call key; caught around the decode",
-    "cli/run_loop.py:Stopped": "a signal's way out of a run (a BaseException, as KeyboardInterrupt is)",
+    "suites/run_loop.py:Stopped": "a signal's way out of a run (a BaseException, as KeyboardInterrupt is)",
     "backends/embedded/grammar_check.py:TriggerHazard": "a test's assertion on a grammar (an AssertionError); "
                                                         "no command checks grammars this way",
     "backends/runtimes/mistralrs_worker.py:BadRequest": "the mistral.rs worker, which imports nothing from harness, "

@@ -30,6 +30,7 @@ COVERAGE = {
         "transformers-serve": ["backends/test_hf_runtimes.py", "suites/test_runtime_conformance_hf_serving.py"],
     },
     "suite": {
+        "bfcl": ["suites/test_bfcl_report.py", "suites/test_bfcl_run.py", "suites/test_bfcl_checker.py"],
         "deployment": ["suites/test_deployment.py", "suites/test_deployment_live.py"],
         "runtime-check": ["suites/test_runtime_check_judging.py", "live/test_runtime_check.py"],
         "runtime-conformance": ["live/test_runtime_conformance.py", "suites/test_runtime_conformance_history_cases.py"],

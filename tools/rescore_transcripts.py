@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness import __version__  # noqa: E402
-from harness.evaluation.bfcl import WithCases  # noqa: E402
+from harness.suites.bfcl.cases import WithCases  # noqa: E402
 from harness.evaluation.records import SampleRecord  # noqa: E402
 from harness.evaluation.records.samples import RECORDED_VERDICTS  # noqa: E402
 from harness.evaluation.scenario_files import load_scenarios  # noqa: E402

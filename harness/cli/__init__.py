@@ -45,10 +45,12 @@ class _Parser(argparse.ArgumentParser):
 
 def command_modules() -> dict:
     """Every command's name and module: the harness's own (COMMANDS), then each folder suite's (harness.suites: a
-    suite's folder holds its command, named as the suite)."""
+    suite's folder holds its command, named as the suite; BFCL's records are made by `harness run --suite bfcl`,
+    so it adds none)."""
     from harness import suites
 
-    return {**dict(COMMANDS.items()), **{name: suite.command for name, suite in suites.registered().items()}}
+    return {**dict(COMMANDS.items()),
+            **{name: suite.command for name, suite in suites.registered().items() if suite.command is not None}}
 
 
 def build_parser() -> argparse.ArgumentParser:

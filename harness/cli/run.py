@@ -1,10 +1,12 @@
 """`harness run`: the live matrix (models × scenarios × samples), resumable, one transcript per model. The run loop
-it shares with `harness run --suite bfcl` is harness.cli.run_loop."""
+it shares with `harness run --suite bfcl` is harness.suites.run_loop; BFCL's flags and its run are the suite's
+(harness.suites.bfcl.command)."""
 
 from harness.backends import BACKENDS
 from harness.suites.command_line import add_results_dir, emit_json, report_hint
 from harness.cli.run_compare import comparison, nothing_ran_notice
-from harness.cli.run_loop import drive, models_to_run
+from harness.suites.run_loop import drive, models_to_run
+from harness.suites.bfcl import command as bfcl
 from harness.suites.runtime_check.command import STRICT_PATH
 from harness.core import constants
 from harness.core.values import MAX_SAMPLES, MAX_SEED, MAX_THREADS, int_argument, seconds_argument
@@ -65,14 +67,7 @@ def register(subparsers) -> None:
                         help="llama.cpp threads (default: $HARNESS_THREADS, else 1: robust on a shared 2-core machine)")
     add_results_dir(parser, "append to DIR/transcripts/<model>.jsonl; an experiment in another folder leaves the "
                             "committed results alone")
-    parser.add_argument("--suite", choices=("scenarios", "bfcl"), default="scenarios",
-                        help="scenarios (scenarios/*.yaml, the default) or bfcl: BFCL v4's single-turn cases from "
-                             "the pinned bfcl-eval wheel, into DIR/bfcl/<model>.jsonl (docs/bfcl.md)")
-    parser.add_argument("--category", action="append", metavar="NAME",
-                        help="with --suite bfcl: a BFCL category, e.g. simple_python (repeatable or a comma list; "
-                             "default: every single-turn category)")
-    parser.add_argument("--cases", type=int_argument(1, 100000), metavar="N",
-                        help="with --suite bfcl: N cases per category, a draw seeded by --seed (default: all)")
+    bfcl.add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     parser.epilog = (
         "Samples go to DIR/transcripts/<model>.jsonl one by one as they finish; a killed run resumes where it "
@@ -94,9 +89,8 @@ def run(args) -> int:
 
     args.grammar_variant = check_variant(args.grammar_variant or DEFAULT_VARIANT)
 
-    if args.suite == "bfcl" or args.category or args.cases:
-        from harness.cli.run_bfcl import run_bfcl
-        return run_bfcl(args)
+    if bfcl.asked(args):
+        return bfcl.run_bfcl(args)
 
     if args.threads is None:
         constants.check_env("HARNESS_THREADS")  # before any model is loaded, not after the first one

@@ -47,7 +47,7 @@ def _files(paths) -> list:
 
 def run(args) -> int:
     from harness.suites.command_line import emit_json
-    from harness.evaluation.bfcl import WithCases
+    from harness.suites.bfcl.cases import WithCases
     from harness.evaluation.scenario_files import load_scenarios
     from harness.evaluation.scored import sample_entry, score_transcripts
 

@@ -2,7 +2,7 @@
 
 bfcl_worker.py (this folder) runs under that environment's python; `BFCLChecker` starts it, and before judging
 anything compares the SHA-256 of the checker modules it imported with the same files of the pinned wheel
-(harness.evaluation.bfcl's archive): a checker that is not BFCL's, byte for byte, judges nothing."""
+(harness.suites.bfcl.cases's archive): a checker that is not BFCL's, byte for byte, judges nothing."""
 
 from __future__ import annotations
 

@@ -119,14 +119,15 @@ def _ranking_html(tables: list) -> list:
             for part in (f"<h4>{escape(table_title(question, index, cases))}</h4>", table_html(table))]
 
 
-def overview_html(collected, legend: str, bfcl_line: str | None = None) -> str:
-    """The first screen: the bottom line per question, then the funnel; under them the rule and the rankings,
-    the deviations, the models × modes tables and the heat map by scenario."""
+def overview_html(collected, legend: str, more=()) -> str:
+    """The first screen: the bottom line per question (then `more`, the sentences the suites add), then the
+    funnel; under them the rule and the rankings, the deviations, the models × modes tables and the heat map by
+    scenario."""
     frame = collected.samples
     live = frame[~frame["replayed"]]
     parts = ['<section id="overview"><h2>Overview</h2>']
     if not live.empty:
-        sentences, tables = bottom_line(live, bfcl_line)
+        sentences, tables = bottom_line(live, more)
         parts += ['<h3>Bottom line</h3><ul class="bottom-line">', *(f"<li>{_bold(s)}</li>" for s in sentences),
                   "</ul>"]
         parts += ['<h3 id="funnel">The funnel: where each model loses its samples</h3>', funnel_html(live)]

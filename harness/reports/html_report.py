@@ -20,7 +20,7 @@ from harness.reports.examples import failing_examples
 from harness.reports.html_pages import FOLDER, PAGE_SAMPLES, SampleLayout, write_sample_pages
 from harness.reports.html_samples import STATUS_TEXT, names_html, status
 from harness.reports.markdown import visible_controls
-from harness.reports.staged import StagedWrites
+from harness.reports.staged import Pages, StagedWrites
 from harness.reports.tables import EXAMPLES, by_mode, mode_table, replay_table, scenario_table
 
 CSS = """
@@ -172,11 +172,11 @@ def model_html(model: str, frame: pd.DataFrame, record, illustrations=(), layout
     return "".join(parts)
 
 
-def page(collected, sections: str = "", layout: SampleLayout | None = None, bfcl_line: str | None = None,
-         first: str = "") -> str:
-    """The overview first (its bottom line and funnel are the first screen), then each model's tables, then
-    `sections` (the runtime suites and the templates' conformance), which answer other questions. `first`: HTML
-    that opens the page above the overview (the deployment table, from harness.suites)."""
+def page(collected, sections: str = "", layout: SampleLayout | None = None, more=(), first: str = "") -> str:
+    """The overview first (its bottom line, with `more`: the sentences the suites add, and the funnel are the
+    first screen), then each model's tables, then `sections` (the runtime suites and the templates'
+    conformance), which answer other questions. `first`: HTML that opens the page above the overview (the
+    deployment table, from harness.suites)."""
     frame = collected.samples
     models = sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations})
     head = ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
@@ -200,7 +200,7 @@ def page(collected, sections: str = "", layout: SampleLayout | None = None, bfcl
               f"is {STATUS_TEXT['pass']} when every check that applies holds. Hover a deviation or finding name "
               "for its explanation; pick a model above to show it alone.</p>")
     body = [f"<header><h1>Live results and transcripts</h1><nav>{nav}</nav>{form}</header><main>", first,
-            overview_html(collected, legend, bfcl_line)]
+            overview_html(collected, legend, more)]
     layout = layout if layout is not None else SampleLayout.of(frame)
     body += [model_html(m, frame[frame["model"] == m], collected.models.get(m),
                         [i for i in collected.illustrations if i["model"] == m], layout) for m in models]
@@ -209,19 +209,20 @@ def page(collected, sections: str = "", layout: SampleLayout | None = None, bfcl
     return visible_controls("".join([head, *body, f"</main><script>{JS}</script></body></html>\n"]), keep="\n\t")
 
 
-def write_html(collected, path: Path, suite_sections=(), conformance_json: Path | None = None, staged=None,
-               bfcl_line: str | None = None, first: str = "") -> list:
+def write_html(collected, path: Path, pages: Pages | None = None, conformance_json: Path | None = None,
+               staged=None) -> list:
     """report.html at `path` and the sample pages beside it (harness.reports.html_pages), staged in `staged`
-    (harness.reports.staged) or, without one, put in place at once; their paths. suite_sections: the sections
-    the suites wrote (harness.reports.staged.Pages.sections), in the order the suites are registered; the
-    templates' conformance follows them."""
+    (harness.reports.staged) or, without one, put in place at once; their paths. pages: what the suites added
+    (harness.reports.staged.Pages): sentences to the bottom line, HTML that opens the page (first_screen) and
+    sections after the tables, in the order the suites are registered; the templates' conformance follows them."""
     if staged is None:
         with StagedWrites() as own:
-            written = write_html(collected, path, suite_sections, conformance_json, own, bfcl_line, first)
+            written = write_html(collected, path, pages, conformance_json, own)
             own.commit()
             return written
     path = Path(path)
-    sections = "".join(suite_sections) + (conformance_html(conformance_json) if conformance_json else "")
+    added = pages if pages is not None else Pages(None, [], staged)
+    sections = "".join(added.sections) + (conformance_html(conformance_json) if conformance_json else "")
     layout = SampleLayout.of(collected.samples)
-    staged.text(path, page(collected, sections, layout, bfcl_line, first))
+    staged.text(path, page(collected, sections, layout, added.bottom_line, "".join(added.first_screen)))
     return [str(path), *write_sample_pages(layout, collected.models, ResultsDir(path.parent), staged, CSS)]

@@ -19,8 +19,6 @@ from harness.evaluation.records import ModelRecord
 from harness.evaluation.results import ResultsDir
 from harness.pins.sources import load_sources, resolve_template
 from harness.reports import markdown
-from harness.reports.bfcl import valid_verdict, headline, judge_folder, write_bfcl
-from harness.reports.designs import designs_markdown
 from harness.reports.rates import counts
 from harness.reports.html_report import write_html
 from harness.reports.staged import Pages, StagedWrites, report_lock
@@ -180,8 +178,8 @@ def _model_file_line(record: ModelRecord) -> str:
     return f"- Model file sha256: `{record.model.sha256}` ({record.model.file})"
 
 
-def summary_markdown(collected: Collected, bfcl_line: str | None = None) -> str:
-    """bfcl_line: the bottom line's BFCL sentence (harness.reports.bfcl.headline)."""
+def summary_markdown(collected: Collected, more=()) -> str:
+    """more: the sentences the suites add to the bottom line (harness.reports.staged.Pages.bottom_line)."""
     frame = collected.samples
     live = frame[~frame["replayed"]]
     quoted = frame[frame["replayed"]]
@@ -191,7 +189,7 @@ def summary_markdown(collected: Collected, bfcl_line: str | None = None) -> str:
     if differ:
         lines += [markdown.line(differ), ""]
     if not live.empty:
-        lines += ["## Bottom line", "", *verdict_lines(live, bfcl_line)]
+        lines += ["## Bottom line", "", *verdict_lines(live, more)]
     lines += [_reading_guide(collected), "", LEGEND, "",
               "## What each scenario checks", "", markdown.table(checks_table(collected.scenarios)), "",
               *coverage_lines(collected.scenarios), ""]
@@ -281,9 +279,10 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     pages: the writers of pages this floor cannot import (the suites above it, harness.suites: `harness report`
     hands their FolderSuite.write_pages down), each Pages -> paths written (harness.reports.staged.Pages), run
     with the other pages and put in place with them; a page that opens report.html adds its HTML fragment to
-    Pages.first_screen, which report.html shows first, above the bottom line, and a section of report.html to
-    Pages.sections (after the tables, in the order the suites are registered). Each suite checks its own
-    pages' paths before it stages them."""
+    Pages.first_screen, which report.html shows first, above the bottom line, a section of report.html to
+    Pages.sections (after the tables, in the order the suites are registered), and sentences of the bottom line
+    of summary.md and report.html to Pages.bottom_line (BFCL's). Each suite checks its own pages' paths before it
+    stages them."""
     results = ResultsDir.at(results_dir)
     collected = collect(results, scenarios_dir, replays)
     sources = load_sources()
@@ -291,8 +290,7 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     models = sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations}) if not frame.empty else []
     # Every file this report may write is checked before any is written: a link planted at one of them (to a
     # file outside the folder) stops the report with its path, not half way through rewriting the others.
-    for path in [results.summary, results.html, results.heatmap, results.bfcl_report, results.designs_report,
-                 *map(results.model_table, models)]:
+    for path in [results.summary, results.html, results.heatmap, *map(results.model_table, models)]:
         try:
             check_target(path, results.root)
         except UnsafeWriteError as exc:
@@ -300,14 +298,9 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     # Every file to a temporary name first, all put in place at the end: a report that fails halfway leaves
     # the previous reports whole. One report at a time per folder, which clears what a killed one left staged.
     with report_lock(results.root), StagedWrites() as staged:
-        judged = judge_folder(results, collected.warnings)
-        written = write_bfcl(results, collected.warnings, staged=staged, judged=judged)
-        context = Pages(results, collected.warnings, staged)
+        context, written = Pages(results, collected.warnings, staged), []
         for page in pages:
             written += page(context)
-        designs = designs_markdown(results, judged, lambda folder: judge_folder(folder, collected.warnings), valid_verdict)
-        if designs is not None:
-            written.append(str(staged.text(results.designs_report, designs)))
         if collected.samples.empty:
             staged.commit()
             return {"written": written, "warnings": collected.warnings, "skipped": collected.skipped,
@@ -315,9 +308,8 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
         for model in models:
             text = model_markdown(model, frame[frame["model"] == model], collected, sources)
             written.append(str(staged.text(results.model_table(model), text)))
-        written.append(str(staged.text(results.summary, summary_markdown(collected, headline(judged)))))
-        written += write_html(collected, results.html, context.sections, results.conformance[1], staged,
-                              headline(judged), "".join(context.first_screen))
+        written.append(str(staged.text(results.summary, summary_markdown(collected, context.bottom_line))))
+        written += write_html(collected, results.html, context, results.conformance[1], staged)
         if plot and not frame[~frame["replayed"]].empty:
             from harness.reports.heatmap import draw_heatmap  # matplotlib loads only when a picture is drawn
 

@@ -1,8 +1,8 @@
 """The bottom line that opens summary.md and report.html: one sentence per question a reader brings (does the
-model call a tool right when a call is due; does it answer without one when none is; BFCL, in
-harness.reports.bfcl), each ranked over that question's samples alone, and each saying only what the samples
-support: a leader only when its interval lies above every other row's, else that the samples do not separate
-them. Then the deviations each model writes most.
+model call a tool right when a call is due; does it answer without one when none is), then the sentences the
+suites add (harness.reports.staged.Pages.bottom_line: BFCL's), each ranked over that question's samples alone,
+and each saying only what the samples support: a leader only when its interval lies above every other row's,
+else that the samples do not separate them. Then the deviations each model writes most.
 
 Rows are ranked only against rows run on the same cases (scenario, sample, seed): a model run on fewer
 scenarios or seeds is ranked in a group of its own, never interleaved with rows its numbers do not compare to.
@@ -212,15 +212,15 @@ def ranking_table(rows: list, question: Question, flagged: dict, several: bool) 
     return pd.DataFrame(out)
 
 
-def bottom_line(live: pd.DataFrame, bfcl_line: str | None) -> tuple:
-    """(sentences, [(question, group index, cases, table)]): the bottom line per question, in markdown."""
+def bottom_line(live: pd.DataFrame, more=()) -> tuple:
+    """(sentences, [(question, group index, cases, table)]): the bottom line per question, in markdown; `more`:
+    the sentences the suites add after them (harness.reports.staged.Pages.bottom_line)."""
     sentences, tables = [], []
     for question in QUESTIONS:
         lines, found = question_lines(live, question)
         sentences += lines
         tables += [(question, *t) for t in found]
-    if bfcl_line:
-        sentences.append(bfcl_line)
+    sentences += [s for s in more if s]
     return sentences, tables
 
 
@@ -229,9 +229,9 @@ def table_title(question: Question, index: int, cases: frozenset) -> str:
                                                               f", rows run on other cases ({_cases_text(cases)})"))
 
 
-def verdict_lines(live: pd.DataFrame, bfcl_line: str | None = None) -> list:
+def verdict_lines(live: pd.DataFrame, more=()) -> list:
     """summary.md's bottom line: the sentences, the rule, and each question's ranking per case group."""
-    sentences, tables = bottom_line(live, bfcl_line)
+    sentences, tables = bottom_line(live, more)
     lines = [*(f"- {markdown.line(s)}" for s in sentences), "", RULE, ""]
     for question, index, cases, table in tables:
         lines += [f"### {markdown.line(table_title(question, index, cases))}", "", markdown.table(table), ""]

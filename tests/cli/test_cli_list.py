@@ -49,7 +49,7 @@ def test_list_names_every_entry_of_every_plug_in_table():
     assert list(COMMANDS) == [r["name"] for r in listing["commands"]][:len(COMMANDS)]
     assert {r["name"]: r["default"] for r in listing["backends"]} == {"embedded": "in process", "openai": "served"}
     assert all(r["summary"] and r["record_name"].startswith(r["name"]) for r in listing["runtimes"])
-    assert sorted(r["page"] for r in listing["suites"]) == ["deployment.md", "parser-agreement.md",
+    assert sorted(r["page"] for r in listing["suites"]) == ["bfcl.md", "deployment.md", "parser-agreement.md",
                                                             "runtime-agreement.md", "runtime-conformance.md"]
     plain = harness("list", "suites").stdout
     assert "runtime-conformance" in plain and "results/runtime-conformance/, runtime-conformance.md" in plain

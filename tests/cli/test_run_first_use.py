@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli.run_loop import LineProgress
+from harness.suites.run_loop import LineProgress
 from harness.core.errors import ScenarioError
 from harness.evaluation.scenario_files import load_scenarios
 

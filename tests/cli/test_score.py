@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.evaluation.results import ResultsDir
-from harness.reports.bfcl import read_outcomes
+from harness.suites.bfcl.judging import read_outcomes
 from harness.reports.tables import collect
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,7 +94,7 @@ def test_a_bfcl_record_is_scored_against_its_case_not_called_stale():
     native = [e for e in entries if e["mode"] == "native"]
     assert native and not [e for e in native if e.get("stale") or e["verdicts"] is None]
     scored = [e for e in entries if not e.get("stale")]
-    # The verdicts are the ones bfcl.md counts as our checks (harness.evaluation.bfcl_outcome).
+    # The verdicts are the ones bfcl.md counts as our checks (harness.suites.bfcl.outcome).
     outcomes, _, _ = read_outcomes(ResultsDir(ROOT / "results"), [])
     ours = {(o.case, o.mode): o for o in outcomes if o.model == "qwen2.5-coder-1.5b-instruct-q4_k_m"}
     assert len(ours) == len(scored)

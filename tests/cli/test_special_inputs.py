@@ -161,7 +161,7 @@ LONG_NUMBER = "9" * 5000
 
 
 def _bfcl_case_file(tmp_path, hostile):
-    from harness.evaluation.bfcl import load_suite
+    from harness.suites.bfcl.cases import load_suite
     data = tmp_path / "tree" / "data"
     data.mkdir(parents=True)
     good = json.dumps({"id": "irrelevance_0", "question": [[{"role": "user", "content": "hi"}]], "function": []})

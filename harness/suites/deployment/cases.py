@@ -1,6 +1,6 @@
 """What the deployment suite asks: the committed BFCL subset, as the requests an app sends.
 
-The cases are BFCL v4's single-turn cases drawn as `harness run --suite bfcl` draws them (harness.evaluation.bfcl:
+The cases are BFCL v4's single-turn cases drawn as `harness run --suite bfcl` draws them (harness.suites.bfcl.cases:
 per category the first N of a shuffle seeded by the seed and the category, so N cases here are among the 20 the
 committed in-process runs hold, and the in-process rows of the page are judged on the same cases). Each case is
 one /v1/chat/completions request: its system message, history and user turn as messages, its functions as
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.backends.openai import wire_messages
-from harness.evaluation.bfcl import IRRELEVANCE, SAMPLING, draw, load_suite
+from harness.suites.bfcl.cases import IRRELEVANCE, SAMPLING, draw, load_suite
 from harness.live.tool_loop import opening_messages
 
 # The committed BFCL subset's categories (results/bfcl: the single-turn categories run in process on every
@@ -30,7 +30,7 @@ CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "irr
 AUTO, REQUIRED = "auto", "required"
 DEFAULT_CASES = 5
 SEED = 0
-# Greedy with the in-process run's sampling and token bound (harness.evaluation.bfcl.SAMPLING): 400 tokens hold
+# Greedy with the in-process run's sampling and token bound (harness.suites.bfcl.cases.SAMPLING): 400 tokens hold
 # a parallel case's four calls. The bound also ends a reply that never stops: under tool_choice required a model
 # whose call the runtime's grammar does not take (Qwen2.5-Coder's fence) writes to it.
 BODY_SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "max_tokens")
@@ -65,7 +65,7 @@ def openings(names=None) -> list:
 
 @dataclass(frozen=True)
 class Request:
-    case: object           # harness.evaluation.bfcl.Case
+    case: object           # harness.suites.bfcl.cases.Case
     tool_choice: str
     body: dict             # the request as sent, "model" and "stream" left to the driver
 
@@ -87,7 +87,7 @@ def opening_due(case) -> bool:
 
 
 def cases(per_category: int = DEFAULT_CASES, categories=CATEGORIES, seed: int = SEED, tree=None) -> list:
-    """The drawn cases, in BFCL's file order per category (harness.evaluation.bfcl.draw)."""
+    """The drawn cases, in BFCL's file order per category (harness.suites.bfcl.cases.draw)."""
     return draw(load_suite(categories, tree), categories, per_category, seed)
 
 

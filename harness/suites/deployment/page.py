@@ -16,7 +16,7 @@ from html import escape
 from harness.backends import runtimes
 from harness.core.errors import BFCLCheckerError, UnsafeWriteError
 from harness.core.safe_writes import check_target
-from harness.evaluation.bfcl import ARCHIVE_ID, CATEGORIES, load_suite
+from harness.suites.bfcl.cases import ARCHIVE_ID, CATEGORIES, load_suite
 from harness.evaluation.counted_once import CountedOnce, distinct_files
 from harness.evaluation.judging import cell, label_head
 from harness.evaluation.results import file_stem
@@ -25,8 +25,8 @@ from harness.evaluation.transcripts import read_transcript
 from harness.peers.bfcl import SETUP_COMMAND, BFCLChecker
 from harness.pins.archives import archive_tree
 from harness.pins.sources import load_sources
-from harness.reports.bfcl import judge as judge_in_process
-from harness.reports.bfcl import read_outcomes, valid_verdict
+from harness.suites.bfcl.judging import judge as judge_in_process
+from harness.suites.bfcl.judging import read_outcomes, valid_verdict
 from harness.reports.rates import rate_cell
 from harness.reports.tables import mode_order
 from harness.suites.deployment.judging import LABELS, answer_view

@@ -33,7 +33,7 @@ AUTO = "auto"
 class Replayed:
     """One committed in-process reply: the case, the mode it was written in, and its text."""
     model: str
-    case: object              # harness.evaluation.bfcl.Case
+    case: object              # harness.suites.bfcl.cases.Case
     mode: str
     reply: str
 
@@ -59,7 +59,7 @@ def split_name(name: str) -> tuple:
 def committed_replies(results: ResultsDir, model_id: str, drawn: list, warnings: list) -> list:
     """The model's committed BFCL replies on the drawn cases, every mode, in the draw's order. A sample that
     stopped on an error wrote no reply to replay and is left out."""
-    from harness.reports.bfcl import read_outcomes
+    from harness.suites.bfcl.judging import read_outcomes
 
     by_id = {c.id: c for c in drawn}
     outcomes, _, _ = read_outcomes(results, warnings)
@@ -165,7 +165,7 @@ def replay_answers(results: ResultsDir, models: dict, suite, judge, warnings: li
     (BFCL's checker; None: not judged). A reply the runtime's grammar rewrote gets no verdict: what came back is
     not the runtime's reading of that text."""
     from harness.evaluation.judging import label_head
-    from harness.reports.bfcl import read_outcomes
+    from harness.suites.bfcl.judging import read_outcomes
     from harness.suites.deployment.judging import answer_view
 
     outcomes, _, _ = read_outcomes(results, [])

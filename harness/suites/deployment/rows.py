@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from harness.evaluation.bfcl import IRRELEVANCE
+from harness.suites.bfcl.cases import IRRELEVANCE
 from harness.peers.bfcl import SETUP_COMMAND
-from harness.reports.bfcl import valid_verdict
+from harness.suites.bfcl.judging import valid_verdict
 from harness.reports.rates import rate_cell
 from harness.reports.tables import mode_order
 

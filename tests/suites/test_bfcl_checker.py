@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from harness.evaluation.bfcl import ARCHIVE_ID, load_suite
-from harness.evaluation.lenient_reading import lenient_calls
+from harness.suites.bfcl.cases import ARCHIVE_ID, load_suite
+from harness.suites.bfcl.lenient_reading import lenient_calls
 from harness.core.errors import BFCLCheckerError
 from harness.peers.bfcl import WORKER, BFCLChecker, bfcl_python
 from harness.pins.archives import archive_tree

@@ -1,12 +1,13 @@
 """results/grammar-designs.md: each grammar design's BFCL rows beside the default design's, per model, over the
 cases every design ran; written by `harness report` only when the folder holds a design study."""
 
-from harness.evaluation.bfcl import load_suite
+from harness.suites.bfcl.cases import load_suite
 from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.transcripts import TranscriptWriter
-from harness.reports.bfcl import judge_folder, valid_verdict
-from harness.reports.designs import designs_markdown
+from harness.suites.bfcl.judging import valid_verdict
+from harness.suites.bfcl.page import judge_folder
+from harness.suites.bfcl.designs import designs_markdown
 
 MODEL = "qwen2.5-coder-0.5b-instruct-q4_k_m"
 CALL = '<tool_call>\n{"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}\n</tool_call>'
@@ -68,7 +69,7 @@ class AnyCall:
 
 
 def _judged(folder):
-    from harness.reports.bfcl import Judged, judge, read_outcomes
+    from harness.suites.bfcl.judging import Judged, judge, read_outcomes
 
     outcomes, suite, _ = read_outcomes(folder, [])
     return Judged(outcomes, judge(outcomes, AnyCall(), suite), suite)
@@ -91,7 +92,7 @@ def test_lazy_trigger_counts_calls_held_in_another_spelling_apart_from_strict_on
     """A call the lazy grammar held from a fence is a hermes near miss: the strict columns (here and in bfcl.md)
     do not count it; the design page's own column gives BFCL's checker on it. The same fenced reply written
     without the lazy grammar holding it (refusal-list) is no held call."""
-    from harness.reports.bfcl import rows as bfcl_rows
+    from harness.suites.bfcl.page import rows as bfcl_rows
 
     main = ResultsDir(tmp_path / "results")
     _write_steps(main, [("simple_python_0", "native", {"reply": FENCED}),

@@ -6,7 +6,7 @@ Strict calls are what the strict parser read from the reply the sample was judge
 grammar's rewrite when there was one), each with its arguments typed by the tool's schema where the family writes
 values as text or in Python's notation (the call as its template meant it); a JSON family's values go to BFCL as
 the model wrote them, so a "10" written for an integer is BFCL's to judge. Lenient calls are, for a reply the
-strict parser refused with a deviation that has a lenient reading (harness.evaluation.lenient_reading), the calls
+strict parser refused with a deviation that has a lenient reading (harness.suites.bfcl.lenient_reading), the calls
 that reading takes; for any other reply, the strict calls."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness import families as registry
-from harness.evaluation.bfcl import IRRELEVANCE, Case
-from harness.evaluation.lenient_reading import lenient_calls
+from harness.suites.bfcl.cases import IRRELEVANCE, Case
+from harness.suites.bfcl.lenient_reading import lenient_calls
 from harness.evaluation.scoring import is_call_attempt, parse_steps, score_sample, writes_values_as_text
 from harness.schema.arguments import type_arguments
 

@@ -38,8 +38,8 @@ def _steps(results: ResultsDir) -> dict:
 
 
 def designs_markdown(main: ResultsDir, main_judged, judge, valid) -> str | None:
-    """The page, or None when the folder holds no design study. judge(ResultsDir) -> Judged (harness.reports.bfcl
-    .judge_folder); valid(verdict) reads one BFCL verdict."""
+    """The page, or None when the folder holds no design study. judge(ResultsDir) -> Judged
+    (harness.suites.bfcl.judging.judge_folder); valid(verdict) reads one BFCL verdict."""
     folders = main.design_folders()
     if not folders:
         return None

@@ -1,5 +1,7 @@
 """The run loop `harness run` and `harness run --suite bfcl` share: which models a run drives (pins, served
-models, unpinned GGUFs), and driving them under one progress line and the signal handlers."""
+models, unpinned GGUFs), and driving them under one progress line and the signal handlers. It sits with the
+suites, below harness.cli, because BFCL's run (harness.suites.bfcl.command) drives it and a suite imports
+nothing above its floor."""
 
 import signal
 import sys

@@ -1,16 +1,35 @@
 """`harness run --suite bfcl`: BFCL v4's single-turn cases through the runner, as scenario samples are.
 
-Each case is a Scenario (harness.evaluation.bfcl) driven by harness.live.runner.run_model: the model's own
-template, every mode the model runs in (or --mode), the strict parser. Samples go to DIR/bfcl/<model>.jsonl in
-the transcript format, so a killed run resumes; `harness report` judges them (our checks and BFCL's checker)
-into DIR/bfcl.md."""
+BFCL has no command of its own: its cases are scenarios, run by `harness run` (harness.cli.run adds this
+suite's flags with add_arguments and hands the run to run_bfcl when they ask for it). Each case is a Scenario
+(harness.suites.bfcl.cases) driven by harness.live.runner.run_model: the model's own template, every mode the
+model runs in (or --mode), the strict parser. Samples go to DIR/bfcl/<model>.jsonl in the transcript format, so
+a killed run resumes; `harness report` judges them (our checks and BFCL's checker) into DIR/bfcl.md."""
 
 from __future__ import annotations
 
 import sys
 
 from harness.core.errors import HarnessError
+from harness.core.values import int_argument
 from harness.evaluation.results import ResultsDir
+
+
+def add_arguments(parser) -> None:
+    """`harness run`'s flags that choose this suite and its cases."""
+    parser.add_argument("--suite", choices=("scenarios", "bfcl"), default="scenarios",
+                        help="scenarios (scenarios/*.yaml, the default) or bfcl: BFCL v4's single-turn cases from "
+                             "the pinned bfcl-eval wheel, into DIR/bfcl/<model>.jsonl (docs/bfcl.md)")
+    parser.add_argument("--category", action="append", metavar="NAME",
+                        help="with --suite bfcl: a BFCL category, e.g. simple_python (repeatable or a comma list; "
+                             "default: every single-turn category)")
+    parser.add_argument("--cases", type=int_argument(1, 100000), metavar="N",
+                        help="with --suite bfcl: N cases per category, a draw seeded by --seed (default: all)")
+
+
+def asked(args) -> bool:
+    """The run is BFCL's: --suite bfcl, or a flag that only chooses BFCL cases (run_bfcl says it needs the suite)."""
+    return args.suite == "bfcl" or bool(args.category) or bool(args.cases)
 
 
 def _categories(given) -> list | None:
@@ -21,8 +40,8 @@ def _categories(given) -> list | None:
 
 def run_bfcl(args) -> int:
     from harness.suites.command_line import emit_json, report_hint
-    from harness.cli.run_loop import drive, models_to_run
-    from harness.evaluation.bfcl import draw, load_suite
+    from harness.suites.run_loop import drive, models_to_run
+    from harness.suites.bfcl.cases import draw, load_suite
     from harness.live.modes import parse_modes
     from harness.pins.sources import load_sources
 

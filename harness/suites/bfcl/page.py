@@ -1,95 +1,49 @@
-"""results/bfcl.md: BFCL v4 cases per model × mode × category, judged by BFCL's own checker and by our checks.
+"""results/bfcl.md: BFCL v4 cases per model × mode × category, judged by BFCL's checker and by our checks, and
+the bottom line's BFCL sentences (summary.md, report.html).
 
-Rebuilt from DIR/bfcl/*.jsonl alone (harness run --suite bfcl): each record is read again through the current
-parser (harness.evaluation.bfcl_outcome), and BFCL's checker (harness.peers.bfcl, its own environment) judges the
-calls the strict parser read, and separately the calls a lenient reading of the named near miss gives. Nothing
-is written when the folder holds no BFCL record, so a results folder without them regenerates as before."""
+Rebuilt from DIR/bfcl/*.jsonl alone (harness run --suite bfcl), judged by harness.suites.bfcl.judging. Nothing
+is written when the folder holds no BFCL record, so a results folder without them regenerates as before; the
+grammar designs page (harness.suites.bfcl.designs) is written with it from the same verdicts."""
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.errors import BFCLCheckerError
-from harness.evaluation.setups import CurrentSetups
-from harness.evaluation.bfcl import ARCHIVE_ID, CATEGORIES, IRRELEVANCE, category_of, load_suite
-from harness.evaluation.bfcl_outcome import outcome
-from harness.evaluation.counted_once import CountedOnce, distinct_files, sample_home
-from harness.evaluation.records import ModelRecord, SampleRecord
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.scoring import wilson
-from harness.evaluation.transcripts import read_transcript
 from harness.peers.bfcl import SETUP_COMMAND, BFCLChecker
 from harness.pins.archives import archive_tree
-from harness.reports.bfcl_published import published_lines
 from harness.reports.rates import rate_cell
 from harness.reports.tables import mode_order
+from harness.suites import stage_page
+from harness.suites.bfcl.cases import ARCHIVE_ID, CATEGORIES, IRRELEVANCE, category_of
+from harness.suites.bfcl.designs import designs_markdown
+from harness.suites.bfcl.judging import Judged, judge, read_outcomes, valid_verdict
+from harness.suites.bfcl.published import published_lines
+
 
 # What a cell of BFCL's columns says when its checker was not run: and the command that makes it run.
 NOT_JUDGED = f"not judged (`{SETUP_COMMAND}`)"
 
 
-def _category(case_id: str) -> str | None:
-    return category_of(case_id)
-
-
-def read_outcomes(results: ResultsDir, warnings: list) -> tuple:
-    """(outcomes, suite, model records by id) of every BFCL record; records of a case that changed since (or
-    that this pin does not have) are left out with a warning."""
-    once, models, setups = CountedOnce(), {}, CurrentSetups()
-    # Each file once and each case's record once: a copy or a link of a file beside it counts nothing twice.
-    for path in distinct_files(results.bfcl_files(), warnings):
-        transcript = read_transcript(path)
-        warnings += transcript.warnings
-        once.add_file(path, [(r.key(), sample_home(r), r) for r in transcript.records if isinstance(r, SampleRecord)])
-        models.update({r.model.id: r for r in transcript.records if isinstance(r, ModelRecord)})
-        for r in transcript.records:
-            if isinstance(r, ModelRecord):
-                setups.add(r)
-    records = once.values()
-    warnings += once.warnings()
-    if not records:
-        return [], None, models
-    wanted = sorted({c for r in records for c in [_category(r.scenario.name[len("bfcl-"):])] if c},
-                    key=CATEGORIES.index)
-    suite = load_suite(wanted)
-    out, stale, outdated = [], Counter(), Counter()
-    for record in records:     # one per sample: CountedOnce kept the later record of a key
-        case = suite.by_name(record.scenario.name)
-        if case is None or case.scenario.hash != record.scenario.hash:
-            stale[record.model.id] += 1
-            continue
-        if setups.outdated(record, case.scenario):
-            outdated[(record.model.id, record.mode)] += 1
-            continue
-        out.append(outcome(case, record))
-    warnings += [f"{model}: {n} BFCL record(s) of cases this pin does not hold as recorded, left out (re-run)"
-                 for model, n in sorted(stale.items())]
-    warnings += [f"{model} {mode}: {n} BFCL record(s) written under an older setup (grammar or fallback rule), "
-                 "left out (re-run with harness run --suite bfcl)" for (model, mode), n in sorted(outdated.items())]
-    return out, suite, models
-
-
-def judge(outcomes: list, checker, suite) -> dict:
-    """{(case, model, mode): (strict verdict, lenient verdict)}, each {"valid", "error_type"} or {"error"}."""
-    out = {}
-    for o in outcomes:
-        if o.errored:
-            # The sample stopped on an error (the template raised, generation failed): nothing the model wrote
-            # can be right, so no checker is asked, and an irrelevance case is no abstention either.
-            stopped = {"valid": False, "error_type": "stopped-by-error", "errors": []}
-            out[(o.case, o.model, o.mode)] = (stopped, stopped)
-            continue
-        functions, answer = suite.cases[o.case].functions, suite.cases[o.case].answer
-        strict = checker.judge(o.category, functions, o.strict, answer)
-        lenient = checker.judge(o.category, functions, o.lenient, answer) if o.lenient_read else strict
-        out[(o.case, o.model, o.mode)] = (strict, lenient)
+def judge_folder(results: ResultsDir, warnings: list, checker_python: Path | None = None) -> Judged:
+    """Every BFCL record of the folder, judged by BFCL's checker where its environment runs (an empty Judged
+    when the folder holds none: the checker is never started for nothing)."""
+    outcomes, suite, _ = read_outcomes(results, warnings)
+    if not outcomes:
+        return Judged([])
+    out = Judged(outcomes, suite=suite)
+    try:
+        with BFCLChecker(checker_python, tree=archive_tree(ARCHIVE_ID)) as checker:
+            out.hello = checker.hello
+            out.verdicts = judge(outcomes, checker, suite)
+    except BFCLCheckerError as exc:
+        out.note = (f"BFCL's checker was not run ({exc}); its columns say \"not judged\" until its environment is "
+                    f"built: `{SETUP_COMMAND}`, then `harness report` again.")
+        warnings.append(out.note)
     return out
-
-
-def valid_verdict(verdict) -> bool:
-    return bool(verdict and verdict.get("valid"))
 
 
 def _kinds(verdicts) -> str:
@@ -161,34 +115,6 @@ def bfcl_markdown(outcomes: list, verdicts: dict | None, suite, hello: dict | No
     return "\n".join(lines)
 
 
-@dataclass
-class Judged:
-    """BFCL's records of a folder, read again and judged: what bfcl.md and the bottom line are written from."""
-    outcomes: list
-    verdicts: dict | None = None   # None: BFCL's checker was not run
-    suite: object = None
-    hello: dict | None = None
-    note: str | None = None
-
-
-def judge_folder(results: ResultsDir, warnings: list, checker_python: Path | None = None) -> Judged:
-    """Every BFCL record of the folder, judged by BFCL's checker where its environment runs (an empty Judged
-    when the folder holds none: the checker is never started for nothing)."""
-    outcomes, suite, _ = read_outcomes(results, warnings)
-    if not outcomes:
-        return Judged([])
-    out = Judged(outcomes, suite=suite)
-    try:
-        with BFCLChecker(checker_python, tree=archive_tree(ARCHIVE_ID)) as checker:
-            out.hello = checker.hello
-            out.verdicts = judge(outcomes, checker, suite)
-    except BFCLCheckerError as exc:
-        out.note = (f"BFCL's checker was not run ({exc}); its columns say \"not judged\" until its environment is "
-                    f"built: `{SETUP_COMMAND}`, then `harness report` again.")
-        warnings.append(out.note)
-    return out
-
-
 def headline(judged: Judged) -> str:
     """The bottom line's BFCL sentences (markdown), one per question: the categories where a call is due, and
     the irrelevance ones where none is (pooled, a model that never calls would rank on its abstentions). In
@@ -204,7 +130,7 @@ def headline(judged: Judged) -> str:
                 "these samples rank nothing.")
     out = []
     for question, abstain in (("calls due", False), ("no call due", True)):
-        asked = [o for o in judged.outcomes if ((_category(o.case) or "") in IRRELEVANCE) is abstain]
+        asked = [o for o in judged.outcomes if ((category_of(o.case) or "") in IRRELEVANCE) is abstain]
         if asked:
             out.append(_question(judged, asked, question))
     return " ".join(out)
@@ -223,7 +149,7 @@ def _question(judged: Judged, outcomes: list, question: str) -> str:
                                                                                     sorted(g[0])))):
         ranked = sorted(members, key=lambda m: (-wilson(sum(m[2]), len(m[2]))[0], -sum(m[2]) / len(m[2]),
                                                 mode_order(m[1]), m[0]))
-        categories = sorted({_category(c) or "?" for c in cases},
+        categories = sorted({category_of(c) or "?" for c in cases},
                             key=lambda c: (CATEGORIES.index(c) if c in CATEGORIES else len(CATEGORIES), c))
         many = f"{len(ranked)} row{'s' if len(ranked) > 1 else ''}"
         where = (f"ranked on *BFCL accuracy* (BFCL's own checker on the calls the strict parser read), over the "
@@ -269,3 +195,21 @@ def write_bfcl(results: ResultsDir, warnings: list, checker_python: Path | None 
     else:
         out.write_text(text, encoding="utf-8")
     return [str(out)]
+
+
+def write_pages(pages, checker_python: Path | None = None) -> list:
+    """`harness report`'s part for BFCL (pages: harness.reports.staged.Pages): the folder's records judged once,
+    into bfcl.md (nothing without records), grammar-designs.md (nothing without a design study) and the bottom
+    line's BFCL sentences (pages.bottom_line); staged with the rest of the report, each target checked first."""
+    results, warnings = pages.results, pages.warnings
+    judged = judge_folder(results, warnings, checker_python)
+    written = []
+    if judged.outcomes:
+        written += stage_page(pages, results.bfcl_report.name, lambda: bfcl_markdown(
+            judged.outcomes, judged.verdicts, judged.suite, judged.hello, judged.note))
+    designs = designs_markdown(results, judged, lambda folder: judge_folder(folder, warnings, checker_python),
+                               valid_verdict)
+    if designs is not None:
+        written += stage_page(pages, results.designs_report.name, lambda: designs)
+    pages.bottom_line.append(headline(judged))
+    return written

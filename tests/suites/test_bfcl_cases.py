@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.errors import BFCLDataError, DownloadError
-from harness.evaluation.bfcl import (
+from harness.suites.bfcl.cases import (
     ARCHIVE_ID, CATEGORIES, TYPE_SUBSTITUTIONS, convert_schema, draw, load_suite,
 )
 from harness.pins.archives import archive_tree

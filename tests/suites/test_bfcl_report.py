@@ -6,11 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.evaluation.bfcl import load_suite
+from harness.suites.bfcl.cases import load_suite
 from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef
 from harness.evaluation.results import ResultsDir
 from harness.evaluation.transcripts import TranscriptWriter
-from harness.reports.bfcl import headline, judge_folder, write_bfcl
+from harness.suites.bfcl.page import judge_folder
+from harness.suites.bfcl.page import headline, write_bfcl
+from harness import suites
 from harness.reports.report import write_reports
 from tests.requirements import bfcl_checker_python
 from tests.reports.test_report import setup
@@ -113,7 +115,7 @@ def test_the_bottom_line_ranks_bfcl_rows_only_against_rows_run_on_the_same_cases
     # The real path: `harness report` over a folder holding live transcripts and BFCL records.
     scenarios, results = setup(tmp_path)
     _results(tmp_path)
-    write_reports(results, scenarios, plot=False)
+    write_reports(results, scenarios, plot=False, pages=[suites.get("bfcl").write_pages])
     line = next(l for l in _bottom_line((results / "summary.md").read_text()).splitlines() if "**BFCL" in l)
     # native ran 6 cases (3 of simple_python, 3 of irrelevance), grammar 1: each question apart (a row that
     # never called would otherwise rank on its abstentions), and within one, two groups, never one ranking.
@@ -144,7 +146,7 @@ def test_a_copy_or_a_link_of_a_bfcl_file_counts_nothing_twice(tmp_path, beside):
     """`<model> (1).jsonl` beside `<model>.jsonl` in bfcl/: each case's record counts once, a warning names both."""
     import shutil
 
-    from harness.reports.bfcl import read_outcomes
+    from harness.suites.bfcl.judging import read_outcomes
 
     results = _results(tmp_path)
     own = results.bfcl_transcript(MODEL)
@@ -157,7 +159,7 @@ def test_a_copy_or_a_link_of_a_bfcl_file_counts_nothing_twice(tmp_path, beside):
 
 
 def test_a_model_no_board_listed_says_so_and_a_siblings_figure_is_marked():
-    from harness.reports.bfcl_published import published_cell
+    from harness.suites.bfcl.published import published_cell
 
     assert published_cell("smollm2-135m-instruct-q4_1", "simple_python") == "never listed on a BFCL board"
     assert published_cell("qwen2.5-coder-0.5b-instruct-q4_k_m", "live_irrelevance") == (

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from ping_standin import scripted_ids, standin_chat  # noqa: E402
 from harness.scripted import PROFILES, Script, Vocab  # noqa: E402
 
-from harness.evaluation.bfcl import load_suite  # noqa: E402
+from harness.suites.bfcl.cases import load_suite  # noqa: E402
 from harness.evaluation.results import ResultsDir  # noqa: E402
 from harness.live.runner import OpenModel, run_model  # noqa: E402
 from harness.pins.sources import ModelPin, Sources  # noqa: E402
@@ -51,7 +51,7 @@ def test_cases_run_like_scenarios_resume_and_are_judged(tmp_path, model):
     again = run()
     assert (again["ran"], again["skipped"]) == (0, 2)
 
-    from harness.reports.bfcl import read_outcomes
+    from harness.suites.bfcl.judging import read_outcomes
 
     warnings = []
     outcomes, _, _ = read_outcomes(results, warnings)
