@@ -18,7 +18,7 @@ import tempfile
 
 from harness.backends import runtimes
 from harness.core.errors import HarnessError
-from harness.evaluation.results import ResultsDir
+from harness.storage.results import ResultsDir
 from harness.suites.deployment import cases, driver
 
 

@@ -16,8 +16,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "harness"
 # suites (one folder per suite: its cases, driver, records, page and command) sit above live and reports, since a
 # suite drives runtimes and writes its page with the report helpers, and below cli, which only lists them.
 FLOORS = {"core": 0, "formats": 1, "families": 2, "schema": 2, "pins": 3, "template": 4, "grammar": 5,
-          "evaluation": 6, "backends": 7, "scripted": 8, "peers": 9, "live": 10, "reports": 10, "suites": 11,
-          "cli": 12}
+          "storage": 6, "evaluation": 7, "backends": 8, "scripted": 9, "peers": 10, "live": 11, "reports": 11,
+          "suites": 12, "cli": 13}
 # The package's own face, not a stage.
 ENTRY = {"__init__.py", "__main__.py"}
 EMBEDDED = "backends/embedded/"
@@ -177,9 +177,9 @@ CIRCLES = {
          "cli/run_loop.py": "from harness.cli import run\n"},
         [["harness/cli/run.py", "harness/cli/run_bfcl.py", "harness/cli/run_loop.py"]]),
     "two modules of a subpackage": (
-        {"evaluation/records/fields.py": "from harness.evaluation.records.samples import S\n",
-         "evaluation/records/samples.py": "from harness.evaluation.records.fields import F\n"},
-        [["harness/evaluation/records/fields.py", "harness/evaluation/records/samples.py"]]),
+        {"storage/records/fields.py": "from harness.storage.records.samples import S\n",
+         "storage/records/samples.py": "from harness.storage.records.fields import F\n"},
+        [["harness/storage/records/fields.py", "harness/storage/records/samples.py"]]),
     "a module and its package's __init__": (
         {"backends/runtimes/__init__.py": "from harness.backends.runtimes.base import Runtime\n",
          "backends/runtimes/base.py": "from harness.backends.runtimes import RUNTIMES\n"},

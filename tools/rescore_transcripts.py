@@ -28,16 +28,16 @@ sys.path.insert(0, str(ROOT))
 
 from harness import __version__  # noqa: E402
 from harness.suites.bfcl.cases import WithCases  # noqa: E402
-from harness.evaluation.records import SampleRecord  # noqa: E402
-from harness.evaluation.records.samples import RECORDED_VERDICTS  # noqa: E402
+from harness.storage.records import SampleRecord  # noqa: E402
+from harness.storage.records.samples import RECORDED_VERDICTS  # noqa: E402
 from harness.evaluation.scenario_files import load_scenarios  # noqa: E402
 from harness.evaluation.scoring import score_sample  # noqa: E402
-from harness.evaluation.transcripts import encode_line  # noqa: E402
+from harness.storage.transcripts import encode_line  # noqa: E402
 
 FOLDERS = ("transcripts", "bfcl")
 TOOL = "tools/rescore_transcripts.py"
 RESCORED = "rescored"
-# The stored names of the block, the current one first (harness.evaluation.records.samples reads either).
+# The stored names of the block, the current one first (harness.storage.records.samples reads either).
 FIELDS = (RECORDED_VERDICTS, "verdicts")
 
 

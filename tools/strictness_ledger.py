@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.evaluation.results import ResultsDir  # noqa: E402
+from harness.storage.results import ResultsDir  # noqa: E402
 from harness.suites.runtime_conformance import read_records  # noqa: E402
 from harness.suites.strictness_ledger import ledger_markdown  # noqa: E402
 from harness.suites.parser_agreement.template_detection import PROJECT, compare  # noqa: E402

@@ -6,13 +6,13 @@ print "ran 0" per model and only re-report, which reads as if the models had run
 
 from __future__ import annotations
 
-from harness.evaluation.results import ResultsDir
+from harness.storage.results import ResultsDir
 
 
 def _verdicts(path, scenarios) -> dict:
     """(scenario, mode, seed, sample) -> (all-checks verdict, the replies as written, the batch size, the engine)."""
     from harness.evaluation.scored import sample_entry, score_transcripts
-    from harness.evaluation.transcripts import read_transcript
+    from harness.storage.transcripts import read_transcript
 
     scored = score_transcripts([read_transcript(path)], scenarios)
     out = {}

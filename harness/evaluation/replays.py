@@ -13,7 +13,7 @@ from harness.core import constants
 from harness import families as registry
 from harness.core.errors import FamilySpecError, ScenarioError
 from harness.evaluation.scenarios import Expectation, Scenario, Turn
-from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef
+from harness.storage.records import ModelRef, SampleRecord, ScenarioRef
 from harness.core.yaml_source import load_located
 
 KINDS = ("quoted", "reconstructed")

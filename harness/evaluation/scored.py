@@ -8,10 +8,10 @@ from pathlib import Path
 
 from harness import families as registry
 from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, score_sample
-from harness.evaluation.records import ModelRecord, SampleRecord
-from harness.evaluation.counted_once import CountedOnce, distinct_files, sample_home
+from harness.storage.records import ModelRecord, SampleRecord
+from harness.storage.counted_once import CountedOnce, distinct_files, sample_home
 from harness.evaluation.setups import CurrentSetups
-from harness.evaluation.transcripts import GENERATION_FAILED, Transcript, scan_transcript
+from harness.storage.transcripts import GENERATION_FAILED, Transcript, scan_transcript
 
 
 @dataclass
@@ -52,9 +52,9 @@ def _sources(source, out: "Scored"):
 
 
 def score_transcripts(transcripts, scenarios: dict, keep=_whole, slim=lambda record: record) -> Scored:
-    """Score every sample of the transcripts (paths, streamed; or harness.evaluation.transcripts.Transcript)
+    """Score every sample of the transcripts (paths, streamed; or harness.storage.transcripts.Transcript)
     against the named scenarios, the last record of each sample's key winning (a key recorded twice was run
-    twice), each file read once and each key counted once across files (harness.evaluation.counted_once: a copy
+    twice), each file read once and each key counted once across files (harness.storage.counted_once: a copy
     or a link of a transcript beside it counts nothing twice, and is named in a warning). A record whose scenario hash differs was run on a conversation the scenario no longer holds: it is
     not comparable, and listed as stale rather than scored.
 

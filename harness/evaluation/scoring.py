@@ -19,7 +19,7 @@ from harness.template.detect import END_OF_TURN
 from harness.formats import deviations as dev
 from harness.formats.attempts import call_attempt
 from harness.formats.calls import ParseResult, ToolCall
-from harness.evaluation.records import SampleRecord
+from harness.storage.records import SampleRecord
 from harness.evaluation.answers import Answer, read_answer
 
 VERDICTS = ("parsed", "right_tool", "intended_tool", "valid_arguments", "expected_arguments", "answer",

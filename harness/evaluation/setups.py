@@ -7,7 +7,7 @@ the scenario, as the run builds it (harness.grammar.plan); nothing is generated.
 from __future__ import annotations
 
 from harness.core.hashing import sha256_text
-from harness.evaluation.records import ModelRecord, SampleRecord
+from harness.storage.records import ModelRecord, SampleRecord
 from harness.grammar.plan import DEFAULT_VARIANT, grammar_plan, setup_digest
 
 

@@ -4,7 +4,7 @@ setup, which a run writes again and whose new record supersedes the old."""
 
 from __future__ import annotations
 
-from harness.evaluation.records import ModelRef
+from harness.storage.records import ModelRef
 from harness.grammar import GrammarError
 from harness.grammar.plan import DEFAULT_VARIANT, planned_setup, setup_digest, unbuildable_grammar
 

@@ -14,8 +14,8 @@ from harness.backends import DEFAULT_IN_PROCESS, backend_class
 from harness.core import constants
 from harness.core.errors import GenerationError, SourcesError, TemplateError
 from harness.core.hashing import sha256_text
-from harness.evaluation.records import ModelRecord, ModelRef, SampleRecord, ScenarioRef
-from harness.evaluation.results import ResultsDir
+from harness.storage.records import ModelRecord, ModelRef, SampleRecord, ScenarioRef
+from harness.storage.results import ResultsDir
 from harness.evaluation.scoring import score_sample
 from harness.grammar import GrammarError
 from harness.grammar.plan import DEFAULT_VARIANT, unbuildable_grammar
@@ -27,7 +27,7 @@ from harness.pins.digest import file_digest
 from harness.pins.sources import load_sources, model_path, resolve_template
 from harness.template import detect as detection
 from harness.template.kwargs import template_kwargs_for
-from harness.evaluation.transcripts import GENERATION_FAILED, TranscriptWriter, now, read_transcript
+from harness.storage.transcripts import GENERATION_FAILED, TranscriptWriter, now, read_transcript
 
 # llama.cpp's template for a GGUF that embeds none (common/chat.cpp, CHATML_TEMPLATE_SRC), used only when
 # sources.json pins no template for the model either. Recorded as such in the transcript.

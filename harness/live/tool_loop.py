@@ -22,7 +22,7 @@ from harness.schema.arguments import type_arguments
 from harness.core.errors import GenerationError, GrammarRuntimeError, TemplateError
 from harness.core.values import MAX_SEED
 from harness.backends.transport import NOT_NOW
-from harness.evaluation.transcripts import GENERATION_FAILED, RUNTIME_ANSWERED
+from harness.storage.transcripts import GENERATION_FAILED, RUNTIME_ANSWERED
 from harness.formats.calls import ParseResult
 from harness.formats.reasoning import prompt_opens
 from harness.live.modes import (grammar_plan, native_failed, calls_as_text_messages, retry_required,

@@ -3,7 +3,7 @@
 import pandas as pd
 
 from harness.core.safe_writes import check_target, write_atomically
-from harness.evaluation.results import ResultsDir
+from harness.storage.results import ResultsDir
 from harness.formats import deviations
 from harness.template.conformance import dumps
 

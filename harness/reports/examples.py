@@ -10,7 +10,7 @@ from functools import lru_cache
 import pandas as pd
 
 from harness.evaluation.scoring import VERDICTS, parse_steps
-from harness.evaluation.transcripts import RecordRef, load_record
+from harness.storage.transcripts import RecordRef, load_record
 from harness.reports.markdown import visible_controls
 
 MARKDOWN_WIDTH = 72  # characters of a reply shown in a markdown cell; the HTML report shows it whole

@@ -13,13 +13,13 @@ from html import escape
 
 import pandas as pd
 
-from harness.evaluation.results import file_stem
-from harness.evaluation.transcripts import RecordRef, load_record
+from harness.storage.results import file_stem
+from harness.storage.transcripts import RecordRef, load_record
 from harness.reports.html_samples import sample_html, status, token_pattern
 from harness.reports.markdown import visible_controls
 from harness.reports.tables import RATES, by_mode, mode_order
 
-FOLDER = "samples"  # beside report.html (harness.evaluation.results.ResultsDir.samples)
+FOLDER = "samples"  # beside report.html (harness.storage.results.ResultsDir.samples)
 PAGE_SAMPLES = 200  # samples a page: a few hundred kB of HTML, opened at once in any browser
 
 SAMPLES_JS = """

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.reports.html_overview import conformance_html, overview_html, table_html
-from harness.evaluation.results import ResultsDir
+from harness.storage.results import ResultsDir
 from harness.reports.examples import failing_examples
 from harness.reports.html_pages import FOLDER, PAGE_SAMPLES, SampleLayout, write_sample_pages
 from harness.reports.html_samples import STATUS_TEXT, names_html, status

@@ -15,8 +15,8 @@ import pandas as pd
 
 from harness.core.errors import UnsafeWriteError
 from harness.core.safe_writes import check_target
-from harness.evaluation.records import ModelRecord
-from harness.evaluation.results import ResultsDir
+from harness.storage.records import ModelRecord
+from harness.storage.results import ResultsDir
 from harness.pins.sources import load_sources, resolve_template
 from harness.reports import markdown
 from harness.reports.rates import counts

@@ -134,7 +134,7 @@ class StagedWrites:
 @dataclass
 class Pages:
     """What one `harness report` hands the page writer of each suite above this floor (harness.suites): the
-    results folder (a harness.evaluation.results.ResultsDir), the warnings list it adds to, where to stage its
+    results folder (a harness.storage.results.ResultsDir), the warnings list it adds to, where to stage its
     files, two lists of report.html fragments it may add to: first_screen (report.html opens with them) and
     sections (after the tables, in the order the suites are registered), and bottom_line: sentences (markdown)
     that summary.md's and report.html's bottom line give after the scenario questions (BFCL's)."""

@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 
 from harness.core.values import MODES
-from harness.evaluation.records import SampleRecord
+from harness.storage.records import SampleRecord
 from harness.evaluation.replays import Replays, load_replays
-from harness.evaluation.results import ResultsDir
+from harness.storage.results import ResultsDir
 from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.scored import score_transcripts
 from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, parse_steps, score_sample

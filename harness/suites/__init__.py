@@ -20,9 +20,9 @@ from typing import Callable
 from harness.core.errors import HarnessError, UnsafeWriteError
 from harness.core.registry import Registry
 from harness.core.safe_writes import check_target
-from harness.evaluation.counted_once import CountedOnce, distinct_files
+from harness.storage.counted_once import CountedOnce, distinct_files
 from harness.evaluation.judging import label_head
-from harness.evaluation.transcripts import read_transcript
+from harness.storage.transcripts import read_transcript
 
 # One line per suite: "module:object" of its FolderSuite. Order is the order of the report's pages, of its sections
 # in report.html, and of the commands.
@@ -90,7 +90,7 @@ def read_records(path, record, beside=()) -> tuple:
 
 def read_folder(folder: Path, record, identity, home, warnings: list, beside=()) -> list:
     """Every record of the *.jsonl files in a suite's folder, each file and each question once
-    (harness.evaluation.counted_once: a copy or a link of a file beside it counts nothing twice, and is named;
+    (harness.storage.counted_once: a copy or a link of a file beside it counts nothing twice, and is named;
     identity(record) is what makes two records one question, home(record) the file name a suite writes it to);
     what was skipped or left out goes to `warnings`."""
     once = CountedOnce()

@@ -7,7 +7,7 @@ import json
 import shlex
 import sys
 
-from harness.evaluation.results import ResultsDir
+from harness.storage.results import ResultsDir
 
 
 def emit_json(obj) -> None:

@@ -16,7 +16,7 @@ from collections import Counter
 
 from harness.core.errors import ReadmeFiguresError
 from harness.evaluation.judging import label_head
-from harness.evaluation.results import ResultsDir
+from harness.storage.results import ResultsDir
 from harness.suites.runtime_conformance import SUITE as RUNTIME_CONFORMANCE
 from harness.reports.rates import counts
 

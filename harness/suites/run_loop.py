@@ -152,7 +152,7 @@ def _pinned_template(args, sources) -> str | None:
 class Stopped(BaseException):
     """SIGINT (Ctrl-C) or SIGTERM during a run. A BaseException, as KeyboardInterrupt is: no `except Exception`
     on the way swallows it, and a record being written is cut back to the last whole one
-    (harness.evaluation.transcripts)."""
+    (harness.storage.transcripts)."""
 
     def __init__(self, signum: int):
         super().__init__(signum)

@@ -148,7 +148,7 @@ def test_every_case_has_a_name_of_its_own_within_its_family_and_source():
 
 @pytest.mark.needs_peers
 def test_a_resumed_run_asks_again_a_case_our_parser_now_reads_otherwise(peers, tmp_path):
-    from harness.evaluation.results import ResultsDir
+    from harness.storage.results import ResultsDir
     from harness.suites.parser_agreement.driver import run_suite
 
     results = ResultsDir.at(tmp_path)
@@ -165,10 +165,10 @@ def test_a_resumed_run_asks_again_a_case_our_parser_now_reads_otherwise(peers, t
 
 
 def test_the_recorded_replies_of_real_models_join_the_corpus_once_each_as_scoring_reads_them():
-    from harness.evaluation.results import ResultsDir
+    from harness.storage.results import ResultsDir
     from harness.evaluation.scenario_files import load_scenarios
     from harness.evaluation.scoring import parse_steps
-    from harness.evaluation.transcripts import read_transcript
+    from harness.storage.transcripts import read_transcript
     from harness.suites.parser_agreement.driver import transcript_cases
 
     files = ResultsDir.at("results").transcript_files()

@@ -4,10 +4,10 @@ size and engine say why they may."""
 
 from harness.cli import run_compare
 from harness.core import constants
-from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef
-from harness.evaluation.results import ResultsDir
+from harness.storage.records import ModelRef, SampleRecord, ScenarioRef
+from harness.storage.results import ResultsDir
 from harness.evaluation.scenario_files import load_scenarios
-from harness.evaluation.transcripts import TranscriptWriter
+from harness.storage.transcripts import TranscriptWriter
 
 SCENARIO = """\
 name: hello

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.evaluation.results import ResultsDir
+from harness.storage.results import ResultsDir
 from harness.suites.bfcl.judging import read_outcomes
 from harness.reports.tables import collect
 

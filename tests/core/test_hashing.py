@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.core.hashing import sha256_json, sha256_text
-from harness.evaluation.results import file_stem
+from harness.storage.results import file_stem
 from harness.suites.runtime_conformance.driver import case_hash
 from harness.suites.runtime_conformance.endpoint import entry_hash
 from harness.reports.rates import reply_key

@@ -12,7 +12,7 @@ import yaml
 from harness.core import constants
 from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.scoring import score_sample
-from harness.evaluation.transcripts import read_all
+from harness.storage.transcripts import read_all
 
 JUDGED = yaml.safe_load((Path(__file__).with_name("hand_judged.yaml")).read_text(encoding="utf-8"))["samples"]
 SCENARIOS = {s.name: s for s in load_scenarios()}

@@ -12,8 +12,8 @@ import pytest
 
 from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.scoring import score_sample
-from harness.evaluation.records import SampleRecord
-from harness.evaluation.transcripts import encode_line
+from harness.storage.records import SampleRecord
+from harness.storage.transcripts import encode_line
 from harness.reports.report import write_reports
 from tests.reports.test_report import ARITHMETIC_SCENARIO, sample
 

@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef
+from harness.storage.records import ModelRef, SampleRecord, ScenarioRef
 from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.scoring import arguments_match, score_sample, wilson
 

@@ -5,10 +5,10 @@ count only samples of today's setup."""
 
 import json
 
-from harness.evaluation.records import ModelRecord, ModelRef, SampleRecord, ScenarioRef
+from harness.storage.records import ModelRecord, ModelRef, SampleRecord, ScenarioRef
 from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.scored import score_transcripts
-from harness.evaluation.transcripts import TranscriptWriter, read_transcript
+from harness.storage.transcripts import TranscriptWriter, read_transcript
 from harness.grammar.plan import grammar_plan
 from harness.live.pending import pending, setups_for
 

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from harness.core.errors import RecordError
-from harness.evaluation.records import SampleRecord, record_from_json
-from harness.evaluation.transcripts import TranscriptWriter, read_transcript
+from harness.storage.records import SampleRecord, record_from_json
+from harness.storage.transcripts import TranscriptWriter, read_transcript
 
 
 def record(index, seed=0, scenario_hash="h1", mode="native", turns=()):

@@ -58,7 +58,7 @@ def test_the_ledgers_spellings_are_what_the_parsers_do(spelling):
 
 
 def test_scoring_names_lfm2_json_literals():
-    from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef
+    from harness.storage.records import ModelRef, SampleRecord, ScenarioRef
     from harness.evaluation.scenario_files import load_scenarios
     from harness.evaluation.scoring import score_sample
 

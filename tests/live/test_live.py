@@ -15,8 +15,8 @@ from harness.grammar import GENERIC
 from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.scoring import score_sample
 from harness.pins.sources import fetch_command, load_sources, model_path
-from harness.evaluation.results import ResultsDir
-from harness.evaluation.transcripts import read_transcript
+from harness.storage.results import ResultsDir
+from harness.storage.transcripts import read_transcript
 
 # (model, scenario) -> verdicts that held in every sample measured on this machine (2 cores, seeds 0..N),
 # and hold for reasons that do not depend on sampling luck. The measurements are in the report.

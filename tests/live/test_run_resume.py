@@ -15,8 +15,8 @@ from harness.reports.tables import collect  # noqa: E402
 from harness.live.runner import OpenModel, run_model  # noqa: E402
 from harness.evaluation.scenario_files import load_scenarios  # noqa: E402
 from harness.pins.sources import ModelPin, Sources  # noqa: E402
-from harness.evaluation.results import ResultsDir  # noqa: E402
-from harness.evaluation.transcripts import read_transcript  # noqa: E402
+from harness.storage.results import ResultsDir  # noqa: E402
+from harness.storage.transcripts import read_transcript  # noqa: E402
 
 pytestmark = pytest.mark.needs_binding     # the stand-in runs in llama.cpp
 

@@ -106,7 +106,7 @@ def test_two_model_files_of_one_name_are_known_by_their_hash(tmp_path, second):
     and resume."""
     from harness.core.errors import SourcesError
     from harness.evaluation.scenario_files import load_scenarios
-    from harness.evaluation.transcripts import read_transcript
+    from harness.storage.transcripts import read_transcript
     from harness.live.runner import open_gguf, run_model
 
     scenarios = load_scenarios(names=["greeting"])

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from ping_standin import CALL, ping_scenario, scripted_ids, standin_chat  # noqa: E402
 from harness.scripted import PROFILES, Script, Vocab  # noqa: E402
 
-from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef  # noqa: E402
+from harness.storage.records import ModelRef, SampleRecord, ScenarioRef  # noqa: E402
 from harness.evaluation.scoring import score_sample  # noqa: E402
 from harness.live.tool_loop import DrivenModel, first_prompt, run_sample, step_seed  # noqa: E402
 from harness.template.kwargs import template_kwargs_for  # noqa: E402

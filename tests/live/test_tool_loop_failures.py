@@ -16,7 +16,7 @@ from harness.scripted import PROFILES, Script, Turn, Vocab  # noqa: E402
 from harness.core.errors import GrammarRuntimeError  # noqa: E402
 from harness.grammar import build_grammar  # noqa: E402
 from harness.live.modes import GrammarPlan  # noqa: E402
-from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef  # noqa: E402
+from harness.storage.records import ModelRef, SampleRecord, ScenarioRef  # noqa: E402
 from harness.evaluation.scoring import score_sample  # noqa: E402
 from harness.live.tool_loop import first_prompt, run_sample  # noqa: E402
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from harness.evaluation import transcripts
-from harness.evaluation.transcripts import read_transcript
+from harness.storage import transcripts
+from harness.storage.transcripts import read_transcript
 from harness.reports.report import write_reports
 from tests.reports.test_report import setup
 from tests.reports.test_report_malformed import MODEL_RECORD

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends import runtimes
-from harness.evaluation.results import ResultsDir
+from harness.storage.results import ResultsDir
 from harness.core.errors import ReadmeFiguresError
 from harness.suites.readme_figures import conformance_figures, figures, fill, problems, runtime_figures
 

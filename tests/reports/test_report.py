@@ -8,8 +8,8 @@ from harness.reports.rates import rate_cell
 from harness.reports.tables import collect
 from harness.evaluation.replays import load_replays
 from harness.evaluation.scenario_files import load_scenarios
-from harness.evaluation.records import record_from_json
-from harness.evaluation.transcripts import TranscriptWriter
+from harness.storage.records import record_from_json
+from harness.storage.transcripts import TranscriptWriter
 
 ARITHMETIC_SCENARIO = """\
 name: arithmetic

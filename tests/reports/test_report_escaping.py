@@ -4,9 +4,9 @@ character as an escape (in the markdown and on the pages), never send it raw."""
 
 import re
 
-from harness.evaluation.results import ResultsDir
+from harness.storage.results import ResultsDir
 from harness.evaluation.scenario_files import load_scenarios
-from harness.evaluation.transcripts import TranscriptWriter
+from harness.storage.transcripts import TranscriptWriter
 from harness.reports.markdown import cell, visible_controls
 from harness.reports.report import write_reports
 from tests.reports.test_report import ARITHMETIC_SCENARIO, append, sample

@@ -8,7 +8,7 @@ import sys
 
 from harness.evaluation.scenario_files import load_scenarios
 from harness.pins.sources import write_sources
-from harness.evaluation.transcripts import read_transcript
+from harness.storage.transcripts import read_transcript
 from tests.pins.test_fetch import ROOT
 from tests.reports.test_report import ARITHMETIC_SCENARIO, sample
 

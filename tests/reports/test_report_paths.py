@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from harness.suites.command_line import report_hint
-from harness.evaluation.results import ResultsDir, file_stem
+from harness.storage.results import ResultsDir, file_stem
 from harness.evaluation.scenario_files import load_scenarios
 from harness.reports.report import write_reports
 from tests.pins.test_fetch import ROOT

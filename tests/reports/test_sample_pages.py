@@ -61,7 +61,7 @@ def test_a_report_that_fails_halfway_leaves_the_previous_reports_whole(tmp_path,
 
 
 def test_the_tables_keep_where_each_record_is_not_its_replies(tmp_path):
-    from harness.evaluation.transcripts import RecordRef, load_record
+    from harness.storage.transcripts import RecordRef, load_record
     from harness.reports.tables import collect
 
     scenarios, results = setup(tmp_path)

@@ -2,9 +2,9 @@
 cases every design ran; written by `harness report` only when the folder holds a design study."""
 
 from harness.suites.bfcl.cases import load_suite
-from harness.evaluation.records import ModelRef, SampleRecord, ScenarioRef
-from harness.evaluation.results import ResultsDir
-from harness.evaluation.transcripts import TranscriptWriter
+from harness.storage.records import ModelRef, SampleRecord, ScenarioRef
+from harness.storage.results import ResultsDir
+from harness.storage.transcripts import TranscriptWriter
 from harness.suites.bfcl.judging import valid_verdict
 from harness.suites.bfcl.page import judge_folder
 from harness.suites.bfcl.designs import designs_markdown

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.evaluation.results import ResultsDir
-from harness.evaluation.transcripts import TranscriptWriter, read_transcript
+from harness.storage.results import ResultsDir
+from harness.storage.transcripts import TranscriptWriter, read_transcript
 from harness.reports.report import write_reports
 from harness.reports.staged import Pages
 from harness.suites import registered

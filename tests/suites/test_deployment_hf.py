@@ -13,8 +13,8 @@ import gguf
 import pytest
 
 from harness.core.errors import RecordError, ServerExitedError
-from harness.evaluation.results import ResultsDir
-from harness.evaluation.transcripts import read_transcript
+from harness.storage.results import ResultsDir
+from harness.storage.transcripts import read_transcript
 from harness.live import dequantized
 from harness.live.dequantized import DequantizeError, folder_sha256, make_folder, quantization, read_manifest
 from harness.suites.deployment import driver

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from harness.core import constants
-from harness.evaluation.transcripts import read_transcript
+from harness.storage.transcripts import read_transcript
 from harness.suites.deployment.records import DeploymentRecord
 
 from cached_models import cached_model

@@ -83,7 +83,7 @@ def test_a_runtime_that_refuses_the_model_at_start_is_a_row_with_its_words(tmp_p
     runtime error it is, with the server's own last words and no folder of this machine in them; a second run
     asks nothing again."""
     from harness.core import constants
-    from harness.evaluation.results import ResultsDir
+    from harness.storage.results import ResultsDir
     from harness.suites.deployment import driver
 
     whole = cached_model(MODEL)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import families
-from harness.evaluation.results import ResultsDir
+from harness.storage.results import ResultsDir
 from harness.suites.deployment import cases, replays
 from harness.suites.deployment.driver import model_setup
 from harness.suites.deployment.rows import replay_rows

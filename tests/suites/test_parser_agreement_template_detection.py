@@ -10,7 +10,7 @@ import pytest
 from harness.core.errors import PeerError
 from harness.core.hashing import sha256_text
 from harness.suites.parser_agreement import template_detection as td
-from harness.evaluation.results import ResultsDir
+from harness.storage.results import ResultsDir
 from harness.peers import SETUP_COMMAND, Peers, peers_python
 from harness.pins.sources import load_sources, resolve_template
 from tests.pins.test_fetch import ROOT

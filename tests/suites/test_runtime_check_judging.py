@@ -7,7 +7,7 @@ import pytest
 
 from harness import families as registry
 from harness.backends.openai import RuntimeReply, wire_messages
-from harness.evaluation.records import ScenarioRef
+from harness.storage.records import ScenarioRef
 from harness.suites.runtime_check.records import RuntimeCheckRecord
 from harness.suites.runtime_check.judging import agreement_table, classify
 from harness.suites.runtime_check.page import markdown as agreement_markdown

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.evaluation.results import ResultsDir
+from harness.storage.results import ResultsDir
 from harness.suites.runtime_conformance import read_records
 from harness.suites.strictness_ledger import REASONS, ledger_markdown, ledger_rows
 from harness.suites.parser_agreement.template_detection import PROJECT, compare

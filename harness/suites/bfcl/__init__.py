@@ -10,8 +10,8 @@ file lies, and given way to in the file `harness run` writes it to."""
 
 from __future__ import annotations
 
-from harness.evaluation.counted_once import sample_home
-from harness.evaluation.records import ModelRecord, SampleRecord
+from harness.storage.counted_once import sample_home
+from harness.storage.records import ModelRecord, SampleRecord
 from harness.suites import FolderSuite
 from harness.suites.bfcl.judging import LABELS
 

@@ -12,7 +12,7 @@ import sys
 
 from harness.core.errors import HarnessError
 from harness.core.values import int_argument
-from harness.evaluation.results import ResultsDir
+from harness.storage.results import ResultsDir
 
 
 def add_arguments(parser) -> None:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from harness.evaluation.records import SampleRecord
-from harness.evaluation.results import ResultsDir
-from harness.evaluation.transcripts import read_transcript
+from harness.storage.records import SampleRecord
+from harness.storage.results import ResultsDir
+from harness.storage.transcripts import read_transcript
 from harness.grammar.plan import DEFAULT_VARIANT, LAZY_TRIGGER, VARIANTS
 from harness.reports.rates import rate_cell
 

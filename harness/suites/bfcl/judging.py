@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from harness.evaluation.counted_once import CountedOnce, distinct_files, sample_home
-from harness.evaluation.records import ModelRecord, SampleRecord
-from harness.evaluation.results import ResultsDir
+from harness.storage.counted_once import CountedOnce, distinct_files, sample_home
+from harness.storage.records import ModelRecord, SampleRecord
+from harness.storage.results import ResultsDir
 from harness.evaluation.setups import CurrentSetups
-from harness.evaluation.transcripts import read_transcript
+from harness.storage.transcripts import read_transcript
 from harness.suites.bfcl.cases import CATEGORIES, category_of, load_suite
 from harness.suites.bfcl.outcome import outcome
 

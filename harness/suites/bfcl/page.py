@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from harness.core.errors import BFCLCheckerError
-from harness.evaluation.results import ResultsDir
+from harness.storage.results import ResultsDir
 from harness.evaluation.scoring import wilson
 from harness.peers.bfcl import SETUP_COMMAND, BFCLChecker
 from harness.pins.archives import archive_tree

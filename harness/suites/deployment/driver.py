@@ -24,8 +24,8 @@ from harness.backends.transport import NOT_NOW
 from harness.core import constants
 from harness.core.errors import ServerExitedError, ServerStartError
 from harness.core.hashing import sha256_text
-from harness.evaluation.results import ResultsDir, file_stem
-from harness.evaluation.transcripts import TranscriptWriter, now, read_transcript
+from harness.storage.results import ResultsDir, file_stem
+from harness.storage.transcripts import TranscriptWriter, now, read_transcript
 from harness.live.runner import N_CTX, template_chat
 from harness.pins.sources import load_sources, model_path
 from harness.suites.deployment import cases as asked

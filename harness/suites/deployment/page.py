@@ -17,11 +17,11 @@ from harness.backends import runtimes
 from harness.core.errors import BFCLCheckerError, UnsafeWriteError
 from harness.core.safe_writes import check_target
 from harness.suites.bfcl.cases import ARCHIVE_ID, CATEGORIES, load_suite
-from harness.evaluation.counted_once import CountedOnce, distinct_files
+from harness.storage.counted_once import CountedOnce, distinct_files
 from harness.evaluation.judging import cell, label_head
-from harness.evaluation.results import file_stem
+from harness.storage.results import file_stem
 from harness.evaluation.scoring import wilson
-from harness.evaluation.transcripts import read_transcript
+from harness.storage.transcripts import read_transcript
 from harness.peers.bfcl import SETUP_COMMAND, BFCLChecker
 from harness.pins.archives import archive_tree
 from harness.pins.sources import load_sources

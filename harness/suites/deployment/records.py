@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from harness.evaluation.records.fields import NULL, SCHEMA_VERSION, check_field, nested_field, within_field
+from harness.storage.records.fields import NULL, SCHEMA_VERSION, check_field, nested_field, within_field
 
 DEPLOYMENT = "deployment"
 

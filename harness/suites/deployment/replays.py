@@ -21,7 +21,7 @@ from pathlib import Path
 
 from harness import families
 from harness.core.errors import HarnessError, TemplateError
-from harness.evaluation.results import ResultsDir, file_stem
+from harness.storage.results import ResultsDir, file_stem
 from harness.template import detect as detection
 from harness.template.kwargs import template_kwargs_for
 

@@ -5,7 +5,7 @@ This module only declares it: its driver, page and command load when they are us
 
 from __future__ import annotations
 
-from harness.evaluation.results import file_stem
+from harness.storage.results import file_stem
 from harness.suites import FolderSuite
 from harness.suites.parser_agreement.judging import LABELS, matrix, replay_command
 from harness.suites.parser_agreement.records import PARSER_AGREEMENT, ParserAgreementRecord

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.evaluation.judging import cell
-from harness.evaluation.results import ResultsDir
+from harness.storage.results import ResultsDir
 from harness.reports.html_overview import table_section
 from harness.suites import stage_page
 from harness.suites.parser_agreement import peer_vocabulary, template_detection

@@ -1,5 +1,5 @@
 """The parser-agreement record: one reply read by a peer project's tool parser, one-shot and streamed, with its
-labels. Its kind is the suite's name; harness.evaluation.records reads it when a reader names this class (the
+labels. Its kind is the suite's name; harness.storage.records reads it when a reader names this class (the
 records floor cannot import a suite)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from harness.evaluation.records.fields import NULL, SCHEMA_VERSION, check_field
+from harness.storage.records.fields import NULL, SCHEMA_VERSION, check_field
 
 PARSER_AGREEMENT = "parser-agreement"
 

@@ -5,7 +5,7 @@ command load when they are used."""
 
 from __future__ import annotations
 
-from harness.evaluation.results import file_stem
+from harness.storage.results import file_stem
 from harness.suites import FolderSuite
 from harness.suites.runtime_check.judging import LABELS, agreement_table, replay_command
 from harness.suites.runtime_check.records import RUNTIME_CHECK, RuntimeCheckRecord

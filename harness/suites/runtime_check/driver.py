@@ -10,8 +10,8 @@ from harness import families
 from harness.core.hashing import sha256_text
 from harness.backends.transport import NOT_NOW
 from harness.core.errors import GenerationError, HarnessError, ServerReplyError, TemplateError
-from harness.evaluation.records import ScenarioRef
-from harness.evaluation.transcripts import TranscriptWriter, now, read_transcript
+from harness.storage.records import ScenarioRef
+from harness.storage.transcripts import TranscriptWriter, now, read_transcript
 from harness.live.tool_loop import opening_messages, render_prompt
 from harness.suites.runtime_check.judging import classify
 from harness.suites.runtime_check.records import RuntimeCheckRecord

@@ -1,5 +1,5 @@
 """The runtime-check record: one scenario opening and seed asked of a served model the strict way and the
-runtime's own way, with its label. Its kind is the suite's name; harness.evaluation.records reads it when a
+runtime's own way, with its label. Its kind is the suite's name; harness.storage.records reads it when a
 reader names this class (the records floor cannot import a suite)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from harness.evaluation.records import ScenarioRef
-from harness.evaluation.records.fields import NULL, SCHEMA_VERSION, check_field, nested_field, within_field
+from harness.storage.records import ScenarioRef
+from harness.storage.records.fields import NULL, SCHEMA_VERSION, check_field, nested_field, within_field
 
 RUNTIME_CHECK = "runtime-check"
 

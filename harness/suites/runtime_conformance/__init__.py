@@ -5,7 +5,7 @@ known. This module only declares it: its driver, page and command load when they
 
 from __future__ import annotations
 
-from harness.evaluation.results import file_stem
+from harness.storage.results import file_stem
 from harness.suites import FolderSuite
 from harness.suites.runtime_conformance.judging import LABELS, matrix, replay_command
 from harness.suites.runtime_conformance.records import RUNTIME_CONFORMANCE, RuntimeConformanceRecord

@@ -1,5 +1,5 @@
 """The runtime-conformance record: one scripted reply through a runtime, non-streamed and streamed, with its
-labels. Its kind is the suite's name; harness.evaluation.records reads it when a reader names this class (the
+labels. Its kind is the suite's name; harness.storage.records reads it when a reader names this class (the
 records floor cannot import a suite)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from harness.evaluation.records.fields import NULL, SCHEMA_VERSION, check_field, nested_field, within_field
+from harness.storage.records.fields import NULL, SCHEMA_VERSION, check_field, nested_field, within_field
 
 RUNTIME_CONFORMANCE = "runtime-conformance"
 

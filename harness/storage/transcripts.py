@@ -18,10 +18,10 @@ from pathlib import Path
 
 from harness.core.errors import RecordError, TranscriptBusyError, TranscriptError, UnsafeWriteError
 from harness.core.safe_writes import lock_holder, open_append
-from harness.evaluation.records import (
+from harness.storage.records import (
     MODEL, SAMPLE, SCHEMA_VERSION, ModelRecord, SampleRecord, record_from_json,
 )
-from harness.evaluation.results import ResultsDir
+from harness.storage.results import ResultsDir
 
 # The prefix the tool loop gives a sample stopped because generation failed (harness.live.tool_loop).
 GENERATION_FAILED = "generate:"
@@ -202,7 +202,7 @@ def load_record(ref: RecordRef, kinds=(SAMPLE, MODEL)):
 
 
 def read_transcript(path: Path, kinds=(SAMPLE, MODEL)) -> Transcript:
-    """Every complete record of a transcript, typed (harness.evaluation.records), of the `kinds` it may hold
+    """Every complete record of a transcript, typed (harness.storage.records), of the `kinds` it may hold
     (runtime checks keep their own files of their own kind), in memory (scan_transcript streams them).
     Unreadable lines and records of the wrong shape are skipped with a warning naming the line; a missing file
     is an empty transcript."""
@@ -363,7 +363,7 @@ class TranscriptWriter:
         self.warnings.append(f"{self.path}: torn last line ({size - start} bytes) moved to {side.name}")
 
     def append(self, record) -> None:
-        """Write one typed record (harness.evaluation.records) as one line. A write that fails part way (a full
+        """Write one typed record (harness.storage.records) as one line. A write that fails part way (a full
         disk, a folder gone read-only, a signal) is cut back, so the file ends with its last whole record."""
         if self._file is None:
             raise TranscriptError(f"{self.path}: writer is not open")

@@ -11,8 +11,8 @@ A record carries `schema` (SCHEMA_VERSION when written); a reader skips records 
 from __future__ import annotations
 
 from harness.core.errors import RecordError
-from harness.evaluation.records.fields import MODEL, SAMPLE, SCHEMA_VERSION, Step, Turn
-from harness.evaluation.records.samples import ModelRecord, ModelRef, SampleRecord, ScenarioRef
+from harness.storage.records.fields import MODEL, SAMPLE, SCHEMA_VERSION, Step, Turn
+from harness.storage.records.samples import ModelRecord, ModelRef, SampleRecord, ScenarioRef
 
 KINDS = {kind.KIND: kind for kind in (SampleRecord, ModelRecord)}
 

@@ -5,7 +5,7 @@ again (distinct_files), and a record whose key another file holds too, a copy's,
 import os
 from pathlib import Path
 
-from harness.evaluation.results import file_stem
+from harness.storage.results import file_stem
 
 
 def distinct_files(paths, warnings: list) -> list:

@@ -71,9 +71,6 @@ class ResultsDir:
     def runtime_records(self, runtime: str) -> Path:
         return self.runtimes / f"{file_stem(runtime)}.jsonl"
 
-    def runtime_record_files(self) -> list:
-        return sorted(self.runtimes.glob("*.jsonl"))
-
     @property
     def runtime_conformance(self) -> Path:
         return self.root / "runtime-conformance"
@@ -85,18 +82,11 @@ class ResultsDir:
         return sorted(self.runtime_conformance.glob("*.jsonl"))
 
     @property
-    def runtime_conformance_report(self) -> Path:
-        return self.root / "runtime-conformance.md"
-
-    @property
     def parser_agreement(self) -> Path:
         return self.root / "parser-agreement"
 
     def parser_agreement_records(self, project: str) -> Path:
         return self.parser_agreement / f"{file_stem(project)}.jsonl"
-
-    def parser_agreement_files(self) -> list:
-        return sorted(self.parser_agreement.glob("*.jsonl"))
 
     @property
     def parser_agreement_report(self) -> Path:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from harness.grammar.plan import setup_digest
-from harness.evaluation.records.fields import (
+from harness.storage.records.fields import (
     NULL, MODEL, SAMPLE, SCHEMA_VERSION, check_field, check_steps, detection_field, nested_field, within_field,
 )
 
