@@ -12,6 +12,7 @@ import math
 import os
 import re
 import stat
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -268,6 +269,9 @@ class TranscriptWriter:
         self.wait = wait
         self.warnings: list = []
         self._file = None
+        # One record at a time: runtime conformance's workers share a writer from threads, and a write cut back on
+        # failure must cut back to where its own line began, not past another thread's.
+        self._lock = threading.Lock()
 
     def __enter__(self):
         while True:
@@ -368,6 +372,10 @@ class TranscriptWriter:
         if self._file is None:
             raise TranscriptError(f"{self.path}: writer is not open")
         line = encode_line(record.to_json())
+        with self._lock:
+            self._append_line(line)
+
+    def _append_line(self, line: bytes) -> None:
         fd = self._file.fileno()
         start = os.fstat(fd).st_size
         try:

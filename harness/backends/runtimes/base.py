@@ -70,6 +70,9 @@ class Runtime:
     scripted_arch = "gpt2"
     # Settings its conformance run starts it with (LocalServer's settings).
     conformance_settings: dict | None = None
+    # Servers its conformance run keeps going at once, each on its own share of the templates: more than one for a
+    # runtime that answers one request at a time in one process and leaves a core idle (mistral.rs's worker).
+    conformance_workers = 1
     # A runtime whose run needs an environment CI does not build: the script that builds it (from the repository
     # root) and why no conformance run of it is committed. Only such a runtime may lack a committed run.
     environment: str | None = None

@@ -34,6 +34,9 @@ class MistralRs(Runtime):
     health_path = "/v1/models"
     # Its GGUF loader knows llama, qwen2, phi3 … but not gpt2: it is given the rotary scripted models.
     scripted_arch = "llama"
+    # Its worker answers one request at a time, two thirds of a conformance run (benchmarks/runtime_phases_bench.py):
+    # two workers, each on one thread and its own templates, keep both cores of a 2-core machine busy.
+    conformance_workers = 2
     # Built apart from the main venv; its conformance run is committed (results/runtime-conformance/).
     environment = ENVIRONMENT.script
     ignores = {

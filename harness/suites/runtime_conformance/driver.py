@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,6 +119,7 @@ class TemplateRun:
         self.kind, self.runtime, self.ref, self.corpus = kind, runtime, ref, corpus
         # The user's own build of the runtime's binary (None: its own), and what ran, for each record.
         self.binary, self.build = binary, build
+        self.stop: threading.Event | None = None      # set: stop before the next request (run_suite's workers)
         self.workdir, self.writer, self.log = Path(workdir), writer, log
         self.profile = profile_with_tokens(ref.text, family_get(corpus.family) if corpus.family else None)
         # The scripted architecture the runtime loads (Runtime.scripted_arch); a rotary model's vocabulary has a BOS
@@ -234,6 +236,8 @@ class TemplateRun:
                 continue
             url = server.base_url + "/v1/chat/completions"
             for r in requests:
+                if self.stop is not None and self.stop.is_set():
+                    raise Stopped        # another worker failed or the run was stopped: unwind, servers stopped
                 # A runtime that rewrites the reply under its grammar is seen within a few tokens of the script.
                 body = {**r.body, "model": model, "max_tokens": len(p.ids[r.name]) + EXTRA_TOKENS}
                 # A runtime that shows the tokens it sampled (and their text before its parser) when asked; the
@@ -333,11 +337,57 @@ def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Pat
                         if (sha, r.case.name, case_hash(r.case), r.variant) not in done]
             if requests:
                 todo.append((ref, corpus, requests))
-        for start in range(0, len(todo), CHUNK):
-            runs = [(TemplateRun(kind, runtime, ref, corpus, workdir, writer, log, binary=binary, build=build),
-                     requests) for ref, corpus, requests in todo[start:start + CHUNK]]
-            written += _run_chunk(kind, workdir, runs, keep, binary)
+        def work(share: list, stop: threading.Event | None = None) -> list:
+            out = []
+            for start in range(0, len(share), CHUNK):
+                if stop is not None and stop.is_set():
+                    break
+                runs = [(TemplateRun(kind, runtime, ref, corpus, workdir, writer, log, binary=binary, build=build),
+                         requests) for ref, corpus, requests in share[start:start + CHUNK]]
+                for run, _ in runs:
+                    run.stop = stop
+                out += _run_chunk(kind, workdir, runs, keep, binary)
+            return out
+
+        workers = min(runtimes.get(kind).conformance_workers, len(todo))
+        written += work(todo) if workers <= 1 else _in_workers(work, [todo[i::workers] for i in range(workers)])
     return written, skipped
+
+
+class Stopped(Exception):
+    """A worker's unwinding when another worker failed or the run was stopped (its servers are stopped on the way)."""
+
+
+def _in_workers(work, shares: list) -> list:
+    """Each share of the templates by a worker thread of its own (each starts its own servers; records go to the
+    shared writer one at a time). A worker that fails, or a run stopped (^C, SIGTERM), sets `stop`: the others
+    finish the request they are in, stop their servers and end; the first failure is raised."""
+    stop, results, errors = threading.Event(), [[] for _ in shares], []
+
+    def run(i: int) -> None:
+        try:
+            results[i] = work(shares[i], stop)
+        except Stopped:
+            pass
+        except BaseException as exc:     # noqa: BLE001 - raised again in the caller's thread
+            errors.append(exc)
+            stop.set()
+
+    threads = [threading.Thread(target=run, args=(i,), name=f"conformance-worker-{i}") for i in range(len(shares))]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.5)
+    except BaseException:
+        stop.set()
+        for t in threads:
+            t.join()
+        raise
+    if errors:
+        raise errors[0]
+    return [record for found in results for record in found]
 
 
 def _run_chunk(kind: str, workdir: Path, runs: list, keep: bool, binary: Path | None = None) -> list:
