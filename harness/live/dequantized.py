@@ -9,7 +9,6 @@ carry."""
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -21,6 +20,7 @@ from pathlib import Path
 from harness.core import constants
 from harness.core.errors import DequantizeError
 from harness.core.hashing import sha256_text
+from harness.pins.digest import file_digest
 
 ROOT = constants.CACHE_DIR / "dequantized"
 WORKER = Path(__file__).resolve().parents[1] / "peers" / "dequantize_worker.py"
@@ -30,11 +30,7 @@ TIMEOUT = 3600.0        # a 1.5B model's float32 write on 2 busy cores takes min
 
 
 def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_digest(path)[1]
 
 
 def folder_sha256(files: dict) -> str:

@@ -8,13 +8,13 @@ validate before it replaces the old one, and the template file is written only t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tempfile
 from pathlib import Path
 
 from harness.core import constants
 from harness.core.errors import DownloadError, HarnessError, SourcesError
+from harness.core.hashing import sha256_bytes
 from harness.pins.fetch import extract_chat_template
 from harness.pins.gguf_header import read_gguf_metadata
 from harness.pins.hub_download import store_verified
@@ -28,7 +28,7 @@ def template_entry(tid: str, data: bytes, *, origin: str, repo: str | None = Non
                    eos_token: str | None = None, note: str | None = None) -> dict:
     """One sources.json template entry for `data`, stored as templates/<tid>.jinja."""
     entry = {"id": tid, "file": f"templates/{tid}.jinja", "repo": repo, "repo_basis": repo_basis,
-             "variant": variant, "revision": revision, "sha256": hashlib.sha256(data).hexdigest(),
+             "variant": variant, "revision": revision, "sha256": sha256_bytes(data),
              "size": len(data), "origin": origin, "hub": hub, "model": model, "license": license,
              "bos_token": bos_token, "eos_token": eos_token, "note": note}
     return entry
