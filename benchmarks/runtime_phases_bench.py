@@ -5,10 +5,11 @@ themselves (non-streamed and streamed each count one). The last columns scale th
 corpus of that runtime (its records in results/runtime-conformance) by requests, start-ups by templates.
 
 A runtime whose start-up is a large share wants its models loaded once for many requests; one whose requests
-dominate wants requests in flight or a faster server. Runs each runtime one after the other (nothing beside it
-but what the machine runs), each server on one thread.
+dominate wants requests in flight, or more servers at once (`--workers 1 --workers 2`: one row each, the same
+templates). Runs each runtime one after the other (nothing beside it but what the machine runs), each server on
+one thread.
 
-    python benchmarks/runtime_phases_bench.py [--template ID ... | --all] [--runtime NAME ...]
+    python benchmarks/runtime_phases_bench.py [--template ID ... | --all] [--runtime NAME ...] [--workers N ...]
 """
 
 import argparse
@@ -92,26 +93,37 @@ def main() -> int:
     parser.add_argument("--template", action="append", metavar="ID", help=f"default: {', '.join(DEFAULT_TEMPLATES)}")
     parser.add_argument("--all", action="store_true", help="every pinned template (the whole suite)")
     parser.add_argument("--runtime", action="append", metavar="NAME", help="default: every runtime the harness starts")
+    parser.add_argument("--workers", action="append", type=int, metavar="N",
+                        help="measure each runtime with N servers going at once (repeatable: one row per N; "
+                             "default: the runtime's own conformance_workers)")
     args = parser.parse_args()
     sources = load_sources()
     ids = list(sources.templates) if args.all else args.template or DEFAULT_TEMPLATES
     templates = [(ref, build_corpus(ref)) for ref in (resolve_template(t, sources) for t in ids)]
     rows = []
     for runtime in args.runtime or runtimes.startable():
-        with tempfile.TemporaryDirectory(prefix="harness-phases-bench-") as folder:
-            rows.append(measure(runtime, templates, Path(folder)))
-        print(f"measured {runtime}", file=sys.stderr, flush=True)
+        declared = type(runtimes.get(runtime)).conformance_workers
+        for workers in args.workers or [declared]:
+            type(runtimes.get(runtime)).conformance_workers = workers
+            try:
+                with tempfile.TemporaryDirectory(prefix="harness-phases-bench-") as folder:
+                    row = measure(runtime, templates, Path(folder))
+            finally:
+                type(runtimes.get(runtime)).conformance_workers = declared
+            row["runtime"] = f"{runtime} x{workers}"
+            rows.append(row)
+            print(f"measured {row['runtime']}", file=sys.stderr, flush=True)
     print(f"{len(templates)} templates ({', '.join(ref.id for ref, _ in templates)}), every case, streamed and not")
-    print(f"{'runtime':<18} {'records':>7} {'wall s':>7} {'build s':>7} {'starts':>6} {'start s':>7} {'keys s':>7} "
+    print(f"{'runtime':<20} {'records':>7} {'wall s':>7} {'build s':>7} {'starts':>6} {'start s':>7} {'keys s':>7} "
           f"{'requests s':>10} {'median s/req':>12} {'corpus records':>14} {'corpus min (scaled)':>19}")
     for row in rows:
         if "error" in row:
-            print(f"{row['runtime']:<18} not measured: {row['error']}")
+            print(f"{row['runtime']:<20} not measured: {row['error']}")
             continue
         p = row["phases"]
         scaled = (f"{row['wall'] * row['corpus'] / row['records'] / 60:.1f}" if row["corpus"] and row["records"]
                   else "–")
-        print(f"{row['runtime']:<18} {row['records']:7d} {row['wall']:7.1f} {p['build']:7.1f} {row['starts']:6d} "
+        print(f"{row['runtime']:<20} {row['records']:7d} {row['wall']:7.1f} {p['build']:7.1f} {row['starts']:6d} "
               f"{p['start']:7.1f} {p['keys']:7.1f} {p['requests']:10.1f} "
               f"{row['median'] if row['median'] is not None else float('nan'):12.2f} "
               f"{row['corpus'] if row['corpus'] is not None else '–':>14} {scaled:>19}")
