@@ -12,6 +12,7 @@ import pytest
 
 from harness import families
 from harness.storage.results import ResultsDir
+from harness.suites.bfcl.judging import read_outcomes
 from harness.suites.deployment import cases, replays
 from harness.suites.deployment.driver import model_setup
 from harness.suites.deployment.rows import replay_rows
@@ -95,7 +96,8 @@ def test_llama_server_returns_what_it_reads_in_each_committed_reply_and_the_page
     # Judged for the page: one row per mode, unranked; a rewritten reply is left out of the cells and counted.
     warnings = []
     suite = cases.load_suite(("simple_python",))
-    answers = replays.replay_answers(results, {MODEL: {CASE}}, suite, None, warnings)
+    outcomes = read_outcomes(results, [])[0]
+    answers = replays.replay_answers(results, outcomes, {MODEL: {CASE}}, suite, None, warnings)
     assert sorted(a.mode for a in answers) == sorted(wanted) and not warnings
     rows = replay_rows(answers)
     assert all(not row.ranked for row in rows)
@@ -108,5 +110,5 @@ def test_llama_server_returns_what_it_reads_in_each_committed_reply_and_the_page
     records[0]["reply"] += " "
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     warnings = []
-    assert len(replays.replay_answers(results, {MODEL: {CASE}}, suite, None, warnings)) == len(wanted) - 1
+    assert len(replays.replay_answers(results, outcomes, {MODEL: {CASE}}, suite, None, warnings)) == len(wanted) - 1
     assert any("re-recorded since" in w for w in warnings)

@@ -53,10 +53,9 @@ def read_records(results, warnings: list) -> list:
     return once.values()
 
 
-def _in_process_rows(results, models: dict, suite, checker, warnings: list) -> list:
-    """The committed BFCL records (results/bfcl) of each model, in its modes, on the cases its deployment
-    records hold: our in-process render and strict parser, what an app gets from the embedded backend."""
-    outcomes, _, _ = read_outcomes(results, warnings)
+def _in_process_rows(outcomes: list, models: dict, suite, checker) -> list:
+    """The committed BFCL records (results/bfcl, read as outcomes) of each model, in its modes, on the cases its
+    deployment records hold: our in-process render and strict parser, what an app gets from the embedded backend."""
     outcomes = [o for o in outcomes if o.case in models.get(o.model, ())]
     verdicts = judge_in_process(outcomes, checker, suite) if checker is not None else {}
     rows = {}
@@ -88,11 +87,11 @@ def _served_rows(records: list, suite, checker, verdicts: dict | None = None) ->
     return list(rows.values())
 
 
-def _replays(results, models: dict, suite, checker, warnings: list) -> tuple:
+def _replays(results, outcomes: list, models: dict, suite, checker, warnings: list) -> tuple:
     """(replay answers, their rows): the models' committed replies replayed through runtimes (replays.py)."""
     judge = (lambda case, calls: checker.judge(case.category, case.functions, calls, case.answer)) if checker \
         else None
-    answers = replay_answers(results, models, suite, judge, warnings)
+    answers = replay_answers(results, outcomes, models, suite, judge, warnings)
     return answers, replay_rows(answers)
 
 
@@ -242,18 +241,20 @@ def _pages(results, records: list, warnings: list) -> tuple:
     for r in kept:
         models.setdefault(r.model["id"], set()).add(r.case["id"])
     note, hello, served_verdicts = None, None, {}
+    # The committed BFCL records, read once: the in-process rows and the replays' current replies both come from them.
+    outcomes, _, _ = read_outcomes(results, warnings)
     try:
         with BFCLChecker(tree=archive_tree(ARCHIVE_ID)) as checker:
             hello = checker.hello
-            rows = (_in_process_rows(results, models, suite, checker, warnings)
+            rows = (_in_process_rows(outcomes, models, suite, checker)
                     + _served_rows(kept, suite, checker, served_verdicts))
-            replayed, replay_table = _replays(results, models, suite, checker, warnings)
+            replayed, replay_table = _replays(results, outcomes, models, suite, checker, warnings)
     except BFCLCheckerError as exc:
         note = (f"BFCL's checker was not run ({exc}); its columns say \"not judged\" until its environment is "
                 f"built: `{SETUP_COMMAND}`, then `harness report` again.")
         warnings.append(note)
-        rows = _in_process_rows(results, models, suite, None, warnings) + _served_rows(kept, suite, None)
-        replayed, replay_table = _replays(results, models, suite, None, warnings)
+        rows = _in_process_rows(outcomes, models, suite, None) + _served_rows(kept, suite, None)
+        replayed, replay_table = _replays(results, outcomes, models, suite, None, warnings)
     rows += replay_table
     judged = hello is not None
     ranks = _ranks(rows, judged)

@@ -46,10 +46,6 @@ def records_path(results: ResultsDir, model_id: str, runtime: str) -> Path:
     return results.root / "deployment" / FOLDER / f"{file_stem(model_id)}.{file_stem(runtime)}.jsonl"
 
 
-def replay_files(results: ResultsDir) -> list:
-    return sorted((results.root / "deployment" / FOLDER).glob("*.jsonl"))
-
-
 def split_name(name: str) -> tuple:
     """(model, case id, mode) of a replay's case name."""
     model, case, mode = name.split("/")
@@ -159,16 +155,15 @@ class ReplayAnswer:
     stream_differs: bool = False
 
 
-def replay_answers(results: ResultsDir, models: dict, suite, judge, warnings: list) -> list:
+def replay_answers(results: ResultsDir, outcomes: list, models: dict, suite, judge, warnings: list) -> list:
     """The replays of the cases the deployment rows hold (models: model id -> case ids), each whose reply is the
     committed one (a reply re-recorded since is left out, counted in a warning), judged by `judge(case, calls)`
-    (BFCL's checker; None: not judged). A reply the runtime's grammar rewrote gets no verdict: what came back is
+    (BFCL's checker; None: not judged). outcomes: the committed BFCL records read (bfcl.judging.read_outcomes),
+    whose replies are the current ones. A reply the runtime's grammar rewrote gets no verdict: what came back is
     not the runtime's reading of that text."""
     from harness.evaluation.judging import label_head
-    from harness.suites.bfcl.judging import read_outcomes
     from harness.suites.deployment.judging import answer_view
 
-    outcomes, _, _ = read_outcomes(results, [])
     current = {(o.model, o.case, o.mode): o.reply for o in outcomes}
     out, stale = [], 0
     for r in read_replays(results, warnings):
