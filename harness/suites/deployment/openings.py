@@ -17,7 +17,7 @@ from harness.evaluation.scoring import arguments_match, first_reply_verdicts, ju
 from harness.formats.calls import ParseResult, ToolCall
 from harness.reports.rates import rate_cell
 from harness.suites.deployment.cases import SCENARIO
-from harness.suites.deployment.judging import prompt_tail
+from harness.suites.deployment.judging import answer_view, prompt_tail
 
 COLUMNS = ("model", "setup", "right, a call due", "right, no call due", "calls left in content", "errors")
 
@@ -39,7 +39,9 @@ def verdict(record, answer: dict | None, scenario) -> dict:
     """{"due", "right", "errored", "left_in_content"} of one answer to the scenario's opening."""
     answer = answer or {}
     expect = scenario.turns[0].expect
-    errored = bool(answer.get("error")) or any("cut short" in p for p in answer.get("problems") or ())
+    # Errored and left in content as the BFCL rows count them (judging.answer_view).
+    view = answer_view(record, answer, scenario.tool_schemas())
+    errored = view["errored"]
     names = [t.name for t in scenario.tools]
     parse = app_parse(record, answer, names) if not errored else ParseResult(record.family or "")
     first = first_reply_verdicts(expect, parse, names)
@@ -48,8 +50,7 @@ def verdict(record, answer: dict | None, scenario) -> dict:
     right = bool(first["right_tool"]) and not errored and (returned or expect.expects_call is not True)
     if right and expect.tool and expect.arguments is not None:
         right = arguments_match(parse.calls[0].arguments, expect.arguments)
-    left = not errored and not returned and first["call_readable"] is not None
-    return {"due": expect.expects_call, "right": right, "errored": errored, "left_in_content": left}
+    return {"due": expect.expects_call, "right": right, "errored": errored, "left_in_content": view["left_in_content"]}
 
 
 def section(records: list, scenarios: dict, warnings: list) -> list:
