@@ -113,25 +113,32 @@ class GrammarSpec:
 # (CALL_SHAPED, a list of spellings), or no brace at all: a model refused one spelling samples the next one no
 # list names ("name " with a blank, doubled braces, mixed quotes), while every call object opens with a brace.
 ANSWER_RULES = ("refusal-list", "no-brace")
+# How the generic JSON shape answers under "auto": the answer object {"response": ...}, or plain text.
+GENERIC_ANSWERS = ("object", "text")
 
 
 def build_grammar(family: str | None, tools: list, tool_choice: str = "auto", *, lazy: bool = False,
-                  template: str | None = None, answer: str = "refusal-list") -> GrammarSpec:
+                  template: str | None = None, answer: str = "refusal-list",
+                  generic_answer: str = "object") -> GrammarSpec:
     """The grammar of a call of `family` (None: no tool format) to one of `tools` (OpenAI-style tool dicts or
     bare functions with name/parameters). tool_choice "auto": a call or a plain answer from the first token
     (lazy=True: plain text, or text then a call, constrained only from a trigger word on); "required": a call
     and nothing else. template: the model's chat template; where it holds the family's reasoning tag, the
-    reply may open with a reasoning block. answer: what the plain answer may not hold (ANSWER_RULES)."""
+    reply may open with a reasoning block. answer: what the plain answer may not hold (ANSWER_RULES).
+    generic_answer: how the generic JSON shape answers under "auto" (GENERIC_ANSWERS): the answer object
+    {"response": ...}, or plain text that opens like no call and holds no call spelling."""
     if tool_choice not in TOOL_CHOICES:
         raise GrammarError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)}, not {tool_choice!r}")
     if answer not in ANSWER_RULES:
         raise GrammarError(f"answer rule must be one of {', '.join(ANSWER_RULES)}, not {answer!r}")
+    if generic_answer not in GENERIC_ANSWERS:
+        raise GrammarError(f"generic answer must be one of {', '.join(GENERIC_ANSWERS)}, not {generic_answer!r}")
     tools = tool_list(tools)
     if family is None:
-        return _build_generic(tools, tool_choice, None, "the template has no tool-call format")
+        return _build_generic(tools, tool_choice, None, "the template has no tool-call format", generic_answer)
     fam = registry.get(family)
     if fam.name == GENERIC:
-        return _build_generic(tools, tool_choice, family, "")
+        return _build_generic(tools, tool_choice, family, "", generic_answer)
     shape = shape_for(fam)
     if shape is None:
         why = f"{family}'s call format has no grammar shape (custom parser); the generic JSON shape is imposed"
@@ -144,16 +151,23 @@ def build_grammar(family: str | None, tools: list, tool_choice: str = "auto", *,
         return _build_generic(tools, tool_choice, family, why)
 
 
-def _build_generic(tools, tool_choice, requested, note) -> GrammarSpec:
-    """generic-json: "required" is the call; "auto" is the call or the answer object from the first token on.
+def _build_generic(tools, tool_choice, requested, note, generic_answer="object") -> GrammarSpec:
+    """generic-json: "required" is the call; "auto" is the call or the answer from the first token on: the
+    answer object, or ("text") plain text held to the plain answer's rules (harness.grammar.answer): it opens
+    with no brace, bracket, fence or family marker and holds no call spelling, so a model that wants to call has the bare
+    object as its only way, and one that wants to answer answers as it would without a grammar.
     A reasoning block the reply would open itself is not offered: a model refused its first word would take
     `<think>` as the way out of the JSON (a stand-in did exactly that)."""
     shape = shape_for(registry.get(GENERIC))
     grammar = CallGrammar(shape, tools, RuleSet())
     body = grammar.calls()
-    if tool_choice == "auto":
+    held = ((), ())
+    if tool_choice == "auto" and generic_answer == "text":
+        held = (tuple(dict.fromkeys([*OPENERS, *_foreign(registry.get(GENERIC))])), CALL_SHAPED)
+        body = alt(body, answer_text(grammar.rules, *held))
+    elif tool_choice == "auto":
         body = alt(body, answer_grammar(grammar.rules, shape.answer_key))
-    return _whole(GENERIC, grammar, shape, body, tool_choice, requested, note)
+    return _whole(GENERIC, grammar, shape, body, tool_choice, requested, note, answer=held)
 
 
 def _whole(family: str, grammar: CallGrammar, shape, body, tool_choice, requested, note, thinks=(),

@@ -95,6 +95,9 @@ VARIANTS = {
                       "renders a probe call shown once as an example ahead of the system message",
     "envelope": "the JSON envelope for every model: {\"name\", \"arguments\"} or {\"response\"} "
                 "(generic-json), described in a preamble",
+    "json-or-text": "the bare JSON call {\"name\", \"arguments\"} (generic-json) for every model, or a plain-text "
+                    "answer that opens with no brace, bracket or fence and holds none of the call spellings; "
+                    "described in a preamble",
     "lazy-trigger": "llama.cpp's lazy pattern trigger for Hermes templates (2025): free text until the family's call "
                     "marker, anywhere, or a fence or bare JSON object opening {\"name at the start of the reply; "
                     "from there a call held to the tools' schemas (a fenced or bare object is counted apart from "
@@ -102,6 +105,7 @@ VARIANTS = {
 }
 DEFAULT_VARIANT = "refusal-list"
 LAZY_TRIGGER = "lazy-trigger"
+JSON_OR_TEXT = "json-or-text"
 
 
 def check_variant(name: str) -> str:
@@ -134,13 +138,16 @@ def grammar_plan(family: str | None, scenario, template: str | None = None,
         return GrammarPlan(spec, tool_preamble(scenario) if told else None,
                            build_grammar(family, scenario.tool_schemas(), "required", template=template),
                            tool_preamble(scenario) if told else None, variant)
-    shape = GENERIC if variant == "envelope" else family
+    shape = GENERIC if variant in ("envelope", JSON_OR_TEXT) else family
     answer = "no-brace" if variant == "no-brace" else "refusal-list"
-    spec = build_grammar(shape, scenario.tool_schemas(), "auto", template=template, answer=answer)
+    text = variant == JSON_OR_TEXT
+    spec = build_grammar(shape, scenario.tool_schemas(), "auto", template=template, answer=answer,
+                         generic_answer="text" if text else "object")
     # The generic shape is one no template describes: the model must be told (also when a family without a
     # grammar shape had the generic one imposed on it).
     told = spec.family == GENERIC
-    return GrammarPlan(spec, tool_preamble(scenario, CALL_OR_ANSWER_PREAMBLE) if told else None,
+    told_how = TOOL_PREAMBLE if text else CALL_OR_ANSWER_PREAMBLE
+    return GrammarPlan(spec, tool_preamble(scenario, told_how) if told else None,
                        build_grammar(shape, scenario.tool_schemas(), "required", template=template),
                        tool_preamble(scenario) if told else None, variant)
 

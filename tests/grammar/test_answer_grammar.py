@@ -127,3 +127,35 @@ def test_an_unknown_answer_rule_is_refused_with_the_list():
 
     with pytest.raises(GrammarError, match="refusal-list, no-brace"):
         build_grammar("hermes", TOOLS, "auto", answer="nope")
+
+
+@pytest.mark.parametrize("family", [None, GENERIC])
+def test_json_or_text_takes_the_bare_call_or_a_plain_answer_and_nothing_that_opens_like_a_call(family, checker):
+    """json-or-text: the generic JSON call for every model, or plain text held to the plain answer's rules. A
+    model that wants to call has the bare object as its one way (no fence, no list, no family marker, no
+    call spelling further on); one that wants to answer answers in words, not in a {"response"} object."""
+    from harness.families import parse
+
+    spec = build_grammar(family, TOOLS, "auto", generic_answer="text")
+    assert spec.family == GENERIC
+    call = '{"name": "get_weather", "arguments": {"location": "Paris"}}'
+    assert checker.check(spec.gbnf, call).accepted
+    assert parse(GENERIC, call).calls[0].name == "get_weather"
+    for answer in ("It is sunny in Paris.", "  The time is noon.", "Use get_weather (it takes a location)."):
+        assert checker.check(spec.gbnf, answer).accepted, answer
+        read = parse(GENERIC, answer)
+        assert not read.calls and read.deviation is None and read.content == answer.strip()
+    for text in [*CALL_LIKE[1:], '{"response": "sunny"}', "<tool_call>", 'Sure: {"name": "get_time"}',
+                 "Sure: {{ \"name\": 1 }}", '{"name": "get_weather", "arguments": {}}']:
+        assert checker.check(spec.gbnf, text).status == "rejected", text     # the last: location is required
+    # "required" is the call alone, as under the envelope.
+    assert spec.tool_choice == "auto"
+    assert build_grammar(family, TOOLS, "required", generic_answer="text").gbnf == \
+        build_grammar(family, TOOLS, "required").gbnf
+
+
+def test_an_unknown_generic_answer_is_refused_with_the_list():
+    from harness.grammar import GrammarError
+
+    with pytest.raises(GrammarError, match="object, text"):
+        build_grammar(None, TOOLS, "auto", generic_answer="prose")

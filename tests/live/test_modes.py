@@ -165,14 +165,18 @@ def test_lazy_trigger_plan_keeps_the_familys_tools_or_tells_a_template_without_t
     default = grammar_plan("hermes", sc)
     assert "held_triggers" not in default.to_json("grammar") and "trigger_patterns_sha256" not in default.to_json()
     digests = {setup_digest("grammar", grammar_plan("hermes", sc, variant=v).to_json("grammar"))
-               for v in ("refusal-list", "no-brace", "envelope", "lazy-trigger")}
-    assert len(digests) == 4
+               for v in ("refusal-list", "no-brace", "envelope", "json-or-text", "lazy-trigger")}
+    assert len(digests) == 5
+    # json-or-text holds every model to the bare JSON call, told in the preamble, whatever its template's format.
+    bare = grammar_plan("hermes", sc, variant="json-or-text")
+    assert bare.family == "generic-json" and bare.spec.openings[:3] == ("{", "[", "```")
+    assert "Otherwise answer in plain text." in bare.preamble and "<tool_call>" in bare.spec.openings
 
 
 @pytest.mark.parametrize("argv,said", [
     (["--grammar-variant", "lazy-trigger"], "no model 'no-such-model'"),   # the design is taken; the model is not
     (["--grammar-variant", "lazy"], "unknown grammar variant 'lazy' (variants: refusal-list, no-brace, "
-                                    "native-example, envelope, lazy-trigger)"),
+                                    "native-example, envelope, json-or-text, lazy-trigger)"),
 ])
 def test_run_takes_lazy_trigger_and_refuses_an_unknown_design_with_the_list(argv, said, tmp_path, capsys):
     from harness.cli import main

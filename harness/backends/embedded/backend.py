@@ -3,7 +3,6 @@ lazy grammar (its sampler is ours) and that batches the first replies of many sa
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Sequence
@@ -14,14 +13,8 @@ from llama_cpp._internals import LlamaModel
 from harness.backends.base import Backend
 from harness.backends.embedded.batch import generate_samples
 from harness.backends.embedded.decoding import prompt_token_ids, token_bytes
-from harness.backends.embedded.generate import generate, load_model
+from harness.backends.embedded.generate import LOADING, generate, load_model
 from harness.core.replies import Generation
-
-# llama-cpp-python silences a model's load by pointing the process's fds 1 and 2 at /dev/null and back: two threads
-# loading at once (runtime conformance's workers counting prompts) can restore each other's /dev/null, and the
-# command's own output is gone for good. One load at a time.
-_LOADING = threading.Lock()
-
 
 class EmbeddedBackend(Backend):
     name = "embedded"
@@ -43,7 +36,7 @@ class EmbeddedBackend(Backend):
         # Llama(vocab_only=True) would still open a context and warn about it: the model alone is enough.
         params = llama_cpp.llama_model_default_params()
         params.vocab_only = True
-        with _LOADING:
+        with LOADING:
             model = LlamaModel(path_model=str(path), params=params, verbose=False)
         tokenizer = SimpleNamespace(tokenize=model.tokenize, token_bos=model.token_bos, _model=model)
         return lambda prompt: prompt_token_ids(tokenizer, prompt)

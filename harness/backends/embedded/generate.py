@@ -14,6 +14,7 @@ StreamHoldback (harness.backends.holdback) decides which streamed text is safe t
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Sequence
@@ -39,6 +40,11 @@ __all__ = [
     "generate", "generate_samples", "load_model", "prompt_token_ids",
 ]
 
+# llama-cpp-python silences a model's load by pointing the process's fds 1 and 2 at /dev/null and back: two threads
+# loading at once (runtime conformance's workers counting prompts) can restore each other's /dev/null, and the
+# command's own output is gone for good. Every load in this package holds this lock.
+LOADING = threading.Lock()
+
 
 def load_model(path: str | Path, *, n_ctx: int = 4096, seed: int = 0, n_threads: int | None = None,
                extra_buffer_types: bool = False, **llama_kwargs) -> Llama:
@@ -59,7 +65,7 @@ def load_model(path: str | Path, *, n_ctx: int = 4096, seed: int = 0, n_threads:
     except HarnessError as exc:
         raise ModelLoadError(f"cannot load {path}: {exc}") from None
     try:
-        with model_params(use_extra_bufts=extra_buffer_types):
+        with LOADING, model_params(use_extra_bufts=extra_buffer_types):
             return Llama(model_path=str(path), n_ctx=n_ctx, seed=seed, n_threads=n_threads,
                          n_threads_batch=n_threads, verbose=False, **llama_kwargs)
     except (ValueError, RuntimeError) as exc:

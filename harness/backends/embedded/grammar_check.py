@@ -23,6 +23,7 @@ from llama_cpp._logger import set_verbose
 
 from harness.core.errors import GrammarError
 from harness.core.errors import GrammarRuntimeError
+from harness.backends.embedded.generate import LOADING
 from harness.backends.embedded.grammar_sampler import GrammarGate, make_sampler, trigger_start
 
 __all__ = ["GrammarChecker", "TriggerHazard", "Verdict", "trigger_start"]
@@ -56,7 +57,8 @@ class GrammarChecker:
             set_verbose(False)
             params = llama_cpp.llama_model_default_params()
             params.vocab_only = True
-            self._model = LlamaModel(path_model=str(model), params=params, verbose=False)
+            with LOADING:
+                self._model = LlamaModel(path_model=str(model), params=params, verbose=False)
         self.vocab = self._model.vocab
         self.eog = llama_cpp.llama_vocab_eos(self.vocab)
         self._data = (llama_cpp.llama_token_data * 1)()
