@@ -9,6 +9,8 @@ from harness.suites.run_loop import drive, models_to_run
 from harness.suites.bfcl import command as bfcl
 from harness.suites.runtime_check.command import STRICT_PATH
 from harness.core import constants
+from harness.core.errors import GrammarError
+from harness.grammar.plan import DEFAULT_VARIANT, VARIANTS
 from harness.core.values import MAX_SAMPLES, MAX_SEED, MAX_THREADS, int_argument, seconds_argument
 from harness.evaluation.scenario_files import load_scenarios
 from harness.pins.sources import load_sources
@@ -58,9 +60,10 @@ def register(subparsers) -> None:
                              "repeatable or a comma list (default: the scenario's `modes`, else the model's in "
                              "sources.json, else native)")
     parser.add_argument("--grammar-variant", default=None, metavar="NAME",
-                        help="the grammar design of grammar and fallback modes: refusal-list (the default), "
-                             "no-brace, native-example, envelope or lazy-trigger (docs/live-evaluation.md); samples "
-                             "recorded under another design are run again and superseded")
+                        help="the grammar design of grammar and fallback modes (docs/live-evaluation.md): "
+                             f"{', '.join(VARIANTS)}. A results folder holds one: the default "
+                             f"({DEFAULT_VARIANT}), or a design study's own, DIR/designs/NAME (the default there); "
+                             "samples recorded under another setup are run again and superseded")
     parser.add_argument("--seed", type=int_argument(0, MAX_SEED), default=0, metavar="S",
                         help=f"base seed, 0 to {MAX_SEED}; sample i uses S+i (default 0)")
     parser.add_argument("--threads", type=int_argument(1, MAX_THREADS), metavar="N",
@@ -84,10 +87,18 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from harness.grammar.plan import DEFAULT_VARIANT, check_variant
+    from harness.grammar.plan import check_variant, folder_variant
     from harness.live.modes import parse_modes
 
-    args.grammar_variant = check_variant(args.grammar_variant or DEFAULT_VARIANT)
+    # A results folder holds one grammar design: the default, or a design study's own (DIR/designs/<variant>),
+    # so a report never counts two designs' samples as one mode.
+    held = folder_variant(args.results_dir.root)
+    args.grammar_variant = check_variant(args.grammar_variant or held)
+    if args.grammar_variant != held:
+        raise GrammarError(f"--grammar-variant {args.grammar_variant}: {args.results_dir.root} holds "
+                           f"{'the default design, ' + DEFAULT_VARIANT if held == DEFAULT_VARIANT else held}; a design "
+                           f"study's samples go to a folder of their own: --results-dir "
+                           f"{args.results_dir.root / 'designs' / args.grammar_variant}")
 
     if bfcl.asked(args):
         return bfcl.run_bfcl(args)

@@ -11,6 +11,7 @@ from harness.evaluation.scoring import FIRST_REPLY, VERDICTS, score_sample
 from harness.storage.records import ModelRecord, SampleRecord
 from harness.storage.counted_once import CountedOnce, distinct_files, sample_home
 from harness.evaluation.setups import CurrentSetups
+from harness.grammar.plan import folder_variant
 from harness.storage.transcripts import GENERATION_FAILED, Transcript, scan_transcript
 
 
@@ -69,7 +70,8 @@ def score_transcripts(transcripts, scenarios: dict, keep=_whole, slim=lambda rec
     once = CountedOnce()
     for transcript in transcripts:
         samples, models = [], []
-        setups = CurrentSetups()
+        path = transcript.path if isinstance(transcript, Transcript) else transcript
+        setups = CurrentSetups(folder_variant(Path(path)) if path is not None else None)
         for record, ref, where in _sources(transcript, out):
             if isinstance(record, ModelRecord):
                 models.append(record)

@@ -8,15 +8,18 @@ from __future__ import annotations
 
 from harness.core.hashing import sha256_text
 from harness.storage.records import ModelRecord, SampleRecord
-from harness.grammar.plan import DEFAULT_VARIANT, grammar_plan, setup_digest
+from harness.grammar.plan import grammar_plan, recorded_variant, setup_digest
 
 
 class CurrentSetups:
-    """Fed the model records of a transcript as they are read; answers whether a sample's setup is today's."""
+    """Fed the model records of a transcript as they are read; answers whether a sample's setup is today's.
+    variant: the grammar design the folder's samples are judged as (harness.grammar.plan.folder_variant): a
+    sample written under another is outdated; None judges each sample against the design it was written under."""
 
-    def __init__(self):
+    def __init__(self, variant: str | None = None):
         self._models: dict = {}
         self._made: dict = {}
+        self.variant = variant
 
     def add(self, record: ModelRecord) -> None:
         self._models[(record.model.id, record.model.sha256)] = record
@@ -29,8 +32,10 @@ class CurrentSetups:
         if model is None or record.mode == "native" or "gbnf_sha256" not in (record.grammar or {}):
             return False
         template = (model.template or {}).get("text")
-        # Judged against today's build of the design it was run with (a design study keeps its own variant).
-        variant = (record.grammar or {}).get("variant", DEFAULT_VARIANT)
+        # Judged against today's build of the design it was run with, which must be the folder's design.
+        variant = recorded_variant(record.grammar)
+        if self.variant is not None and variant != self.variant:
+            return True
         example = (model.detection or {}).get("rendered_call")
         key = (record.family, sha256_text(template or ""), scenario.name, scenario.hash, variant, example)
         if key not in self._made:     # one build serves grammar and fallback samples of the case alike

@@ -46,7 +46,7 @@ class GrammarPlan:
     preamble: str | None  # sent ahead of the system message when the template cannot carry the tools
     required: GrammarSpec | None = None  # a call and nothing else: fallback's retry of a near miss
     required_preamble: str | None = None  # the preamble of that retry (it may not answer)
-    variant: str = "refusal-list"  # the design (VARIANTS); recorded only where it is not the first design
+    variant: str = "refusal-list"  # the design (VARIANTS); recorded only where it is not UNNAMED_VARIANT
     native_family: str | None = None  # without a grammar: the model's own family reads the replies
     # The preamble opens the system message and the conversation stays as the template takes it (calls as
     # tool_calls): the model's own format is shown, not replaced.
@@ -67,7 +67,7 @@ class GrammarPlan:
         """What the transcript keeps: the grammar's identity and triggers (its GBNF is rebuilt from the
         tools; its hash pins it) and the preamble text as sent; for fallback, what fires its retry."""
         retry = {"retry_on": FALLBACK_RETRY} if mode == "fallback" else {}
-        if self.variant != "refusal-list":
+        if self.variant != UNNAMED_VARIANT:
             retry["variant"] = self.variant
         if self.spec is not None and self.spec.held_triggers:
             # Where the trigger patterns are the design's own (not the family's words alone), they decide the
@@ -104,8 +104,26 @@ VARIANTS = {
                     "the family's own calls)",
 }
 DEFAULT_VARIANT = "refusal-list"
+# The first design: its records keep no design name (they were written before there were others), so a record
+# without one is this design's, whichever is the default today.
+UNNAMED_VARIANT = "refusal-list"
 LAZY_TRIGGER = "lazy-trigger"
 JSON_OR_TEXT = "json-or-text"
+
+
+def recorded_variant(grammar: dict | None) -> str:
+    """The design a sample was written under, from its recorded grammar block."""
+    return (grammar or {}).get("variant", UNNAMED_VARIANT)
+
+
+def folder_variant(path) -> str:
+    """The design a results folder's grammar samples are judged as: a design study's folder (designs/<variant>/,
+    or anything inside one) holds its own; every other folder the default, so a sample written under another
+    design there is superseded (a run asks it again), never counted beside the default's."""
+    for folder in [path, *path.parents]:
+        if folder.parent.name == "designs" and folder.name in VARIANTS:
+            return folder.name
+    return DEFAULT_VARIANT
 
 
 def check_variant(name: str) -> str:

@@ -96,3 +96,28 @@ def test_a_sample_of_todays_setup_is_not_asked_again_nor_dropped(tmp_path):
         assert writer.drop_superseded() == 0
     done = read_transcript(path).done_setups()
     assert pending("m", "f" * 64, [sc], 1, 0, done, ["grammar"], None, setups_for("hermes", TEMPLATE))[0][2] == []
+
+
+def test_a_folder_counts_only_its_own_designs_samples(tmp_path):
+    """A results folder holds one grammar design: the default, or a study's own (designs/<variant>/). The same
+    no-brace sample counts in its study's folder and is left out of a plain one (a run there asks it again
+    under the default), so one mode's row never mixes two designs."""
+    from harness.grammar.plan import DEFAULT_VARIANT, folder_variant
+
+    sc = _scenario(tmp_path)
+    no_brace = grammar_plan("hermes", sc, TEMPLATE, variant="no-brace").to_json("grammar")
+    default = grammar_plan("hermes", sc, TEMPLATE).to_json("grammar")
+    counted = {}
+    for folder in ("plain", "designs/no-brace"):
+        path = tmp_path / folder / "transcripts" / "m.jsonl"
+        path.parent.mkdir(parents=True)
+        with TranscriptWriter(path) as writer:
+            writer.append(_model())
+            writer.append(_sample(sc, 0, "grammar", no_brace))
+            writer.append(_sample(sc, 1, "grammar", default))
+        scored = score_transcripts([path], {sc.name: sc})
+        counted[folder] = ([r.sample for r, _, _ in scored.samples], [r.sample for r in scored.stale])
+    assert counted == {"plain": ([1], [0]), "designs/no-brace": ([0], [1])}
+    assert folder_variant(tmp_path / "plain") == DEFAULT_VARIANT
+    assert folder_variant(tmp_path / "designs" / "no-brace" / "bfcl") == "no-brace"
+    assert folder_variant(tmp_path / "designs" / "not-a-design") == DEFAULT_VARIANT

@@ -173,14 +173,21 @@ def test_lazy_trigger_plan_keeps_the_familys_tools_or_tells_a_template_without_t
     assert "Otherwise answer in plain text." in bare.preamble and "<tool_call>" in bare.spec.openings
 
 
-@pytest.mark.parametrize("argv,said", [
-    (["--grammar-variant", "lazy-trigger"], "no model 'no-such-model'"),   # the design is taken; the model is not
-    (["--grammar-variant", "lazy"], "unknown grammar variant 'lazy' (variants: refusal-list, no-brace, "
-                                    "native-example, envelope, json-or-text, lazy-trigger)"),
+@pytest.mark.parametrize("argv,folder,said", [
+    # The design is taken (a study's folder holds its own design, named or not); the model is not.
+    (["--grammar-variant", "lazy-trigger"], "designs/lazy-trigger", "no model 'no-such-model'"),
+    ([], "designs/lazy-trigger", "no model 'no-such-model'"),
+    (["--grammar-variant", "lazy"], ".", "unknown grammar variant 'lazy' (variants: refusal-list, no-brace, "
+                                         "native-example, envelope, json-or-text, lazy-trigger)"),
+    # A folder holds one design: another one's samples go to a study folder of their own.
+    (["--grammar-variant", "no-brace"], ".", "a design study's samples go to a folder of their own: "
+                                             "--results-dir "),
+    (["--grammar-variant", "no-brace"], "designs/envelope", "holds envelope"),
 ])
-def test_run_takes_lazy_trigger_and_refuses_an_unknown_design_with_the_list(argv, said, tmp_path, capsys):
+def test_run_takes_a_design_in_its_folder_and_refuses_an_unknown_or_misplaced_one(argv, folder, said, tmp_path,
+                                                                                   capsys):
     from harness.cli import main
 
-    assert main(["run", *argv, "--model", "no-such-model", "--results-dir", str(tmp_path)]) == 2
+    assert main(["run", *argv, "--model", "no-such-model", "--results-dir", str(tmp_path / folder)]) == 2
     assert said in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # refused before anything is written

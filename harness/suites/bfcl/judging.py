@@ -13,6 +13,7 @@ from harness.storage.counted_once import CountedOnce, distinct_files, sample_hom
 from harness.storage.records import ModelRecord, SampleRecord
 from harness.storage.results import ResultsDir
 from harness.evaluation.setups import CurrentSetups
+from harness.grammar.plan import folder_variant
 from harness.storage.transcripts import read_transcript
 from harness.suites.bfcl.cases import CATEGORIES, category_of, load_suite
 from harness.suites.bfcl.outcome import outcome
@@ -33,7 +34,7 @@ LABELS = {
 def read_outcomes(results: ResultsDir, warnings: list) -> tuple:
     """(outcomes, suite, model records by id) of every BFCL record; records of a case that changed since (or
     that this pin does not have) are left out with a warning."""
-    once, models, setups = CountedOnce(), {}, CurrentSetups()
+    once, models, setups = CountedOnce(), {}, CurrentSetups(folder_variant(results.root))
     # Each file once and each case's record once: a copy or a link of a file beside it counts nothing twice.
     for path in distinct_files(results.bfcl_files(), warnings):
         transcript = read_transcript(path)
