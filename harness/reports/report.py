@@ -298,7 +298,7 @@ def write_reports(results_dir: Path | None = None, scenarios_dir: Path | None = 
     # Every file to a temporary name first, all put in place at the end: a report that fails halfway leaves
     # the previous reports whole. One report at a time per folder, which clears what a killed one left staged.
     with report_lock(results.root), StagedWrites() as staged:
-        context, written = Pages(results, collected.warnings, staged), []
+        context, written = Pages(results, collected.warnings, staged, samples=collected.samples), []
         for page in pages:
             written += page(context)
         if collected.samples.empty:

@@ -144,3 +144,4 @@ class Pages:
     first_screen: list = field(default_factory=list)
     sections: list = field(default_factory=list)
     bottom_line: list = field(default_factory=list)
+    samples: object = None   # the folder's scored scenario samples (a DataFrame, harness.reports.tables.collect)

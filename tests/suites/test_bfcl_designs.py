@@ -114,3 +114,35 @@ def test_lazy_trigger_counts_calls_held_in_another_spelling_apart_from_strict_on
     (row,) = [r for r in bfcl_rows(judged.outcomes, judged.verdicts, judged.suite) if r["category"] == "simple_python"]
     assert row["BFCL, strict calls"].startswith("0/1") and row["strict call parsed"].startswith("0/1")
     assert row["BFCL, lenient reading"].startswith("1/1")
+
+
+def test_the_designs_page_sets_the_scenarios_of_each_design_side_by_side(tmp_path):
+    """A study folder's transcripts (the YAML scenarios under its design) beside the main folder's grammar
+    samples, over the samples every design ran, with native mode's same samples as the reference."""
+    from harness.evaluation.scenario_files import load_scenarios
+
+    greeting = next(s for s in load_scenarios() if s.name == "greeting")
+
+    def write(results, rows):
+        path = results.transcript(MODEL)
+        path.parent.mkdir(parents=True)
+        with TranscriptWriter(path) as writer:
+            for sample, mode, family, reply in rows:
+                writer.append(SampleRecord(
+                    ModelRef(MODEL, "f" * 64), ScenarioRef(greeting.name, greeting.hash), sample, sample, mode,
+                    family, turns=[{"user": greeting.turns[0].user, "steps": [{"reply": reply, "prompt_tail": ""}]}]))
+
+    main = ResultsDir(tmp_path / "results")
+    write(main, [(0, "native", "hermes", "Hello! I am well, thanks."),
+                 (0, "grammar", "hermes", "Hello there, doing well!"),
+                 (1, "grammar", "hermes", "Hello again!")])          # run by the default design only: left out
+    write(ResultsDir(main.designs / "json-or-text"),
+          [(0, "grammar", "generic-json", '{"name": "search", "arguments": {"query": "hello"}}')])
+    warnings = []
+    page = designs_markdown(main, judge_folder(main, warnings), lambda f: judge_folder(f, warnings), valid_verdict)
+    section = page.split("## The YAML scenarios")[1]
+    rows = {line.split(" | ")[1]: line.split(" | ") for line in section.splitlines() if line.startswith(f"| {MODEL} |")}
+    assert set(rows) == {"refusal-list", "json-or-text"}
+    assert rows["refusal-list"][2] == "0 / 1" and rows["json-or-text"][2] == "0 / 1"
+    assert rows["refusal-list"][4].startswith("1/1 100%") and rows["json-or-text"][4].startswith("0/1 0%")
+    assert rows["json-or-text"][7].startswith("1/1 100%")       # native's no call made on the same sample

@@ -21,6 +21,7 @@ from harness.storage.results import ResultsDir
 from harness.storage.transcripts import read_transcript
 from harness.grammar.plan import DEFAULT_VARIANT, LAZY_TRIGGER, VARIANTS
 from harness.reports.rates import rate_cell
+from harness.reports.tables import collect
 
 
 def _steps(results: ResultsDir) -> dict:
@@ -37,9 +38,10 @@ def _steps(results: ResultsDir) -> dict:
     return out
 
 
-def designs_markdown(main: ResultsDir, main_judged, judge, valid) -> str | None:
+def designs_markdown(main: ResultsDir, main_judged, judge, valid, main_samples=None) -> str | None:
     """The page, or None when the folder holds no design study. judge(ResultsDir) -> Judged
-    (harness.suites.bfcl.judging.judge_folder); valid(verdict) reads one BFCL verdict."""
+    (harness.suites.bfcl.judging.judge_folder); valid(verdict) reads one BFCL verdict. main_samples: the main
+    folder's scored scenario samples where the report has them (else they are read here, if a study ran any)."""
     folders = main.design_folders()
     if not folders:
         return None
@@ -105,7 +107,55 @@ def designs_markdown(main: ResultsDir, main_judged, judge, valid) -> str | None:
         skipped = sorted(set().union(*designs.values()) - common)
         if skipped:
             notes.append(f"- {model}: {len(skipped)} case(s) run by some designs only, left out.")
-    return "\n".join(lines + [""] + notes + ([""] if notes else []))
+    lines += [""] + notes + ([""] if notes else [])
+    lines += scenario_lines(main, folders, main_samples)
+    return "\n".join(lines)
+
+
+def scenario_lines(main: ResultsDir, folders: dict, main_samples=None) -> list:
+    """The YAML scenarios under each design (a study folder's transcripts/, the default's from the main folder),
+    per model over the samples (scenario, seed) every design of it ran: all checks where a call is due, and
+    where none is, no call made and all checks; native mode's same samples beside them. [] when no study ran
+    a scenario."""
+    frames = {v: collect(f.root, replays=False).samples for v, f in folders.items()
+              if v != DEFAULT_VARIANT and f.transcript_files()}
+    frames = {v: f for v, f in frames.items() if not f.empty}
+    if not frames:
+        return []
+    main_samples = collect(main.root).samples if main_samples is None else main_samples
+    if main_samples.empty:
+        return []
+    frames = {DEFAULT_VARIANT: main_samples, **frames}
+    lines = ["## The YAML scenarios", "",
+             "Every scenario's grammar-mode samples (`harness run --mode grammar --results-dir "
+             "results/designs/<variant>`; the default's are the main folder's), per model over the samples (scenario "
+             "and seed) every design of the model ran; native mode's same samples as the reference. All checks: "
+             "the scenario's every check on every turn (results/<model>.md's *all checks*). Rates: k/n, percent, "
+             "Wilson 95% over distinct replies where replies repeat.", "",
+             "| model | design | samples (call due / none due) | calls due: all checks | no call due: no call made "
+             "| no call due: all checks | native, calls due: all checks | native, no call due: no call made |",
+             "|---|---|---|---|---|---|---|---|"]
+    live = {v: f[~f["replayed"].astype(bool)] for v, f in frames.items()}
+    for model in sorted(set(main_samples["model"])):
+        by = {v: f[(f["model"] == model) & (f["mode"] == "grammar")] for v, f in live.items()}
+        by = {v: g for v, g in by.items() if not g.empty}
+        if len(by) < 2:
+            continue
+        common = set.intersection(*(set(zip(g["scenario"], g["sample"])) for g in by.values()))
+        native = live[DEFAULT_VARIANT]
+        native = native[(native["model"] == model) & (native["mode"] == "native")]
+        native = native[[key in common for key in zip(native["scenario"], native["sample"])]]
+        native_due, native_none = native[native["call_due"] == True], native[native["call_due"] == False]  # noqa: E712
+        for variant in [v for v in VARIANTS if v in by]:
+            group = by[variant]
+            group = group[[key in common for key in zip(group["scenario"], group["sample"])]]
+            due, none = group[group["call_due"] == True], group[group["call_due"] == False]  # noqa: E712
+            lines.append(
+                f"| {model} | {variant} | {len(due)} / {len(none)} | {rate_cell(due['passed'], due['reply_key'])} "
+                f"| {rate_cell(none['right_tool'], none['reply_key'])} | {rate_cell(none['passed'], none['reply_key'])} "
+                f"| {rate_cell(native_due['passed'], native_due['reply_key'])} "
+                f"| {rate_cell(native_none['right_tool'], native_none['reply_key'])} |")
+    return lines + [""]
 
 
 def _held_cell(variant: str, judged, due: list, valid) -> str:

@@ -208,7 +208,7 @@ def write_pages(pages, checker_python: Path | None = None) -> list:
         written += stage_page(pages, results.bfcl_report.name, lambda: bfcl_markdown(
             judged.outcomes, judged.verdicts, judged.suite, judged.hello, judged.note))
     designs = designs_markdown(results, judged, lambda folder: judge_folder(folder, warnings, checker_python),
-                               valid_verdict)
+                               valid_verdict, pages.samples)
     if designs is not None:
         written += stage_page(pages, results.designs_report.name, lambda: designs)
     pages.bottom_line.append(headline(judged))
