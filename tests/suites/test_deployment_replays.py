@@ -62,7 +62,7 @@ def test_every_committed_reply_becomes_a_case_of_the_request_an_app_sends_with_i
 
 
 def test_a_case_outside_the_draw_is_refused_naming_the_draw(tmp_path):
-    with pytest.raises(Exception, match="not among the 7 drawn cases"):
+    with pytest.raises(Exception, match="not among the 11 drawn cases"):
         replays.run(MODEL, committed(tmp_path), "llama-server", 1, tmp_path / "work", only={"simple_python_1"})
 
 

@@ -20,13 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.backends.openai import wire_messages
-from harness.suites.bfcl.cases import IRRELEVANCE, SAMPLING, draw, load_suite
+from harness.suites.bfcl.cases import CATEGORIES, IRRELEVANCE, SAMPLING, draw, load_suite
 from harness.live.tool_loop import opening_messages
 
-# The committed BFCL subset's categories (results/bfcl: the single-turn categories run in process on every
-# reachable model, live_multiple and the live parallel ones left out there too).
-CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance", "live_simple",
-              "live_irrelevance")
+# The categories are BFCL v4's eleven single-turn ones, as run in process on every reachable model (results/bfcl).
+# Each is drawn on its own (draw), so the records of a run made before a category was added stay its draw's.
 AUTO, REQUIRED = "auto", "required"
 DEFAULT_CASES = 5
 SEED = 0

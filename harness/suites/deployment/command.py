@@ -11,6 +11,7 @@ from collections import Counter
 from harness.backends import runtimes
 from harness.core.errors import HarnessError
 from harness.core.values import int_argument
+from harness.suites.bfcl.cases import CATEGORIES
 from harness.suites.command_line import add_results_dir, report_hint
 
 MAX_CASES = 400
@@ -101,8 +102,8 @@ def register(subparsers) -> None:
         "deployment", help="a real model served by a runtime, asked BFCL cases as an app asks them",
         description="Serve a pinned GGUF on a runtime the harness starts (--server), or ask your own server "
                     "(--endpoint URL --name NAME), and send the committed BFCL subset (--cases per category of "
-                    "simple_python, multiple, parallel, parallel_multiple, irrelevance, live_simple, "
-                    "live_irrelevance, drawn as harness run --suite bfcl draws them) and every shipped YAML "
+                    f"BFCL v4's {len(CATEGORIES)} single-turn categories, {', '.join(CATEGORIES)}, drawn as "
+                    "harness run --suite bfcl draws them) and every shipped YAML "
                     "scenario's opening turn to /v1/chat/completions "
                     "with the tools, tool_choice auto (and required where a call is due), non-streamed and "
                     "streamed, greedy with a fixed seed and the in-process sampling (400 tokens at most). Each "
@@ -119,8 +120,8 @@ def register(subparsers) -> None:
     p.add_argument("--served-model", metavar="NAME",
                    help="with --endpoint: the model name your server expects (default: the model id)")
     p.add_argument("--cases", type=int_argument(1, MAX_CASES), default=5, metavar="N",
-                   help="cases per category (default 5: 35 cases, 120 requests; a larger N extends a smaller "
-                        "one's draw, so a run grows and resumes)")
+                   help=f"cases per category (default 5: {5 * len(CATEGORIES)} BFCL cases; a larger N extends a "
+                        "smaller one's draw, so a run grows and resumes)")
     p.add_argument("--case", action="append", metavar="ID", help="only this drawn case (repeatable)")
     p.add_argument("--replay", action="store_true",
                    help="instead of serving the model: have scripted models write its committed in-process BFCL "
