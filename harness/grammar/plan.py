@@ -98,6 +98,10 @@ VARIANTS = {
     "json-or-text": "the bare JSON call {\"name\", \"arguments\"} (generic-json) for every model, or a plain-text "
                     "answer that opens with no brace, bracket or fence and holds none of the call spellings; "
                     "described in a preamble",
+    "json-or-text-own": "json-or-text's grammar under the model's own prompt: a template that carries the tools "
+                        "renders them as in native mode, with no preamble, so the first token's choice between "
+                        "calling and answering is native mode's (a template without a tool format gets "
+                        "json-or-text's preamble)",
     "lazy-trigger": "llama.cpp's lazy pattern trigger for Hermes templates (2025): free text until the family's call "
                     "marker, anywhere, or a fence or bare JSON object opening {\"name at the start of the reply; "
                     "from there a call held to the tools' schemas (a fenced or bare object is counted apart from "
@@ -109,6 +113,7 @@ DEFAULT_VARIANT = "refusal-list"
 UNNAMED_VARIANT = "refusal-list"
 LAZY_TRIGGER = "lazy-trigger"
 JSON_OR_TEXT = "json-or-text"
+JSON_OR_TEXT_OWN = "json-or-text-own"
 
 
 def recorded_variant(grammar: dict | None) -> str:
@@ -156,14 +161,15 @@ def grammar_plan(family: str | None, scenario, template: str | None = None,
         return GrammarPlan(spec, tool_preamble(scenario) if told else None,
                            build_grammar(family, scenario.tool_schemas(), "required", template=template),
                            tool_preamble(scenario) if told else None, variant)
-    shape = GENERIC if variant in ("envelope", JSON_OR_TEXT) else family
+    shape = GENERIC if variant in ("envelope", JSON_OR_TEXT, JSON_OR_TEXT_OWN) else family
     answer = "no-brace" if variant == "no-brace" else "refusal-list"
-    text = variant == JSON_OR_TEXT
+    text = variant in (JSON_OR_TEXT, JSON_OR_TEXT_OWN)
     spec = build_grammar(shape, scenario.tool_schemas(), "auto", template=template, answer=answer,
                          generic_answer="text" if text else "object")
     # The generic shape is one no template describes: the model must be told (also when a family without a
-    # grammar shape had the generic one imposed on it).
-    told = spec.family == GENERIC
+    # grammar shape had the generic one imposed on it). json-or-text-own tells only a template that cannot
+    # carry the tools: one that can renders them as in native mode, so the prompt is native's.
+    told = spec.family == GENERIC and (variant != JSON_OR_TEXT_OWN or family is None)
     told_how = TOOL_PREAMBLE if text else CALL_OR_ANSWER_PREAMBLE
     return GrammarPlan(spec, tool_preamble(scenario, told_how) if told else None,
                        build_grammar(shape, scenario.tool_schemas(), "required", template=template),

@@ -165,12 +165,19 @@ def test_lazy_trigger_plan_keeps_the_familys_tools_or_tells_a_template_without_t
     default = grammar_plan("hermes", sc)
     assert "held_triggers" not in default.to_json("grammar") and "trigger_patterns_sha256" not in default.to_json()
     digests = {setup_digest("grammar", grammar_plan("hermes", sc, variant=v).to_json("grammar"))
-               for v in ("refusal-list", "no-brace", "envelope", "json-or-text", "lazy-trigger")}
-    assert len(digests) == 5
+               for v in ("refusal-list", "no-brace", "envelope", "json-or-text", "json-or-text-own", "lazy-trigger")}
+    assert len(digests) == 6
     # json-or-text holds every model to the bare JSON call, told in the preamble, whatever its template's format.
     bare = grammar_plan("hermes", sc, variant="json-or-text")
     assert bare.family == "generic-json" and bare.spec.openings[:3] == ("{", "[", "```")
     assert "Otherwise answer in plain text." in bare.preamble and "<tool_call>" in bare.spec.openings
+    # json-or-text-own: the same grammar under the model's own prompt where its template carries the tools (no
+    # preamble, for the call or its held retry); a template without a tool format is told as json-or-text tells it.
+    own = grammar_plan("hermes", sc, variant="json-or-text-own")
+    assert own.spec.gbnf == bare.spec.gbnf and own.preamble is None and own.required_preamble is None
+    assert own.required.gbnf == bare.required.gbnf and own.family == "generic-json"
+    untold = grammar_plan(None, sc, variant="json-or-text-own")
+    assert untold.preamble == grammar_plan(None, sc, variant="json-or-text").preamble
 
 
 @pytest.mark.parametrize("argv,folder,said", [
@@ -178,7 +185,8 @@ def test_lazy_trigger_plan_keeps_the_familys_tools_or_tells_a_template_without_t
     (["--grammar-variant", "lazy-trigger"], "designs/lazy-trigger", "no model 'no-such-model'"),
     ([], "designs/lazy-trigger", "no model 'no-such-model'"),
     (["--grammar-variant", "lazy"], ".", "unknown grammar variant 'lazy' (variants: refusal-list, no-brace, "
-                                         "native-example, envelope, json-or-text, lazy-trigger)"),
+                                         "native-example, envelope, json-or-text, json-or-text-own, "
+                                         "lazy-trigger)"),
     # A folder holds one design: another one's samples go to a study folder of their own.
     (["--grammar-variant", "no-brace"], ".", "a design study's samples go to a folder of their own: "
                                              "--results-dir "),
