@@ -121,3 +121,40 @@ def test_a_folder_counts_only_its_own_designs_samples(tmp_path):
     assert folder_variant(tmp_path / "plain") == DEFAULT_VARIANT
     assert folder_variant(tmp_path / "designs" / "no-brace" / "bfcl") == "no-brace"
     assert folder_variant(tmp_path / "designs" / "not-a-design") == DEFAULT_VARIANT
+
+
+def test_a_studys_samples_are_adopted_into_the_main_folder_superseding_the_older_designs(tmp_path):
+    """tools/adopt_design.py: once a study's design is the default, its samples join the main folder's transcript
+    and the older design's records of the same samples are dropped; a sample of another setup is refused."""
+    import importlib.util
+
+    import pytest
+
+    from harness.storage.results import ResultsDir
+
+    spec = importlib.util.spec_from_file_location("adopt_design", "tools/adopt_design.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    sc = _scenario(tmp_path)
+    main = ResultsDir(tmp_path / "results")
+    study = ResultsDir(main.designs / "json-or-text")
+    older = grammar_plan("hermes", sc, TEMPLATE).to_json("grammar")
+    newer = grammar_plan("hermes", sc, TEMPLATE, variant="json-or-text").to_json("grammar")
+    for folder, grammar, reply in ((main, older, REPLY), (study, newer, '{"name": "ping", "arguments": {}}')):
+        with TranscriptWriter(folder.transcript("m")) as writer:
+            writer.append(_model())
+            writer.append(_sample(sc, 0, "native", None, REPLY))
+            writer.append(_sample(sc, 0, "grammar", grammar, reply))
+    done = tool.adopt(main, "json-or-text", lambda record: sc)
+    assert done == {main.transcript("m"): (1, 1)}      # the grammar sample; native samples stay the main folder's
+    assert tool.adopt(main, "json-or-text", lambda record: sc) == {}     # adopted once
+    records = [r for r in read_transcript(main.transcript("m")).records if isinstance(r, SampleRecord)]
+    assert [(r.mode, r.grammar.get("variant") if r.grammar else None) for r in records] == [
+        ("native", None), ("grammar", "json-or-text")]
+    # A study sample of an older setup is not today's json-or-text sample: refused, nothing written.
+    with TranscriptWriter(study.transcript("m")) as writer:
+        writer.append(_sample(sc, 1, "grammar", {**newer, "gbnf_sha256": "0" * 64}))
+    before = main.transcript("m").read_bytes()
+    with pytest.raises(SystemExit, match="not a current json-or-text sample"):
+        tool.adopt(main, "json-or-text", lambda record: sc)
+    assert main.transcript("m").read_bytes() == before
