@@ -10,6 +10,11 @@ seconds, as recorded), prompt seconds a case, and how many replies are identical
 (greedy sampling: a reused prefix must not change what the model writes).
 
     python benchmarks/mode_reuse_bench.py [--model qwen2.5-coder-0.5b-instruct-q4_k_m] [--cases 1] [--threads 1]
+                                          [--grammar-variant NAME]
+
+A design whose grammar prompt is native's (json-or-text-own, lazy-trigger on a template that carries the tools)
+reuses the whole prompt in grammar and fallback; one that adds a preamble ahead of the system message reuses
+none of it.
 """
 
 import argparse
@@ -21,6 +26,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from harness.suites.bfcl.cases import draw, load_suite
+from harness.grammar.plan import DEFAULT_VARIANT, VARIANTS
 from harness.live.runner import open_model, run_model
 
 CATEGORIES = ["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance", "live_simple",
@@ -48,10 +54,13 @@ def main():
     parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct-q4_k_m")
     parser.add_argument("--cases", type=int, default=1, help="cases drawn per category")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--grammar-variant", default=DEFAULT_VARIANT, choices=list(VARIANTS),
+                        help="the grammar design of grammar and fallback modes, both ways")
     args = parser.parse_args()
     scenarios = [c.scenario for c in draw(load_suite(CATEGORIES), CATEGORIES, args.cases, 0)]
     model = open_model(args.model, threads=args.threads)
-    print(f"model {args.model}, {len(scenarios)} BFCL cases ({args.cases} a category), {args.threads} thread(s)")
+    print(f"model {args.model}, {len(scenarios)} BFCL cases ({args.cases} a category), {args.threads} thread(s), "
+          f"grammar design {args.grammar_variant}")
     walls = {"apart": 0.0, "together": 0.0}
     with tempfile.TemporaryDirectory() as scratch:
         # Case by case, the two ways one after the other, so the machine's load falls on both alike. Apart: each
@@ -63,7 +72,8 @@ def main():
                 for modes in ([(m,) for m in MODES] if way == "apart" else [MODES]):
                     model.chat.backend.llm.reset()
                     run_model(args.model, [scenario], None, 0, results_dir=folder, model=model, modes=modes,
-                              transcript=folder / "bfcl" / f"{args.model}.jsonl", warn=lambda m: None)
+                              transcript=folder / "bfcl" / f"{args.model}.jsonl", warn=lambda m: None,
+                              variant=args.grammar_variant)
                 walls[way] += time.monotonic() - clock
         ways = {way: samples(Path(scratch) / way) for way in walls}
     apart, together = ways["apart"], ways["together"]
