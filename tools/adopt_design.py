@@ -7,7 +7,7 @@ the study's cases again, their records are appended to the main folder's transcr
 each transcript's writer lock) and the superseded records dropped, as `harness run` does after a re-run. Samples
 of another design, or whose setup is not today's, are refused, never copied.
 
-    python tools/adopt_design.py VARIANT [--results-dir results]
+    python tools/adopt_design.py VARIANT [--keep OLD] [--results-dir results]
 """
 
 import argparse
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from harness.evaluation.setups import CurrentSetups
-from harness.grammar.plan import DEFAULT_VARIANT, folder_variant, recorded_variant
+from harness.grammar.plan import DEFAULT_VARIANT, check_variant, folder_variant, recorded_variant
 from harness.storage.records import ModelRecord, SampleRecord
 from harness.storage.results import ResultsDir
 from harness.storage.transcripts import TranscriptWriter, read_transcript
@@ -56,10 +56,39 @@ def adopt(main: ResultsDir, variant: str, scenario_of) -> dict:
     return out
 
 
+def keep(main: ResultsDir, old: str) -> dict:
+    """Copy the main folder's grammar-mode samples of the `old` design (the default before) into its own study
+    folder (results/designs/OLD/), model records first, before a run under the new default drops them: the
+    designs page goes on setting the old design beside the others. {target path: copied}."""
+    study = ResultsDir(main.designs / old)
+    out = {}
+    for kind in ("bfcl", "transcripts"):
+        for path in sorted((main.root / kind).glob("*.jsonl")):
+            read = read_transcript(path)
+            models = [r for r in read.records if isinstance(r, ModelRecord)]
+            samples = [r for r in read.records if isinstance(r, SampleRecord) and r.mode == "grammar"
+                       and recorded_variant(r.grammar) == old]
+            target = study.root / kind / path.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with TranscriptWriter(target, study.root) as writer:
+                held = read_transcript(target).records if target.is_file() else []
+                there = {(r.key(), r.setup()) for r in held if isinstance(r, SampleRecord)}
+                samples = [r for r in samples if (r.key(), r.setup()) not in there]
+                if not samples:
+                    continue
+                for record in models + samples:
+                    writer.append(record)
+                out[target] = len(samples)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("variant")
     parser.add_argument("--results-dir", type=Path, default=None)
+    parser.add_argument("--keep", metavar="OLD",
+                        help="first copy the main folder's grammar samples of OLD (the default before) into "
+                             "designs/OLD/, so the designs page keeps it beside the others")
     args = parser.parse_args()
     results = ResultsDir.at(args.results_dir)
     if args.variant != DEFAULT_VARIANT or folder_variant(results.root) != DEFAULT_VARIANT:
@@ -79,6 +108,9 @@ def main() -> int:
             return case.scenario if case is not None else None
         return scenarios.get(name)
 
+    if args.keep:
+        for target, copied in keep(results, check_variant(args.keep)).items():
+            print(f"{target}: {copied} {args.keep} sample(s) kept")
     for target, (adopted, dropped) in adopt(results, args.variant, scenario_of).items():
         print(f"{target}: {adopted} sample(s) adopted, {dropped} superseded record(s) dropped")
     return 0

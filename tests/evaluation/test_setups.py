@@ -145,6 +145,11 @@ def test_a_studys_samples_are_adopted_into_the_main_folder_superseding_the_older
             writer.append(_model())
             writer.append(_sample(sc, 0, "native", None, REPLY))
             writer.append(_sample(sc, 0, "grammar", grammar, reply))
+    # The old default's grammar samples are kept in its own study folder first (once), for the designs page.
+    assert tool.keep(main, "refusal-list") == {main.designs / "refusal-list" / "transcripts" / "m.jsonl": 1}
+    assert tool.keep(main, "refusal-list") == {}
+    kept = read_transcript(main.designs / "refusal-list" / "transcripts" / "m.jsonl").records
+    assert [r.mode for r in kept if isinstance(r, SampleRecord)] == ["grammar"]
     done = tool.adopt(main, "json-or-text", lambda record: sc)
     assert done == {main.transcript("m"): (1, 1)}      # the grammar sample; native samples stay the main folder's
     assert tool.adopt(main, "json-or-text", lambda record: sc) == {}     # adopted once
