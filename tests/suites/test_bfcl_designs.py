@@ -8,6 +8,7 @@ from harness.storage.transcripts import TranscriptWriter
 from harness.suites.bfcl.judging import valid_verdict
 from harness.suites.bfcl.page import judge_folder
 from harness.suites.bfcl.designs import designs_markdown
+from harness.grammar.plan import DEFAULT_VARIANT as DEFAULT    # the main folder's rows are the default design's
 
 MODEL = "qwen2.5-coder-0.5b-instruct-q4_k_m"
 CALL = '<tool_call>\n{"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}\n</tool_call>'
@@ -39,15 +40,15 @@ def test_the_designs_page_compares_each_design_over_the_same_cases(tmp_path):
     warnings = []
     page = designs_markdown(main, judge_folder(main, warnings), lambda f: judge_folder(f, warnings), valid_verdict)
     rows = {line.split(" | ")[1]: line for line in page.splitlines() if line.startswith(f"| {MODEL} |")}
-    assert set(rows) == {"refusal-list", "no-brace"}
+    assert set(rows) == {DEFAULT, "no-brace"}
     # irrelevance_2 was run by one design only: left out, and said so.
-    assert "| 1 / 1 |" in rows["refusal-list"] and "| 1 / 1 |" in rows["no-brace"]
+    assert "| 1 / 1 |" in rows[DEFAULT] and "| 1 / 1 |" in rows["no-brace"]
     assert "1 case(s) run by some designs only, left out" in page
     # The spelled-off call to the offered math.sum is an attempt: no abstention under our rule; the no-brace
     # answer abstains.
-    assert rows["refusal-list"].split(" | ")[6].startswith("0/1 0%")
+    assert rows[DEFAULT].split(" | ")[6].startswith("0/1 0%")
     assert rows["no-brace"].split(" | ")[6].startswith("1/1 100%")
-    assert "| 2/2 steps |" in rows["refusal-list"] and "| 2/2 steps |" in rows["no-brace"]
+    assert "| 2/2 steps |" in rows[DEFAULT] and "| 2/2 steps |" in rows["no-brace"]
     assert page.splitlines()[0] == "# Grammar designs side by side"
 
 
@@ -108,7 +109,7 @@ def test_lazy_trigger_counts_calls_held_in_another_spelling_apart_from_strict_on
     cells = {line.split(" | ")[1]: line.split(" | ") for line in page.splitlines() if line.startswith(f"| {MODEL} |")}
     assert cells["lazy-trigger"][3].startswith("0/1 0%")                     # strict: the family's format only
     assert cells["lazy-trigger"][4].startswith("1/1 100%") and cells["lazy-trigger"][4].endswith("(1 held)")
-    assert cells["refusal-list"][3].startswith("0/1 0%") and cells["refusal-list"][4] == "–"
+    assert cells[DEFAULT][3].startswith("0/1 0%") and cells[DEFAULT][4] == "–"
     assert cells["lazy-trigger"][6].startswith("1/1 100%")                   # the answer abstains
     judged = _judged(lazy)
     (row,) = [r for r in bfcl_rows(judged.outcomes, judged.verdicts, judged.suite) if r["category"] == "simple_python"]
@@ -136,13 +137,13 @@ def test_the_designs_page_sets_the_scenarios_of_each_design_side_by_side(tmp_pat
     write(main, [(0, "native", "hermes", "Hello! I am well, thanks."),
                  (0, "grammar", "hermes", "Hello there, doing well!"),
                  (1, "grammar", "hermes", "Hello again!")])          # run by the default design only: left out
-    write(ResultsDir(main.designs / "json-or-text"),
-          [(0, "grammar", "generic-json", '{"name": "search", "arguments": {"query": "hello"}}')])
+    write(ResultsDir(main.designs / "lazy-trigger"),
+          [(0, "grammar", "hermes", '<tool_call>\n{"name": "search", "arguments": {"query": "hello"}}\n</tool_call>')])
     warnings = []
     page = designs_markdown(main, judge_folder(main, warnings), lambda f: judge_folder(f, warnings), valid_verdict)
     section = page.split("## The YAML scenarios")[1]
     rows = {line.split(" | ")[1]: line.split(" | ") for line in section.splitlines() if line.startswith(f"| {MODEL} |")}
-    assert set(rows) == {"refusal-list", "json-or-text"}
-    assert rows["refusal-list"][2] == "0 / 1" and rows["json-or-text"][2] == "0 / 1"
-    assert rows["refusal-list"][4].startswith("1/1 100%") and rows["json-or-text"][4].startswith("0/1 0%")
-    assert rows["json-or-text"][7].startswith("1/1 100%")       # native's no call made on the same sample
+    assert set(rows) == {DEFAULT, "lazy-trigger"}
+    assert rows[DEFAULT][2] == "0 / 1" and rows["lazy-trigger"][2] == "0 / 1"
+    assert rows[DEFAULT][4].startswith("1/1 100%") and rows["lazy-trigger"][4].startswith("0/1 0%")
+    assert rows["lazy-trigger"][7].startswith("1/1 100%")       # native's no call made on the same sample
