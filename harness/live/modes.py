@@ -2,8 +2,9 @@
 
 - native: the model's own template and parser (tools offered only when a family was detected). Every call the
   parser reads runs, a repeated one included (the finding `repeated-call` names it): native measures the model.
-- grammar: every step is sampled under the "auto" grammar built from the tools' schemas in the model's family's
-  call shape (harness.grammar.build_grammar), from the first token on: the reply is the family's call, marker
+- grammar: every step is sampled under the "auto" grammar of the run's design (harness.grammar.plan,
+  `--grammar-variant`). The default's is built from the tools' schemas in the model's family's call shape
+  (harness.grammar.build_grammar), from the first token on: the reply is the family's call, marker
   included, or a plain answer that does not open like a call (no leading brace, bracket, code fence, the
   family's trigger words or reasoning tag, or another family's marker) and holds no call in a JSON dialect
   anywhere (a "name"/"function"/"tool_name" key, doubled braces, a Python dict); where the family lets text

@@ -138,7 +138,7 @@ def test_a_studys_samples_are_adopted_into_the_main_folder_superseding_the_older
     sc = _scenario(tmp_path)
     main = ResultsDir(tmp_path / "results")
     study = ResultsDir(main.designs / "json-or-text")
-    older = grammar_plan("hermes", sc, TEMPLATE).to_json("grammar")
+    older = grammar_plan("hermes", sc, TEMPLATE, variant="refusal-list").to_json("grammar")
     newer = grammar_plan("hermes", sc, TEMPLATE, variant="json-or-text").to_json("grammar")
     for folder, grammar, reply in ((main, older, REPLY), (study, newer, '{"name": "ping", "arguments": {}}')):
         with TranscriptWriter(folder.transcript("m")) as writer:

@@ -79,18 +79,23 @@ def test_the_default_models_name_every_mode_and_bad_model_modes_are_refused(tmp_
 
 def test_a_model_without_tool_format_gets_the_generic_grammar_and_the_preamble(tmp_path):
     sc = load(tmp_path)
-    plan = grammar_plan(None, sc)
+    plan = grammar_plan(None, sc, variant="envelope")
     # Call or answer from the first token on (no marker to wait for); fallback's retry may only call.
     assert plan.family == GENERIC and not plan.spec.lazy and plan.required.tool_choice == "required"
     assert plan.preamble == tool_preamble(sc, CALL_OR_ANSWER_PREAMBLE) and '"name": "ping"' in plan.preamble
     assert '{"response": "<your answer>"}' in plan.preamble_for(required=False)
     assert plan.preamble_for(required=True) == tool_preamble(sc) and "response" not in plan.required_preamble
     assert plan.required_preamble.startswith(TOOL_PREAMBLE.split("{")[0])
-    hermes = grammar_plan("hermes", sc)
+    # The chosen design: the same call, or plain text, told as fallback's retry is told.
+    chosen = grammar_plan(None, sc, variant="json-or-text-own")
+    assert chosen.family == GENERIC and chosen.preamble == tool_preamble(sc) == chosen.required_preamble
+    hermes = grammar_plan("hermes", sc, variant="json-or-text-own")
     assert hermes.preamble is hermes.required_preamble is None  # the template carries the tools
-    # A family's "auto" grammar holds from the first token too (a marker-less call is refused at once); the
-    # plan records what an answer may not open with.
+    # The default "auto" grammar holds from the first token (a fenced or tagged call is refused at once, the bare
+    # one is the call); the plan records what an answer may not open with.
     assert not hermes.spec.lazy and "{" in hermes.to_json()["openings"] and "<tool_call>" in hermes.spec.openings
+    family = grammar_plan("hermes", sc, variant="refusal-list")
+    assert family.family == "hermes" and not family.spec.lazy and "<tool_call>" in family.spec.openings
 
 
 def test_calls_as_text_messages_alternate_for_gemma_and_keep_every_word():

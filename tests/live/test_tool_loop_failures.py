@@ -152,6 +152,7 @@ def test_fallback_after_a_result_never_forces_another_call(probe, tmp_path):
     habit). The native near miss is retried under the call-or-answer grammar, not held to a call: the brace is
     refused from the first token, the turn ends without another call, and the tool ran once."""
     from harness.backends.embedded.decoding import prompt_token_ids
+    from harness.grammar.plan import grammar_plan
 
     bare = '{"name": "ping", "arguments": {}}'
     sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong", max_steps=3,
@@ -163,7 +164,9 @@ def test_fallback_after_a_result_never_forces_another_call(probe, tmp_path):
     second = run_sample(calling, sc, seed=7)["turns"][0]["steps"][1]["prompt_tokens"]  # after the result
     chat = standin_chat(tmp_path, "bare-after", [Turn(first, ids(CALL) + (end,)), Turn(second, ids(bare) + (end,))])
     assert run_sample(chat, sc, seed=7)["turns"][0]["steps"][1]["reply"] == bare  # natively: the near miss
-    result = run_sample(chat, sc, seed=7, mode="fallback")
+    # The family-shaped design: the retry is held to the family's call or an answer that opens like none.
+    family = grammar_plan("hermes", sc, chat.template, "refusal-list")
+    result = run_sample(chat, sc, seed=7, mode="fallback", plan=family)
     steps = result["turns"][0]["steps"]
     assert steps[0]["reply"] == CALL and "fallback_from" not in steps[0]
     assert steps[1]["fallback_from"]["reply"] == bare and steps[1]["grammar"] == "auto"
@@ -172,6 +175,15 @@ def test_fallback_after_a_result_never_forces_another_call(probe, tmp_path):
     assert steps[1]["calls"] == [] and len(steps) == 2 and result["executions"] == {"call00001": 1}
     findings = verdicts_of(chat, sc, result)["findings"]
     assert "step-limit" not in findings and "native-fallback" in findings
+    # Under the bare-call designs the object is the design's own call: the retry reads the near miss as the call
+    # it is, a repeat of the one whose result the turn holds, which is not run again.
+    result = run_sample(chat, sc, seed=7, mode="fallback", plan=grammar_plan("hermes", sc, chat.template,
+                                                                             "json-or-text-own"))
+    steps = result["turns"][0]["steps"]
+    assert steps[1]["fallback_from"]["reply"] == bare and steps[1]["reply"] == bare
+    assert result["executions"] == {"call00001": 1}
+    findings = verdicts_of(chat, sc, result)["findings"]
+    assert "step-limit" not in findings and "repeated-call-after-result" in findings
 
 
 def test_native_example_shows_the_templates_own_call_and_samples_without_a_grammar(probe, tmp_path):

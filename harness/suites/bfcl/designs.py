@@ -114,8 +114,9 @@ def designs_markdown(main: ResultsDir, main_judged, judge, valid, main_samples=N
 
 def scenario_lines(main: ResultsDir, folders: dict, main_samples=None) -> list:
     """The YAML scenarios under each design (a study folder's transcripts/, the default's from the main folder),
-    per model over the samples (scenario, seed) every design of it ran: all checks where a call is due, and
-    where none is, no call made and all checks; native mode's same samples beside them. [] when no study ran
+    per model over the samples (scenario, seed) every design of it ran: where a call is due, a call parsed, the
+    expected arguments and all checks; where none is, no call made and all checks; native mode's same samples
+    beside them. [] when no study ran
     a scenario."""
     frames = {v: collect(f.root, replays=False).samples for v, f in folders.items()
               if v != DEFAULT_VARIANT and f.transcript_files()}
@@ -129,12 +130,15 @@ def scenario_lines(main: ResultsDir, folders: dict, main_samples=None) -> list:
     lines = ["## The YAML scenarios", "",
              "Every scenario's grammar-mode samples (`harness run --mode grammar --results-dir "
              "results/designs/<variant>`; the default's are the main folder's), per model over the samples (scenario "
-             "and seed) every design of the model ran; native mode's same samples as the reference. All checks: "
+             "and seed) every design of the model ran; native mode's same samples as the reference. Call parsed: the "
+             "strict parser read a call in the turn's first reply; expected args: the expected tool with the expected "
+             "arguments; all checks: "
              "the scenario's every check on every turn (results/<model>.md's *all checks*). Rates: k/n, percent, "
              "Wilson 95% over distinct replies where replies repeat.", "",
-             "| model | design | samples (call due / none due) | calls due: all checks | no call due: no call made "
-             "| no call due: all checks | native, calls due: all checks | native, no call due: no call made |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| model | design | samples (call due / none due) | calls due: call parsed | calls due: expected args "
+             "| calls due: all checks | no call due: no call made | no call due: all checks | native, calls due: "
+             "expected args | native, no call due: no call made |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     live = {v: f[~f["replayed"].astype(bool)] for v, f in frames.items()}
     for model in sorted(set(main_samples["model"])):
         by = {v: f[(f["model"] == model) & (f["mode"] == "grammar")] for v, f in live.items()}
@@ -151,9 +155,11 @@ def scenario_lines(main: ResultsDir, folders: dict, main_samples=None) -> list:
             group = group[[key in common for key in zip(group["scenario"], group["sample"])]]
             due, none = group[group["call_due"] == True], group[group["call_due"] == False]  # noqa: E712
             lines.append(
-                f"| {model} | {variant} | {len(due)} / {len(none)} | {rate_cell(due['passed'], due['reply_key'])} "
+                f"| {model} | {variant} | {len(due)} / {len(none)} | {rate_cell(due['parsed'], due['reply_key'])} "
+                f"| {rate_cell(due['expected_arguments'], due['reply_key'])} "
+                f"| {rate_cell(due['passed'], due['reply_key'])} "
                 f"| {rate_cell(none['right_tool'], none['reply_key'])} | {rate_cell(none['passed'], none['reply_key'])} "
-                f"| {rate_cell(native_due['passed'], native_due['reply_key'])} "
+                f"| {rate_cell(native_due['expected_arguments'], native_due['reply_key'])} "
                 f"| {rate_cell(native_none['right_tool'], native_none['reply_key'])} |")
     return lines + [""]
 
