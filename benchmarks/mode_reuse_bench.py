@@ -10,11 +10,12 @@ seconds, as recorded), prompt seconds a case, and how many replies are identical
 (greedy sampling: a reused prefix must not change what the model writes).
 
     python benchmarks/mode_reuse_bench.py [--model qwen2.5-coder-0.5b-instruct-q4_k_m] [--cases 1] [--threads 1]
-                                          [--grammar-variant NAME]
+                                          [--grammar-variant NAME ...]
 
 A design whose grammar prompt is native's (json-or-text-own, lazy-trigger on a template that carries the tools)
 reuses the whole prompt in grammar and fallback; one that adds a preamble ahead of the system message reuses
-none of it.
+none of it. With several designs each runs both ways in the same run, case by case, and "vs first apart" sets
+each against the first design's modes run apart (today's cost of a one-mode run under the first design).
 """
 
 import argparse
@@ -54,50 +55,60 @@ def main():
     parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct-q4_k_m")
     parser.add_argument("--cases", type=int, default=1, help="cases drawn per category")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--grammar-variant", default=DEFAULT_VARIANT, choices=list(VARIANTS),
-                        help="the grammar design of grammar and fallback modes, both ways")
+    parser.add_argument("--grammar-variant", action="append", choices=list(VARIANTS), metavar="NAME",
+                        help="a grammar design of grammar and fallback modes, run both ways (repeatable: each "
+                             f"design side by side in the same run; default {DEFAULT_VARIANT})")
     args = parser.parse_args()
+    variants = args.grammar_variant or [DEFAULT_VARIANT]
     scenarios = [c.scenario for c in draw(load_suite(CATEGORIES), CATEGORIES, args.cases, 0)]
     model = open_model(args.model, threads=args.threads)
     print(f"model {args.model}, {len(scenarios)} BFCL cases ({args.cases} a category), {args.threads} thread(s), "
-          f"grammar design {args.grammar_variant}")
-    walls = {"apart": 0.0, "together": 0.0}
+          f"grammar designs {', '.join(variants)}")
+    ways = [(variant, way) for variant in variants for way in ("apart", "together")]
+    walls = dict.fromkeys(ways, 0.0)
     with tempfile.TemporaryDirectory() as scratch:
-        # Case by case, the two ways one after the other, so the machine's load falls on both alike. Apart: each
-        # mode from an empty context (a run of that mode alone); together: the modes back to back, as one run.
+        # Case by case, every way one after the other, so the machine's load falls on all alike. Apart: each mode
+        # from an empty context (a run of that mode alone); together: the modes back to back, as one run.
         for scenario in scenarios:
-            for way in ("apart", "together"):
-                folder = Path(scratch) / way
+            for variant, way in ways:
+                folder = Path(scratch) / variant / way
                 clock = time.monotonic()
                 for modes in ([(m,) for m in MODES] if way == "apart" else [MODES]):
                     model.chat.backend.llm.reset()
                     run_model(args.model, [scenario], None, 0, results_dir=folder, model=model, modes=modes,
                               transcript=folder / "bfcl" / f"{args.model}.jsonl", warn=lambda m: None,
-                              variant=args.grammar_variant)
-                walls[way] += time.monotonic() - clock
-        ways = {way: samples(Path(scratch) / way) for way in walls}
-    apart, together = ways["apart"], ways["together"]
-    print(f"\n{'mode':9} {'cases':>5} {'apart s/case':>13} {'together s/case':>16} {'ratio':>6} "
-          f"{'prompt s apart':>15} {'prompt s together':>18} {'same replies':>13}")
+                              variant=variant)
+                walls[variant, way] += time.monotonic() - clock
+        got = {key: samples(Path(scratch) / key[0] / key[1]) for key in ways}
+    before = got[variants[0], "apart"]
+    print(f"\n{'mode':9} {'design':17} {'cases':>5} {'apart s/case':>13} {'together s/case':>16} {'ratio':>6} "
+          f"{'vs first apart':>15} {'prompt s apart':>15} {'prompt s together':>18} {'same replies':>13}")
     for mode in MODES:
-        keys = sorted(k for k in apart if k[1] == mode and k in together)
-        if not keys:
-            continue
-        a = statistics.fmean(apart[k][0] for k in keys)
-        t = statistics.fmean(together[k][0] for k in keys)
-        pa = statistics.fmean(apart[k][1] for k in keys)
-        pt = statistics.fmean(together[k][1] for k in keys)
-        same = sum(apart[k][2] == together[k][2] for k in keys)
-        print(f"{mode:9} {len(keys):5d} {a:13.2f} {t:16.2f} {t / a:6.2f} {pa:15.2f} {pt:18.2f} "
-              f"{same:>6d}/{len(keys)}")
-    print(f"\nwall: apart {walls['apart']:.0f} s, together {walls['together']:.0f} s "
-          f"(ratio {walls['together'] / walls['apart']:.2f})")
-    differing = defaultdict(list)
-    for k in apart:
-        if k in together and apart[k][2] != together[k][2]:
-            differing[k[1]].append(k[0])
-    for mode, names in differing.items():
-        print(f"replies that differ ({mode}): {', '.join(names)}")
+        for variant in variants:
+            apart, together = got[variant, "apart"], got[variant, "together"]
+            keys = sorted(k for k in apart if k[1] == mode and k in together and k in before)
+            if not keys:
+                continue
+            a = statistics.fmean(apart[k][0] for k in keys)
+            t = statistics.fmean(together[k][0] for k in keys)
+            first = statistics.fmean(before[k][0] for k in keys)
+            pa = statistics.fmean(apart[k][1] for k in keys)
+            pt = statistics.fmean(together[k][1] for k in keys)
+            same = sum(apart[k][2] == together[k][2] for k in keys)
+            print(f"{mode:9} {variant:17} {len(keys):5d} {a:13.2f} {t:16.2f} {t / a:6.2f} {t / first:15.2f} "
+                  f"{pa:15.2f} {pt:18.2f} {same:>6d}/{len(keys)}")
+    for variant in variants:
+        apart, together = walls[variant, "apart"], walls[variant, "together"]
+        print(f"wall {variant}: apart {apart:.0f} s, together {together:.0f} s (ratio {together / apart:.2f}; "
+              f"together against {variants[0]} apart: {together / walls[variants[0], 'apart']:.2f})")
+    for variant in variants:
+        apart, together = got[variant, "apart"], got[variant, "together"]
+        differing = defaultdict(list)
+        for k in apart:
+            if k in together and apart[k][2] != together[k][2]:
+                differing[k[1]].append(k[0])
+        for mode, names in differing.items():
+            print(f"replies that differ apart/together ({variant}, {mode}): {', '.join(names)}")
 
 
 if __name__ == "__main__":
