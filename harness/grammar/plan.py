@@ -96,8 +96,8 @@ VARIANTS = {
     "envelope": "the JSON envelope for every model: {\"name\", \"arguments\"} or {\"response\"} "
                 "(generic-json), described in a preamble",
     "json-or-text": "the bare JSON call {\"name\", \"arguments\"} (generic-json) for every model, or a plain-text "
-                    "answer that opens with no brace, bracket or fence and holds none of the call spellings; "
-                    "described in a preamble",
+                    "answer that opens with no brace, bracket, fence or family marker and holds none of the call "
+                    "spellings; described in a preamble",
     "json-or-text-own": "json-or-text's grammar under the model's own prompt: a template that carries the tools "
                         "renders them as in native mode, with no preamble, so the first token's choice between "
                         "calling and answering is native mode's (a template without a tool format gets "
