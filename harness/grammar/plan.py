@@ -111,9 +111,10 @@ VARIANTS = {
 # json-or-text-own: the one design under which both Qwen2.5-Coder models write strict calls that BFCL's checker
 # passes at least half as often as it passes native mode's lenient reading (0.5B 9/25 against 10/25, 1.5B 9/25
 # against 14/25) with no worse a no-call rate than native's (4/10 against 3/10, 2/10 against 0/10); refusal-list
-# gave both 0/25. Changing the default supersedes every committed grammar and fallback sample, so the main
-# folder's rows are first re-run in that design's study folder (results/designs/json-or-text-own) and the
-# default moves when they are all there (tools/adopt_design.py json-or-text-own --keep refusal-list).
+# gave both 0/25. The YAML scenarios do not agree (docs/bfcl.md): after a tool result the bare-call designs call
+# again where envelope answers. Changing the default supersedes every committed grammar and fallback sample, so
+# the main folder's rows are first re-run in the chosen design's study folder and the default moves when they are
+# all there (tools/adopt_design.py VARIANT --keep refusal-list).
 DEFAULT_VARIANT = "refusal-list"
 # The first design: its records keep no design name (they were written before there were others), so a record
 # without one is this design's, whichever is the default today.
