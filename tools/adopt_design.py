@@ -44,16 +44,26 @@ def adopt(main: ResultsDir, variant: str, scenario_of) -> dict:
             if not samples:
                 continue
             target = main.root / kind / path.name
-            with TranscriptWriter(target, main.root) as writer:
-                held = read_transcript(target).records if target.is_file() else []
-                there = {(r.key(), r.setup()) for r in held if isinstance(r, SampleRecord)}
-                samples = [r for r in samples if (r.key(), r.setup()) not in there]   # adopted before: once
-                if not samples:
-                    continue
-                for record in models + samples:
-                    writer.append(record)
-                out[target] = (len(samples), writer.drop_superseded())
+            done = _append_new(target, main.root, models, samples, lambda writer: writer.drop_superseded())
+            if done is not None:
+                out[target] = done
     return out
+
+
+def _append_new(target: Path, root: Path, models: list, samples: list, then=lambda writer: None):
+    """Append to `target`, under its writer lock, the `samples` it does not hold yet under the same setup (a
+    second adoption or copy adds nothing), the model records first; then `then(writer)` inside the lock.
+    (how many samples were appended, what `then` returned), or None when none was new."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with TranscriptWriter(target, root) as writer:
+        held = read_transcript(target).records if target.is_file() else []
+        there = {(r.key(), r.setup()) for r in held if isinstance(r, SampleRecord)}
+        new = [r for r in samples if (r.key(), r.setup()) not in there]
+        if not new:
+            return None
+        for record in models + new:
+            writer.append(record)
+        return len(new), then(writer)
 
 
 def keep(main: ResultsDir, old: str) -> dict:
@@ -68,17 +78,9 @@ def keep(main: ResultsDir, old: str) -> dict:
             models = [r for r in read.records if isinstance(r, ModelRecord)]
             samples = [r for r in read.records if isinstance(r, SampleRecord) and r.mode == "grammar"
                        and recorded_variant(r.grammar) == old]
-            target = study.root / kind / path.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with TranscriptWriter(target, study.root) as writer:
-                held = read_transcript(target).records if target.is_file() else []
-                there = {(r.key(), r.setup()) for r in held if isinstance(r, SampleRecord)}
-                samples = [r for r in samples if (r.key(), r.setup()) not in there]
-                if not samples:
-                    continue
-                for record in models + samples:
-                    writer.append(record)
-                out[target] = len(samples)
+            done = _append_new(study.root / kind / path.name, study.root, models, samples)
+            if done is not None:
+                out[study.root / kind / path.name] = done[0]
     return out
 
 

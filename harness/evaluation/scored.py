@@ -71,7 +71,7 @@ def score_transcripts(transcripts, scenarios: dict, keep=_whole, slim=lambda rec
     for transcript in transcripts:
         samples, models = [], []
         path = transcript.path if isinstance(transcript, Transcript) else transcript
-        setups = CurrentSetups(folder_variant(Path(path)) if path is not None else None)
+        setups = CurrentSetups(folder_variant(Path(path)))
         for record, ref, where in _sources(transcript, out):
             if isinstance(record, ModelRecord):
                 models.append(record)
@@ -79,7 +79,7 @@ def score_transcripts(transcripts, scenarios: dict, keep=_whole, slim=lambda rec
             elif isinstance(record, SampleRecord):
                 samples.append((record.key(), sample_home(record),
                                 _score_one(record, ref, where, scenarios, keep, slim, setups)))
-        once.add_file(transcript.path if isinstance(transcript, Transcript) else transcript, samples)
+        once.add_file(path, samples)
         for record in models:
             out.models[record.model.id] = record
             out.model_files[(record.model.id, record.model.sha256)] = record

@@ -14,9 +14,9 @@ from harness.grammar.plan import grammar_plan, recorded_variant, setup_digest
 class CurrentSetups:
     """Fed the model records of a transcript as they are read; answers whether a sample's setup is today's.
     variant: the grammar design the folder's samples are judged as (harness.grammar.plan.folder_variant): a
-    sample written under another is outdated; None judges each sample against the design it was written under."""
+    sample written under another is outdated."""
 
-    def __init__(self, variant: str | None = None):
+    def __init__(self, variant: str):
         self._models: dict = {}
         self._made: dict = {}
         self.variant = variant
@@ -34,7 +34,7 @@ class CurrentSetups:
         template = (model.template or {}).get("text")
         # Judged against today's build of the design it was run with, which must be the folder's design.
         variant = recorded_variant(record.grammar)
-        if self.variant is not None and variant != self.variant:
+        if variant != self.variant:
             return True
         example = (model.detection or {}).get("rendered_call")
         key = (record.family, sha256_text(template or ""), scenario.name, scenario.hash, variant, example)

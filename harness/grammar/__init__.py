@@ -154,8 +154,8 @@ def build_grammar(family: str | None, tools: list, tool_choice: str = "auto", *,
 def _build_generic(tools, tool_choice, requested, note, generic_answer="object") -> GrammarSpec:
     """generic-json: "required" is the call; "auto" is the call or the answer from the first token on: the
     answer object, or ("text") plain text held to the plain answer's rules (harness.grammar.answer): it opens
-    with no brace, bracket, fence or family marker and holds no call spelling, so a model that wants to call has the bare
-    object as its only way, and one that wants to answer answers as it would without a grammar.
+    with no brace, bracket, fence or family marker and holds no call spelling, so a model that wants to call
+    has the bare object as its only way, and one that wants to answer answers as it would without a grammar.
     A reasoning block the reply would open itself is not offered: a model refused its first word would take
     `<think>` as the way out of the JSON (a stand-in did exactly that)."""
     shape = shape_for(registry.get(GENERIC))

@@ -16,6 +16,7 @@ from harness.backends.embedded.decoding import prompt_token_ids, token_bytes
 from harness.backends.embedded.generate import LOADING, generate, load_model
 from harness.core.replies import Generation
 
+
 class EmbeddedBackend(Backend):
     name = "embedded"
     holds_grammar = True

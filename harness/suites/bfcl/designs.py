@@ -148,13 +148,10 @@ def scenario_lines(main: ResultsDir, folders: dict, main_samples=None) -> list:
             continue
         common = set.intersection(*(set(zip(g["scenario"], g["sample"])) for g in by.values()))
         native = live[DEFAULT_VARIANT]
-        native = native[(native["model"] == model) & (native["mode"] == "native")]
-        native = native[[key in common for key in zip(native["scenario"], native["sample"])]]
-        native_due, native_none = native[native["call_due"] == True], native[native["call_due"] == False]  # noqa: E712
+        native_due, native_none = _by_class(native[(native["model"] == model) & (native["mode"] == "native")],
+                                            common)
         for variant in [v for v in VARIANTS if v in by]:
-            group = by[variant]
-            group = group[[key in common for key in zip(group["scenario"], group["sample"])]]
-            due, none = group[group["call_due"] == True], group[group["call_due"] == False]  # noqa: E712
+            due, none = _by_class(by[variant], common)
             lines.append(
                 f"| {model} | {variant} | {len(due)} / {len(none)} | {rate_cell(due['parsed'], due['reply_key'])} "
                 f"| {rate_cell(due['expected_arguments'], due['reply_key'])} "
@@ -163,6 +160,12 @@ def scenario_lines(main: ResultsDir, folders: dict, main_samples=None) -> list:
                 f"| {rate_cell(native_due['intended_tool'], native_due['reply_key'])} "
                 f"| {rate_cell(native_none['right_tool'], native_none['reply_key'])} |")
     return lines + [""]
+
+
+def _by_class(frame, common: set) -> tuple:
+    """(call due, no call due) of the samples of `frame` whose (scenario, seed) is in `common`."""
+    frame = frame[[key in common for key in zip(frame["scenario"], frame["sample"])]]
+    return frame[frame["call_due"] == True], frame[frame["call_due"] == False]  # noqa: E712
 
 
 def _held_cell(variant: str, judged, due: list, valid) -> str:
