@@ -113,8 +113,10 @@ class GrammarSpec:
 # (CALL_SHAPED, a list of spellings), or no brace at all: a model refused one spelling samples the next one no
 # list names ("name " with a blank, doubled braces, mixed quotes), while every call object opens with a brace.
 ANSWER_RULES = ("refusal-list", "no-brace")
-# How the generic JSON shape answers under "auto": the answer object {"response": ...}, or plain text.
-GENERIC_ANSWERS = ("object", "text")
+# How the generic JSON shape answers under "auto": the answer object {"response": ...}, plain text, or either
+# ("object-or-text": then the text holds no brace at all, so every JSON object a reply holds is a call or the
+# answer object and a call cannot hide in prose under a spelling no list names).
+GENERIC_ANSWERS = ("object", "text", "object-or-text")
 
 
 def build_grammar(family: str | None, tools: list, tool_choice: str = "auto", *, lazy: bool = False,
@@ -126,7 +128,8 @@ def build_grammar(family: str | None, tools: list, tool_choice: str = "auto", *,
     and nothing else. template: the model's chat template; where it holds the family's reasoning tag, the
     reply may open with a reasoning block. answer: what the plain answer may not hold (ANSWER_RULES).
     generic_answer: how the generic JSON shape answers under "auto" (GENERIC_ANSWERS): the answer object
-    {"response": ...}, or plain text that opens like no call and holds no call spelling."""
+    {"response": ...}, plain text that opens like no call and holds no call spelling, or either of them
+    ("object-or-text", the text then holding no brace)."""
     if tool_choice not in TOOL_CHOICES:
         raise GrammarError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)}, not {tool_choice!r}")
     if answer not in ANSWER_RULES:
@@ -162,9 +165,14 @@ def _build_generic(tools, tool_choice, requested, note, generic_answer="object")
     grammar = CallGrammar(shape, tools, RuleSet())
     body = grammar.calls()
     held = ((), ())
-    if tool_choice == "auto" and generic_answer == "text":
-        held = (tuple(dict.fromkeys([*OPENERS, *_foreign(registry.get(GENERIC))])), CALL_SHAPED)
+    if tool_choice == "auto" and generic_answer != "object":
+        # A model that opens with a brace after a tool result (the JSON it just read) may still answer, in the
+        # answer object; its text then needs no refusal list: no brace at all.
+        both = generic_answer == "object-or-text"
+        held = (tuple(dict.fromkeys([*OPENERS, *_foreign(registry.get(GENERIC))])), ("{",) if both else CALL_SHAPED)
         body = alt(body, answer_text(grammar.rules, *held))
+        if both:
+            body = alt(body, answer_grammar(grammar.rules, shape.answer_key))
     elif tool_choice == "auto":
         body = alt(body, answer_grammar(grammar.rules, shape.answer_key))
     return _whole(GENERIC, grammar, shape, body, tool_choice, requested, note, answer=held)

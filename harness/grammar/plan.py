@@ -102,6 +102,11 @@ VARIANTS = {
                         "renders them as in native mode, with no preamble, so the first token's choice between "
                         "calling and answering is native mode's (a template without a tool format gets "
                         "json-or-text's preamble)",
+    "envelope-or-text-own": "json-or-text-own with envelope's answer object beside the text: the bare JSON call, "
+                            "{\"response\"}, or plain text that holds no brace at all, under the model's own "
+                            "prompt (a template without a tool format gets json-or-text's preamble), so a model "
+                            "that opens with a brace after a tool result can still answer, and no call hides in "
+                            "prose",
     "lazy-trigger": "llama.cpp's lazy pattern trigger for Hermes templates (2025): free text until the family's call "
                     "marker, anywhere, or a fence or bare JSON object opening {\"name at the start of the reply; "
                     "from there a call held to the tools' schemas (a fenced or bare object is counted apart from "
@@ -122,6 +127,12 @@ UNNAMED_VARIANT = "refusal-list"
 LAZY_TRIGGER = "lazy-trigger"
 JSON_OR_TEXT = "json-or-text"
 JSON_OR_TEXT_OWN = "json-or-text-own"
+ENVELOPE_OR_TEXT_OWN = "envelope-or-text-own"
+# The designs under the model's own prompt: a template that carries the tools is not told them again.
+OWN_PROMPT = (JSON_OR_TEXT_OWN, ENVELOPE_OR_TEXT_OWN)
+# How each generic-shaped design answers under "auto" (harness.grammar.GENERIC_ANSWERS).
+_GENERIC_ANSWER = {"envelope": "object", JSON_OR_TEXT: "text", JSON_OR_TEXT_OWN: "text",
+                   ENVELOPE_OR_TEXT_OWN: "object-or-text"}
 
 
 def recorded_variant(grammar: dict | None) -> str:
@@ -169,15 +180,16 @@ def grammar_plan(family: str | None, scenario, template: str | None = None,
         return GrammarPlan(spec, tool_preamble(scenario) if told else None,
                            build_grammar(family, scenario.tool_schemas(), "required", template=template),
                            tool_preamble(scenario) if told else None, variant)
-    shape = GENERIC if variant in ("envelope", JSON_OR_TEXT, JSON_OR_TEXT_OWN) else family
+    shape = GENERIC if variant in _GENERIC_ANSWER else family
     answer = "no-brace" if variant == "no-brace" else "refusal-list"
-    text = variant in (JSON_OR_TEXT, JSON_OR_TEXT_OWN)
+    generic_answer = _GENERIC_ANSWER.get(variant, "object")
+    text = generic_answer != "object"
     spec = build_grammar(shape, scenario.tool_schemas(), "auto", template=template, answer=answer,
-                         generic_answer="text" if text else "object")
+                         generic_answer=generic_answer)
     # The generic shape is one no template describes: the model must be told (also when a family without a
-    # grammar shape had the generic one imposed on it). json-or-text-own tells only a template that cannot
+    # grammar shape had the generic one imposed on it). The own-prompt designs tell only a template that cannot
     # carry the tools: one that can renders them as in native mode, so the prompt is native's.
-    told = spec.family == GENERIC and (variant != JSON_OR_TEXT_OWN or family is None)
+    told = spec.family == GENERIC and (variant not in OWN_PROMPT or family is None)
     told_how = TOOL_PREAMBLE if text else CALL_OR_ANSWER_PREAMBLE
     return GrammarPlan(spec, tool_preamble(scenario, told_how) if told else None,
                        build_grammar(shape, scenario.tool_schemas(), "required", template=template),

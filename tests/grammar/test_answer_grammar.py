@@ -154,6 +154,24 @@ def test_json_or_text_takes_the_bare_call_or_a_plain_answer_and_nothing_that_ope
         build_grammar(family, TOOLS, "required").gbnf
 
 
+@pytest.mark.parametrize("family", [None, GENERIC])
+def test_object_or_text_takes_the_call_the_answer_object_or_text_without_a_brace(family, checker):
+    """envelope-or-text-own's grammar: a model that opens with a brace (after a tool result's JSON) may still
+    answer, in {"response"}; its text holds no brace at all, so no call in any spelling hides in prose."""
+    from harness.families import parse
+
+    spec = build_grammar(family, TOOLS, "auto", generic_answer="object-or-text")
+    for ok in ('{"name": "get_weather", "arguments": {"location": "Paris"}}', '{"response": "sunny"}',
+               "It is sunny in Paris.", "  Use get_weather (it takes a location)."):
+        assert checker.check(spec.gbnf, ok).accepted, ok
+    assert parse(GENERIC, '{"response": "sunny"}').content == "sunny"
+    for text in [*CALL_LIKE[1:], "<tool_call>", 'Sure: {"name ": "get_time"}', "Sure: {x}", "a } b {",
+                 '{"response": 3}', '{"name": "get_weather", "arguments": {}}']:
+        assert checker.check(spec.gbnf, text).status == "rejected", text
+    assert build_grammar(family, TOOLS, "required", generic_answer="object-or-text").gbnf == \
+        build_grammar(family, TOOLS, "required").gbnf
+
+
 def test_an_unknown_generic_answer_is_refused_with_the_list():
     from harness.grammar import GrammarError
 

@@ -170,8 +170,9 @@ def test_lazy_trigger_plan_keeps_the_familys_tools_or_tells_a_template_without_t
     default = grammar_plan("hermes", sc)
     assert "held_triggers" not in default.to_json("grammar") and "trigger_patterns_sha256" not in default.to_json()
     digests = {setup_digest("grammar", grammar_plan("hermes", sc, variant=v).to_json("grammar"))
-               for v in ("refusal-list", "no-brace", "envelope", "json-or-text", "json-or-text-own", "lazy-trigger")}
-    assert len(digests) == 6
+               for v in ("refusal-list", "no-brace", "envelope", "json-or-text", "json-or-text-own",
+                         "envelope-or-text-own", "lazy-trigger")}
+    assert len(digests) == 7
     # json-or-text holds every model to the bare JSON call, told in the preamble, whatever its template's format.
     bare = grammar_plan("hermes", sc, variant="json-or-text")
     assert bare.family == "generic-json" and bare.spec.openings[:3] == ("{", "[", "```")
@@ -183,6 +184,11 @@ def test_lazy_trigger_plan_keeps_the_familys_tools_or_tells_a_template_without_t
     assert own.required.gbnf == bare.required.gbnf and own.family == "generic-json"
     untold = grammar_plan(None, sc, variant="json-or-text-own")
     assert untold.preamble == grammar_plan(None, sc, variant="json-or-text").preamble
+    # envelope-or-text-own: the same prompts, a grammar that also takes the answer object (and text with no brace).
+    both = grammar_plan("hermes", sc, variant="envelope-or-text-own")
+    assert both.preamble is None and both.required.gbnf == own.required.gbnf and both.spec.gbnf != own.spec.gbnf
+    assert both.spec.answer_excludes == ("{",) and both.family == "generic-json"
+    assert grammar_plan(None, sc, variant="envelope-or-text-own").preamble == untold.preamble
 
 
 @pytest.mark.parametrize("argv,folder,said", [
@@ -191,7 +197,7 @@ def test_lazy_trigger_plan_keeps_the_familys_tools_or_tells_a_template_without_t
     ([], "designs/lazy-trigger", "no model 'no-such-model'"),
     (["--grammar-variant", "lazy"], ".", "unknown grammar variant 'lazy' (variants: refusal-list, no-brace, "
                                          "native-example, envelope, json-or-text, json-or-text-own, "
-                                         "lazy-trigger)"),
+                                         "envelope-or-text-own, lazy-trigger)"),
     # A folder holds one design: another one's samples go to a study folder of their own.
     (["--grammar-variant", "no-brace"], ".", "a design study's samples go to a folder of their own: "
                                              "--results-dir "),
