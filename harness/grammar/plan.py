@@ -102,11 +102,12 @@ VARIANTS = {
                         "renders them as in native mode, with no preamble, so the first token's choice between "
                         "calling and answering is native mode's (a template without a tool format gets "
                         "json-or-text's preamble)",
-    "envelope-or-text-own": "json-or-text-own with envelope's answer object beside the text: the bare JSON call, "
-                            "{\"response\"}, or plain text that holds no brace at all, under the model's own "
-                            "prompt (a template without a tool format gets json-or-text's preamble), so a model "
-                            "that opens with a brace after a tool result can still answer, and no call hides in "
-                            "prose",
+    "envelope-or-text": "envelope's answer object beside json-or-text's plain text: the bare JSON call, "
+                        "{\"response\"}, or plain text that holds no brace at all, described in json-or-text's "
+                        "preamble, so a model that opens with a brace after a tool result can still answer, and "
+                        "no call hides in prose",
+    "envelope-or-text-own": "envelope-or-text's grammar under the model's own prompt (as json-or-text-own is "
+                            "json-or-text's)",
     "lazy-trigger": "llama.cpp's lazy pattern trigger for Hermes templates (2025): free text until the family's call "
                     "marker, anywhere, or a fence or bare JSON object opening {\"name at the start of the reply; "
                     "from there a call held to the tools' schemas (a fenced or bare object is counted apart from "
@@ -127,12 +128,13 @@ UNNAMED_VARIANT = "refusal-list"
 LAZY_TRIGGER = "lazy-trigger"
 JSON_OR_TEXT = "json-or-text"
 JSON_OR_TEXT_OWN = "json-or-text-own"
+ENVELOPE_OR_TEXT = "envelope-or-text"
 ENVELOPE_OR_TEXT_OWN = "envelope-or-text-own"
 # The designs under the model's own prompt: a template that carries the tools is not told them again.
 OWN_PROMPT = (JSON_OR_TEXT_OWN, ENVELOPE_OR_TEXT_OWN)
 # How each generic-shaped design answers under "auto" (harness.grammar.GENERIC_ANSWERS).
 _GENERIC_ANSWER = {"envelope": "object", JSON_OR_TEXT: "text", JSON_OR_TEXT_OWN: "text",
-                   ENVELOPE_OR_TEXT_OWN: "object-or-text"}
+                   ENVELOPE_OR_TEXT: "object-or-text", ENVELOPE_OR_TEXT_OWN: "object-or-text"}
 
 
 def recorded_variant(grammar: dict | None) -> str:
