@@ -145,5 +145,6 @@ def test_the_designs_page_sets_the_scenarios_of_each_design_side_by_side(tmp_pat
     rows = {line.split(" | ")[1]: line.split(" | ") for line in section.splitlines() if line.startswith(f"| {MODEL} |")}
     assert set(rows) == {DEFAULT, "lazy-trigger"}
     assert rows[DEFAULT][2] == "0 / 1" and rows["lazy-trigger"][2] == "0 / 1"
-    assert rows[DEFAULT][6].startswith("1/1 100%") and rows["lazy-trigger"][6].startswith("0/1 0%")
-    assert rows["lazy-trigger"][9].startswith("1/1 100%")       # native's no call made on the same sample
+    assert rows[DEFAULT][7].startswith("1/1 100%") and rows["lazy-trigger"][7].startswith("0/1 0%")
+    assert rows["lazy-trigger"][10].startswith("1/1 100%")       # native's no call made on the same sample
+    assert rows[DEFAULT][5] == "–"          # no call due: whether an answer used a result does not apply

@@ -115,9 +115,9 @@ def designs_markdown(main: ResultsDir, main_judged, judge, valid, main_samples=N
 def scenario_lines(main: ResultsDir, folders: dict, main_samples=None) -> list:
     """The YAML scenarios under each design (a study folder's transcripts/, the default's from the main folder),
     per model over the samples (scenario, seed) every design of it ran: where a call is due, a call parsed, the
-    expected arguments and all checks; where none is, no call made and all checks; beside them native mode's
-    same samples (the tool it intended, read leniently; no call made). [] when no study ran
-    a scenario."""
+    expected arguments, whether the answer used the result, and all checks; where none is, no call made and all
+    checks; beside them native mode's same samples (the tool it intended, read leniently; no call made). [] when
+    no study ran a scenario."""
     frames = {v: collect(f.root, replays=False).samples for v, f in folders.items()
               if v != DEFAULT_VARIANT and f.transcript_files()}
     frames = {v: f for v, f in frames.items() if not f.empty}
@@ -133,13 +133,14 @@ def scenario_lines(main: ResultsDir, folders: dict, main_samples=None) -> list:
              "and seed) every design of the model ran; native mode's same samples as the reference. Call parsed: the "
              "strict parser read a call in the turn's first reply; expected args: the expected tool with the expected "
              "arguments; native's intended tool: the tool native mode's reply meant, read leniently (a near miss "
-             "counts), what the model knows format aside; all checks: "
+             "counts), what the model knows format aside; answer uses the result: after a tool ran, the turn's answer "
+             "holds what the result said (the question a design that answers after a result is for); all checks: "
              "the scenario's every check on every turn (results/<model>.md's *all checks*). Rates: k/n, percent, "
              "Wilson 95% over distinct replies where replies repeat.", "",
              "| model | design | samples (call due / none due) | calls due: call parsed | calls due: expected args "
-             "| calls due: all checks | no call due: no call made | no call due: all checks | native, calls due: "
+             "| calls due: answer uses the result | calls due: all checks | no call due: no call made | no call due: all checks | native, calls due: "
              "intended tool | native, no call due: no call made |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     live = {v: f[~f["replayed"].astype(bool)] for v, f in frames.items()}
     for model in sorted(set(main_samples["model"])):
         by = {v: f[(f["model"] == model) & (f["mode"] == "grammar")] for v, f in live.items()}
@@ -155,6 +156,7 @@ def scenario_lines(main: ResultsDir, folders: dict, main_samples=None) -> list:
             lines.append(
                 f"| {model} | {variant} | {len(due)} / {len(none)} | {rate_cell(due['parsed'], due['reply_key'])} "
                 f"| {rate_cell(due['expected_arguments'], due['reply_key'])} "
+                f"| {rate_cell(due['result_used'], due['reply_key'])} "
                 f"| {rate_cell(due['passed'], due['reply_key'])} "
                 f"| {rate_cell(none['right_tool'], none['reply_key'])} | {rate_cell(none['passed'], none['reply_key'])} "
                 f"| {rate_cell(native_due['intended_tool'], native_due['reply_key'])} "
