@@ -27,6 +27,9 @@ TOOL_PREAMBLE = _TOOLS + _CALL + " and nothing else. Otherwise answer in plain t
 # Grammar mode, where the generic grammar allows a call or an answer object (harness.grammar.generic).
 CALL_OR_ANSWER_PREAMBLE = (_TOOLS + _CALL + ". Otherwise reply with only a JSON object of the form "
                            '{{"response": "<your answer>"}}.')
+# envelope-or-text-told: both answers the grammar allows, told.
+CALL_OR_EITHER_ANSWER_PREAMBLE = (_TOOLS + _CALL + ". Otherwise answer, in plain text or as a JSON object of the "
+                                  'form {{"response": "<your answer>"}}.')
 
 
 def tool_preamble(scenario, preamble: str = TOOL_PREAMBLE) -> str:
@@ -106,6 +109,8 @@ VARIANTS = {
                         "{\"response\"}, or plain text that holds no brace at all, described in json-or-text's "
                         "preamble, so a model that opens with a brace after a tool result can still answer, and "
                         "no call hides in prose",
+    "envelope-or-text-told": "envelope-or-text's grammar with both answers told in the preamble (plain text, or "
+                             "{\"response\"} as envelope tells it)",
     "envelope-or-text-own": "envelope-or-text's grammar under the model's own prompt (as json-or-text-own is "
                             "json-or-text's)",
     "lazy-trigger": "llama.cpp's lazy pattern trigger for Hermes templates (2025): free text until the family's call "
@@ -130,11 +135,13 @@ JSON_OR_TEXT = "json-or-text"
 JSON_OR_TEXT_OWN = "json-or-text-own"
 ENVELOPE_OR_TEXT = "envelope-or-text"
 ENVELOPE_OR_TEXT_OWN = "envelope-or-text-own"
+ENVELOPE_OR_TEXT_TOLD = "envelope-or-text-told"
 # The designs under the model's own prompt: a template that carries the tools is not told them again.
 OWN_PROMPT = (JSON_OR_TEXT_OWN, ENVELOPE_OR_TEXT_OWN)
 # How each generic-shaped design answers under "auto" (harness.grammar.GENERIC_ANSWERS).
 _GENERIC_ANSWER = {"envelope": "object", JSON_OR_TEXT: "text", JSON_OR_TEXT_OWN: "text",
-                   ENVELOPE_OR_TEXT: "object-or-text", ENVELOPE_OR_TEXT_OWN: "object-or-text"}
+                   ENVELOPE_OR_TEXT: "object-or-text", ENVELOPE_OR_TEXT_OWN: "object-or-text",
+                   ENVELOPE_OR_TEXT_TOLD: "object-or-text"}
 
 
 def recorded_variant(grammar: dict | None) -> str:
@@ -192,7 +199,8 @@ def grammar_plan(family: str | None, scenario, template: str | None = None,
     # grammar shape had the generic one imposed on it). The own-prompt designs tell only a template that cannot
     # carry the tools: one that can renders them as in native mode, so the prompt is native's.
     told = spec.family == GENERIC and (variant not in OWN_PROMPT or family is None)
-    told_how = TOOL_PREAMBLE if text else CALL_OR_ANSWER_PREAMBLE
+    told_how = (CALL_OR_EITHER_ANSWER_PREAMBLE if variant == ENVELOPE_OR_TEXT_TOLD
+                else TOOL_PREAMBLE if text else CALL_OR_ANSWER_PREAMBLE)
     return GrammarPlan(spec, tool_preamble(scenario, told_how) if told else None,
                        build_grammar(shape, scenario.tool_schemas(), "required", template=template),
                        tool_preamble(scenario) if told else None, variant)
