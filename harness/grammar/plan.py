@@ -118,14 +118,16 @@ VARIANTS = {
                     "from there a call held to the tools' schemas (a fenced or bare object is counted apart from "
                     "the family's own calls)",
 }
-# The numbers (results/grammar-designs.md: 5 BFCL cases of each of 7 categories per model, 2026-12-05) choose
-# json-or-text-own: the one design under which both Qwen2.5-Coder models write strict calls that BFCL's checker
-# passes at least half as often as it passes native mode's lenient reading (0.5B 9/25 against 10/25, 1.5B 9/25
-# against 14/25) with no worse a no-call rate than native's (4/10 against 3/10, 2/10 against 0/10); refusal-list
-# gave both 0/25. The YAML scenarios do not agree (docs/bfcl.md): after a tool result the bare-call designs call
-# again where envelope answers. Changing the default supersedes every committed grammar and fallback sample, so
-# the main folder's rows are first re-run in the chosen design's study folder and the default moves when they are
-# all there (tools/adopt_design.py VARIANT --keep refusal-list).
+# The numbers (results/grammar-designs.md: 5 BFCL cases of each of 7 categories and 10 YAML scenarios x 5 seeds
+# per model, 2026-12-05) choose envelope-or-text-told: under it both Qwen2.5-Coder models write strict calls that
+# BFCL's checker passes as often as or at least half as often as native mode's lenient reading (0.5B 10/25
+# against 10/25, 1.5B 12/25 against 14/25) with no worse a no-call rate (3/10 against 3/10, 4/10 against 0/10),
+# and after a tool result the 1.5B model answers in the answer object it is told of where the bare-call designs
+# call again (scenarios, calls due, all checks: 12/30 against json-or-text-own's 2/30; envelope's 17/30 comes with
+# 1/10 on BFCL's no-call cases and the 0.5B model calling in 15 of 20 no-call scenario samples). Changing the
+# default supersedes every committed grammar and fallback sample, so the main folder's rows are first re-run in
+# the chosen design's study folder and the default moves when they are all there (tools/adopt_design.py VARIANT
+# --keep refusal-list).
 DEFAULT_VARIANT = "refusal-list"
 # The first design: its records keep no design name (they were written before there were others), so a record
 # without one is this design's, whichever is the default today.
