@@ -1,6 +1,8 @@
 """results/grammar-designs.md: each grammar design's BFCL rows beside the default design's, per model, over the
 cases every design ran; written by `harness report` only when the folder holds a design study."""
 
+import pytest
+
 from harness.suites.bfcl.cases import load_suite
 from harness.storage.records import ModelRef, SampleRecord, ScenarioRef
 from harness.storage.results import ResultsDir
@@ -49,6 +51,10 @@ def test_the_designs_page_compares_each_design_over_the_same_cases(tmp_path):
     assert rows[DEFAULT].split(" | ")[6].startswith("0/1 0%")
     assert rows["no-brace"].split(" | ")[6].startswith("1/1 100%")
     assert "| 2/2 steps |" in rows[DEFAULT] and "| 2/2 steps |" in rows["no-brace"]
+    # The goal on these cases: native's lenient reading passes the call (1/1); the default's strict 0/1 is below
+    # half of it, no-brace's 1/1 meets it (native ran no no-call case here: nothing to fall below).
+    assert rows[DEFAULT].split(" | ")[5].startswith("1/1 100%")
+    assert rows[DEFAULT].split(" | ")[8] == "calls below half" and rows["no-brace"].split(" | ")[8] == "met"
     assert page.splitlines()[0] == "# Grammar designs side by side"
 
 
@@ -148,3 +154,17 @@ def test_the_designs_page_sets_the_scenarios_of_each_design_side_by_side(tmp_pat
     assert rows[DEFAULT][7].startswith("1/1 100%") and rows["lazy-trigger"][7].startswith("0/1 0%")
     assert rows["lazy-trigger"][10].startswith("1/1 100%")       # native's no call made on the same sample
     assert rows[DEFAULT][5] == "–"          # no call due: whether an answer used a result does not apply
+
+
+@pytest.mark.parametrize("strict,lenient,abstained,native,said", [
+    ([True, False], [True, True], [True], [True], "met"),                     # 1 of 2 is half of 2
+    ([False, False], [True, False], [True], [False], "calls below half"),
+    ([True, True], [True, True], [False], [True], "no-call below native"),
+    ([False], [True], [False], [True], "calls below half, no-call below native"),
+    ([False], [False], [True], [True], "–"),                                  # native knows nothing here
+    (None, [True], [True], [True], "not judged"),
+])
+def test_the_goal_column_says_which_half_fails(strict, lenient, abstained, native, said):
+    from harness.suites.bfcl.designs import _goal
+
+    assert _goal(strict, lenient, abstained, native) == said

@@ -57,7 +57,8 @@ def designs_markdown(main: ResultsDir, main_judged, judge, valid, main_samples=N
              "our rule, no call made or attempted (a call to an offered tool in any spelling is an attempt). "
              "Native, lenient: BFCL's checker on native mode's lenient reading of the same call-due cases, the "
              "reference the goal is stated against (grammar's strict calls at least half of it, and no worse a no-call "
-             "rate than native's, the next reference column). Grammar acted: "
+             "rate than native's, the next reference column). Goal: both of those hold on these cases (met), or which "
+             "fails; '–' where native's lenient reading passes none (nothing to hold half of). Grammar acted: "
              "steps in which the grammar refused a sampled token. Held in another spelling (`lazy-trigger` only): "
              "BFCL's checker on the calls its grammar held from a fence or a bare JSON object, which are not in the "
              "family's format (the strict column does not count them), and how many such calls there were. Rates: "
@@ -65,8 +66,8 @@ def designs_markdown(main: ResultsDir, main_judged, judge, valid, main_samples=N
              "Designs: " + "; ".join(f"`{name}`: {text}" for name, text in VARIANTS.items()) + ".", "",
              "| model | design | cases (call due / none due) | calls due: BFCL, strict | calls due: held in another "
              "spelling, BFCL | native, lenient (reference) | no call due: none made or attempted | native, no call "
-             "due (reference) | grammar acted | tokens a case | s a case |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "due (reference) | goal | grammar acted | tokens a case | s a case |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     by_model = defaultdict(dict)
     for variant, (judged, steps) in rows.items():
         for o in judged.outcomes:
@@ -84,26 +85,25 @@ def designs_markdown(main: ResultsDir, main_judged, judge, valid, main_samples=N
             group = [designs[variant][c] for c in sorted(common)]
             due = [o for o in group if o.call_due]
             none_due = [o for o in group if not o.call_due]
-            if judged.verdicts is None:
-                strict = "not judged"
-            else:
-                strict = rate_cell([valid(judged.verdicts[(o.case, o.model, o.mode)][0]) for o in due])
+            strict_right = None if judged.verdicts is None else \
+                [valid(judged.verdicts[(o.case, o.model, o.mode)][0]) for o in due]
             held = _held_cell(variant, judged, due, valid)
-            if main_judged.verdicts is None:
-                lenient = "not judged"
-            else:
-                lenient = rate_cell([valid(main_judged.verdicts[(c.case, model, "native")][1])
-                                     for c in due if c.case in native])
-            abstained = rate_cell([not o.attempted and not o.errored for o in none_due])
-            native_abstained = rate_cell([not native[o.case].attempted and not native[o.case].errored
-                                          for o in none_due if o.case in native])
+            lenient_right = None if main_judged.verdicts is None else \
+                [valid(main_judged.verdicts[(c.case, model, "native")][1]) for c in due if c.case in native]
+            abstained_list = [not o.attempted and not o.errored for o in none_due]
+            native_list = [not native[o.case].attempted and not native[o.case].errored
+                           for o in none_due if o.case in native]
+            strict = "not judged" if strict_right is None else rate_cell(strict_right)
+            lenient = "not judged" if lenient_right is None else rate_cell(lenient_right)
+            abstained, native_abstained = rate_cell(abstained_list), rate_cell(native_list)
+            goal = _goal(strict_right, lenient_right, abstained_list, native_list)
             counted = [steps.get((model, o.case, "grammar"), (0, 0, 0)) for o in group]
             acted = f"{sum(a for a, _, _ in counted)}/{sum(n for _, n, _ in counted)} steps"
             tokens = f"{sum(t for _, _, t in counted) / len(group):.0f}" if group else "–"
             seconds = [o.seconds for o in group if o.seconds is not None]
             per = f"{sum(seconds) / len(seconds):.1f}" if seconds else "–"
             lines.append(f"| {model} | {variant} | {len(due)} / {len(none_due)} | {strict} | {held} | {lenient} "
-                         f"| {abstained} | {native_abstained} | {acted} | {tokens} | {per} |")
+                         f"| {abstained} | {native_abstained} | {goal} | {acted} | {tokens} | {per} |")
         skipped = sorted(set().union(*designs.values()) - common)
         if skipped:
             notes.append(f"- {model}: {len(skipped)} case(s) run by some designs only, left out.")
@@ -162,6 +162,21 @@ def scenario_lines(main: ResultsDir, folders: dict, main_samples=None) -> list:
                 f"| {rate_cell(native_due['intended_tool'], native_due['reply_key'])} "
                 f"| {rate_cell(native_none['right_tool'], native_none['reply_key'])} |")
     return lines + [""]
+
+
+def _goal(strict, lenient, abstained, native_abstained) -> str:
+    """Whether a design meets the goal on the same cases: its strict calls right at least half as often as
+    native's lenient reading, and no call made or attempted on no-call cases at least as often as native."""
+    if strict is None or lenient is None:
+        return "not judged"
+    if not sum(lenient):
+        return "–"
+    failed = []
+    if 2 * sum(strict) < sum(lenient):
+        failed.append("calls below half")
+    if sum(abstained) < sum(native_abstained):
+        failed.append("no-call below native")
+    return "met" if not failed else ", ".join(failed)
 
 
 def _by_class(frame, common: set) -> tuple:
