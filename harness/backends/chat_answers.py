@@ -53,6 +53,11 @@ def call_ids(raw_calls) -> list:
     return [c.get("id") if isinstance(c, dict) and isinstance(c.get("id"), str) else None for c in raw_calls]
 
 
+def _failure(exc: ServerReplyError) -> dict:
+    """A request's failure as an answer records it; `expired` where no complete answer came by its deadline."""
+    return {"error": str(exc), "status": exc.status, **({"expired": True} if exc.expired else {})}
+
+
 def chat_answer(url: str, body: dict, timeout: float) -> dict:
     """One /v1/chat/completions answer as the runtime returned it: content, reasoning_content, tool_calls (name
     and the arguments string), finish_reason, completion tokens (and prompt tokens, where usage has them); an HTTP or connection failure, or an answer
@@ -62,7 +67,7 @@ def chat_answer(url: str, body: dict, timeout: float) -> dict:
     try:
         answer = request_json(url, {**body, "stream": False}, timeout)
     except ServerReplyError as exc:
-        return {"error": str(exc), "status": exc.status}
+        return _failure(exc)
     choices = answer.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         return {"error": f"{url}: the answer has no choices: {shown(answer)}", "status": 200}
@@ -112,7 +117,7 @@ def chat_stream(url: str, body: dict, timeout: float) -> dict:
                 chunks += 1
                 finish = _delta(event, chunks, content, reasoning, calls, problems, ids) or finish
     except ServerReplyError as exc:
-        return {"error": str(exc), "status": exc.status}
+        return _failure(exc)
     out = {"status": 200, "content": "".join(content) or None, "reasoning": "".join(reasoning) or None,
            "tool_calls": [calls[i] for i in sorted(calls)], "finish_reason": finish, "chunks": chunks}
     if ids:

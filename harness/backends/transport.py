@@ -93,7 +93,8 @@ class Exchange:
     def _failed(self, exc) -> ServerReplyError:
         if self.expired or isinstance(exc, (socket.timeout, TimeoutError)):
             return ServerReplyError(f"{self.url}: no complete answer within {self.timeout:.3g} s (the deadline of "
-                                    f"the whole request; {self.received} bytes of the answer read)", retry=True)
+                                    f"the whole request; {self.received} bytes of the answer read)", retry=True,
+                                    expired=True)
         if isinstance(exc, http.client.IncompleteRead):
             return ServerReplyError(f"{self.url}: the answer was cut short ({exc!r})", retry=True)
         return ServerReplyError(f"{self.url}: {exc.__class__.__name__}: {exc}", retry=True)

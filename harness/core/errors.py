@@ -75,11 +75,12 @@ class DequantizeError(HarnessError):
 
 
 class ServerReplyError(GenerationError):
-    """A server answered a request with an error, or not at all; `retry` says whether asking again may help."""
+    """A server answered a request with an error, or not at all; `retry` says whether asking again may help;
+    `expired`: no complete answer came by the request's deadline."""
 
-    def __init__(self, message: str, retry: bool, status: int | None = None):
+    def __init__(self, message: str, retry: bool, status: int | None = None, expired: bool = False):
         super().__init__(message)
-        self.retry, self.status = retry, status
+        self.retry, self.status, self.expired = retry, status, expired
 
 
 class MissingExtraError(HarnessError):

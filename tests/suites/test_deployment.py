@@ -225,3 +225,57 @@ def test_a_scenario_opening_is_judged_by_its_first_turns_expectation_on_what_an_
                                                               "left_in_content": True}
     failed = record(greeting, "auto", {"error": "HTTP 500"}, answer())
     assert verdict(failed, failed.plain, greeting.scenario)["errored"] is True
+
+
+def test_a_started_server_that_misses_the_deadline_is_asked_once_more_with_more_time(monkeypatch):
+    """A loaded machine makes a healthy runtime miss a request's deadline: the request is asked again with
+    SLOW_RETRY times the time (a real HTTP server answering the second time); one that misses both is recorded
+    with both failures in its words."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from harness.backends.chat_answers import chat_answer
+    from harness.suites.deployment import driver
+
+    asked, delays = [], []
+
+    class Slow(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            asked.append(time.monotonic())
+            time.sleep(delays[len(asked) - 1])
+            body = json.dumps({"choices": [{"message": {"role": "assistant", "content": "hi"},
+                                            "finish_reason": "stop"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    class Process:                      # the started server's process: alive throughout
+        running = True
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/v1/chat/completions"
+    target = driver.Target("llama-server-x", "llama-server", local=Process())
+    monkeypatch.setattr(driver, "TIMEOUT", 0.5)
+    try:
+        delays[:] = [1.0, 0.0]          # late once (0.5 s deadline), then in time
+        answer = driver._ask(target, chat_answer, url, {"messages": []})
+        assert answer["content"] == "hi" and "no complete answer within 0.5 s" in answer["asked_again"]
+        asked.clear()
+        delays[:] = [1.0, 2.0]          # late twice (the second deadline is 1.5 s): a finding, both failures said
+        answer = driver._ask(target, chat_answer, url, {"messages": []})
+        assert answer["error"].count("no complete answer within") == 2 and "1.5 s" in answer["error"]
+        # An --endpoint's request is not asked again here: the next run asks it (driver.unanswered).
+        asked.clear()
+        delays[:] = [1.0, 0.0]
+        answer = driver._ask(driver.Target("mine", "endpoint"), chat_answer, url, {"messages": []})
+        assert answer["expired"] and len(asked) == 1
+    finally:
+        httpd.shutdown()
