@@ -138,8 +138,8 @@ def scenario_lines(main: ResultsDir, folders: dict, main_samples=None) -> list:
              "the scenario's every check on every turn (results/<model>.md's *all checks*). Rates: k/n, percent, "
              "Wilson 95% over distinct replies where replies repeat.", "",
              "| model | design | samples (call due / none due) | calls due: call parsed | calls due: expected args "
-             "| calls due: answer uses the result | calls due: all checks | no call due: no call made | no call due: all checks | native, calls due: "
-             "intended tool | native, no call due: no call made |",
+             "| calls due: answer uses the result | calls due: all checks | no call due: no call made "
+             "| no call due: all checks | native, calls due: intended tool | native, no call due: no call made |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     live = {v: f[~f["replayed"].astype(bool)] for v, f in frames.items()}
     for model in sorted(set(main_samples["model"])):
