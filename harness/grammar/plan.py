@@ -135,15 +135,20 @@ UNNAMED_VARIANT = "refusal-list"
 LAZY_TRIGGER = "lazy-trigger"
 JSON_OR_TEXT = "json-or-text"
 JSON_OR_TEXT_OWN = "json-or-text-own"
-ENVELOPE_OR_TEXT = "envelope-or-text"
-ENVELOPE_OR_TEXT_OWN = "envelope-or-text-own"
-ENVELOPE_OR_TEXT_TOLD = "envelope-or-text-told"
-# The designs under the model's own prompt: a template that carries the tools is not told them again.
-OWN_PROMPT = (JSON_OR_TEXT_OWN, ENVELOPE_OR_TEXT_OWN)
-# How each generic-shaped design answers under "auto" (harness.grammar.GENERIC_ANSWERS).
-_GENERIC_ANSWER = {"envelope": "object", JSON_OR_TEXT: "text", JSON_OR_TEXT_OWN: "text",
-                   ENVELOPE_OR_TEXT: "object-or-text", ENVELOPE_OR_TEXT_OWN: "object-or-text",
-                   ENVELOPE_OR_TEXT_TOLD: "object-or-text"}
+# The designs that hold every model to the generic JSON shape: (how it answers under "auto",
+# harness.grammar.GENERIC_ANSWERS; the preamble that tells it; whether the prompt is the model's own, so a
+# template that carries the tools is not told them again and only one without a tool format gets the preamble).
+_GENERIC_DESIGNS = {
+    "envelope": ("object", CALL_OR_ANSWER_PREAMBLE, False),
+    JSON_OR_TEXT: ("text", TOOL_PREAMBLE, False),
+    JSON_OR_TEXT_OWN: ("text", TOOL_PREAMBLE, True),
+    "envelope-or-text": ("object-or-text", TOOL_PREAMBLE, False),
+    "envelope-or-text-told": ("object-or-text", CALL_OR_EITHER_ANSWER_PREAMBLE, False),
+    "envelope-or-text-own": ("object-or-text", TOOL_PREAMBLE, True),
+}
+# The designs in the family's own call shape, where the generic one is imposed instead (a template without a
+# tool format, a family without a grammar shape): the envelope, told.
+_IMPOSED = _GENERIC_DESIGNS["envelope"]
 
 
 def recorded_variant(grammar: dict | None) -> str:
@@ -191,18 +196,15 @@ def grammar_plan(family: str | None, scenario, template: str | None = None,
         return GrammarPlan(spec, tool_preamble(scenario) if told else None,
                            build_grammar(family, scenario.tool_schemas(), "required", template=template),
                            tool_preamble(scenario) if told else None, variant)
-    shape = GENERIC if variant in _GENERIC_ANSWER else family
+    shape = GENERIC if variant in _GENERIC_DESIGNS else family
     answer = "no-brace" if variant == "no-brace" else "refusal-list"
-    generic_answer = _GENERIC_ANSWER.get(variant, "object")
-    text = generic_answer != "object"
+    generic_answer, told_how, own = _GENERIC_DESIGNS.get(variant, _IMPOSED)
     spec = build_grammar(shape, scenario.tool_schemas(), "auto", template=template, answer=answer,
                          generic_answer=generic_answer)
     # The generic shape is one no template describes: the model must be told (also when a family without a
     # grammar shape had the generic one imposed on it). The own-prompt designs tell only a template that cannot
     # carry the tools: one that can renders them as in native mode, so the prompt is native's.
-    told = spec.family == GENERIC and (variant not in OWN_PROMPT or family is None)
-    told_how = (CALL_OR_EITHER_ANSWER_PREAMBLE if variant == ENVELOPE_OR_TEXT_TOLD
-                else TOOL_PREAMBLE if text else CALL_OR_ANSWER_PREAMBLE)
+    told = spec.family == GENERIC and (not own or family is None)
     return GrammarPlan(spec, tool_preamble(scenario, told_how) if told else None,
                        build_grammar(shape, scenario.tool_schemas(), "required", template=template),
                        tool_preamble(scenario) if told else None, variant)
