@@ -263,18 +263,18 @@ def test_a_started_server_that_misses_the_deadline_is_asked_once_more_with_more_
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{httpd.server_address[1]}/v1/chat/completions"
     target = driver.Target("llama-server-x", "llama-server", local=Process())
-    monkeypatch.setattr(driver, "TIMEOUT", 0.5)
+    monkeypatch.setattr(driver, "TIMEOUT", 1.0)
     try:
-        delays[:] = [1.0, 0.0]          # late once (0.5 s deadline), then in time
+        delays[:] = [2.0, 0.0]          # late once (1 s deadline), then in time (3 s to answer at once)
         answer = driver._ask(target, chat_answer, url, {"messages": []})
-        assert answer["content"] == "hi" and "no complete answer within 0.5 s" in answer["asked_again"]
+        assert answer["content"] == "hi" and "no complete answer within 1 s" in answer["asked_again"]
         asked.clear()
-        delays[:] = [1.0, 2.0]          # late twice (the second deadline is 1.5 s): a finding, both failures said
+        delays[:] = [2.0, 4.0]          # late twice (the second deadline is 3 s): a finding, both failures said
         answer = driver._ask(target, chat_answer, url, {"messages": []})
-        assert answer["error"].count("no complete answer within") == 2 and "1.5 s" in answer["error"]
+        assert answer["error"].count("no complete answer within") == 2 and "within 3 s" in answer["error"]
         # An --endpoint's request is not asked again here: the next run asks it (driver.unanswered).
         asked.clear()
-        delays[:] = [1.0, 0.0]
+        delays[:] = [2.0, 0.0]
         answer = driver._ask(driver.Target("mine", "endpoint"), chat_answer, url, {"messages": []})
         assert answer["expired"] and len(asked) == 1
     finally:
