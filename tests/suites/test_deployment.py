@@ -38,8 +38,9 @@ def answer(content=None, calls=(), generated=None, **extra):
     return out
 
 
-def record(case, tool_choice, plain, stream, generated=None, runtime="llama-server-0.3.36-vendored"):
-    r = DeploymentRecord(runtime=runtime, server="llama-server", model={"id": MODEL, "sha256": "a" * 64,
+def record(case, tool_choice, plain, stream, generated=None, runtime="llama-server-0.3.36-vendored",
+           server="llama-server"):
+    r = DeploymentRecord(runtime=runtime, server=server, model={"id": MODEL, "sha256": "a" * 64,
                                                                          "served": MODEL},
                          template={"id": "gguf-" + MODEL, "sha256": "b" * 64}, family="hermes",
                          case={"id": case.id, "category": case.category, "hash": case.scenario.hash},
@@ -185,6 +186,20 @@ def test_the_page_opens_with_one_table_ranked_within_the_model_and_regenerates_b
     assert markdown.encode() == before and html.startswith('<section id="deployment">')
     assert "<td>llama-server-0.3.36-vendored, auto, not streamed</td><td>1</td><td>1/1 100% [21–100]</td>" in html
     assert read_records(results, []) and len(read_records(results, [])) == 3
+
+
+def test_a_runtime_asked_fewer_cases_than_the_widest_is_named_with_the_command_that_finishes_it(tmp_path, drawn):
+    results = _folder(tmp_path, drawn)
+    with TranscriptWriter(results.root / "deployment" / f"{MODEL}.jsonl") as writer:
+        writer.append(record(drawn["irrelevance_93"], "auto", answer("No tool fits.", generated="No tool fits."),
+                             answer("No tool fits."), generated="No tool fits.", runtime="llama-server-next-0.6.0",
+                             server="llama-server-next"))
+    markdown, _ = _pages(results, read_records(results, []), [])
+    section = markdown[markdown.index("## Not served, or not finished"):markdown.index("## What the rows say")]
+    assert (f"- {MODEL} on llama-server-next-0.6.0: asked 1 of the 2 cases its widest runtime was asked; to "
+            f"finish: `harness deployment --model {MODEL} --server llama-server-next --cases 1`.") in section
+    assert "llama-server-0.3.36-vendored: asked" not in section
+    assert f"- {MODEL} on mistralrs: not run yet: `harness deployment --model {MODEL} --server mistralrs" in section
 
 
 def test_a_folder_without_deployment_records_gets_no_page(tmp_path):

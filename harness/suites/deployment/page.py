@@ -279,8 +279,10 @@ def _pages(results, records: list, warnings: list) -> tuple:
                   f"`{hello['files']['eval_checker/ast_eval/ast_checker.py'][:16]}…`, the pinned wheel's bytes.", ""]
     if note:
         lines += [note, ""]
-    lines += ["## Not served", "", "Each runtime the harness can start or that a script serves, for each model "
-              "here, that has no row, and why.", "", *_not_served(kept), ""]
+    lines += ["## Not served, or not finished", "", "Each runtime the harness can start or that a script serves, "
+              "for each model here, that has no row, and why; then each that was asked fewer cases than the "
+              "model's widest runtime (a run stopped early: the same command goes on where it stopped).", "",
+              *_not_served(kept), ""]
     lines += ["## What the rows say", "", *_sentences(rows, kept, ranks, judged), "",
               "## The runtime's labels", "", "Per record (one case, one tool_choice, asked non-streamed and "
               "streamed); a record can carry several.", "", *_label_lines(kept), "",
@@ -318,29 +320,45 @@ def _replay_section(replayed: list, records: list, served_verdicts: dict, judged
 def _not_served(records: list) -> list:
     """A line per (model, runtime of the table) without records: the reason the harness gives before starting it
     (a GGUF without a template on a runtime that takes no template file), or the command that adds the row (for a
-    runtime that serves no GGUF file, the script that serves the GGUF dequantized to HF form)."""
-    out = []
+    runtime that serves no GGUF file, the script that serves the GGUF dequantized to HF form). Then a line per
+    runtime asked fewer cases than the model's widest one: its rows are not ranked beside the others on those
+    cases, and the reader gets the command that finishes them."""
+    out, short = [], []
     for model in sorted({r.model["id"] for r in records}):
         served = {r.server for r in records if r.model["id"] == model}
         pin = load_sources().model(model)
         mine = [r for r in records if r.model["id"] == model and r.tool_choice == "auto"]
-        per_model = max(max(Counter(r.case["category"] for r in mine if r.runtime == runtime).values())
-                        for runtime in {r.runtime for r in mine})
+        asked = {runtime: Counter(r.case["category"] for r in mine if r.runtime == runtime)
+                 for runtime in {r.runtime for r in mine}}
+        per_model = max(max(counts.values()) for counts in asked.values())
+        widest = max(sum(counts.values()) for counts in asked.values())
         for name in runtimes.RUNTIMES:
             runtime = runtimes.get(name)
             if name in served:
                 continue
             if not runtime.startable:
-                why = (f"not run yet: it serves no GGUF file, so its row is the GGUF dequantized to HF form: "
-                       f"`.venv/bin/python scripts/deployment_hf.py --server {name} --model {model} --cases "
-                       f"{per_model}`")
+                why = f"not run yet: it serves no GGUF file, so its row is the GGUF dequantized to HF form: " \
+                      f"`{_command(name, model, per_model)}`"
             elif not pin.template and runtime.template_file_flag is None:
                 why = (f"takes no chat template file and the GGUF embeds none: it would prompt with a fallback of "
                        f"its own, not {pin.stand_in_template}")
             else:
-                why = (f"not run yet: `harness deployment --model {model} --server {name} --cases {per_model}`")
+                why = f"not run yet: `{_command(name, model, per_model)}`"
             out.append(f"- {model} on {name}: {why}.")
-    return out
+        for runtime, counts in sorted(asked.items()):
+            server = next(r.server for r in mine if r.runtime == runtime)
+            if sum(counts.values()) < widest:
+                finish = (f"`{_command(server, model, per_model)}`" if server in runtimes.RUNTIMES else
+                          f"`harness deployment --endpoint URL --name {runtime} --model {model} --cases {per_model}`")
+                short.append(f"- {model} on {runtime}: asked {sum(counts.values())} of the {widest} cases its "
+                             f"widest runtime was asked; to finish: {finish}.")
+    return out + short
+
+
+def _command(server: str, model: str, cases: int) -> str:
+    if runtimes.get(server).startable:
+        return f"harness deployment --model {model} --server {server} --cases {cases}"
+    return f".venv/bin/python scripts/deployment_hf.py --server {server} --model {model} --cases {cases}"
 
 
 def _html(rows: list, ranks: dict, judged: bool) -> str:
