@@ -139,9 +139,12 @@ def _sentences(rows: list, records: list, ranks: dict, judged: bool) -> list:
             k, n = _count(valid_verdict(a[4]) for a in best.due())
             low = wilson(k, n)[0]
             tied = [r for r in mine[1:] if wilson(*_count(valid_verdict(a[4]) for a in r.due()))[1] >= low]
-            lead = (f"**{best.setup}** passes BFCL's checker on {k}/{n} call-due cases; "
-                    + (f"its interval overlaps {len(tied)} other setup(s)'s, so these cases do not separate them"
-                       if tied else "its interval lies above every other setup's"))
+            if k == 0:       # a leader that passes nothing is no leader: say what every ranked row shares
+                lead = f"no ranked setup passes BFCL's checker on any of the {n} call-due cases"
+            else:
+                lead = (f"**{best.setup}** passes BFCL's checker on {k}/{n} call-due cases; "
+                        + (f"its interval overlaps {len(tied)} other setup(s)'s, so these cases do not separate "
+                           "them" if tied else "its interval lies above every other setup's"))
             out.append(f"- **{model}**: {lead}.")
         for runtime in sorted({r.runtime for r in records if r.model["id"] == model}):
             mine_records = [r for r in records if r.model["id"] == model and r.runtime == runtime]
@@ -159,9 +162,10 @@ def _runtime_sentence(records: list) -> str:
     seconds = sorted(s for r in records for s in (r.seconds or {}).values() if isinstance(s, (int, float)))
     parts = [f"{calls} of {len(records)} non-streamed answers carry tool_calls",
              f"a call attempt left in content in {labelled('call-left-in-content')}/{len(records)} records",
-             f"the strict parser reads the generated text as the runtime did in {read_alike}/{len(shown)}"
-             + (" (so what the app gets is what the model wrote, not how the runtime read it)"
-                if shown and read_alike == len(shown) else ""),
+             (f"the strict parser reads the generated text as the runtime did in {read_alike}/{len(shown)}"
+              + (" (so what the app gets is what the model wrote, not how the runtime read it)"
+                 if read_alike == len(shown) else "")) if shown else
+             "the runtime does not show the text the model generated, so only its reading is judged",
              *([f"tool_choice required ignored in {labelled('required-ignored')}/{len(required)}"] if required
                else []),
              f"streamed and non-streamed answers differ in {labelled('stream-differs')}/{len(records)}",
