@@ -294,3 +294,76 @@ def test_a_started_server_that_misses_the_deadline_is_asked_once_more_with_more_
         assert answer["expired"] and len(asked) == 1
     finally:
         httpd.shutdown()
+
+
+def test_an_endpoint_is_asked_requests_in_flight_and_every_record_lands_once(tmp_path, capsys):
+    """--in-flight N against an --endpoint: N requests open at once at the server (a real HTTP server counts
+    them), every request recorded once whatever order they land in, and a second run finds them all recorded."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from harness.cli import main
+    from harness.suites.deployment import driver
+
+    drawn = cases.cases(1)
+    only = {next(c.id for c in drawn if c.category == "simple_python"),
+            next(c.id for c in drawn if c.category == "multiple"),
+            next(c.id for c in drawn if c.category == "irrelevance")}       # 5 requests: 2 x (auto, required), 1
+    lock, enough = threading.Lock(), threading.Event()
+    seen = {"open": 0, "peak": 0}
+
+    class Cluster(BaseHTTPRequestHandler):
+        def _send(self, status, body: bytes, kind="application/json"):
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            if self.path == "/v1/models":
+                self._send(200, json.dumps({"object": "list", "data": [{"id": MODEL}]}).encode())
+            else:
+                self._send(404, b"{}")
+
+        def do_POST(self):
+            request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with lock:
+                seen["open"] += 1
+                seen["peak"] = max(seen["peak"], seen["open"])
+                if seen["open"] >= 3:
+                    enough.set()
+            enough.wait(30)                     # held open until three are in flight together
+            with lock:
+                seen["open"] -= 1
+            if request.get("stream"):
+                events = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": "No tool fits."}}]},
+                          {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+                body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+                self._send(200, body.encode(), "text/event-stream")
+            else:
+                self._send(200, json.dumps({"choices": [{"index": 0, "finish_reason": "stop", "message": {
+                    "role": "assistant", "content": "No tool fits."}}]}).encode())
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Cluster)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    results = ResultsDir(tmp_path / "results")
+    try:
+        out = driver.run(MODEL, results, endpoint=url, name="cluster-1", per_category=1, log=lambda r: None,
+                         only=only, inflight=3)
+        assert seen["peak"] == 3 and not out.failed and out.already == 0
+        lines = driver.records_path(results, MODEL).read_text(encoding="utf-8").splitlines()
+        keys = [(r["case"]["id"], r["tool_choice"]) for r in map(json.loads, lines)]
+        assert len(keys) == len(set(keys)) == len(out.written) == 5 and {k[0] for k in keys} == only
+        again = driver.run(MODEL, results, endpoint=url, name="cluster-1", per_category=1, log=lambda r: None,
+                           only=only, inflight=3)
+        assert again.written == [] and again.already == 5
+        # Only an endpoint takes requests in flight: a started runtime here serves one request at a time.
+        assert main(["deployment", "--model", MODEL, "--server", "llama-server", "--in-flight", "2"]) != 0
+        assert "--in-flight: with --endpoint only" in capsys.readouterr().err
+    finally:
+        httpd.shutdown()

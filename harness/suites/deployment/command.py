@@ -23,6 +23,9 @@ def run(args) -> int:
 
     if bool(args.server) == bool(args.endpoint):
         raise HarnessError("give --server (a runtime the harness starts) or --endpoint (one you serve), not both")
+    if args.in_flight > 1 and not args.endpoint:
+        raise HarnessError("--in-flight: with --endpoint only (a runtime the harness starts here serves one request "
+                           "at a time, and a request queued behind others would be timed for their time too)")
     if args.endpoint and not args.name:
         raise HarnessError("--endpoint needs --name: the runtime and its version, as the row and records call it")
     if args.name and not ID_PATTERN.fullmatch(args.name):
@@ -49,7 +52,8 @@ def run(args) -> int:
             raise HarnessError(f"--case {', '.join(unknown)}: not among the {len(drawn)} drawn cases "
                                f"(--cases {args.cases}; e.g. {', '.join(drawn[:3])})")
     out = driver.run(args.model, args.results_dir, server=args.server, endpoint=args.endpoint, name=args.name,
-                     served=args.served_model, per_category=args.cases, log=log, only=only or None)
+                     served=args.served_model, per_category=args.cases, log=log, only=only or None,
+                     inflight=args.in_flight)
     for name, why in out.failed:
         print(f"harness deployment: failed, not recorded: {name}: {why}", file=sys.stderr)
     runtime = args.name or runtimes.get(args.server).record_name
@@ -119,6 +123,9 @@ def register(subparsers) -> None:
                    help="with --endpoint: the runtime and its version, e.g. ollama-0.9 (names its rows)")
     p.add_argument("--served-model", metavar="NAME",
                    help="with --endpoint: the model name your server expects (default: the model id)")
+    p.add_argument("--in-flight", type=int_argument(1, 256), default=1, metavar="N",
+                   help="with --endpoint: requests open at once (default 1); a cluster (vLLM, SGLang) answers them "
+                        "side by side, each record is written as it lands")
     p.add_argument("--cases", type=int_argument(1, MAX_CASES), default=5, metavar="N",
                    help=f"cases per category (default 5: {5 * len(CATEGORIES)} BFCL cases; a larger N extends a "
                         "smaller one's draw, so a run grows and resumes)")

@@ -209,8 +209,9 @@ def unanswered(record: DeploymentRecord) -> str | None:
 
 def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoint: str | None = None,
         name: str | None = None, served: str | None = None, per_category: int = asked.DEFAULT_CASES,
-        log=print, only: set | None = None, hosted: Hosted | None = None) -> Outcome:
-    """Ask every request not yet recorded for this model and runtime; each record is written as it lands."""
+        log=print, only: set | None = None, hosted: Hosted | None = None, inflight: int = 1) -> Outcome:
+    """Ask every request not yet recorded for this model and runtime; each record is written as it lands.
+    inflight: against an --endpoint, requests open at once (a cluster answers them side by side)."""
     pin, ref, chat = model_setup(model_id)
     family = chat.family if chat else None
     template = {"id": ref.id, "sha256": sha256_text(ref.text)}
@@ -255,9 +256,9 @@ def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoi
                 words = str(exc).replace(str(gguf), gguf.name) if gguf else str(exc)
                 words = _machine_free(words, constants.CACHE_DIR, Path(tmp))
                 return _refuse_all(out, writer, log, todo, target, model, template, family, words)
+        ask = lambda request: ask_one(target, request, model, template, family)  # noqa: E731
         try:
-            for request in todo:
-                record = ask_one(target, request, model, template, family)
+            for request, record in _answered(todo, ask, inflight if endpoint else 1):
                 why = unanswered(record) if endpoint else None
                 if why:
                     out.failed.append((request.name, why))
@@ -269,6 +270,25 @@ def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoi
             if target.local is not None:
                 target.local.stop()
     return out
+
+
+def _answered(todo: list, ask, inflight: int):
+    """(request, record) as each lands: one request at a time, or `inflight` open at once. The records are written
+    as they land, in the order they land (the page reads them in any order); a stop (Ctrl-C, an error) sends no
+    request not yet sent, and what landed is already written."""
+    if inflight <= 1:
+        for request in todo:
+            yield request, ask(request)
+        return
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    pool = ThreadPoolExecutor(inflight, thread_name_prefix="harness-deployment")
+    try:
+        futures = {pool.submit(ask, request): request for request in todo}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _refuse_all(out: Outcome, writer, log, todo: list, target: Target, model: dict, template: dict, family,

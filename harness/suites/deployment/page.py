@@ -50,7 +50,9 @@ def read_records(results, warnings: list) -> list:
         warnings += found.warnings
         once.add_file(path, [(r.key(), f"{file_stem(r.model['id'])}.jsonl", r) for r in found.records])
     warnings += once.warnings()
-    return once.values()
+    # In one order whatever order they landed in (requests in flight land as they finish): the page is the same.
+    return sorted(once.values(), key=lambda r: (r.model["id"], r.runtime, r.case["category"], r.case["id"],
+                                                r.tool_choice))
 
 
 def _in_process_rows(outcomes: list, models: dict, suite, checker) -> list:
