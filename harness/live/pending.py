@@ -26,6 +26,18 @@ def modes_for(scenario, model_modes=None, requested=None) -> tuple:
     return tuple(requested or scenario.modes or model_modes or (MODE,))
 
 
+# A case's modes run back to back (a run goes case by case) in the order that lets each read again the least of
+# its prompt: the binding keeps the longest prefix it already evaluated. Fallback's first attempt is native's
+# prompt; its retry's preamble (the tools, then how to call) opens as a preamble-carrying grammar design's does,
+# so grammar after a retry reads only their different ends. Asked in another order (--mode grammar,native), the
+# same samples are written, each to its own key.
+REUSE_ORDER = ("native", "fallback", "grammar")
+
+
+def in_reuse_order(modes) -> tuple:
+    return tuple(sorted(modes, key=lambda m: REUSE_ORDER.index(m) if m in REUSE_ORDER else len(REUSE_ORDER)))
+
+
 def planned_count(scenarios, samples: int | None, model_modes=None, requested=None) -> int:
     """How many samples a run plans for one model, done or not."""
     return sum((samples or s.samples) * len(modes_for(s, model_modes, requested)) for s in scenarios)
@@ -40,7 +52,7 @@ def pending(model_id: str, sha256: str, scenarios, samples: int | None, base_see
     out = []
     for scenario in scenarios:
         n = samples or scenario.samples
-        for mode in modes_for(scenario, model_modes, modes):
+        for mode in in_reuse_order(modes_for(scenario, model_modes, modes)):
             today = setup_of(scenario, mode) if setup_of is not None and isinstance(done, dict) else None
             todo = [i for i in range(n) if (key := planned_key(ident, scenario, i, base_seed, mode)) not in done
                     or (today is not None and done[key] != today)]

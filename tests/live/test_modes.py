@@ -58,7 +58,11 @@ def test_modes_come_from_the_command_else_the_scenario_else_the_model_else_nativ
     assert modes_for(named, every, ["fallback"]) == ("fallback",)
     assert planned_count([plain, named], 2, every) == 2 * 3 + 2 * 1
     work = pending("m", "0" * 64, [plain], 2, 0, set(), model_modes=every)
-    assert [(mode, todo) for _, mode, todo in work] == [(m, [0, 1]) for m in every]
+    # Run in the order that reuses the most prompt: fallback's first attempt reads native's, grammar its retry's.
+    assert [(mode, todo) for _, mode, todo in work] == [(m, [0, 1]) for m in ("native", "fallback", "grammar")]
+    work = pending("m", "0" * 64, [plain, named], 1, 0, set(), modes=["grammar", "native"])
+    assert [(s.name, mode) for s, mode, _ in work] == [(plain.name, "native"), (plain.name, "grammar"),
+                                                       (named.name, "native"), (named.name, "grammar")]
 
 
 def test_the_default_models_name_every_mode_and_bad_model_modes_are_refused(tmp_path):
