@@ -54,6 +54,9 @@ class GrammarPlan:
     # The preamble opens the system message and the conversation stays as the template takes it (calls as
     # tool_calls): the model's own format is shown, not replaced.
     keeps_calls: bool = False
+    # False: a template that carries the tools is not given them, so the preamble is the one place they are told
+    # (envelope-or-text-told-once); its own tools block, with its call instructions, is left out.
+    template_tools: bool = True
 
     @property
     def family(self) -> str:
@@ -72,6 +75,8 @@ class GrammarPlan:
         retry = {"retry_on": FALLBACK_RETRY} if mode == "fallback" else {}
         if self.variant != UNNAMED_VARIANT:
             retry["variant"] = self.variant
+        if not self.template_tools:
+            retry["template_tools"] = False
         if self.spec is not None and self.spec.held_triggers:
             # Where the trigger patterns are the design's own (not the family's words alone), they decide the
             # replies too: their hash is part of the setup.
@@ -113,6 +118,9 @@ VARIANTS = {
                              "{\"response\"} as envelope tells it)",
     "envelope-or-text-own": "envelope-or-text's grammar under the model's own prompt (as json-or-text-own is "
                             "json-or-text's)",
+    "envelope-or-text-told-once": "envelope-or-text-told with the tools told once: a template that carries the "
+                                  "tools is not given them (its tools block and call instructions left out), so "
+                                  "the preamble alone tells them and the prompt is about half of told's",
     "lazy-trigger": "llama.cpp's lazy pattern trigger for Hermes templates (2025): free text until the family's call "
                     "marker, anywhere, or a fence or bare JSON object opening {\"name at the start of the reply; "
                     "from there a call held to the tools' schemas (a fenced or bare object is counted apart from "
@@ -136,15 +144,19 @@ LAZY_TRIGGER = "lazy-trigger"
 JSON_OR_TEXT = "json-or-text"
 JSON_OR_TEXT_OWN = "json-or-text-own"
 # The designs that hold every model to the generic JSON shape: (how it answers under "auto",
-# harness.grammar.GENERIC_ANSWERS; the preamble that tells it; whether the prompt is the model's own, so a
-# template that carries the tools is not told them again and only one without a tool format gets the preamble).
+# harness.grammar.GENERIC_ANSWERS; the preamble that tells it; the prompt). The prompt: TOLD, the preamble opens
+# the system message and a template that carries the tools renders them too; OWN, the model's own prompt, so a
+# template that carries the tools is not told them again and only one without a tool format gets the preamble;
+# TOLD_ONCE, the preamble, and the template is not given the tools.
+TOLD, OWN, TOLD_ONCE = "told", "own", "told-once"
 _GENERIC_DESIGNS = {
-    "envelope": ("object", CALL_OR_ANSWER_PREAMBLE, False),
-    JSON_OR_TEXT: ("text", TOOL_PREAMBLE, False),
-    JSON_OR_TEXT_OWN: ("text", TOOL_PREAMBLE, True),
-    "envelope-or-text": ("object-or-text", TOOL_PREAMBLE, False),
-    "envelope-or-text-told": ("object-or-text", CALL_OR_EITHER_ANSWER_PREAMBLE, False),
-    "envelope-or-text-own": ("object-or-text", TOOL_PREAMBLE, True),
+    "envelope": ("object", CALL_OR_ANSWER_PREAMBLE, TOLD),
+    JSON_OR_TEXT: ("text", TOOL_PREAMBLE, TOLD),
+    JSON_OR_TEXT_OWN: ("text", TOOL_PREAMBLE, OWN),
+    "envelope-or-text": ("object-or-text", TOOL_PREAMBLE, TOLD),
+    "envelope-or-text-told": ("object-or-text", CALL_OR_EITHER_ANSWER_PREAMBLE, TOLD),
+    "envelope-or-text-own": ("object-or-text", TOOL_PREAMBLE, OWN),
+    "envelope-or-text-told-once": ("object-or-text", CALL_OR_EITHER_ANSWER_PREAMBLE, TOLD_ONCE),
 }
 # The designs in the family's own call shape, where the generic one is imposed instead (a template without a
 # tool format, a family without a grammar shape): the envelope, told.
@@ -198,16 +210,17 @@ def grammar_plan(family: str | None, scenario, template: str | None = None,
                            tool_preamble(scenario) if told else None, variant)
     shape = GENERIC if variant in _GENERIC_DESIGNS else family
     answer = "no-brace" if variant == "no-brace" else "refusal-list"
-    generic_answer, told_how, own = _GENERIC_DESIGNS.get(variant, _IMPOSED)
+    generic_answer, told_how, prompt = _GENERIC_DESIGNS.get(variant, _IMPOSED)
     spec = build_grammar(shape, scenario.tool_schemas(), "auto", template=template, answer=answer,
                          generic_answer=generic_answer)
     # The generic shape is one no template describes: the model must be told (also when a family without a
     # grammar shape had the generic one imposed on it). The own-prompt designs tell only a template that cannot
     # carry the tools: one that can renders them as in native mode, so the prompt is native's.
-    told = spec.family == GENERIC and (not own or family is None)
+    told = spec.family == GENERIC and (prompt != OWN or family is None)
     return GrammarPlan(spec, tool_preamble(scenario, told_how) if told else None,
                        build_grammar(shape, scenario.tool_schemas(), "required", template=template),
-                       tool_preamble(scenario) if told else None, variant)
+                       tool_preamble(scenario) if told else None, variant,
+                       template_tools=not (told and prompt == TOLD_ONCE and family is not None))
 
 
 def setup_digest(mode: str, grammar: dict | None) -> str:

@@ -86,6 +86,8 @@ def render_prompt(chat: DrivenModel, scenario, messages: list, plan=None, calls_
     required: the attempt is held to a call). calls_as_text: the template has no tool format and the loop is not
     native, so calls and results are written as text (see harness.live.modes.calls_as_text_messages)."""
     tools = scenario.tool_schemas() if chat.family and scenario.tools else None
+    if plan is not None and not plan.template_tools:
+        tools = None         # the preamble tells them once (envelope-or-text-told-once)
     preamble = plan.preamble_for(required) if plan is not None else None
     if not (calls_as_text or preamble):
         return _render(chat, messages, tools)

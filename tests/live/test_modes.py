@@ -175,8 +175,9 @@ def test_lazy_trigger_plan_keeps_the_familys_tools_or_tells_a_template_without_t
     assert "held_triggers" not in default.to_json("grammar") and "trigger_patterns_sha256" not in default.to_json()
     digests = {setup_digest("grammar", grammar_plan("hermes", sc, variant=v).to_json("grammar"))
                for v in ("refusal-list", "no-brace", "envelope", "json-or-text", "json-or-text-own",
-                         "envelope-or-text", "envelope-or-text-told", "envelope-or-text-own", "lazy-trigger")}
-    assert len(digests) == 9
+                         "envelope-or-text", "envelope-or-text-told", "envelope-or-text-own",
+                         "envelope-or-text-told-once", "lazy-trigger")}
+    assert len(digests) == 10
     # json-or-text holds every model to the bare JSON call, told in the preamble, whatever its template's format.
     bare = grammar_plan("hermes", sc, variant="json-or-text")
     assert bare.family == "generic-json" and bare.spec.openings[:3] == ("{", "[", "```")
@@ -208,7 +209,7 @@ def test_lazy_trigger_plan_keeps_the_familys_tools_or_tells_a_template_without_t
     (["--grammar-variant", "lazy"], ".", "unknown grammar variant 'lazy' (variants: refusal-list, no-brace, "
                                          "native-example, envelope, json-or-text, json-or-text-own, "
                                          "envelope-or-text, envelope-or-text-told, envelope-or-text-own, "
-                                         "lazy-trigger)"),
+                                         "envelope-or-text-told-once, lazy-trigger)"),
     # A folder holds one design: another one's samples go to a study folder of their own.
     (["--grammar-variant", "no-brace"], ".", "a design study's samples go to a folder of their own: "
                                              "--results-dir "),

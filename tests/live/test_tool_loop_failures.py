@@ -209,6 +209,30 @@ def test_native_example_shows_the_templates_own_call_and_samples_without_a_gramm
     assert step["parse"]["calls"] == [{"name": "ping", "arguments": {}}] and result["executions"] == {"call00001": 1}
 
 
+def test_told_once_tells_the_tools_in_its_preamble_alone(probe, tmp_path):
+    """envelope-or-text-told-once: told's preamble and grammar, and the template is not given the tools, so they
+    are told once (the template's own tools block, and its call instructions, are left out), in grammar mode and
+    in fallback's held retry alike."""
+    from harness.grammar.plan import grammar_plan
+    from harness.live.tool_loop import opening_messages, render_prompt
+
+    sc = ping_scenario(tmp_path, "    parameters: {type: object, properties: {}}\n    returns: pong")
+    messages = opening_messages(sc) + [{"role": "user", "content": sc.turns[0].user}]
+    told = grammar_plan("hermes", sc, probe.template, "envelope-or-text-told")
+    once = grammar_plan("hermes", sc, probe.template, "envelope-or-text-told-once")
+    assert (once.preamble, once.required_preamble, once.spec.gbnf) == (told.preamble, told.required_preamble,
+                                                                        told.spec.gbnf)
+    both, alone = render_prompt(probe, sc, messages, told), render_prompt(probe, sc, messages, once)
+    assert "<tools>" in both and "<tools>" not in alone and "<tool_call>" not in alone
+    assert both.count('"ping"') == 2 and alone.count('"ping"') == 1 and alone.index(once.preamble) < alone.index(
+        "Ping the relay.")
+    retry = render_prompt(probe, sc, messages, once, required=True)
+    assert "<tools>" not in retry and once.required_preamble in retry
+    assert once.to_json("grammar")["template_tools"] is False and "template_tools" not in told.to_json("grammar")
+    # A template without a tool format is never given the tools: there the design is told's, said as told's.
+    assert grammar_plan(None, sc, None, "envelope-or-text-told-once").template_tools
+
+
 def test_native_example_without_a_call_format_is_a_grammar_error(tmp_path):
     from harness.grammar import GrammarError
     from harness.grammar.plan import grammar_plan
