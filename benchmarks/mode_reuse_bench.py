@@ -15,8 +15,9 @@ seconds, as recorded), prompt seconds a case, and how many replies are identical
 A case's modes run native, fallback, grammar (harness.live.pending.REUSE_ORDER). A design whose grammar prompt
 is native's (json-or-text-own, lazy-trigger on a template that carries the tools) reuses the whole prompt in
 grammar and fallback; one that adds a preamble ahead of the system message (envelope-or-text-told) reuses
-native's in fallback's first attempt, and in grammar the tools its preamble shares with fallback's retry. With several designs each runs both ways in the same run, case by case, and "vs first apart" sets
-each against the first design's modes run apart (today's cost of a one-mode run under the first design).
+native's in fallback's first attempt, and in grammar the tools its preamble shares with fallback's retry. With
+several designs each runs both ways in the same run, case by case, and "vs first apart" sets each against the
+first design's modes run apart (today's cost of a one-mode run under the first design).
 """
 
 import argparse

@@ -85,9 +85,9 @@ def render_prompt(chat: DrivenModel, scenario, messages: list, plan=None, calls_
     """plan: the GrammarPlan of a grammar attempt (its preamble, if any, goes ahead of the system message;
     required: the attempt is held to a call). calls_as_text: the template has no tool format and the loop is not
     native, so calls and results are written as text (see harness.live.modes.calls_as_text_messages)."""
-    tools = scenario.tool_schemas() if chat.family and scenario.tools else None
-    if plan is not None and not plan.template_tools:
-        tools = None         # the preamble tells them once (envelope-or-text-told-once)
+    # A design that tells the tools in its preamble alone (envelope-or-text-told-once) gives the template none.
+    given = chat.family and scenario.tools and (plan is None or plan.template_tools)
+    tools = scenario.tool_schemas() if given else None
     preamble = plan.preamble_for(required) if plan is not None else None
     if not (calls_as_text or preamble):
         return _render(chat, messages, tools)
