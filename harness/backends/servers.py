@@ -34,6 +34,7 @@ import urllib.request
 from pathlib import Path
 
 from harness.backends import listeners, runtimes
+from harness.backends.progress import cpu_seconds
 from harness.core import constants
 from harness.core.errors import ServerExitedError, ServerStartError
 
@@ -192,6 +193,11 @@ class LocalServer:
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds the server and its worker processes have used so far (None while it does not run, or
+        where /proc cannot tell): whether it still computes on a request it has not answered."""
+        return cpu_seconds(self.pid) if self.running else None
 
     def exit_status(self) -> str | None:
         """How the process ended ("signal SIGSEGV", "exit code 1"), None while it runs or before it started."""

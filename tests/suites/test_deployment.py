@@ -296,6 +296,89 @@ def test_a_started_server_that_misses_the_deadline_is_asked_once_more_with_more_
         httpd.shutdown()
 
 
+# A real server process for the hang test: its first request either computes (a busy loop, past the deadline)
+# or waits without computing (a sleep), and every later request is answered at once.
+_SERVER = """
+import json, sys, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+seen = []
+class H(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        seen.append(1)
+        if len(seen) == 1:
+            ends = time.monotonic() + 60
+            if sys.argv[1] == "busy":
+                while time.monotonic() < ends and len(seen) == 1:
+                    pass
+            else:
+                time.sleep(60)
+        body = json.dumps({"choices": [{"message": {"role": "assistant", "content": "hi"},
+                                        "finish_reason": "stop"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(httpd.server_address[1], flush=True)
+httpd.serve_forever()
+"""
+
+
+def test_a_started_server_that_computes_nothing_on_a_late_request_is_hung_not_slow(monkeypatch):
+    """A request that misses its deadline is asked again only when the server kept computing on it (its CPU time,
+    from /proc, grew): a real server process busy past the deadline is slow and answers the second time; one
+    that sleeps on the request is recorded as hung at once, with the CPU it used, and started again so the next
+    request does not wait on it."""
+    import subprocess
+    import sys
+
+    from harness.backends.chat_answers import chat_answer
+    from harness.backends.progress import cpu_seconds
+    from harness.suites.deployment import driver
+
+    class Started:                      # the harness's view of a server it started: a real process
+        def __init__(self, how):
+            self.how, self.starts = how, 0
+
+        def start(self):
+            self.proc = subprocess.Popen([sys.executable, "-c", _SERVER, self.how], stdout=subprocess.PIPE,
+                                         text=True)
+            self.base_url = f"http://127.0.0.1:{int(self.proc.stdout.readline())}"
+            self.starts += 1
+            return self
+
+        running = property(lambda self: self.proc.poll() is None)
+        cpu_seconds = lambda self: cpu_seconds(self.proc.pid) if self.running else None  # noqa: E731
+        exit_status = lambda self: f"exit code {self.proc.poll()}"  # noqa: E731
+
+        def stop(self):
+            self.proc.kill()
+            self.proc.wait()
+
+    monkeypatch.setattr(driver, "TIMEOUT", 2.0)
+    monkeypatch.setattr(driver, "HUNG_CPU_SHARE", 0.1)     # 0.2 s of CPU in the 2 s: a sleep uses ~0.01 s
+    servers = []
+    try:
+        for how in ("busy", "asleep"):
+            server = Started(how).start()
+            servers.append(server)
+            target = driver.Target("llama-server-x", "llama-server", local=server)
+            answer = driver._ask(target, chat_answer, server.base_url + "/v1/chat/completions", {"messages": []})
+            if how == "busy":
+                assert answer["content"] == "hi" and "slow, not hung" in answer["asked_again"]
+                assert not answer.get("hung") and server.starts == 1
+            else:
+                assert answer["hung"] and "hung, not slow, so it was not asked again" in answer["error"]
+                assert "it was stopped and was started again" in answer["error"] and server.starts == 2
+                assert server.running
+    finally:
+        for server in servers:
+            server.stop()
+
+
 def test_an_endpoint_is_asked_requests_in_flight_and_every_record_lands_once(tmp_path, capsys):
     """--in-flight N against an --endpoint: N requests open at once at the server (a real HTTP server counts
     them), every request recorded once whatever order they land in, and a second run finds them all recorded."""

@@ -169,23 +169,40 @@ def _machine_free(words: str, *folders: Path) -> str:
 
 
 # A request to a server the harness started that got no complete answer by its deadline while the server still
-# runs is asked once more, with this many times the time. On a loaded machine (other jobs on the cores, a client
-# paused) a healthy runtime misses the deadline, and that is no finding about it; a runtime that misses it twice
-# is recorded as one, with both failures in its words.
+# runs is asked once more, with this many times the time, when the server kept computing meanwhile: on a loaded
+# machine (other jobs on the cores, a client paused) a healthy runtime misses the deadline, and that is no finding
+# about it; a runtime that misses it twice is recorded as one, with both failures in its words.
 SLOW_RETRY = 3
+# A server that used less CPU than this share of the deadline while the request waited was not computing on it:
+# hung (a deadlock, a request it lost), so it is recorded as such at once instead of being waited on again. An idle
+# server's housekeeping stays far below it (llama-server: none; a Python server's event loop: tenths of a
+# second in ten minutes); a server decoding on a core with four other jobs stays far above it.
+HUNG_CPU_SHARE = 0.002
 
 
 def _ask(target: Target, ask, url: str, body: dict) -> dict:
-    answer = ask(url, body, TIMEOUT)
     server = target.local
+    used = getattr(server, "cpu_seconds", lambda: None)
+    before = used()
+    answer = ask(url, body, TIMEOUT)
     if answer.get("expired") and server is not None and server.running:
+        after = used()
         first = answer["error"]
-        answer = ask(url, body, TIMEOUT * SLOW_RETRY)
-        answer["asked_again"] = first
-        if answer.get("error"):
-            answer["error"] = f"{first}; asked again: {answer['error']}"
+        if before is not None and after is not None and after - before < HUNG_CPU_SHARE * TIMEOUT:
+            answer["error"] = (f"{first}; the server used {after - before:.2f} s of CPU meanwhile: hung, "
+                               "not slow, so it was not asked again")
+            answer["hung"] = True
+            server.stop()           # every request after it would wait on it too: started again below
+        else:
+            if before is not None and after is not None:
+                first = f"{first} (the server used {after - before:.1f} s of CPU meanwhile: slow, not hung)"
+            answer = ask(url, body, TIMEOUT * SLOW_RETRY)
+            answer["asked_again"] = first
+            if answer.get("error"):
+                answer["error"] = f"{first}; asked again: {answer['error']}"
     if answer.get("error") and server is not None and not server.running:
-        answer["error"] += f"; the server died ({server.exit_status()})"
+        answer["error"] += ("; it was stopped" if answer.get("hung") else
+                            f"; the server died ({server.exit_status()})")
         try:
             server.start()
             target.base_url = server.base_url
