@@ -7,15 +7,23 @@ the study's cases again, their records are appended to the main folder's transcr
 each transcript's writer lock) and the superseded records dropped, as `harness run` does after a re-run. Samples
 of another design, or whose setup is not today's, are refused, never copied.
 
+A study can also take over another study's samples where the two designs send a model the same prompt and the same
+grammar (only the design's name differs: envelope-or-text-told and -told-once on a template without a tool
+format, which is told the tools either way). Those replies are what the new design would sample, so they are
+copied into its folder under its name, each marked with the design and setup it was written under; a sample whose
+prompt or grammar would differ is left for a run to ask.
+
     python tools/adopt_design.py VARIANT [--keep OLD] [--results-dir results]
+    python tools/adopt_design.py VARIANT --carry-from OTHER [--results-dir results]
 """
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
 from harness.evaluation.setups import CurrentSetups
-from harness.grammar.plan import DEFAULT_VARIANT, check_variant, folder_variant, recorded_variant
+from harness.grammar.plan import DEFAULT_VARIANT, check_variant, folder_variant, grammar_plan, recorded_variant
 from harness.storage.records import ModelRecord, SampleRecord
 from harness.storage.results import ResultsDir
 from harness.storage.transcripts import TranscriptWriter, read_transcript
@@ -66,6 +74,56 @@ def _append_new(target: Path, root: Path, models: list, samples: list, then=lamb
         return len(new), then(writer)
 
 
+def carry(main: ResultsDir, source: str, variant: str, scenario_of) -> dict:
+    """Copy into designs/VARIANT/ the current samples of designs/SOURCE/ whose plan under VARIANT is the plan
+    under SOURCE but for the design's name (so the same prompt, grammar, retry and preambles), each as VARIANT
+    records it, with `carried` naming SOURCE and its setup. {target path: (carried, left to be run)}."""
+    study, target_study = ResultsDir(main.designs / source), ResultsDir(main.designs / variant)
+    out = {}
+    for kind in ("bfcl", "transcripts"):
+        for path in sorted((study.root / kind).glob("*.jsonl")):
+            read = read_transcript(path)
+            setups = CurrentSetups(source)
+            by_model, models, samples, left = {}, [], [], 0
+            for record in read.records:
+                if isinstance(record, ModelRecord):
+                    setups.add(record)
+                    models.append(record)
+                    by_model[(record.model.id, record.model.sha256)] = record
+                    continue
+                if not isinstance(record, SampleRecord) or record.mode == "native":
+                    continue
+                model = by_model.get((record.model.id, record.model.sha256))
+                scenario = scenario_of(record)
+                same = (model is not None and scenario is not None and scenario.hash == record.scenario.hash
+                        and recorded_variant(record.grammar) == source and "gbnf_sha256" in (record.grammar or {})
+                        and not setups.outdated(record, scenario))
+                plan = _same_plan(model, record, scenario, source, variant) if same else None
+                if plan is None:
+                    left += 1
+                    continue
+                samples.append(dataclasses.replace(record, grammar=plan.to_json(record.mode),
+                                                   carried={"from": source, "setup": record.setup()}))
+            if samples:
+                done = _append_new(target_study.root / kind / path.name, target_study.root, models, samples)
+                out[target_study.root / kind / path.name] = (done[0] if done else 0, left)
+    return out
+
+
+def _same_plan(model: ModelRecord, record: SampleRecord, scenario, source: str, variant: str):
+    """VARIANT's plan for the sample when it is SOURCE's in everything but the design's name, else None."""
+    template = (model.template or {}).get("text")
+    example = (model.detection or {}).get("rendered_call")
+    try:
+        old = grammar_plan(record.family, scenario, template, source, example)
+        new = grammar_plan(record.family, scenario, template, variant, example)
+    except Exception:  # noqa: BLE001 -- a plan that cannot be built today is not the same plan
+        return None
+    if old is None or new is None or dataclasses.replace(old, variant=variant) != new:
+        return None
+    return new
+
+
 def keep(main: ResultsDir, old: str) -> dict:
     """Copy the main folder's grammar-mode samples of the `old` design (the default before) into its own study
     folder (results/designs/OLD/), model records first, before a run under the new default drops them: the
@@ -91,9 +149,14 @@ def main() -> int:
     parser.add_argument("--keep", metavar="OLD",
                         help="first copy the main folder's grammar samples of OLD (the default before) into "
                              "designs/OLD/, so the designs page keeps it beside the others")
+    parser.add_argument("--carry-from", metavar="OTHER",
+                        help="copy into designs/VARIANT/ the samples of designs/OTHER/ written under the same prompt "
+                             "and grammar as VARIANT's (only the design's name differs); nothing is adopted")
     args = parser.parse_args()
     results = ResultsDir.at(args.results_dir)
-    if args.variant != DEFAULT_VARIANT or folder_variant(results.root) != DEFAULT_VARIANT:
+    check_variant(args.variant)
+    adopting = args.carry_from is None
+    if adopting and (args.variant != DEFAULT_VARIANT or folder_variant(results.root) != DEFAULT_VARIANT):
         print(f"adopt_design: {results.root} holds the default design ({DEFAULT_VARIANT}); only its samples can be "
               f"adopted there, not {args.variant}'s", file=sys.stderr)
         return 2
@@ -110,6 +173,12 @@ def main() -> int:
             return case.scenario if case is not None else None
         return scenarios.get(name)
 
+    if args.carry_from:
+        for target, (carried, left) in carry(results, check_variant(args.carry_from), args.variant,
+                                             scenario_of).items():
+            print(f"{target}: {carried} sample(s) carried from {args.carry_from}, {left} left to be run "
+                  "(another prompt or grammar under this design)")
+        return 0
     if args.keep:
         for target, copied in keep(results, check_variant(args.keep)).items():
             print(f"{target}: {copied} {args.keep} sample(s) kept")

@@ -163,3 +163,50 @@ def test_a_studys_samples_are_adopted_into_the_main_folder_superseding_the_older
     with pytest.raises(SystemExit, match="not a current json-or-text sample"):
         tool.adopt(main, "json-or-text", lambda record: sc)
     assert main.transcript("m").read_bytes() == before
+
+
+def test_a_studys_samples_are_carried_to_a_design_only_where_its_prompt_and_grammar_are_the_same(tmp_path):
+    """tools/adopt_design.py --carry-from: envelope-or-text-told and -told-once differ only in whether a template
+    that carries the tools is given them. For a model whose template has no tool format the two send the same
+    prompt and grammar, so told's samples are carried (marked with the design and setup they were written under)
+    and count in told-once's folder; a hermes model's are not (told-once's prompt differs), nor a stale one."""
+    import dataclasses
+    import importlib.util
+
+    from harness.storage.results import ResultsDir
+
+    spec = importlib.util.spec_from_file_location("adopt_design", "tools/adopt_design.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    sc = _scenario(tmp_path)
+    main = ResultsDir(tmp_path / "results")
+    source = ResultsDir(main.designs / "envelope-or-text-told")
+    plain = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    bare = ModelRecord(ModelRef("b", "e" * 64), {"source": "gguf", "sha256": "1" * 64, "text": plain}, family=None)
+    told = {family: grammar_plan(family, sc, text, variant="envelope-or-text-told")
+            for family, text in ((None, plain), ("hermes", TEMPLATE))}
+    call = '{"name": "ping", "arguments": {}}'
+    with TranscriptWriter(source.transcript("b")) as writer:
+        writer.append(bare)
+        for index, mode in enumerate(("grammar", "fallback")):
+            writer.append(dataclasses.replace(_sample(sc, index, mode, told[None].to_json(mode), call),
+                                              model=bare.model, family=None))
+        stale = {**told[None].to_json("grammar"), "gbnf_sha256": "0" * 64}
+        writer.append(dataclasses.replace(_sample(sc, 2, "grammar", stale, call), model=bare.model, family=None))
+    with TranscriptWriter(source.transcript("m")) as writer:
+        writer.append(_model())
+        writer.append(_sample(sc, 0, "grammar", told["hermes"].to_json("grammar"), call))
+    once = main.designs / "envelope-or-text-told-once" / "transcripts"
+    done = tool.carry(main, "envelope-or-text-told", "envelope-or-text-told-once", lambda record: sc)
+    assert done == {once / "b.jsonl": (2, 1)}
+    assert not (once / "m.jsonl").exists()
+    assert tool.carry(main, "envelope-or-text-told", "envelope-or-text-told-once", lambda record: sc) == {
+        once / "b.jsonl": (0, 1)}                         # carried once
+    carried = [r for r in read_transcript(once / "b.jsonl").records if isinstance(r, SampleRecord)]
+    assert [(r.mode, r.grammar["variant"], r.carried["from"]) for r in carried] == [
+        ("grammar", "envelope-or-text-told-once", "envelope-or-text-told"),
+        ("fallback", "envelope-or-text-told-once", "envelope-or-text-told")]
+    assert carried[0].carried["setup"] != carried[0].setup()
+    # In told-once's folder they are today's told-once samples: counted, not stale.
+    scored = score_transcripts([once / "b.jsonl"], {sc.name: sc})
+    assert sorted(r.sample for r, _, _ in scored.samples) == [0, 1] and not scored.stale

@@ -17,7 +17,7 @@ CALL = '<tool_call>\n{"name": "calculate_triangle_area", "arguments": {"base": 1
 SPELLED = '{"name ": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}'
 
 
-def _write(results: ResultsDir, rows):
+def _write(results: ResultsDir, rows, carried=None):
     suite = load_suite(["simple_python", "irrelevance"])
     path = results.bfcl_transcript(MODEL)
     path.parent.mkdir(parents=True)
@@ -28,7 +28,7 @@ def _write(results: ResultsDir, rows):
                 ModelRef(MODEL, "f" * 64), ScenarioRef(scenario.name, scenario.hash), 0, 0, mode, "hermes",
                 turns=[{"user": scenario.turns[0].user, "steps": [
                     {"reply": reply, "prompt_tail": "", "grammar_refused": refused, "completion_tokens": 20}]}],
-                seconds=3.0))
+                seconds=3.0, carried=carried))
 
 
 def test_the_designs_page_compares_each_design_over_the_same_cases(tmp_path):
@@ -38,7 +38,8 @@ def test_the_designs_page_compares_each_design_over_the_same_cases(tmp_path):
                   ("irrelevance_1", "grammar", SPELLED.replace("calculate_triangle_area", "math.sum"),
                    1), ("irrelevance_2", "grammar", "No tool fits.", 0)])
     no_brace = ResultsDir(main.designs / "no-brace")
-    _write(no_brace, [("simple_python_0", "grammar", CALL, 3), ("irrelevance_1", "grammar", "No tool fits.", 4)])
+    _write(no_brace, [("simple_python_0", "grammar", CALL, 3), ("irrelevance_1", "grammar", "No tool fits.", 4)],
+           carried={"from": "refusal-list", "setup": "0" * 16})
     warnings = []
     page = designs_markdown(main, judge_folder(main, warnings), lambda f: judge_folder(f, warnings), valid_verdict)
     rows = {line.split(" | ")[1]: line for line in page.splitlines() if line.startswith(f"| {MODEL} |")}
@@ -46,6 +47,9 @@ def test_the_designs_page_compares_each_design_over_the_same_cases(tmp_path):
     # irrelevance_2 was run by one design only: left out, and said so.
     assert "| 1 / 1 |" in rows[DEFAULT] and "| 1 / 1 |" in rows["no-brace"]
     assert "1 case(s) run by some designs only, left out" in page
+    # Samples taken over from a design with the same prompt and grammar are said to be so, with their count.
+    assert f"- {MODEL}: 2 of `no-brace`'s samples (BFCL and scenarios, grammar and fallback) were carried from " \
+           "`refusal-list`" in page
     # The spelled-off call to the offered math.sum is an attempt: no abstention under our rule; the no-brace
     # answer abstains.
     assert rows[DEFAULT].split(" | ")[6].startswith("0/1 0%")

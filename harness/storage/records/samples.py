@@ -63,6 +63,10 @@ class SampleRecord:
     template_kwargs: dict = field(default_factory=dict)
     replayed: bool = False
     replay: dict | None = None        # replayed replies: {"kind", "quote", "note"}
+    # A sample taken over from another grammar design whose prompt and grammar were the same for this model
+    # (only the design's name differed): {"from": that design, "setup": its setup digest}. Its replies are what
+    # this design would have sampled (tools/adopt_design.py --carry-from).
+    carried: dict | None = None
     turns: list = field(default_factory=list)     # [Turn]
     error: str | None = None          # the error that stopped the sample, if one did
     executions: dict | None = None
@@ -112,6 +116,7 @@ class SampleRecord:
             template_kwargs=check_field(raw, "template_kwargs", (dict, NULL), optional=True) or {},
             replayed=replayed,
             replay=check_field(raw, "replay", (dict, NULL), optional=True),
+            carried=check_field(raw, "carried", (dict, NULL), optional=True),
             turns=check_steps(check_field(raw, "turns", (list,), optional=True) or []),
             error=check_field(raw, "error", (str, NULL), optional=True),
             executions=check_field(raw, "executions", (dict, NULL), optional=True),
@@ -133,6 +138,8 @@ class SampleRecord:
                "replayed": self.replayed}
         if self.replay is not None:
             out["replay"] = self.replay
+        if self.carried is not None:
+            out["carried"] = self.carried
         out.update({"turns": self.turns, "error": self.error, "executions": self.executions,
                     "started": self.started, "finished": self.finished, "seconds": self.seconds,
                     "batch": self.batch, RECORDED_VERDICTS: self.recorded_verdicts})

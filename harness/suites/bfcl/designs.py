@@ -38,6 +38,17 @@ def _steps(results: ResultsDir) -> dict:
     return out
 
 
+def _carried(results: ResultsDir) -> dict:
+    """model -> {design carried from: samples}: the folder's samples taken over from another design whose prompt
+    and grammar were the same for that model (tools/adopt_design.py --carry-from)."""
+    out = defaultdict(lambda: defaultdict(int))
+    for path in results.bfcl_files() + results.transcript_files():
+        for record in read_transcript(path).records:
+            if isinstance(record, SampleRecord) and record.carried:
+                out[record.model.id][record.carried.get("from")] += 1
+    return out
+
+
 def designs_markdown(main: ResultsDir, main_judged, judge, valid, main_samples=None) -> str | None:
     """The page, or None when the folder holds no design study. judge(ResultsDir) -> Judged
     (harness.suites.bfcl.judging.judge_folder); valid(verdict) reads one BFCL verdict. main_samples: the main
@@ -46,9 +57,11 @@ def designs_markdown(main: ResultsDir, main_judged, judge, valid, main_samples=N
     if not folders:
         return None
     rows = {DEFAULT_VARIANT: (main_judged, _steps(main))}
+    carried = {}
     for variant, folder in folders.items():
         if variant != DEFAULT_VARIANT:
             rows[variant] = (judge(folder), _steps(folder))
+            carried[variant] = _carried(folder)
     lines = ["# Grammar designs side by side", "",
              "Rebuilt by `harness report` from results/designs/<variant>/bfcl/ (`harness run --suite bfcl --mode "
              "grammar --grammar-variant <variant> --results-dir results/designs/<variant>`) and, for "
@@ -107,6 +120,11 @@ def designs_markdown(main: ResultsDir, main_judged, judge, valid, main_samples=N
         skipped = sorted(set().union(*designs.values()) - common)
         if skipped:
             notes.append(f"- {model}: {len(skipped)} case(s) run by some designs only, left out.")
+        for variant in [v for v in VARIANTS if v in designs]:
+            for source, count in sorted(carried.get(variant, {}).get(model, {}).items()):
+                notes.append(f"- {model}: {count} of `{variant}`'s samples (BFCL and scenarios, grammar and "
+                             f"fallback) were carried from `{source}`, whose prompt and grammar are the same for this "
+                             "model (only the design's name differs; tools/adopt_design.py --carry-from).")
     lines += [""] + notes + ([""] if notes else [])
     lines += scenario_lines(main, folders, main_samples)
     return "\n".join(lines)
