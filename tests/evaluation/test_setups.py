@@ -45,6 +45,16 @@ def _model():
                        family="hermes")
 
 
+def _adopt_design():
+    """tools/adopt_design.py, loaded as a module (tools/ is no package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("adopt_design", "tools/adopt_design.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
 def test_a_sample_of_another_setup_is_pending_and_its_new_record_supersedes_the_old(tmp_path):
     sc = _scenario(tmp_path)
     today = grammar_plan("hermes", sc, TEMPLATE).to_json("fallback")
@@ -126,15 +136,12 @@ def test_a_folder_counts_only_its_own_designs_samples(tmp_path):
 def test_a_studys_samples_are_adopted_into_the_main_folder_superseding_the_older_designs(tmp_path):
     """tools/adopt_design.py: once a study's design is the default, its samples join the main folder's transcript
     and the older design's records of the same samples are dropped; a sample of another setup is refused."""
-    import importlib.util
 
     import pytest
 
     from harness.storage.results import ResultsDir
 
-    spec = importlib.util.spec_from_file_location("adopt_design", "tools/adopt_design.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = _adopt_design()
     sc = _scenario(tmp_path)
     main = ResultsDir(tmp_path / "results")
     study = ResultsDir(main.designs / "json-or-text")
@@ -171,13 +178,10 @@ def test_a_studys_samples_are_carried_to_a_design_only_where_its_prompt_and_gram
     prompt and grammar, so told's samples are carried (marked with the design and setup they were written under)
     and count in told-once's folder; a hermes model's are not (told-once's prompt differs), nor a stale one."""
     import dataclasses
-    import importlib.util
 
     from harness.storage.results import ResultsDir
 
-    spec = importlib.util.spec_from_file_location("adopt_design", "tools/adopt_design.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = _adopt_design()
     sc = _scenario(tmp_path)
     main = ResultsDir(tmp_path / "results")
     source = ResultsDir(main.designs / "envelope-or-text-told")
