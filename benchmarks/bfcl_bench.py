@@ -42,7 +42,7 @@ def bare_loop(llm, prompt: str, max_tokens: int) -> tuple:
 
 
 def ours(chat, prompt: str, max_tokens: int) -> tuple:
-    chat.backend.llm.reset()
+    chat.backend.forget()
     sampling = dict(max_tokens=max_tokens, temperature=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0)
     g = chat.complete(prompt, sampling, seed=1)
     return max(g.completion_tokens - 1, 0), g.timings.generation_seconds

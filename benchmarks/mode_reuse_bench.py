@@ -76,7 +76,7 @@ def main():
                 folder = Path(scratch) / variant / way
                 clock = time.monotonic()
                 for modes in ([(m,) for m in MODES] if way == "apart" else [MODES]):
-                    model.chat.backend.llm.reset()
+                    model.chat.backend.forget()
                     run_model(args.model, [scenario], None, 0, results_dir=folder, model=model, modes=modes,
                               transcript=folder / "bfcl" / f"{args.model}.jsonl", warn=lambda m: None,
                               variant=variant)

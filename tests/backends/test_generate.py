@@ -332,3 +332,30 @@ def test_quantized_weights_decode_a_long_prompt(tmp_path):
 def test_load_model_leaves_the_binding_defaults_alone(models):
     assert models["mistral"][1].model_params.use_extra_bufts is False
     assert llama_cpp.llama_model_default_params().use_extra_bufts is True
+
+
+def test_prompts_of_two_kinds_in_turn_keep_a_context_each(models):
+    """Fallback sends the model's own prompt and then a retry that opens otherwise, at every step. One context
+    would read each whole again; the backend keeps a context per kind and sends each prompt to the one holding
+    most of it, so the grown first prompt reads only its new end (llama.cpp's own count of decoded tokens), and
+    every reply is the one context's reply."""
+    from harness.backends.embedded.backend import EmbeddedBackend
+
+    standin, _ = models["qwen-lookup"]
+    own = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi" + Q_CAFE
+    retry = "You can call these tools: none. Reply in plain text.\n<|im_start|>user\nHi" + Q_EOT
+    grown = own + CAFE + "<|im_end|>\n<|im_start|>user\nAgain" + Q_CAFE
+    sampling = {"max_tokens": 16, "temperature": 0.0}
+
+    pooled = EmbeddedBackend.load(standin.path, n_ctx=1024, n_threads=2)
+    single = EmbeddedBackend(load_model(standin.path, n_ctx=1024, n_threads=2), str(standin.path))
+    try:
+        replies = {b: [b.complete(p, sampling, seed=7).text for p in (own, retry, grown)] for b in (pooled, single)}
+        assert replies[pooled] == replies[single] == [CAFE, "Done", CAFE]
+        assert len(pooled._contexts) == 2 and len(single._contexts) == 1
+        kept = len(prompt_token_ids(single.llm, own))
+        # The pooled backend read `own` once; the single one read it again inside `grown`.
+        assert single.decoded_tokens() - pooled.decoded_tokens() >= kept - 1
+    finally:
+        pooled.close()
+        single.close()

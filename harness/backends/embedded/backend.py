@@ -1,5 +1,11 @@
 """The embedded backend: a GGUF loaded in this process through llama-cpp-python. The only backend that holds a
-lazy grammar (its sampler is ours) and that batches the first replies of many samples."""
+lazy grammar (its sampler is ours) and that batches the first replies of many samples.
+
+A context keeps the prompt it last read, and a prompt that extends it is read from where they part. A run sends
+prompts of a few kinds in turn (fallback at every step: the model's own prompt, then the retry under a preamble
+that opens differently), and in one context each kind evicts the other, so every step would read its whole prompt
+again. The backend therefore holds up to CONTEXTS contexts on the same file (its weights are memory-mapped, so
+read into memory once) and sends each prompt to the one that already holds the longest part of it."""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from types import SimpleNamespace
 from typing import Sequence
 
 import llama_cpp
+import numpy as np
 from llama_cpp._internals import LlamaModel
 
 from harness.backends.base import Backend
@@ -16,19 +23,55 @@ from harness.backends.embedded.decoding import prompt_token_ids, token_bytes
 from harness.backends.embedded.generate import LOADING, generate, load_model
 from harness.core.replies import Generation
 
+# Contexts one backend may hold: the model's own prompt, fallback's retry held to a call and its answer-or-call
+# steps after a tool ran each keep their own. Each costs its KV cache (about 50 MB for a 0.5B model at 4096
+# positions), not the weights.
+CONTEXTS = 3
+
+
+def shared_prefix(llm, ids: list) -> int:
+    """How many of `ids` the context already holds, from the start."""
+    held = llm.input_ids[: min(llm.n_tokens, len(ids))]
+    differ = np.nonzero(held != np.asarray(ids[: len(held)], dtype=held.dtype))[0]
+    return int(differ[0]) if len(differ) else len(held)
+
 
 class EmbeddedBackend(Backend):
     name = "embedded"
     holds_grammar = True
     batches_samples = True
     loads_model_files = True
+    contexts = CONTEXTS     # a subclass with 1 reads every prompt in one context (benchmarks/context_pool_bench.py)
 
-    def __init__(self, llm, path: str | None = None):
+    def __init__(self, llm, path: str | None = None, load_context=None):
+        """load_context: makes another context on the same model file (None: this one context only)."""
         self.llm, self.path = llm, path
+        self._contexts, self._load_context = [llm], load_context
+        self._last_used = [0]
 
     @classmethod
     def load(cls, path: str | Path, *, n_ctx: int, n_threads: int | None = None) -> "EmbeddedBackend":
-        return cls(load_model(path, n_ctx=n_ctx, n_threads=n_threads), str(path))
+        load = lambda: load_model(path, n_ctx=n_ctx, n_threads=n_threads)  # noqa: E731
+        return cls(load(), str(path), load_context=load)
+
+    def _context_for(self, prompt: str):
+        """The context whose held prompt shares the most with `prompt` (the least recently used on a tie); a new
+        one, while fewer than CONTEXTS are open, when none holds half of it (an empty one first)."""
+        if self._load_context is None or self.contexts == 1:
+            return self.llm
+        ids = prompt_token_ids(self.llm, prompt)
+        shares = [shared_prefix(c, ids) for c in self._contexts]
+        best = max(range(len(self._contexts)), key=lambda i: (shares[i], -self._last_used[i]))
+        if 2 * shares[best] < len(ids):
+            empty = [i for i, c in enumerate(self._contexts) if c.n_tokens == 0]
+            if empty:
+                best = empty[0]
+            elif len(self._contexts) < self.contexts:
+                self._contexts.append(self._load_context())
+                self._last_used.append(0)
+                best = len(self._contexts) - 1
+        self._last_used[best] = max(self._last_used) + 1
+        return self._contexts[best]
 
     @staticmethod
     def prompt_tokenizer(path: str | Path):
@@ -45,12 +88,22 @@ class EmbeddedBackend(Backend):
     def complete(self, prompt: str, sampling: dict, seed: int, grammar=None, *, bos_token: str = "",
                  timeout: float | None = None) -> Generation:
         # bos_token is not needed: the prompt is tokenized here, where the vocabulary's BOS rule is applied.
-        return generate(self.llm, prompt, seed=seed, timeout=timeout, grammar=grammar, **sampling)
+        return generate(self._context_for(prompt), prompt, seed=seed, timeout=timeout, grammar=grammar, **sampling)
 
     def complete_many(self, prompt: str, sampling: dict, seeds: Sequence[int], *,
                       timeout: float | None = None) -> list:
         batch = generate_samples(self.llm, prompt, len(seeds), seeds=seeds, timeout=timeout, **sampling)
         return batch.generations
+
+    def forget(self) -> None:
+        """Empty every context: the next prompts are read from the start (a benchmark's cold arm)."""
+        for llm in self._contexts:
+            llm.reset()
+
+    def decoded_tokens(self) -> int:
+        """Tokens llama.cpp has decoded in this backend's contexts so far, prompts and replies (its own count)."""
+        return sum(llama_cpp.llama_perf_context(c._ctx.ctx).n_p_eval + llama_cpp.llama_perf_context(c._ctx.ctx).n_eval
+                   for c in self._contexts)
 
     def embedded_template(self) -> str | None:
         """The chat template the GGUF carries (tokenizer.chat_template), None when it has none."""
@@ -68,4 +121,5 @@ class EmbeddedBackend(Backend):
                 "threads": getattr(self.llm, "n_threads", None)}
 
     def close(self) -> None:
-        self.llm.close()
+        for llm in self._contexts:
+            llm.close()
