@@ -125,16 +125,17 @@ def _same_plan(model: ModelRecord, record: SampleRecord, scenario, source: str, 
 
 
 def keep(main: ResultsDir, old: str) -> dict:
-    """Copy the main folder's grammar-mode samples of the `old` design (the default before) into its own study
-    folder (results/designs/OLD/), model records first, before a run under the new default drops them: the
-    designs page goes on setting the old design beside the others. {target path: copied}."""
+    """Copy the main folder's grammar and fallback samples of the `old` design (the default before) into its own
+    study folder (results/designs/OLD/), model records first, before the new default's supersede them: the designs
+    page goes on setting the old design beside the others, and the replies a person judged
+    (tests/evaluation/hand_judged.yaml) stay committed where the judgement can find them. {target path: copied}."""
     study = ResultsDir(main.designs / old)
     out = {}
     for kind in ("bfcl", "transcripts"):
         for path in sorted((main.root / kind).glob("*.jsonl")):
             read = read_transcript(path)
             models = [r for r in read.records if isinstance(r, ModelRecord)]
-            samples = [r for r in read.records if isinstance(r, SampleRecord) and r.mode == "grammar"
+            samples = [r for r in read.records if isinstance(r, SampleRecord) and r.mode in ("grammar", "fallback")
                        and recorded_variant(r.grammar) == old]
             done = _append_new(study.root / kind / path.name, study.root, models, samples)
             if done is not None:
@@ -147,8 +148,8 @@ def main() -> int:
     parser.add_argument("variant")
     parser.add_argument("--results-dir", type=Path, default=None)
     parser.add_argument("--keep", metavar="OLD",
-                        help="first copy the main folder's grammar samples of OLD (the default before) into "
-                             "designs/OLD/, so the designs page keeps it beside the others")
+                        help="first copy the main folder's grammar and fallback samples of OLD (the default before) "
+                             "into designs/OLD/, so the designs page keeps it beside the others")
     parser.add_argument("--carry-from", metavar="OTHER",
                         help="copy into designs/VARIANT/ the samples of designs/OTHER/ written under the same prompt "
                              "and grammar as VARIANT's (only the design's name differs); nothing is adopted")

@@ -12,6 +12,7 @@ import yaml
 from harness.core import constants
 from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.scoring import score_sample
+from harness.grammar.plan import DEFAULT_VARIANT, recorded_variant
 from harness.storage.transcripts import read_all
 
 JUDGED = yaml.safe_load((Path(__file__).with_name("hand_judged.yaml")).read_text(encoding="utf-8"))["samples"]
@@ -31,10 +32,16 @@ def replies_digest(record) -> str:
 
 @pytest.fixture(scope="module")
 def records():
+    """(design, model, scenario, mode, sample) -> record: the main folder's samples under the design None (a
+    native sample) and the default's, and a design study's under its name (results/designs/<design>/)."""
     out = {}
-    for transcript in read_all(constants.RESULTS_DIR):
-        for record in transcript.samples():
-            out[(record.model.id, record.scenario.name, record.mode, record.sample)] = record
+    folders = {None: constants.RESULTS_DIR, DEFAULT_VARIANT: constants.RESULTS_DIR}
+    folders.update({design: constants.RESULTS_DIR / "designs" / design for design in {s.get("design") for s in JUDGED}
+                    if design not in folders})
+    for design, folder in folders.items():
+        for transcript in read_all(folder):
+            for record in transcript.samples():
+                out[(design, record.model.id, record.scenario.name, record.mode, record.sample)] = record
     return out
 
 
@@ -50,7 +57,8 @@ def test_the_set_spans_models_modes_and_scenarios():
 
 @pytest.mark.parametrize("judged", JUDGED, ids=lambda s: "/".join(map(str, s["key"])))
 def test_scoring_agrees_with_the_person(judged, records):
-    record = records[tuple(judged["key"])]
+    record = records[(judged.get("design"), *judged["key"])]
+    assert judged.get("design") in (None, recorded_variant(record.grammar)) or record.mode == "native"
     # The replies the person read: a sample run again since wrote other text, which nobody has judged.
     assert replies_digest(record) == judged["replies_sha256"], "the sample was run again: judge its new replies"
     scenario = SCENARIOS[record.scenario.name]

@@ -152,17 +152,21 @@ def test_a_studys_samples_are_adopted_into_the_main_folder_superseding_the_older
             writer.append(_model())
             writer.append(_sample(sc, 0, "native", None, REPLY))
             writer.append(_sample(sc, 0, "grammar", grammar, reply))
-    # The old default's grammar samples are kept in its own study folder first (once), for the designs page.
-    assert tool.keep(main, "refusal-list") == {main.designs / "refusal-list" / "transcripts" / "m.jsonl": 1}
+    with TranscriptWriter(main.transcript("m")) as writer:
+        writer.append(_sample(sc, 0, "fallback",
+                              grammar_plan("hermes", sc, TEMPLATE, variant="refusal-list").to_json("fallback")))
+    # The old default's grammar and fallback samples are kept in its own study folder first (once), for the
+    # designs page and for the replies a person judged; native samples stay the main folder's alone.
+    assert tool.keep(main, "refusal-list") == {main.designs / "refusal-list" / "transcripts" / "m.jsonl": 2}
     assert tool.keep(main, "refusal-list") == {}
     kept = read_transcript(main.designs / "refusal-list" / "transcripts" / "m.jsonl").records
-    assert [r.mode for r in kept if isinstance(r, SampleRecord)] == ["grammar"]
+    assert [r.mode for r in kept if isinstance(r, SampleRecord)] == ["grammar", "fallback"]
     done = tool.adopt(main, "json-or-text", lambda record: sc)
     assert done == {main.transcript("m"): (1, 1)}      # the grammar sample; native samples stay the main folder's
     assert tool.adopt(main, "json-or-text", lambda record: sc) == {}     # adopted once
     records = [r for r in read_transcript(main.transcript("m")).records if isinstance(r, SampleRecord)]
     assert [(r.mode, r.grammar.get("variant") if r.grammar else None) for r in records] == [
-        ("native", None), ("grammar", "json-or-text")]
+        ("native", None), ("fallback", None), ("grammar", "json-or-text")]   # the study ran no fallback sample
     # A study sample of an older setup is not today's json-or-text sample: refused, nothing written.
     with TranscriptWriter(study.transcript("m")) as writer:
         writer.append(_sample(sc, 1, "grammar", {**newer, "gbnf_sha256": "0" * 64}))
