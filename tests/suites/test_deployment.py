@@ -173,9 +173,11 @@ def test_the_page_opens_with_one_table_ranked_within_the_model_and_regenerates_b
     assert served[2:7] == ["1", "1/1 100% [21–100]", "1/1 100% [21–100]", "0/2 0% [0–66]", "0/2 0% [0–66]"]
     required = rows["llama-server-0.3.36-vendored, required, streamed"]
     assert required[3:6] == ["0/1 0% [0–79]", "–", "1/1 100% [21–100]"]
-    # The committed native record of simple_python_6 is a fenced call: no call, left in content, ranked after the three rows that pass it (ties share a rank).
+    # The committed native record of simple_python_6 is a fenced call: no call, left in content, ranked after the
+    # four rows that pass it (ties share a rank): the server's two, and grammar and fallback in process.
     native = rows["in-process, native"]
-    assert native[2] == "4" and native[3] == "0/1 0% [0–79]" and native[5] == "1/2 50% [9–91]"
+    assert rows["in-process, grammar"][2:4] == ["1", "1/1 100% [21–100]"]
+    assert native[2] == "5" and native[3] == "0/1 0% [0–79]" and native[5] == "1/2 50% [9–91]"
     assert "tool_choice required ignored in 1/1" in text and "as the runtime did in 3/3" in text
     assert "replay: `harness deployment --model" in text
     before = page.read_bytes()
