@@ -29,7 +29,7 @@ def _stat(pid: int) -> tuple[int, float] | None:
 def cpu_seconds(pid: int | None) -> float | None:
     """CPU seconds used so far by process `pid` and its living descendants (a server that hands requests to
     worker processes computes there), or None when /proc cannot tell or the process is gone."""
-    if pid is None or _stat(pid) is None:
+    if pid is None:
         return None
     stats = {}
     for entry in Path("/proc").iterdir():

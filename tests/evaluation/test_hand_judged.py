@@ -35,13 +35,14 @@ def records():
     """(design, model, scenario, mode, sample) -> record: the main folder's samples under the design None (a
     native sample) and the default's, and a design study's under its name (results/designs/<design>/)."""
     out = {}
-    folders = {None: constants.RESULTS_DIR, DEFAULT_VARIANT: constants.RESULTS_DIR}
-    folders.update({design: constants.RESULTS_DIR / "designs" / design for design in {s.get("design") for s in JUDGED}
-                    if design not in folders})
-    for design, folder in folders.items():
+    folders = {constants.RESULTS_DIR: (None, DEFAULT_VARIANT)}
+    for design in {s.get("design") for s in JUDGED} - {None, DEFAULT_VARIANT}:
+        folders[constants.RESULTS_DIR / "designs" / design] = (design,)
+    for folder, designs in folders.items():
         for transcript in read_all(folder):
             for record in transcript.samples():
-                out[(design, record.model.id, record.scenario.name, record.mode, record.sample)] = record
+                for design in designs:
+                    out[(design, record.model.id, record.scenario.name, record.mode, record.sample)] = record
     return out
 
 

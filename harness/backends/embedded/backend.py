@@ -14,12 +14,11 @@ from types import SimpleNamespace
 from typing import Sequence
 
 import llama_cpp
-import numpy as np
 from llama_cpp._internals import LlamaModel
 
 from harness.backends.base import Backend
 from harness.backends.embedded.batch import generate_samples
-from harness.backends.embedded.decoding import prompt_token_ids, token_bytes
+from harness.backends.embedded.decoding import prompt_token_ids, shared_prefix, token_bytes
 from harness.backends.embedded.generate import LOADING, generate, load_model
 from harness.core.replies import Generation
 
@@ -27,13 +26,6 @@ from harness.core.replies import Generation
 # steps after a tool ran each keep their own. Each costs its KV cache (about 50 MB for a 0.5B model at 4096
 # positions), not the weights.
 CONTEXTS = 3
-
-
-def shared_prefix(llm, ids: list) -> int:
-    """How many of `ids` the context already holds, from the start."""
-    held = llm.input_ids[: min(llm.n_tokens, len(ids))]
-    differ = np.nonzero(held != np.asarray(ids[: len(held)], dtype=held.dtype))[0]
-    return int(differ[0]) if len(differ) else len(held)
 
 
 class EmbeddedBackend(Backend):
@@ -102,8 +94,8 @@ class EmbeddedBackend(Backend):
 
     def decoded_tokens(self) -> int:
         """Tokens llama.cpp has decoded in this backend's contexts so far, prompts and replies (its own count)."""
-        return sum(llama_cpp.llama_perf_context(c._ctx.ctx).n_p_eval + llama_cpp.llama_perf_context(c._ctx.ctx).n_eval
-                   for c in self._contexts)
+        counts = [llama_cpp.llama_perf_context(c._ctx.ctx) for c in self._contexts]
+        return sum(perf.n_p_eval + perf.n_eval for perf in counts)
 
     def embedded_template(self) -> str | None:
         """The chat template the GGUF carries (tokenizer.chat_template), None when it has none."""

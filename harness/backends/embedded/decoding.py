@@ -17,6 +17,7 @@ import time
 from typing import Callable, Sequence
 
 import llama_cpp
+import numpy as np
 from llama_cpp import Llama, LlamaGrammar
 
 from harness.core.errors import GenerationError
@@ -31,6 +32,13 @@ def prompt_token_ids(llm: Llama, prompt: str) -> list[int]:
     if llm._model.add_bos_token() and bos >= 0 and ids[:1] != [bos]:
         ids.insert(0, bos)
     return ids
+
+
+def shared_prefix(llm: Llama, ids: list) -> int:
+    """How many of `ids` the context already holds, from the start (what Llama.generate would not read again)."""
+    held = llm.input_ids[: min(llm.n_tokens, len(ids))]
+    differ = np.nonzero(held != np.asarray(ids[: len(held)], dtype=held.dtype))[0]
+    return int(differ[0]) if len(differ) else len(held)
 
 
 def token_bytes(llm: Llama, token: int) -> bytes:

@@ -19,7 +19,7 @@ import llama_cpp
 import numpy as np
 
 from harness.backends.embedded.batch import sampler_chain
-from harness.backends.embedded.decoding import Reply
+from harness.backends.embedded.decoding import Reply, shared_prefix
 from harness.core.errors import GenerationError
 from harness.backends.embedded.grammar_sampler import GrammarGate
 
@@ -48,12 +48,7 @@ class _Candidates:
 def _reuse_prefix(llm, ids: list) -> list:
     """What must still be evaluated of `ids`, after keeping the longest prefix already in the context (as
     Llama.generate does). At least one token is evaluated so the logits are fresh."""
-    prefix = 0
-    for a, b in zip(llm.input_ids[: llm.n_tokens], ids):
-        if a != b:
-            break
-        prefix += 1
-    prefix = min(prefix, len(ids) - 1)
+    prefix = min(shared_prefix(llm, ids), len(ids) - 1)
     llm.n_tokens = prefix
     return ids[prefix:]
 
