@@ -13,7 +13,9 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def _stat(pid: int) -> tuple[int, float] | None:
-    """(parent pid, CPU seconds used by `pid`'s threads in user and kernel mode), or None when it is gone."""
+    """(parent pid, CPU seconds used by `pid`'s threads in user and kernel mode and by the children it has reaped),
+    or None when it is gone. A worker that ends mid-request leaves the tree, and its CPU would drop out of the sum
+    (a server computing through short-lived workers would look idle): once reaped it is counted in its parent."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
     except OSError:
@@ -21,7 +23,8 @@ def _stat(pid: int) -> tuple[int, float] | None:
     # The command name (field 2) is in parentheses and may hold blanks or ")": the fields start after the last.
     fields = raw[raw.rfind(")") + 2:].split()
     try:
-        return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICKS
+        # utime, stime, cutime, cstime: fields 14 to 17 of proc(5), counted from the state (field 3).
+        return int(fields[1]), sum(int(f) for f in fields[11:15]) / _TICKS
     except (IndexError, ValueError):
         return None
 
