@@ -30,3 +30,6 @@ class Generation:
     # Under a GrammarSpec: how many tokens the model sampled that the grammar refused (each sampled again from
     # the logits the grammar masked): 0 means the grammar changed nothing in this reply. None without a grammar.
     grammar_refused: int | None = None
+    # Handed back by the embedded backend's memo: the same request's reply, written earlier in this process
+    # (harness.backends.embedded.reply_memo); its timings are zero, it took none.
+    reused: bool = False

@@ -177,6 +177,7 @@ def _error(message: str) -> str:
 
 
 def _step_record(prompt: str, seed: int, generation, parse: ParseResult | None, shared: bool) -> dict:
+    reused = {"reused": True} if getattr(generation, "reused", False) else {}
     return {
         "seed": seed, "prompt_sha256": sha256_text(prompt),
         "prompt_tail": prompt[-PROMPT_TAIL:], "shared_prompt": shared,
@@ -185,7 +186,7 @@ def _step_record(prompt: str, seed: int, generation, parse: ParseResult | None, 
         "completion_tokens": generation.completion_tokens if generation else 0,
         "finish_reason": generation.finish_reason if generation else None,
         "timings": asdict(generation.timings) if generation else None,
-        "parse": parse.to_json() if parse else None, "calls": [], "error": None,
+        "parse": parse.to_json() if parse else None, "calls": [], "error": None, **reused,
     }
 
 

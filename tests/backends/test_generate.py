@@ -359,3 +359,32 @@ def test_prompts_of_two_kinds_in_turn_keep_a_context_each(models):
     finally:
         pooled.close()
         single.close()
+
+
+def test_a_request_asked_again_is_answered_with_the_reply_already_written(models):
+    """Fallback's first attempt is native's request: the backend hands back the reply it wrote, marked reused,
+    decoding nothing (llama.cpp's own count). Another seed, other sampling, or a reply its deadline cut is written
+    afresh; forget() drops what was kept."""
+    from harness.backends.embedded.backend import EmbeddedBackend
+
+    standin, _ = models["qwen-lookup"]
+    prompt = "<|im_start|>user\nHi" + Q_CAFE
+    sampling = {"max_tokens": 16, "temperature": 0.0}
+    backend = EmbeddedBackend.load(standin.path, n_ctx=1024, n_threads=2)
+    try:
+        first = backend.complete(prompt, sampling, seed=7)
+        decoded = backend.decoded_tokens()
+        again = backend.complete(prompt, sampling, seed=7)
+        assert (again.text, again.tokens, again.reused, first.reused) == (first.text, first.tokens, True, False)
+        assert again.timings.prompt_seconds == again.timings.generation_seconds == 0.0
+        assert backend.decoded_tokens() == decoded
+        for changed in (dict(seed=8), dict(sampling={**sampling, "max_tokens": 15})):
+            reply = backend.complete(prompt, changed.get("sampling", sampling), seed=changed.get("seed", 7))
+            assert not reply.reused and reply.text == CAFE
+        cut = backend.complete(prompt + " ", sampling, seed=7, timeout=1e-9)
+        assert cut.finish_reason == "deadline"
+        assert not backend.complete(prompt + " ", sampling, seed=7).reused
+        backend.forget()
+        assert not backend.complete(prompt, sampling, seed=7).reused
+    finally:
+        backend.close()

@@ -5,7 +5,8 @@ A context keeps the prompt it last read, and a prompt that extends it is read fr
 prompts of a few kinds in turn (fallback at every step: the model's own prompt, then the retry under a preamble
 that opens differently), and in one context each kind evicts the other, so every step would read its whole prompt
 again. The backend therefore holds up to CONTEXTS contexts on the same file (its weights are memory-mapped, so
-read into memory once) and sends each prompt to the one that already holds the longest part of it."""
+read into memory once) and sends each prompt to the one that already holds the longest part of it. A request asked again (fallback's first
+attempt is native's) is answered from the replies already written (harness.backends.embedded.reply_memo)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from harness.backends.base import Backend
 from harness.backends.embedded.batch import generate_samples
 from harness.backends.embedded.decoding import prompt_token_ids, shared_prefix, token_bytes
 from harness.backends.embedded.generate import LOADING, generate, load_model
+from harness.backends.embedded.reply_memo import ReplyMemo, request_key
 from harness.core.replies import Generation
 
 # Contexts one backend may hold: the model's own prompt, fallback's retry held to a call and its answer-or-call
@@ -40,6 +42,7 @@ class EmbeddedBackend(Backend):
         self.llm, self.path = llm, path
         self._contexts, self._load_context = [llm], load_context
         self._last_used = [0]
+        self.memo = ReplyMemo()
 
     @classmethod
     def load(cls, path: str | Path, *, n_ctx: int, n_threads: int | None = None) -> "EmbeddedBackend":
@@ -80,17 +83,32 @@ class EmbeddedBackend(Backend):
     def complete(self, prompt: str, sampling: dict, seed: int, grammar=None, *, bos_token: str = "",
                  timeout: float | None = None) -> Generation:
         # bos_token is not needed: the prompt is tokenized here, where the vocabulary's BOS rule is applied.
-        return generate(self._context_for(prompt), prompt, seed=seed, timeout=timeout, grammar=grammar, **sampling)
+        key = request_key(prompt, sampling, (seed,), grammar)
+        kept = self.memo.get(key)
+        if kept is not None:
+            return kept[0]
+        generation = generate(self._context_for(prompt), prompt, seed=seed, timeout=timeout, grammar=grammar,
+                              **sampling)
+        self.memo.put(key, [generation])
+        return generation
 
     def complete_many(self, prompt: str, sampling: dict, seeds: Sequence[int], *,
                       timeout: float | None = None) -> list:
+        # A batch is its own request: its replies may differ from one-at-a-time ones by the batch's arithmetic.
+        key = request_key(prompt, sampling, ("batch", *seeds))
+        kept = self.memo.get(key)
+        if kept is not None:
+            return kept
         batch = generate_samples(self.llm, prompt, len(seeds), seeds=seeds, timeout=timeout, **sampling)
+        self.memo.put(key, batch.generations)
         return batch.generations
 
     def forget(self) -> None:
-        """Empty every context: the next prompts are read from the start (a benchmark's cold arm)."""
+        """Empty every context and the memo: the next prompts are read from the start and every reply is written
+        (a benchmark's cold arm)."""
         for llm in self._contexts:
             llm.reset()
+        self.memo.clear()
 
     def decoded_tokens(self) -> int:
         """Tokens llama.cpp has decoded in this backend's contexts so far, prompts and replies (its own count)."""

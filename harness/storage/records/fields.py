@@ -35,6 +35,7 @@ class Step(TypedDict, total=False):
     repeated_call_after_result: list  # fallback: ids of the earlier calls this reply repeated (not run again)
     fallback_from: dict          # fallback mode: the native attempt this step replaced
     reply_sha256: str            # replays: the quoted reply's hash
+    reused: bool                 # the same request's reply, written earlier in this run (no timings of its own)
 
 
 class Turn(TypedDict):
@@ -85,7 +86,7 @@ STEP_FIELDS = {"reply": (str, NULL), "prompt_tail": (str,), "prompt_sha256": (st
                "calls": (list,), "error": (str, NULL), "family": (str, NULL), "grammar": (str, NULL),
                "grammar_from": (int, NULL), "grammar_refused": (int, NULL), "grammar_trigger": (str, NULL),
                "grammar_held": (bool,), "fallback_from": (dict, NULL),
-               "repeated_call_after_result": (list,), "reply_sha256": (str,)}
+               "repeated_call_after_result": (list,), "reply_sha256": (str,), "reused": (bool,)}
 CALL_FIELDS = {"id": (str, NULL), "name": (str, NULL), "arguments": (dict, NULL), "typed": (dict, NULL),
                "errors": (list,), "coerced": (list,), "executed": (bool,), "executions": (int,),
                "error": (bool,), "repeat_of": (str,)}
