@@ -112,3 +112,18 @@ def test_llama_server_returns_what_it_reads_in_each_committed_reply_and_the_page
     warnings = []
     assert len(replays.replay_answers(results, outcomes, {MODEL: {CASE}}, suite, None, warnings)) == len(wanted) - 1
     assert any("re-recorded since" in w for w in warnings)
+
+
+def test_a_request_the_models_template_refuses_is_named_and_the_other_replies_are_replayed():
+    """Gemma's template raises on a system message: a BFCL case that opens with one cannot be rendered, so no
+    scripted model can be keyed to it. It is named as not replayed, and the replay goes on with the others."""
+    drawn = cases.cases(20)
+    with_system = next(c for c in drawn if cases.messages(c)[0]["role"] == "system")
+    plain = next(c for c in drawn if cases.messages(c)[0]["role"] != "system")
+    model = "gemma-3-270m-q4_k_m"
+    _, ref, _ = model_setup(model)
+    replies = [replays.Replayed(model, c, "grammar", "Hello.") for c in (with_system, plain)]
+    corpus = replays.replay_corpus(ref, replies)
+    assert [c.name for c in corpus.cases] == [replies[1].name]
+    ((name, why),) = corpus.skipped
+    assert name == replies[0].name and "the template refuses the request" in why and "System role" in why

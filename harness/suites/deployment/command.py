@@ -87,8 +87,9 @@ def _replay(args) -> int:
                            "--endpoint, --name or --served-model")
 
     def log(record):
-        print(f"harness deployment --replay: {record.case['name']}: {', '.join(record.labels)}", file=sys.stderr,
-              flush=True)
+        # A record as it lands, or a warning about the committed replies read (a stale sample left out).
+        said = record if isinstance(record, str) else f"{record.case['name']}: {', '.join(record.labels)}"
+        print(f"harness deployment --replay: {said}", file=sys.stderr, flush=True)
 
     # SIGTERM unwinds like ^C: the server is stopped and the scripted models' folder removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
