@@ -18,6 +18,10 @@ grammar and fallback; one that adds a preamble ahead of the system message (enve
 native's in fallback's first attempt, and in grammar the tools its preamble shares with fallback's retry. With
 several designs each runs both ways in the same run, case by case, and "vs first apart" sets each against the
 first design's modes run apart (today's cost of a one-mode run under the first design).
+
+Together, a request asked a second time (fallback's first attempt is native's request) is answered from the
+embedded backend's memo (harness.backends.embedded.reply_memo). --memo-off adds a third way, together with the
+memo emptied before every request, so its share of the saving is printed beside the rest.
 """
 
 import argparse
@@ -30,6 +34,7 @@ from pathlib import Path
 
 from harness.suites.bfcl.cases import draw, load_suite
 from harness.grammar.plan import DEFAULT_VARIANT, VARIANTS
+from harness.backends.embedded.reply_memo import ReplyMemo
 from harness.live.runner import open_model, run_model
 
 CATEGORIES = ["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance", "live_simple",
@@ -60,13 +65,17 @@ def main():
     parser.add_argument("--grammar-variant", action="append", choices=list(VARIANTS), metavar="NAME",
                         help="a grammar design of grammar and fallback modes, run both ways (repeatable: each "
                              f"design side by side in the same run; default {DEFAULT_VARIANT})")
+    parser.add_argument("--memo-off", action="store_true",
+                        help="also run the modes together with the reply memo off (its share of the saving)")
     args = parser.parse_args()
     variants = args.grammar_variant or [DEFAULT_VARIANT]
     scenarios = [c.scenario for c in draw(load_suite(CATEGORIES), CATEGORIES, args.cases, 0)]
     model = open_model(args.model, threads=args.threads)
     print(f"model {args.model}, {len(scenarios)} BFCL cases ({args.cases} a category), {args.threads} thread(s), "
           f"grammar designs {', '.join(variants)}")
-    ways = [(variant, way) for variant in variants for way in ("apart", "together")]
+    kinds = ("apart", "together", "no-memo") if args.memo_off else ("apart", "together")
+    ways = [(variant, way) for variant in variants for way in kinds]
+    memo = model.chat.backend.memo
     walls = dict.fromkeys(ways, 0.0)
     with tempfile.TemporaryDirectory() as scratch:
         # Case by case, every way one after the other, so the machine's load falls on all alike. Apart: each mode
@@ -75,6 +84,8 @@ def main():
             for variant, way in ways:
                 folder = Path(scratch) / variant / way
                 clock = time.monotonic()
+                # Keeps nothing: every request is written (the memo's share of the saving).
+                model.chat.backend.memo = ReplyMemo(kept=0) if way == "no-memo" else memo
                 for modes in ([(m,) for m in MODES] if way == "apart" else [MODES]):
                     model.chat.backend.forget()
                     run_model(args.model, [scenario], None, 0, results_dir=folder, model=model, modes=modes,
@@ -84,7 +95,8 @@ def main():
         got = {key: samples(Path(scratch) / key[0] / key[1]) for key in ways}
     before = got[variants[0], "apart"]
     print(f"\n{'mode':9} {'design':17} {'cases':>5} {'apart s/case':>13} {'together s/case':>16} {'ratio':>6} "
-          f"{'vs first apart':>15} {'prompt s apart':>15} {'prompt s together':>18} {'same replies':>13}")
+          f"{'vs first apart':>15} {'prompt s apart':>15} {'prompt s together':>18} {'same replies':>13}"
+          + (f" {'no-memo s/case':>15} {'same':>6}" if args.memo_off else ""))
     for mode in MODES:
         for variant in variants:
             apart, together = got[variant, "apart"], got[variant, "together"]
@@ -97,12 +109,20 @@ def main():
             pa = statistics.fmean(apart[k][1] for k in keys)
             pt = statistics.fmean(together[k][1] for k in keys)
             same = sum(apart[k][2] == together[k][2] for k in keys)
+            extra = ""
+            if args.memo_off:
+                off = got[variant, "no-memo"]
+                held = [k for k in keys if k in off]
+                extra = (f" {statistics.fmean(off[k][0] for k in held):15.2f} "
+                         f"{sum(off[k][2] == together[k][2] for k in held):>3d}/{len(held)}") if held else ""
             print(f"{mode:9} {variant:17} {len(keys):5d} {a:13.2f} {t:16.2f} {t / a:6.2f} {t / first:15.2f} "
-                  f"{pa:15.2f} {pt:18.2f} {same:>6d}/{len(keys)}")
+                  f"{pa:15.2f} {pt:18.2f} {same:>6d}/{len(keys)}{extra}")
     for variant in variants:
         apart, together = walls[variant, "apart"], walls[variant, "together"]
+        off = (f"; together, memo off: {walls[variant, 'no-memo']:.0f} s "
+               f"({walls[variant, 'no-memo'] / walls[variants[0], 'apart']:.2f})") if args.memo_off else ""
         print(f"wall {variant}: apart {apart:.0f} s, together {together:.0f} s (ratio {together / apart:.2f}; "
-              f"together against {variants[0]} apart: {together / walls[variants[0], 'apart']:.2f})")
+              f"together against {variants[0]} apart: {together / walls[variants[0], 'apart']:.2f}{off})")
     for variant in variants:
         apart, together = got[variant, "apart"], got[variant, "together"]
         differing = defaultdict(list)

@@ -162,6 +162,15 @@ def judged_parse(parse: ParseResult, tools) -> ParseResult:
                           "(recognised by its structure)")
 
 
+def retry_due(parse: ParseResult, tools) -> bool:
+    """Whether fallback writes a native attempt again under the grammar: a call the app can see failed, i.e. a
+    reply the strict parser refused as a near miss, or plain text holding a call to one of the offered `tools`
+    (names) in a spelling the parser does not list (judged_parse). Plain text is an answer: an app cannot tell it
+    from a refusal to call, so it is never rewritten. The run decides by this (harness.live.modes) and the
+    reports check recorded samples against it (harness.evaluation.setups), so the two cannot drift apart."""
+    return is_call_attempt(judged_parse(parse, tools))
+
+
 class _Turn:
     """One user turn of a record, re-parsed. shown: what the model had been shown by the end of this turn,
     (user messages, tool messages), against which its answer is read."""

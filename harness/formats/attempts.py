@@ -6,8 +6,10 @@ listed: `{"name ": "math.hypot", ...}` (a blank inside the key), `{"name': ...}`
 backticks. What they share is the structure: an object (`{`) holding a key that reads as a call's name key once
 its quotes (typographic ones too), blanks and case are set aside, whose value is the name of a tool the reply
 was offered. A list written with keys (`[ "name": "x", ...]`, what a model writes once braces are refused) counts
-as such an object. That is the
-test here, and it needs the offered tools: the parser alone does not know them, the judge and the tool loop do
+as such an object. An object that also holds a `description` key is no call but the tool's definition copied back
+(a model echoing the tool list it was shown: `[ "name": "search", "description": "Search the user's memory…",
+"parameters": …`); a call carries its arguments, never its tool's description. That is the test here, and it
+needs the offered tools: the parser alone does not know them, the judge and the tool loop do
 (an app always knows which tools it offered, so deciding from them reads no answer key).
 
 `call_attempt(text, tools)` names the near miss (the most specific spelling first), or None. Linear in the text:
@@ -32,6 +34,11 @@ _KEY_VALUE = re.compile(
     rf"""(?P<open>[{{\[,])[ \t\r\n]{{0,40}}(?P<q1>{_Q})(?P<key>[^{_QUOTES}\\\n]{{1,40}})(?P<q2>{_Q})"""
     rf"""[ \t\r\n]{{0,40}}:[ \t\r\n]{{0,40}}(?P<q3>{_Q})(?P<value>[^{_QUOTES}\\\n]{{1,200}})(?P<q4>{_Q})""")
 _FENCE = re.compile(r"`{2,}")
+# A description key: what a tool's definition holds and a call never does.
+_DESCRIPTION_KEY = re.compile(rf"""[{{\[,][ \t\r\n]{{0,40}}{_Q}[ \t]{{0,4}}description[ \t]{{0,4}}{_Q}[ \t\r\n]{{0,40}}:""",
+                              re.IGNORECASE)
+# How far an object is followed to its end when looking for its keys: a definition's keys come within a few lines.
+_OBJECT_SPAN = 4000
 
 
 def call_attempt(text: str, tools) -> str | None:
@@ -42,16 +49,44 @@ def call_attempt(text: str, tools) -> str | None:
     names = {t for t in tools if isinstance(t, str) and t}
     if not names or ("{" not in text and "[" not in text):
         return None
+    opened, scanned = [], 0       # the brackets still open before `scanned`, innermost last
     for m in _KEY_VALUE.finditer(text):
         key = m["key"].strip().casefold()
         if key not in NAME_KEYS or m["value"].strip() not in names:
             continue
-        before = text[:m.start()]
-        if m["open"] == "," and "{" not in before and "[" not in before:
-            continue      # a key after a comma belongs to an object (or a list) only when one opened before it
-        start = m.start() if m["open"] != "," else max(before.rfind("{"), before.rfind("["))
+        if m["open"] == ",":
+            # A key after a comma belongs to the object (or list) open around it, if one is: the brackets before
+            # it are counted once, forward, however many keys are looked at.
+            for c_at in range(scanned, m.start()):
+                if text[c_at] in "{[":
+                    opened.append(c_at)
+                elif text[c_at] in "}]" and opened:
+                    opened.pop()
+            scanned = m.start()
+            if not opened:
+                continue
+        start = m.start() if m["open"] != "," else opened[-1]
+        if _DESCRIPTION_KEY.search(_object_at(text, start)):
+            continue      # a tool's definition copied back, not a call
         return _spelling(text, start, m)
     return None
+
+
+def _object_at(text: str, start: int) -> str:
+    """The object (or keyed list) opening at `start`, its nested objects blanked out, so that only its own keys
+    remain; up to its closing bracket, or _OBJECT_SPAN characters when it does not close (a reply cut short).
+    Brackets inside strings are counted too: a definition's keys come before any text long enough to hold one."""
+    out, depth = [], 0
+    for i in range(start, min(len(text), start + _OBJECT_SPAN)):
+        c = text[i]
+        if c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth == 0:
+                break
+        out.append(c if depth == 1 or c in "{[" and depth == 2 else " ")
+    return "".join(out)
 
 
 def _spelling(text: str, start: int, m) -> str:

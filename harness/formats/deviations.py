@@ -68,7 +68,7 @@ def json_failure(payload: str) -> str:
 
 def has_json_call_object(text: str, call_keys=()) -> bool:
     """Whether a JSON object with a name, function or tool_name key, or one of the family's own `call_keys` (a
-    call, alone or in a list), is in the text.
+    call, alone or in a list), is in the text; a tool's definition (_Definition) is none.
 
     Only balanced spans are decoded, outermost first: the hook sees every object a decode completes, so a span's
     inner spans are decoded again only past the point where its own decode failed. Linear in the text, up to
@@ -99,6 +99,12 @@ class _CallKeyFound(Exception):
     """Raised by the decoder's hook at the first object with a call key: the answer is known, decoding stops."""
 
 
+class _Definition(dict):
+    """An object that holds a description key: a tool's definition (the tool list copied back), never a call,
+    which carries its arguments and not its tool's description. Nor is an object whose call key holds one
+    (OpenAI's {"type": "function", "function": {"name": …, "description": …}})."""
+
+
 # keys -> a decoder whose hook raises _CallKeyFound. The hook keeps no state, so one decoder per set of keys
 # serves every reply (and every thread), where a decoder built per reply cost more than most decodes.
 _CALL_DECODERS: dict = {}
@@ -109,7 +115,9 @@ def _call_decoder(keys):
 
     def pairs(items):
         obj = dict(items)
-        if not wanted.isdisjoint(obj):
+        if "description" in obj:
+            return _Definition(obj)
+        if any(not isinstance(obj[key], _Definition) for key in wanted.intersection(obj)):
             raise _CallKeyFound
         return obj
 

@@ -32,7 +32,7 @@ import json
 
 from harness.core.errors import HarnessError
 from harness.core.values import MODES
-from harness.evaluation.scoring import is_call_attempt, judged_parse
+from harness.evaluation.scoring import retry_due
 from harness.grammar.plan import CALL_OR_ANSWER_PREAMBLE, TOOL_PREAMBLE, GrammarPlan, grammar_plan, tool_preamble
 
 __all__ = ["MODES", "CALL_OR_ANSWER_PREAMBLE", "TOOL_PREAMBLE", "GrammarPlan", "grammar_plan", "parse_modes",
@@ -95,8 +95,6 @@ def retry_required(attempted: bool, called_this_turn: bool) -> bool:
 
 
 def native_failed(parse, tools) -> bool:
-    """A native attempt that fallback writes again under the grammar: a call the app can see failed, i.e. a reply
-    the strict parser refused as a near miss, or plain text holding a call to one of the offered `tools` (names)
-    in a spelling the parser does not list (harness.evaluation.scoring.judged_parse). Plain text is an answer:
-    an app cannot tell it from a refusal to call, so it is never rewritten."""
-    return is_call_attempt(judged_parse(parse, tools))
+    """A native attempt that fallback writes again under the grammar (harness.evaluation.scoring.retry_due: a
+    call the app can see failed; plain text is an answer and never rewritten)."""
+    return retry_due(parse, tools)

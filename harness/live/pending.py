@@ -5,10 +5,14 @@ setup, which a run writes again and whose new record supersedes the old."""
 from __future__ import annotations
 
 from harness.storage.records import ModelRef
+from harness.evaluation.setups import retries_as_today
 from harness.grammar import GrammarError
 from harness.grammar.plan import DEFAULT_VARIANT, planned_setup, setup_digest, unbuildable_grammar
 
 MODE = "native"  # the mode of a run that names none (harness.live.modes); the mode is part of every record and key
+# The setup a done sample is given when its recorded fallback decisions are not today's: no plan gives it, so the
+# sample runs again and its new record supersedes the old.
+RETRIES_CHANGED = "retries-changed"
 
 
 def sample_seed(base_seed: int, index: int) -> int:
@@ -91,3 +95,11 @@ def setups_for(family: str | None, template: str | None, variant: str = DEFAULT_
                 made[key] = setup_digest(mode, unbuildable_grammar(exc))
         return made[key]
     return setup_of
+
+
+def stale_retries(transcript, scenarios) -> set:
+    """Keys of the fallback samples in `transcript` (the latest record of each) whose recorded retries today's
+    rule would not make (harness.evaluation.setups.retries_as_today), among `scenarios`: a run writes them again."""
+    tools = {s.name: [t.name for t in s.tools] for s in scenarios}
+    return {r.key() for r in transcript.samples()
+            if r.mode == "fallback" and r.scenario.name in tools and not retries_as_today(r, tools[r.scenario.name])}

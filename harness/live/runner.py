@@ -19,8 +19,8 @@ from harness.storage.results import ResultsDir
 from harness.evaluation.scoring import score_sample
 from harness.grammar import GrammarError
 from harness.grammar.plan import DEFAULT_VARIANT, unbuildable_grammar
-from harness.live.pending import (MODE, example_of, pending, planned_count, sample_seed,
-                                  setup_inputs, setups_for, superseding)
+from harness.live.pending import (MODE, RETRIES_CHANGED, example_of, pending, planned_count, sample_seed,
+                                  setup_inputs, setups_for, stale_retries, superseding)
 from harness.live.modes import grammar_plan
 from harness.live.tool_loop import DrivenModel, first_prompt, run_sample, step_seed
 from harness.pins.digest import file_digest
@@ -250,6 +250,9 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
         if model is not None:     # before the done set is consulted: another model's samples are not this one's
             _checked(writer, existing, model, sources, path)
         done = existing.done_setups()
+        # A fallback sample whose retries today's rule would not make is run again like one of another setup.
+        rerun = stale_retries(existing, scenarios)
+        done.update(dict.fromkeys(rerun, RETRIES_CHANGED))
         # The setup each sample gets today, from the open model or else the model record of this file (no record:
         # nothing of it is recorded, so nothing can be superseded).
         recorded = existing.models().get(sha256)
@@ -289,7 +292,7 @@ def run_model(model_id: str, scenarios, samples: int | None, base_seed: int, pro
             writer.append(model_record(model))
         _run_work(model, work, base_seed, writer, summary, progress, variant)
         if summary["superseded"]:
-            summary["dropped"] = writer.drop_superseded()
+            summary["dropped"] = writer.drop_superseded(rerun)
     summary["seconds"] = round(time.monotonic() - started, 1)
     return summary
 

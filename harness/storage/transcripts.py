@@ -305,9 +305,11 @@ class TranscriptWriter:
         if self._file is not None and os.fstat(self._file.fileno()).st_size == 0:
             self.path.unlink(missing_ok=True)
 
-    def drop_superseded(self) -> int:
+    def drop_superseded(self, rerun=frozenset()) -> int:
         """Rewrite the transcript without the sample records a later record of the same sample replaced under
-        another setup (harness.grammar.plan.setup_digest: a sample re-run under today's grammar). The new file
+        another setup (harness.grammar.plan.setup_digest: a sample re-run under today's grammar), or of a key in
+        `rerun` (samples the run wrote again under the same setup: a fallback whose recorded retries today's rule
+        would not make). The new file
         is written beside it and renamed over it, so a kill leaves either the old file (whose later record wins
         in every reader) or the new one, never a mix. Returns how many records were dropped. The last thing a
         writer does: its appends go to the file it opened, which this replaces."""
@@ -319,7 +321,7 @@ class TranscriptWriter:
             if isinstance(record, SampleRecord):
                 last[record.key()] = record
         drop = {id(r) for r in read.records if isinstance(r, SampleRecord)
-                and last[r.key()] is not r and last[r.key()].setup() != r.setup()}
+                and last[r.key()] is not r and (last[r.key()].setup() != r.setup() or r.key() in rerun)}
         if not drop:
             return 0
         fresh = self.path.with_name(self.path.name + ".rewrite")

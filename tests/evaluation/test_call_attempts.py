@@ -33,14 +33,32 @@ SEEN = [
     ('Here is the JSON response for your query:\n\n```json\n{\n  "name ": "search",\n  "arguments": {\n'
      '    "query": "a"\n  }\n}\n```', dev.FENCED_JSON),
     ('{"name": "get_weather", "arguments": {"location": <city>}}', dev.BARE_JSON),
-    # Under the refusal-list grammar, once every ASCII spelling was named: typographic quotes.
-    ('<tools>\n{"type": "function”, “function”: {"name”: “math.hypot”, “description”: “x”}}', dev.PYTHON_LITERALS),
 ]
 # Under the no-brace grammar (no `{` in an answer): a list written with keys, in a fence.
 BRACKETED = [('Here is the JSON response for the given function call:\n\n```json\n[\n    "name": "search",\n    "arguments": [2, 5, 3]\n]\n```', dev.FENCED_JSON)]
 
+# A tool's definition copied back is no call: it names the tool beside its description, and carries no arguments.
+# Each seen in committed replies (Gemma 3 270M copying envelope-or-text-told-once's tool list back; Qwen2.5-Coder
+# under refusal-list, typographic quotes; SmolLM2 in a fence; Qwen2.5-Coder natively, its <tools> entry).
+DEFINITIONS = [
+    'You can call this tool:\n[\n  "name": "search",\n  "description": "Search the user\'s memory.",\n'
+    '  "parameters": [\n    "type": "object",\n    "properties": ["query"],\n    "required": ["query"]\n  ]\n],',
+    '<tools>\n{"type": "function”, “function”: {"name”: “math.hypot”, “description”: “x”}}',
+    'Here\'s a JSON object with the requested information:\n```json\n[\n  ["name": "search", "description": "Find.",',
+    '{"name": "read_note", "description": "Read one note.", "parameters": {"type": "object", "properties": {}}}',
+    '<tools>\n{"type": "function, "function ": {"name ": "search", "description ": "Search."}}',
+    # The list closed, the next tool's keys written after a comma at the top level: in no object at all.
+    '[\n  "name": "search",\n  "description": "Find.",\n  "parameters": ["query"]\n],\n  "name": "read_note",\n'
+    '  "description": "Read.",\n  "parameters": [\n    "type": "object",\n    "properties": ["title"],\n    ',
+]
+# ...while a call whose arguments hold a "description" is still a call.
+DESCRIBED_CALLS = [
+    ('{"name": "search", "arguments": {"query": "x", "description": "long"}}', dev.BARE_JSON),
+    ('[{"name": "read_note", "arguments": {"title": "a"}}, {"description": "b"}]', dev.BARE_JSON),
+]
+
 # Text that is no call to an offered tool: an answer may quote JSON that calls nothing offered.
-NOT_ATTEMPTS = [
+NOT_ATTEMPTS = [*DEFINITIONS,
     "The hypotenuse is 6.4.",
     '{"response": "The weather in Paris is sunny."}',
     '{"name": "Alice", "age": 30}',
@@ -50,7 +68,7 @@ NOT_ATTEMPTS = [
 ]
 
 
-@pytest.mark.parametrize("text,name", SEEN + BRACKETED)
+@pytest.mark.parametrize("text,name", SEEN + BRACKETED + DESCRIBED_CALLS)
 def test_every_seen_spelling_is_a_named_near_miss(text, name):
     assert call_attempt(text, TOOLS) == name
 

@@ -197,8 +197,11 @@ def test_a_studys_samples_are_carried_to_a_design_only_where_its_prompt_and_gram
     with TranscriptWriter(source.transcript("b")) as writer:
         writer.append(bare)
         for index, mode in enumerate(("grammar", "fallback")):
-            writer.append(dataclasses.replace(_sample(sc, index, mode, told[None].to_json(mode), call),
-                                              model=bare.model, family=None))
+            record = dataclasses.replace(_sample(sc, index, mode, told[None].to_json(mode), call),
+                                         model=bare.model, family=None)
+            if mode == "fallback":     # the tools-less native attempt wrote the call as bare JSON: retried
+                record.turns[0]["steps"][0]["fallback_from"] = {"reply": call, "prompt_tail": "", "family": None}
+            writer.append(record)
         stale = {**told[None].to_json("grammar"), "gbnf_sha256": "0" * 64}
         writer.append(dataclasses.replace(_sample(sc, 2, "grammar", stale, call), model=bare.model, family=None))
     with TranscriptWriter(source.transcript("m")) as writer:
@@ -218,3 +221,41 @@ def test_a_studys_samples_are_carried_to_a_design_only_where_its_prompt_and_gram
     # In told-once's folder they are today's told-once samples: counted, not stale.
     scored = score_transcripts([once / "b.jsonl"], {sc.name: sc})
     assert sorted(r.sample for r, _, _ in scored.samples) == [0, 1] and not scored.stale
+
+
+def test_a_fallback_sample_whose_retry_todays_rule_would_not_make_runs_again_and_supersedes(tmp_path):
+    """The grammar stayed, the rule reading a call attempt changed: a native reply that copied the tool's
+    definition back was rewritten as if it were a call. Today's rule lets it stand, so the sample (whose later
+    steps followed the rewrite) is stale: left out of the report, run again, its old record dropped."""
+    from harness.live.pending import RETRIES_CHANGED, stale_retries
+
+    sc = _scenario(tmp_path)
+    today = grammar_plan("hermes", sc, TEMPLATE).to_json("fallback")
+    definition = '{"name": "ping", "description": "Check the relay.", "parameters": {"type": "object"}}'
+    near_miss = '{"name": "ping", "arguments": {}}'
+
+    def retried(index, native):
+        record = _sample(sc, index, "fallback", today)
+        record.turns[0]["steps"][0]["fallback_from"] = {"reply": native, "prompt_tail": "", "family": "hermes"}
+        return record
+
+    path = tmp_path / "t.jsonl"
+    with TranscriptWriter(path) as writer:
+        writer.append(_model())
+        writer.append(retried(0, definition))
+        writer.append(retried(1, near_miss))
+    transcript = read_transcript(path)
+    rerun = stale_retries(transcript, [sc])
+    assert [key[5] for key in rerun] == [0]
+    done = {**transcript.done_setups(), **dict.fromkeys(rerun, RETRIES_CHANGED)}
+    work = pending("m", "f" * 64, [sc], 2, 0, done, ["fallback"], None, setups_for("hermes", TEMPLATE))
+    assert [todo for _, _, todo in work] == [[0]]
+    scored = score_transcripts([path], {sc.name: sc})
+    assert [r.sample for r, _, _ in scored.samples] == [1] and [r.sample for r in scored.stale] == [0]
+    with TranscriptWriter(path) as writer:
+        writer.append(_sample(sc, 0, "fallback", today, definition))     # run again: the definition stands
+        assert writer.drop_superseded() == 0            # the same setup: only the run's own rerun set drops it
+        assert writer.drop_superseded(rerun) == 1
+    replies = [r.turns[0]["steps"][0]["reply"] for r in read_transcript(path).records if isinstance(r, SampleRecord)]
+    assert replies == [REPLY, definition]
+    assert not stale_retries(read_transcript(path), [sc])
