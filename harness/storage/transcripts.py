@@ -309,19 +309,22 @@ class TranscriptWriter:
         """Rewrite the transcript without the sample records a later record of the same sample replaced under
         another setup (harness.grammar.plan.setup_digest: a sample re-run under today's grammar), or of a key in
         `rerun` (samples the run wrote again under the same setup: a fallback whose recorded retries today's rule
-        would not make). The new file
-        is written beside it and renamed over it, so a kill leaves either the old file (whose later record wins
-        in every reader) or the new one, never a mix. Returns how many records were dropped. The last thing a
-        writer does: its appends go to the file it opened, which this replaces."""
+        would not make). Returns how many records were dropped."""
+        def superseded(records):
+            last = {r.key(): r for r in records if isinstance(r, SampleRecord)}
+            return [r for r in records if isinstance(r, SampleRecord) and last[r.key()] is not r
+                    and (last[r.key()].setup() != r.setup() or r.key() in rerun)]
+        return self.drop(superseded)
+
+    def drop(self, select, kinds=(SAMPLE, MODEL)) -> int:
+        """Rewrite the file without the records (of `kinds`) that select(records) returns, given them in file
+        order. The new file is written beside it and renamed over it, so a kill leaves either the old file or the
+        new one, never a mix; a line left out as malformed is kept as it was. Returns how many records were
+        dropped. The last thing a writer does: its appends go to the file it opened, which this replaces."""
         if self._file is None:
             raise TranscriptError(f"{self.path}: writer is not open")
-        read = read_transcript(self.path)
-        last = {}
-        for record in read.records:
-            if isinstance(record, SampleRecord):
-                last[record.key()] = record
-        drop = {id(r) for r in read.records if isinstance(r, SampleRecord)
-                and last[r.key()] is not r and (last[r.key()].setup() != r.setup() or r.key() in rerun)}
+        read = read_transcript(self.path, kinds)
+        drop = {id(r) for r in select(read.records)}
         if not drop:
             return 0
         fresh = self.path.with_name(self.path.name + ".rewrite")

@@ -127,3 +127,24 @@ def test_a_request_the_models_template_refuses_is_named_and_the_other_replies_ar
     assert [c.name for c in corpus.cases] == [replies[1].name]
     ((name, why),) = corpus.skipped
     assert name == replies[0].name and "the template refuses the request" in why and "System role" in why
+
+
+def test_records_of_a_reply_re_recorded_since_are_dropped_once_replayed_again(tmp_path):
+    """The page leaves out a replay whose reply is no longer the committed one; the run that replays the new
+    reply drops the old records too, so the page's warning does not count them for good. Other names' records and
+    a malformed line are kept."""
+    source = REPO / "results" / "deployment" / "replays" / f"{MODEL}.llama-server-0.3.36-vendored.jsonl"
+    first, second = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines()[:2]]
+    assert first["case"]["name"] != second["case"]["name"]
+    path = tmp_path / "replays.jsonl"
+    path.write_text(json.dumps(first) + "\n{torn\n" + json.dumps(second) + "\n", encoding="utf-8")
+    by_id = {c.id: c for c in cases.cases(20)}
+
+    def replayed(record, reply):
+        model, case_id, mode = replays.split_name(record["case"]["name"])
+        return replays.Replayed(model, by_id[case_id], mode, reply)
+
+    now = [replayed(first, first["reply"] + " (written again)"), replayed(second, second["reply"])]
+    assert replays.drop_replaced(path, now) == 1
+    assert path.read_text(encoding="utf-8").splitlines() == ["{torn", json.dumps(second)]
+    assert replays.drop_replaced(path, now) == 0

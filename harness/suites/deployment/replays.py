@@ -12,7 +12,8 @@ answer would no longer be the runtime's reading of what the model wrote (runtime
 judge that grammar on the template's own calls).
 
 A replay's case name is MODEL/CASE/MODE. Its case hash covers the reply, so a reply re-recorded since (a stale
-sample superseded) is asked again, and the page reads only the records whose reply is the committed one."""
+sample superseded) is asked again, the records of the old reply are dropped from the file once the new one is
+replayed, and the page reads only the records whose reply is the committed one."""
 
 from __future__ import annotations
 
@@ -138,7 +139,26 @@ def run(model_id: str, results: ResultsDir, server: str, per_category: int, work
         for template_id, why in skipped:
             raise HarnessError(f"{model_id}: no scripted model for {template_id}: {why}")
         written += done
+    dropped = drop_replaced(path, replies)
+    if dropped:
+        log(f"dropped {dropped} record(s) of replies re-recorded since (their new replies are replayed above)")
     return written, len(replies), path
+
+
+def drop_replaced(path: Path, replies: list) -> int:
+    """Remove from the replay file the records of these replies' names whose reply is no longer the committed
+    one (a sample superseded since): the page leaves them out anyway, and kept they would be counted in its
+    warning for good. Records of other names are kept. Returns how many were dropped."""
+    from harness.storage.transcripts import TranscriptWriter
+    from harness.suites.runtime_conformance.records import RuntimeConformanceRecord
+
+    current = {r.name: r.reply for r in replies}
+    if not path.exists():
+        return 0
+    with TranscriptWriter(path, wait=False) as writer:
+        return writer.drop(lambda records: [r for r in records if r.case["name"] in current
+                                            and r.reply != current[r.case["name"]]],
+                           kinds=(RuntimeConformanceRecord,))
 
 
 def read_replays(results: ResultsDir, warnings: list) -> list:
