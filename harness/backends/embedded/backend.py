@@ -5,8 +5,9 @@ A context keeps the prompt it last read, and a prompt that extends it is read fr
 prompts of a few kinds in turn (fallback at every step: the model's own prompt, then the retry under a preamble
 that opens differently), and in one context each kind evicts the other, so every step would read its whole prompt
 again. The backend therefore holds up to CONTEXTS contexts on the same file (its weights are memory-mapped, so
-read into memory once) and sends each prompt to the one that already holds the longest part of it. A request asked again (fallback's first
-attempt is native's) is answered from the replies already written (harness.backends.embedded.reply_memo)."""
+read into memory once) and sends each prompt to the one that already holds the longest part of it. A request
+asked again (fallback's first attempt is native's) is answered from the replies already written
+(harness.backends.embedded.reply_memo)."""
 
 from __future__ import annotations
 
@@ -83,25 +84,14 @@ class EmbeddedBackend(Backend):
     def complete(self, prompt: str, sampling: dict, seed: int, grammar=None, *, bos_token: str = "",
                  timeout: float | None = None) -> Generation:
         # bos_token is not needed: the prompt is tokenized here, where the vocabulary's BOS rule is applied.
-        key = request_key(prompt, sampling, (seed,), grammar)
-        kept = self.memo.get(key)
-        if kept is not None:
-            return kept[0]
-        generation = generate(self._context_for(prompt), prompt, seed=seed, timeout=timeout, grammar=grammar,
-                              **sampling)
-        self.memo.put(key, [generation])
-        return generation
+        return self.memo.answer(request_key(prompt, sampling, (seed,), grammar), lambda: [
+            generate(self._context_for(prompt), prompt, seed=seed, timeout=timeout, grammar=grammar, **sampling)])[0]
 
     def complete_many(self, prompt: str, sampling: dict, seeds: Sequence[int], *,
                       timeout: float | None = None) -> list:
         # A batch is its own request: its replies may differ from one-at-a-time ones by the batch's arithmetic.
-        key = request_key(prompt, sampling, ("batch", *seeds))
-        kept = self.memo.get(key)
-        if kept is not None:
-            return kept
-        batch = generate_samples(self.llm, prompt, len(seeds), seeds=seeds, timeout=timeout, **sampling)
-        self.memo.put(key, batch.generations)
-        return batch.generations
+        return self.memo.answer(request_key(prompt, sampling, ("batch", *seeds)), lambda: generate_samples(
+            self.llm, prompt, len(seeds), seeds=seeds, timeout=timeout, **sampling).generations)
 
     def forget(self) -> None:
         """Empty every context and the memo: the next prompts are read from the start and every reply is written

@@ -50,6 +50,16 @@ class ReplyMemo:
         self.reused += 1
         return [dataclasses.replace(g, timings=NO_TIME, reused=True) for g in self._replies[key]]
 
+    def answer(self, key, write) -> list:
+        """The replies to the request `key`: the ones already written, as reused replies, else write()'s (a list,
+        one per seed), kept for the next time it is asked."""
+        kept = self.get(key)
+        if kept is not None:
+            return kept
+        written = write()
+        self.put(key, written)
+        return written
+
     def put(self, key, generations: list) -> None:
         if key is None or any(g.finish_reason == "deadline" for g in generations):
             return
