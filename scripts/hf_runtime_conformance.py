@@ -45,7 +45,8 @@ from harness.backends import runtimes  # noqa: E402
 from harness.core import constants  # noqa: E402
 from harness.suites.runtime_conformance import SUITE  # noqa: E402
 from harness.suites.runtime_conformance.judging import conformance_record  # noqa: E402
-from harness.storage.transcripts import TranscriptWriter, now  # noqa: E402
+from harness.storage.transcripts import now  # noqa: E402
+from harness.storage.transcript_writer import TranscriptWriter  # noqa: E402
 from harness.families import get as family_get  # noqa: E402
 from harness.suites.runtime_conformance.hf_serving import SERVED, hf_form_templates, how_served  # noqa: E402
 from harness.suites.runtime_conformance.driver import request_switches  # noqa: E402

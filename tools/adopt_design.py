@@ -26,7 +26,8 @@ from harness.evaluation.setups import CurrentSetups
 from harness.grammar.plan import DEFAULT_VARIANT, check_variant, folder_variant, grammar_plan, recorded_variant
 from harness.storage.records import ModelRecord, SampleRecord
 from harness.storage.results import ResultsDir
-from harness.storage.transcripts import TranscriptWriter, read_transcript
+from harness.storage.transcripts import read_transcript
+from harness.storage.transcript_writer import TranscriptWriter
 
 
 def adopt(main: ResultsDir, variant: str, scenario_of) -> dict:

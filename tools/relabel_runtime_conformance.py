@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from harness.suites.runtime_conformance import SUITE  # noqa: E402
 from harness.suites.runtime_conformance.judging import classify, generated_expect  # noqa: E402
 from harness.suites.runtime_conformance.corpus import build_corpus  # noqa: E402
-from harness.storage.transcripts import encode_line  # noqa: E402
+from harness.storage.transcript_writer import encode_line  # noqa: E402
 from harness.families import get as family_get  # noqa: E402
 from harness.pins.sources import load_sources, resolve_template  # noqa: E402
 from harness.core.hashing import sha256_text  # noqa: E402

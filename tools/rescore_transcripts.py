@@ -32,7 +32,7 @@ from harness.storage.records import SampleRecord  # noqa: E402
 from harness.storage.records.samples import RECORDED_VERDICTS  # noqa: E402
 from harness.evaluation.scenario_files import load_scenarios  # noqa: E402
 from harness.evaluation.scoring import score_sample  # noqa: E402
-from harness.storage.transcripts import encode_line  # noqa: E402
+from harness.storage.transcript_writer import encode_line  # noqa: E402
 
 FOLDERS = ("transcripts", "bfcl")
 TOOL = "tools/rescore_transcripts.py"

@@ -27,7 +27,10 @@ from harness.pins.digest import file_digest
 from harness.pins.sources import load_sources, model_path, resolve_template
 from harness.template import detect as detection
 from harness.template.kwargs import template_kwargs_for
-from harness.storage.transcripts import GENERATION_FAILED, TranscriptWriter, now, read_transcript
+from harness.storage.transcripts import GENERATION_FAILED, now, read_transcript
+
+# llama.cpp's template for a GGUF that embeds none (common/chat.cpp, CHATML_TEMPLATE_SRC), used only when
+from harness.storage.transcript_writer import TranscriptWriter
 
 # llama.cpp's template for a GGUF that embeds none (common/chat.cpp, CHATML_TEMPLATE_SRC), used only when
 # sources.json pins no template for the model either. Recorded as such in the transcript.

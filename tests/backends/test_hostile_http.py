@@ -158,7 +158,8 @@ def test_a_chat_body_nested_100k_deep_is_that_request_s_error():
 
 def test_a_lone_surrogate_and_nan_reach_the_record_as_valid_json(tmp_path):
     from harness.storage.records import ModelRef, SampleRecord, ScenarioRef
-    from harness.storage.transcripts import TranscriptWriter, read_transcript
+    from harness.storage.transcripts import read_transcript
+    from harness.storage.transcript_writer import TranscriptWriter
 
     with HostileServer(raw_json('{"choices": [{"text": "a\\ud800b"}]}')) as server:
         text = backend(server).complete("p", SAMPLING, seed=0).text

@@ -7,7 +7,7 @@ from harness.core import constants
 from harness.storage.records import ModelRef, SampleRecord, ScenarioRef
 from harness.storage.results import ResultsDir
 from harness.evaluation.scenario_files import load_scenarios
-from harness.storage.transcripts import TranscriptWriter
+from harness.storage.transcript_writer import TranscriptWriter
 
 SCENARIO = """\
 name: hello

@@ -13,7 +13,7 @@ import pytest
 from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.scoring import score_sample
 from harness.storage.records import SampleRecord
-from harness.storage.transcripts import encode_line
+from harness.storage.transcript_writer import encode_line
 from harness.reports.report import write_reports
 from tests.reports.test_report import ARITHMETIC_SCENARIO, sample
 

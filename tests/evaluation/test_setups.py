@@ -8,7 +8,8 @@ import json
 from harness.storage.records import ModelRecord, ModelRef, SampleRecord, ScenarioRef
 from harness.evaluation.scenario_files import load_scenarios
 from harness.evaluation.scored import score_transcripts
-from harness.storage.transcripts import TranscriptWriter, read_transcript
+from harness.storage.transcripts import read_transcript
+from harness.storage.transcript_writer import TranscriptWriter
 from harness.grammar.plan import grammar_plan
 from harness.live.pending import pending, setups_for
 

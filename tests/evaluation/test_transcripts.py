@@ -7,7 +7,8 @@ import pytest
 
 from harness.core.errors import RecordError
 from harness.storage.records import SampleRecord, record_from_json
-from harness.storage.transcripts import TranscriptWriter, read_transcript
+from harness.storage.transcripts import read_transcript
+from harness.storage.transcript_writer import TranscriptWriter
 
 
 def record(index, seed=0, scenario_hash="h1", mode="native", turns=()):

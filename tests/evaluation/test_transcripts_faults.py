@@ -13,7 +13,8 @@ import pytest
 
 from harness.core.errors import TranscriptBusyError, UnsafeWriteError
 from harness.storage.records import SampleRecord
-from harness.storage.transcripts import TranscriptWriter, read_transcript
+from harness.storage.transcripts import read_transcript
+from harness.storage.transcript_writer import TranscriptWriter
 
 
 def record(index, text=""):
@@ -26,7 +27,7 @@ def record(index, text=""):
 # bytes of a write the kernel had only partly done when the process died.
 TORN_CHILD = """
 import os, sys
-from harness.storage.transcripts import TranscriptWriter, encode_line
+from harness.storage.transcript_writer import TranscriptWriter, encode_line
 from tests_records import record
 path, cut = sys.argv[1], int(sys.argv[2])
 with TranscriptWriter(path) as writer:
@@ -104,7 +105,7 @@ def test_a_transcript_with_a_second_name_is_refused(tmp_path):
 FULL_CHILD = """
 import resource, sys
 from harness.core.errors import TranscriptError
-from harness.storage.transcripts import TranscriptWriter
+from harness.storage.transcript_writer import TranscriptWriter
 from tests_records import record
 path = sys.argv[1]
 with TranscriptWriter(path) as writer:
@@ -130,7 +131,7 @@ def test_a_file_that_cannot_grow_stops_the_writer_with_the_file_ending_on_a_whol
 
 HOLDER_CHILD = """
 import sys
-from harness.storage.transcripts import TranscriptWriter
+from harness.storage.transcript_writer import TranscriptWriter
 with TranscriptWriter(sys.argv[1]):
     print("holding", flush=True)
     sys.stdin.read()
@@ -155,7 +156,7 @@ def test_a_second_writer_that_will_not_wait_names_the_process_holding_the_transc
 
 WRITING_CHILD = """
 import os, sys
-from harness.storage.transcripts import TranscriptWriter, encode_line
+from harness.storage.transcript_writer import TranscriptWriter, encode_line
 from tests_records import record
 with TranscriptWriter(sys.argv[1]) as writer:
     writer.append(record(0))

@@ -8,7 +8,7 @@ from harness.reports.funnel import funnel_counts
 from harness.reports.report import write_reports
 from harness.reports.tables import collect
 from harness.evaluation.scenario_files import load_scenarios
-from harness.storage.transcripts import TranscriptWriter
+from harness.storage.transcript_writer import TranscriptWriter
 from tests import chromium
 from tests.reports.test_report import ARITHMETIC_SCENARIO, append, sample
 

@@ -9,7 +9,7 @@ from harness.reports.tables import collect
 from harness.evaluation.replays import load_replays
 from harness.evaluation.scenario_files import load_scenarios
 from harness.storage.records import record_from_json
-from harness.storage.transcripts import TranscriptWriter
+from harness.storage.transcript_writer import TranscriptWriter
 
 ARITHMETIC_SCENARIO = """\
 name: arithmetic

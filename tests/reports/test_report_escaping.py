@@ -6,7 +6,7 @@ import re
 
 from harness.storage.results import ResultsDir
 from harness.evaluation.scenario_files import load_scenarios
-from harness.storage.transcripts import TranscriptWriter
+from harness.storage.transcript_writer import TranscriptWriter
 from harness.reports.markdown import cell, visible_controls
 from harness.reports.report import write_reports
 from tests.reports.test_report import ARITHMETIC_SCENARIO, append, sample

@@ -6,7 +6,7 @@ import json
 from harness.evaluation.scenario_files import load_scenarios
 from harness.reports.report import write_reports
 from harness.reports.tables import collect
-from harness.storage.transcripts import TranscriptWriter
+from harness.storage.transcript_writer import TranscriptWriter
 from tests.reports.test_report import ARITHMETIC_SCENARIO, TIME_SCENARIO, append, sample, setup
 from tests.reports.test_report_malformed import MODEL_RECORD
 

@@ -6,7 +6,7 @@ import pytest
 from harness.suites.bfcl.cases import load_suite
 from harness.storage.records import ModelRef, SampleRecord, ScenarioRef
 from harness.storage.results import ResultsDir
-from harness.storage.transcripts import TranscriptWriter
+from harness.storage.transcript_writer import TranscriptWriter
 from harness.suites.bfcl.judging import valid_verdict
 from harness.suites.bfcl.page import judge_folder
 from harness.suites.bfcl.designs import designs_markdown

@@ -9,7 +9,7 @@ import pytest
 from harness.suites.bfcl.cases import load_suite
 from harness.storage.records import ModelRef, SampleRecord, ScenarioRef
 from harness.storage.results import ResultsDir
-from harness.storage.transcripts import TranscriptWriter
+from harness.storage.transcript_writer import TranscriptWriter
 from harness.suites.bfcl.page import judge_folder
 from harness.suites.bfcl.page import headline, write_bfcl
 from harness import suites

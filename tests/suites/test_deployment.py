@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness.storage.results import ResultsDir
-from harness.storage.transcripts import TranscriptWriter, read_transcript
+from harness.storage.transcripts import read_transcript
+from harness.storage.transcript_writer import TranscriptWriter
 from harness.reports.report import write_reports
 from harness.reports.staged import Pages
 from harness.suites import registered

@@ -8,7 +8,7 @@ from harness.suites.parser_agreement import SUITE
 from harness.suites.parser_agreement.judging import classify, current, fed_text, matrix
 from harness.suites.parser_agreement.page import markdown as agreement_markdown
 from harness.suites.parser_agreement.records import ParserAgreementRecord
-from harness.storage.transcripts import encode_line
+from harness.storage.transcript_writer import encode_line
 from harness.suites.runtime_conformance.corpus import TOOLS
 from harness.formats.reasoning import DEFAULT_PAIRS
 
@@ -128,7 +128,7 @@ def test_a_second_run_on_the_records_is_refused_before_it_reads_or_asks_anything
 
     from harness.storage.results import ResultsDir
     from harness.core.errors import TranscriptBusyError
-    from harness.storage.transcripts import TranscriptWriter
+    from harness.storage.transcript_writer import TranscriptWriter
     from harness.suites.parser_agreement.driver import run_suite
 
     results = ResultsDir(tmp_path)

@@ -26,7 +26,8 @@ from harness.core import constants
 from harness.core.errors import ServerExitedError, ServerStartError
 from harness.core.hashing import sha256_text
 from harness.storage.results import ResultsDir, file_stem
-from harness.storage.transcripts import TranscriptWriter, now, read_transcript
+from harness.storage.transcripts import now, read_transcript
+from harness.storage.transcript_writer import TranscriptWriter
 from harness.live.runner import N_CTX, template_chat
 from harness.pins.sources import load_sources, model_path
 from harness.suites.deployment import cases as asked

@@ -149,7 +149,7 @@ def drop_replaced(path: Path, replies: list) -> int:
     """Remove from the replay file the records of these replies' names whose reply is no longer the committed
     one (a sample superseded since): the page leaves them out anyway, and kept they would be counted in its
     warning for good. Records of other names are kept. Returns how many were dropped."""
-    from harness.storage.transcripts import TranscriptWriter
+    from harness.storage.transcript_writer import TranscriptWriter
     from harness.suites.runtime_conformance.records import RuntimeConformanceRecord
 
     current = {r.name: r.reply for r in replies}

@@ -17,7 +17,8 @@ from harness import families as registry
 from harness.scripted.plan import DEFAULT_PROFILE, profile_for
 from harness.suites.runtime_conformance.corpus import TOOLS, build_corpus
 from harness.evaluation.scenario_files import load_scenarios
-from harness.storage.transcripts import TranscriptWriter, encode_line, read_transcript
+from harness.storage.transcripts import read_transcript
+from harness.storage.transcript_writer import TranscriptWriter, encode_line
 from harness.formats.canonical import canonical_outputs
 from harness.formats.reasoning import DEFAULT_PAIRS
 from harness.suites.parser_agreement import SUITE, peer_vocabulary

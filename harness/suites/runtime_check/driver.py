@@ -11,7 +11,8 @@ from harness.core.hashing import sha256_text
 from harness.backends.transport import NOT_NOW
 from harness.core.errors import GenerationError, HarnessError, ServerReplyError, TemplateError
 from harness.storage.records import ScenarioRef
-from harness.storage.transcripts import TranscriptWriter, now, read_transcript
+from harness.storage.transcripts import now, read_transcript
+from harness.storage.transcript_writer import TranscriptWriter
 from harness.live.tool_loop import opening_messages, render_prompt
 from harness.suites.runtime_check.judging import classify
 from harness.suites.runtime_check.records import RuntimeCheckRecord

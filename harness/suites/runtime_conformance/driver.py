@@ -32,7 +32,8 @@ from harness.suites.runtime_conformance import history_cases
 from harness.suites.runtime_conformance.judging import conformance_record
 from harness.suites.runtime_conformance.records import RuntimeConformanceRecord
 from harness.suites.runtime_conformance.corpus import AUTO, NAMED, NAMED_OTHER, NO_PARALLEL, NONE, REQUIRED, Renderer
-from harness.storage.transcripts import TranscriptWriter, now, read_transcript
+from harness.storage.transcripts import now, read_transcript
+from harness.storage.transcript_writer import TranscriptWriter
 from harness.families import get as family_get
 
 EXTRA_TOKENS = 8

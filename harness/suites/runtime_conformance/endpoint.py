@@ -24,7 +24,8 @@ from harness.core.errors import HarnessError
 from harness.core.hashing import sha256_json
 from harness.suites.runtime_conformance.judging import conformance_record
 from harness.suites.runtime_conformance.records import RuntimeConformanceRecord
-from harness.storage.transcripts import TranscriptWriter, now, read_transcript
+from harness.storage.transcripts import now, read_transcript
+from harness.storage.transcript_writer import TranscriptWriter
 from harness.families import get as family_get
 from harness.suites.runtime_conformance.driver import EXTRA_TOKENS, TIMEOUT, request_switches
 from harness.scripted.manifest import read_manifest
