@@ -165,20 +165,21 @@ def test_the_page_opens_with_one_table_ranked_within_the_model_and_regenerates_b
     assert str(page) in written
     text = page.read_text(encoding="utf-8")
     lines = text.splitlines()
-    assert lines[2] == ("| model | setup | rank | BFCL, calls due | BFCL, no call due | calls left in content | "
-                        "errors |")
+    assert lines[2] == ("| model | setup | rank | ranked on | BFCL, calls due | BFCL, no call due | "
+                        "calls left in content | errors |")
     table = lines[4:lines.index("", 4)]
     rows = {line.split(" | ")[1]: line.removesuffix(" |").split(" | ") for line in table}
     assert len(rows) == len(table) == 7
     served = rows["llama-server-0.3.36-vendored, auto, not streamed"]
-    assert served[2:7] == ["1", "1/1 100% [21–100]", "1/1 100% [21–100]", "0/2 0% [0–66]", "0/2 0% [0–66]"]
+    assert served[2:8] == ["1", "1/1 100% [21–100]", "1/1 100% [21–100]", "1/1 100% [21–100]", "0/2 0% [0–66]",
+                           "0/2 0% [0–66]"]
     required = rows["llama-server-0.3.36-vendored, required, streamed"]
-    assert required[3:6] == ["0/1 0% [0–79]", "–", "1/1 100% [21–100]"]
+    assert required[4:7] == ["0/1 0% [0–79]", "–", "1/1 100% [21–100]"]
     # The committed native record of simple_python_6 is a fenced call: no call, left in content, ranked after the
     # four rows that pass it (ties share a rank): the server's two, and grammar and fallback in process.
     native = rows["in-process, native"]
-    assert rows["in-process, grammar"][2:4] == ["1", "1/1 100% [21–100]"]
-    assert native[2] == "5" and native[3] == "0/1 0% [0–79]" and native[5] == "1/2 50% [9–91]"
+    assert rows["in-process, grammar"][2:5] == ["1", "1/1 100% [21–100]", "1/1 100% [21–100]"]
+    assert native[2] == "5" and native[4] == "0/1 0% [0–79]" and native[6] == "1/2 50% [9–91]"
     assert "tool_choice required ignored in 1/1" in text and "as the runtime did in 3/3" in text
     assert "replay: `harness deployment --model" in text
     before = page.read_bytes()
@@ -187,7 +188,8 @@ def test_the_page_opens_with_one_table_ranked_within_the_model_and_regenerates_b
     # The same table opens report.html (harness.reports.html_report.page puts it above the overview).
     markdown, html = _pages(results, read_records(results, []), [])
     assert markdown.encode() == before and html.startswith('<section id="deployment">')
-    assert "<td>llama-server-0.3.36-vendored, auto, not streamed</td><td>1</td><td>1/1 100% [21–100]</td>" in html
+    assert ("<td>llama-server-0.3.36-vendored, auto, not streamed</td><td>1</td><td>1/1 100% [21–100]</td>"
+            "<td>1/1 100% [21–100]</td>") in html
     assert read_records(results, []) and len(read_records(results, [])) == 3
 
 
@@ -453,3 +455,31 @@ def test_an_endpoint_is_asked_requests_in_flight_and_every_record_lands_once(tmp
         assert "--in-flight: with --endpoint only" in capsys.readouterr().err
     finally:
         httpd.shutdown()
+
+
+def test_setups_are_ranked_on_the_cases_they_share_a_row_asked_more_on_those_alone_one_asked_fewer_not_at_all():
+    from harness.suites.deployment.rows import Row, rank_rows, ranking_set
+
+    def row(setup: str, passed: dict) -> Row:
+        r = Row(MODEL, setup, (0, setup))
+        r.answers = [(case, "simple_python", False, False, {"valid": ok}) for case, ok in passed.items()]
+        return r
+
+    # In process asked six cases and passes the three the served rows were not asked; two served rows asked three,
+    # one passing two of them; a run stopped after one case; a replay (not ranked).
+    in_process = row("in-process, grammar", {"a": True, "b": False, "c": False, "d": True, "e": True, "f": True})
+    served = row("served, auto", {"a": True, "b": True, "c": False})
+    streamed = row("served, auto, streamed", {"a": True, "b": False, "c": False})
+    stopped = row("other runtime", {"a": True})
+    replay = row("replayed", {"a": True, "b": True, "c": True})
+    replay.ranked = False
+    rows = [in_process, served, streamed, stopped, replay]
+    # {a, b, c} ranks 3 rows × 3 cases = 9 answers; {a..f} ranks 1 × 6, {a} 4 × 1.
+    assert ranking_set([r for r in rows if r.ranked]) == frozenset("abc")
+    ranks = rank_rows(rows, judged=True)
+    # The six-case row is ranked on a, b, c alone (1/3): below the served row's 2/3, tied with the streamed one.
+    assert (ranks[id(served)].place, ranks[id(served)].k, ranks[id(served)].n) == (1, 2, 3)
+    assert (ranks[id(in_process)].place, ranks[id(in_process)].k) == (2, 1)
+    assert ranks[id(streamed)].place == 2 and ranks[id(served)].cell == "2/3 67% [21–94]"
+    assert ranks[id(stopped)] is None and ranks[id(replay)] is None
+    assert all(v is None for v in rank_rows(rows, judged=False).values())

@@ -34,12 +34,12 @@ from harness.suites.deployment.openings import is_opening
 from harness.suites.deployment.openings import section as openings_section
 from harness.suites.deployment.records import DeploymentRecord, dequantized_from
 from harness.suites.deployment.replays import replay_answers
-from harness.suites.deployment.rows import NOT_JUDGED, Row, agreement_lines, replay_rows
+from harness.suites.deployment.rows import NOT_JUDGED, Row, agreement_lines, place, rank_rows, replay_rows
 
 PAGE = "deployment.md"
 FOLDER = "deployment"
 IN_PROCESS = "in-process"
-COLUMNS = ("model", "setup", "rank", "BFCL, calls due", "BFCL, no call due", "calls left in content", "errors")
+COLUMNS = ("model", "setup", "rank", "ranked on", "BFCL, calls due", "BFCL, no call due", "calls left in content", "errors")
 
 
 def read_records(results, warnings: list) -> list:
@@ -104,47 +104,30 @@ def _served_as(record: DeploymentRecord) -> str:
     return f"{record.runtime} (dequantized from {source})" if source else record.runtime
 
 
-def _ranks(rows: list, judged: bool) -> dict:
-    """Rank of each row within its model, on BFCL's calls-due accuracy, only among the rows asked the model's
-    same call-due cases (the set most of its rows share); another set is ranked apart ("–")."""
-    out = {}
-    for model in {r.model for r in rows}:
-        mine = [r for r in rows if r.model == model and r.ranked]
-        sets = Counter(frozenset(a[0] for a in r.due()) for r in mine)
-        common = max(sets, key=lambda s: (sets[s], len(s), sorted(s)))
-        ranked = [r for r in mine if frozenset(a[0] for a in r.due()) == common and common and judged]
-        scores = {id(r): sum(valid_verdict(a[4]) for a in r.due()) for r in ranked}
-        for r in mine:
-            out[id(r)] = (1 + sum(s > scores[id(r)] for s in scores.values())) if id(r) in scores else None
-    return {**{id(r): None for r in rows}, **out}
-
-
 def _table(rows: list, ranks: dict, judged: bool) -> list:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|---|---|---:|---|---|---|---|"]
-    for r in sorted(rows, key=lambda r: (r.model, ranks[id(r)] or 99, r.order)):
-        lines.append(f"| {r.model} | {r.setup} | {ranks[id(r)] or '–'} | {r.cell('due', judged)} | "
-                     f"{r.cell('no-call', judged)} | {r.cell('content', judged)} | {r.cell('errors', judged)} |")
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|---|---|---:|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r.model, place(ranks[id(r)]), r.order)):
+        rank = ranks[id(r)]
+        lines.append(f"| {r.model} | {r.setup} | {rank.place if rank else '–'} | {rank.cell if rank else '–'} | "
+                     f"{r.cell('due', judged)} | {r.cell('no-call', judged)} | {r.cell('content', judged)} | "
+                     f"{r.cell('errors', judged)} |")
     return lines
-
-
-def _count(values) -> tuple:
-    values = list(values)
-    return sum(values), len(values)
 
 
 def _sentences(rows: list, records: list, ranks: dict, judged: bool) -> list:
     out = []
     for model in sorted({r.model for r in rows}):
-        mine = sorted((r for r in rows if r.model == model and ranks[id(r)]), key=lambda r: ranks[id(r)])
+        mine = sorted((r for r in rows if r.model == model and ranks[id(r)]), key=lambda r: place(ranks[id(r)]))
         if judged and mine:
             best = mine[0]
-            k, n = _count(valid_verdict(a[4]) for a in best.due())
+            k, n = ranks[id(best)].k, ranks[id(best)].n
             low = wilson(k, n)[0]
-            tied = [r for r in mine[1:] if wilson(*_count(valid_verdict(a[4]) for a in r.due()))[1] >= low]
+            tied = [r for r in mine[1:] if wilson(ranks[id(r)].k, ranks[id(r)].n)[1] >= low]
             if k == 0:       # a leader that passes nothing is no leader: say what every ranked row shares
                 lead = f"no ranked setup passes BFCL's checker on any of the {n} call-due cases"
             else:
-                lead = (f"**{best.setup}** passes BFCL's checker on {k}/{n} call-due cases; "
+                lead = (f"**{best.setup}** passes BFCL's checker on {k}/{n} of the call-due cases every ranked "
+                        "setup was asked; "
                         + (f"its interval overlaps {len(tied)} other setup(s)'s, so these cases do not separate "
                            "them" if tied else "its interval lies above every other setup's"))
             out.append(f"- **{model}**: {lead}.")
@@ -263,7 +246,7 @@ def _pages(results, records: list, warnings: list) -> tuple:
         replayed, replay_table = _replays(results, outcomes, models, suite, None, warnings)
     rows += replay_table
     judged = hello is not None
-    ranks = _ranks(rows, judged)
+    ranks = rank_rows(rows, judged)
     # Each case once, however many runtimes asked it.
     drawn = {m: Counter(c for _, c in {(r.case["id"], r.case["category"]) for r in kept if r.model["id"] == m})
              for m in models}
@@ -276,8 +259,11 @@ def _pages(results, records: list, warnings: list) -> tuple:
              "app receives (in process: the strict parser's calls; on a runtime: `tool_calls`), over the cases "
              "where a call is due; *no call due*: the irrelevance cases, BFCL's rule (no decodable call is a right "
              "abstention). *Calls left in content*: no call came back and the text holds a call attempt; *errors*: "
-             "no answer. *Rank*: within a model only, on calls-due accuracy over the same cases (ties share a "
-             "rank); `required` rows are asked only the call-due cases. In-process rows are the committed "
+             "no answer. *Rank*: within a model only, on BFCL's calls-due accuracy over the same call-due cases, "
+             "*ranked on* (k/n there; ties share a place): of the case sets the model's rows were asked, the one "
+             "that ranks the most answers (rows asked all of it × its cases); a row asked more is ranked on that "
+             "set alone, a row asked fewer (a run not finished) is not ranked until it is. Replays are not "
+             "ranked. `required` rows are asked only the call-due cases. In-process rows are the committed "
              "`harness run --suite bfcl` records on these cases (docs/bfcl.md); runtime rows are `harness "
              "deployment` (harness/suites/deployment/README.md).", ""]
     if hello is not None:
@@ -371,13 +357,15 @@ def _html(rows: list, ranks: dict, judged: bool) -> str:
     """The table of deployment.md as report.html's first section: where each model's tool calling works."""
     head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
     body = []
-    for r in sorted(rows, key=lambda r: (r.model, ranks[id(r)] or 99, r.order)):
-        cells = [r.model, r.setup, str(ranks[id(r)] or "–"), r.cell("due", judged), r.cell("no-call", judged),
-                 r.cell("content", judged), r.cell("errors", judged)]
+    for r in sorted(rows, key=lambda r: (r.model, place(ranks[id(r)]), r.order)):
+        rank = ranks[id(r)]
+        cells = [r.model, r.setup, str(rank.place) if rank else "–", rank.cell if rank else "–",
+                 r.cell("due", judged), r.cell("no-call", judged), r.cell("content", judged),
+                 r.cell("errors", judged)]
         body.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
     return ('<section id="deployment"><h2>Deployment: where does a model\'s tool calling work?</h2>'
             "<p>Each model in process and served by a runtime, on the same BFCL cases, judged by BFCL's own "
-            'checker: k/n, percent, Wilson 95% interval, ranked within a model only. The sentences, labels and '
+            'checker: k/n, percent, Wilson 95% interval, ranked within a model only, on the call-due cases its ranked rows share (ranked on). The sentences, labels and '
             'per-category detail are in <a href="deployment.md">deployment.md</a>.</p>'
             f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></section>")
 

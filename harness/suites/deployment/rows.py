@@ -1,10 +1,11 @@
-"""The rows of deployment.md's table, and the replays' part of the page: a Row is one setup of one model (in
-process, served by a runtime, or its committed replies replayed through a runtime by scripted models), its answers
-judged by BFCL's checker."""
+"""The rows of deployment.md's table, their ranking, and the replays' part of the page: a Row is one setup of one
+model (in process, served by a runtime, or its committed replies replayed through a runtime by scripted models),
+its answers judged by BFCL's checker."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 from harness.suites.bfcl.cases import IRRELEVANCE
 from harness.peers.bfcl import SETUP_COMMAND
@@ -38,6 +39,54 @@ class Row:
                 return NOT_JUDGED
             return rate_cell([valid_verdict(a[4]) for a in picked])
         return rate_cell([a[2] if which == "errors" else a[3] for a in picked])
+
+
+@dataclass(frozen=True)
+class Rank:
+    """A row's place within its model and what it stands on: k of the n call-due cases it was ranked on."""
+    place: int
+    k: int
+    n: int
+
+    @property
+    def cell(self) -> str:
+        return rate_cell([True] * self.k + [False] * (self.n - self.k))
+
+
+def _cases(row: Row) -> frozenset:
+    return frozenset(a[0] for a in row.due())
+
+
+def ranking_set(rows: list) -> frozenset:
+    """The call-due cases a model's setups are ranked on: among the case sets its rows were asked, the one that
+    ranks the most answers (the rows asked every case of it, times its cases). A row asked more is ranked on this
+    set alone, so every rank compares the same cases; a row asked fewer (a run not finished) is not ranked."""
+    sets = {_cases(r) for r in rows}
+    return max(sets, key=lambda s: (sum(s <= _cases(r) for r in rows) * len(s), len(s), sorted(s)), default=frozenset())
+
+
+def rank_rows(rows: list, judged: bool) -> dict:
+    """Each ranked row's Rank within its model, on BFCL's calls-due accuracy over the model's ranking_set (ties
+    share a place); None for a row not ranked (a replay, a row asked fewer cases, nothing judged)."""
+    out = {id(r): None for r in rows}
+    if not judged:
+        return out
+    for model in {r.model for r in rows}:
+        mine = [r for r in rows if r.model == model and r.ranked]
+        common = ranking_set(mine)
+        if not common:
+            continue
+        scores = {id(r): sum(valid_verdict(a[4]) for a in r.due() if a[0] in common) for r in mine
+                  if common <= _cases(r)}
+        for r in mine:
+            if id(r) in scores:
+                out[id(r)] = Rank(1 + sum(s > scores[id(r)] for s in scores.values()), scores[id(r)], len(common))
+    return out
+
+
+def place(rank: Rank | None) -> int:
+    """A row's place for sorting: unranked rows after the ranked ones."""
+    return rank.place if rank else 99
 
 
 def replay_rows(answers: list) -> list:
