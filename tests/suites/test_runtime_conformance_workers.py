@@ -38,3 +38,22 @@ def test_a_failing_worker_stops_the_others_and_its_error_is_raised():
     with pytest.raises(ValueError, match="garbage"):
         _in_workers(work, [["good"], ["bad"]])
     assert stopped_at and stopped_at[0] < 1000
+
+
+def test_a_template_of_more_requests_than_a_build_holds_goes_in_parts_each_a_chunk_of_its_own():
+    from harness.suites.runtime_conformance.driver import CHUNK, PART, chunks
+
+    small = [(f"t{i}", "corpus", list(range(25))) for i in range(CHUNK + 1)]
+    big = ("replays", "corpus", list(range(2 * PART + 20)))
+    got = chunks(small[:3] + [big] + small[3:])
+    shapes = [[(t, len(r)) for t, _, r in c] for c in got]
+    # The whole templates before it close their chunk; the big one's parts follow, one a chunk, in order; the
+    # whole templates after it fill chunks of CHUNK again.
+    assert shapes[:4] == [[("t0", 25), ("t1", 25), ("t2", 25)], [("replays", PART)], [("replays", PART)],
+                          [("replays", 20)]]
+    assert [r for c in got[1:4] for _, _, r in c] == [big[2][i:i + PART] for i in range(0, len(big[2]), PART)]
+    assert shapes[4:] == [[(f"t{i}", 25) for i in range(3, CHUNK + 1)]]
+    # Nothing is lost or asked twice, and a template's own corpus (a few dozen requests) is never split.
+    assert sorted((t, x) for c in got for t, _, r in c for x in r) == sorted(
+        (t, x) for t, _, r in small + [big] for x in r)
+    assert chunks(small) == [small[:CHUNK], small[CHUNK:]] and chunks([]) == []

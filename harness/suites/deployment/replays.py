@@ -17,7 +17,6 @@ replayed, and the page reads only the records whose reply is the committed one."
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,10 +28,6 @@ from harness.template.kwargs import template_kwargs_for
 
 FOLDER = "replays"       # under DIR/deployment/: records of runtime conformance's kind, one file per model × runtime
 AUTO = "auto"
-# Replies scripted at a time. Every reply is weights of its own in a scripted model, and a model's committed
-# subset (220 cases in 3 modes) would need about 2 GB of them at once, past what a build may write: the replies go
-# in parts, each part's models built, served and removed before the next (what a part recorded is not built again).
-PART = 150
 
 
 @dataclass(frozen=True)
@@ -131,14 +126,12 @@ def run(model_id: str, results: ResultsDir, server: str, per_category: int, work
     corpus = replay_corpus(ref, replies)
     for name, why in corpus.skipped:
         log(f"warning: not replayed: {name}: {why}")
-    written = []
-    for start in range(0, len(corpus.cases), PART):
-        part = dataclasses.replace(corpus, cases=corpus.cases[start:start + PART])
-        done, skipped = run_suite(server, runtime, [(ref, part)], path, Path(workdir) / f"part{start // PART}",
-                                  set(), log=log, keep=keep, build=build)
-        for template_id, why in skipped:
-            raise HarnessError(f"{model_id}: no scripted model for {template_id}: {why}")
-        written += done
+    # A model's committed subset (220 cases in 3 modes) is far more requests than a template's own corpus: the
+    # driver builds and serves them in parts (runtime_conformance.driver.PART), what a part recorded not again.
+    written, skipped = run_suite(server, runtime, [(ref, corpus)], path, Path(workdir), set(), log=log, keep=keep,
+                                 build=build)
+    for template_id, why in skipped:
+        raise HarnessError(f"{model_id}: no scripted model for {template_id}: {why}")
     dropped = drop_replaced(path, replies)
     if dropped:
         log(f"dropped {dropped} record(s) of replies re-recorded since (their new replies are replayed above)")

@@ -305,6 +305,29 @@ class TemplateRun:
 
 # Templates whose scripted models are on disk at once (tens of MB each) and share a llama-cpp-python process.
 CHUNK = 12
+# Requests of one template whose scripted models are built at once. Every reply is weights of its own (a few MB):
+# a template's own corpus asks at most a few dozen, but a large corpus (a model's committed replies replayed by
+# the deployment suite, a corpus file) would need more than one build may write (harness.scripted.plan's
+# write budget) and refuse. Its requests go in parts, each a chunk of its own: built, served and removed before
+# the next, so what is on disk at once stays what a chunk of whole templates takes.
+PART = 150
+
+
+def chunks(share: list) -> list:
+    """(template, corpus, requests) triples in the chunks run_suite builds and serves one after another: at most
+    CHUNK whole templates, or one part (PART requests) of a template that has more."""
+    out, chunk = [], []
+    for ref, corpus, requests in share:
+        if len(requests) > PART:
+            out += [chunk] if chunk else []
+            chunk = []
+            out += [[(ref, corpus, requests[start:start + PART])] for start in range(0, len(requests), PART)]
+            continue
+        chunk.append((ref, corpus, requests))
+        if len(chunk) == CHUNK:
+            out.append(chunk)
+            chunk = []
+    return out + ([chunk] if chunk else [])
 
 
 def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Path, done: set, cases=None,
@@ -313,7 +336,7 @@ def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Pat
     binary: the user's own build of the runtime's binary (None: its own); build: what ran (Runtime.build), written
     into every record.
 
-    Templates go in chunks: their models keyed by our render are built and served by one ModelHost, which first
+    Templates go in chunks (chunks(): a template of many requests in parts): their models keyed by our render are built and served by one ModelHost, which first
     gives each template's runtime key; then the models of requests the runtime keys otherwise are built and
     served by a second host. A runtime that hosts several models thus starts twice per chunk; any other once per
     model."""
@@ -340,11 +363,11 @@ def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Pat
                 todo.append((ref, corpus, requests))
         def work(share: list, stop: threading.Event | None = None) -> list:
             out = []
-            for start in range(0, len(share), CHUNK):
+            for chunk in chunks(share):
                 if stop is not None and stop.is_set():
                     break
                 runs = [(TemplateRun(kind, runtime, ref, corpus, workdir, writer, log, binary=binary, build=build),
-                         requests) for ref, corpus, requests in share[start:start + CHUNK]]
+                         requests) for ref, corpus, requests in chunk]
                 for run, _ in runs:
                     run.stop = stop
                 out += _run_chunk(kind, workdir, runs, keep, binary)
