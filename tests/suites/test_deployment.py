@@ -181,6 +181,11 @@ def test_the_page_opens_with_one_table_ranked_within_the_model_and_regenerates_b
     assert rows["in-process, grammar"][2:5] == ["1", "1/1 100% [21–100]", "1/1 100% [21–100]"]
     assert native[2] == "5" and native[4] == "0/1 0% [0–79]" and native[6] == "1/2 50% [9–91]"
     assert "tool_choice required ignored in 1/1" in text and "as the runtime did in 3/3" in text
+    # The headline names every setup sharing the first place, not the one listed first.
+    assert ("**in-process, grammar**, **in-process, fallback**, **llama-server-0.3.36-vendored, auto, not streamed** "
+            "and **llama-server-0.3.36-vendored, auto, streamed** pass BFCL's checker on 1/1 of the call-due cases "
+            "every ranked setup was asked, tied for the first place; the interval overlaps 3 lower-ranked "
+            "setup(s)'s") in text
     assert "replay: `harness deployment --model" in text
     before = page.read_bytes()
     write_reports(results.root, plot=False, pages=pages)

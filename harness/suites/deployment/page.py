@@ -117,19 +117,27 @@ def _table(rows: list, ranks: dict, judged: bool) -> list:
 def _sentences(rows: list, records: list, ranks: dict, judged: bool) -> list:
     out = []
     for model in sorted({r.model for r in rows}):
-        mine = sorted((r for r in rows if r.model == model and ranks[id(r)]), key=lambda r: place(ranks[id(r)]))
+        mine = sorted((r for r in rows if r.model == model and ranks[id(r)]),
+                      key=lambda r: (place(ranks[id(r)]), r.order))
         if judged and mine:
-            best = mine[0]
-            k, n = ranks[id(best)].k, ranks[id(best)].n
-            low = wilson(k, n)[0]
-            tied = [r for r in mine[1:] if wilson(ranks[id(r)].k, ranks[id(r)].n)[1] >= low]
+            k, n = ranks[id(mine[0])].k, ranks[id(mine[0])].n
             if k == 0:       # a leader that passes nothing is no leader: say what every ranked row shares
                 lead = f"no ranked setup passes BFCL's checker on any of the {n} call-due cases"
             else:
-                lead = (f"**{best.setup}** passes BFCL's checker on {k}/{n} of the call-due cases every ranked "
-                        "setup was asked; "
-                        + (f"its interval overlaps {len(tied)} other setup(s)'s, so these cases do not separate "
-                           "them" if tied else "its interval lies above every other setup's"))
+                # Every setup that shares the first place is named: a tie is no win for the one listed first.
+                first = [r.setup for r in mine if ranks[id(r)].place == 1]
+                low = wilson(k, n)[0]
+                below = [r for r in mine if ranks[id(r)].place > 1]
+                overlap = [r for r in below if wilson(ranks[id(r)].k, ranks[id(r)].n)[1] >= low]
+                names = ", ".join(f"**{x}**" for x in first[:-1]) + (" and " if len(first) > 1 else "") + \
+                    f"**{first[-1]}**"
+                lead = (f"{names} pass{'es' if len(first) == 1 else ''} BFCL's checker on {k}/{n} of the call-due "
+                        "cases every ranked setup was asked"
+                        + (", tied for the first place" if len(first) > 1 else "") + "; "
+                        + (f"the interval overlaps {len(overlap)} lower-ranked setup(s)'s, so these cases do not "
+                           "separate them" if overlap else
+                           "the interval lies above every lower-ranked setup's" if below else
+                           "no other setup is ranked"))
             out.append(f"- **{model}**: {lead}.")
         for runtime in sorted({r.runtime for r in records if r.model["id"] == model}):
             mine_records = [r for r in records if r.model["id"] == model and r.runtime == runtime]
