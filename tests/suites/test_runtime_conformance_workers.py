@@ -1,11 +1,11 @@
-"""Runtime conformance's workers (driver._in_workers): each share of the templates in a thread of its own; their
+"""Runtime conformance's workers (scheduling.in_workers): each share of the templates in a thread of its own; their
 records come back together, and a worker that fails stops the others before their next request and is raised."""
 
 import threading
 
 import pytest
 
-from harness.suites.runtime_conformance.driver import Stopped, _in_workers
+from harness.suites.runtime_conformance.scheduling import Stopped, in_workers
 
 
 def test_every_share_is_worked_and_the_records_come_back_together():
@@ -15,7 +15,7 @@ def test_every_share_is_worked_and_the_records_come_back_together():
         seen.append(threading.current_thread().name)
         return [f"record of {t}" for t in share]
 
-    got = _in_workers(work, [["a", "c"], ["b"]])
+    got = in_workers(work, [["a", "c"], ["b"]])
     assert sorted(got) == ["record of a", "record of b", "record of c"]
     assert sorted(seen) == ["conformance-worker-0", "conformance-worker-1"]
 
@@ -36,12 +36,12 @@ def test_a_failing_worker_stops_the_others_and_its_error_is_raised():
         return ["never"]
 
     with pytest.raises(ValueError, match="garbage"):
-        _in_workers(work, [["good"], ["bad"]])
+        in_workers(work, [["good"], ["bad"]])
     assert stopped_at and stopped_at[0] < 1000
 
 
 def test_a_template_of_more_requests_than_a_build_holds_goes_in_parts_each_a_chunk_of_its_own():
-    from harness.suites.runtime_conformance.driver import CHUNK, PART, chunks
+    from harness.suites.runtime_conformance.scheduling import CHUNK, PART, chunks
 
     small = [(f"t{i}", "corpus", list(range(25))) for i in range(CHUNK + 1)]
     big = ("replays", "corpus", list(range(2 * PART + 20)))

@@ -127,7 +127,7 @@ def run(model_id: str, results: ResultsDir, server: str, per_category: int, work
     for name, why in corpus.skipped:
         log(f"warning: not replayed: {name}: {why}")
     # A model's committed subset (220 cases in 3 modes) is far more requests than a template's own corpus: the
-    # driver builds and serves them in parts (runtime_conformance.driver.PART), what a part recorded not again.
+    # driver builds and serves them in parts (runtime_conformance.scheduling.PART), what a part recorded not again.
     written, skipped = run_suite(server, runtime, [(ref, corpus)], path, Path(workdir), set(), log=log, keep=keep,
                                  build=build)
     for template_id, why in skipped:

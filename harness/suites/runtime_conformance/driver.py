@@ -31,6 +31,7 @@ from harness.core.hashing import sha256_json, sha256_text
 from harness.suites.runtime_conformance import history_cases
 from harness.suites.runtime_conformance.judging import conformance_record
 from harness.suites.runtime_conformance.records import RuntimeConformanceRecord
+from harness.suites.runtime_conformance.scheduling import Stopped, chunks, in_workers
 from harness.suites.runtime_conformance.corpus import AUTO, NAMED, NAMED_OTHER, NO_PARALLEL, NONE, REQUIRED, Renderer
 from harness.storage.transcripts import now, read_transcript
 from harness.storage.transcript_writer import TranscriptWriter
@@ -303,41 +304,14 @@ class TemplateRun:
         return typed
 
 
-# Templates whose scripted models are on disk at once (tens of MB each) and share a llama-cpp-python process.
-CHUNK = 12
-# Requests of one template whose scripted models are built at once. Every reply is weights of its own (a few MB):
-# a template's own corpus asks at most a few dozen, but a large corpus (a model's committed replies replayed by
-# the deployment suite, a corpus file) would need more than one build may write (harness.scripted.plan's
-# write budget) and refuse. Its requests go in parts, each a chunk of its own: built, served and removed before
-# the next, so what is on disk at once stays what a chunk of whole templates takes.
-PART = 150
-
-
-def chunks(share: list) -> list:
-    """(template, corpus, requests) triples in the chunks run_suite builds and serves one after another: at most
-    CHUNK whole templates, or one part (PART requests) of a template that has more."""
-    out, chunk = [], []
-    for ref, corpus, requests in share:
-        if len(requests) > PART:
-            out += [chunk] if chunk else []
-            chunk = []
-            out += [[(ref, corpus, requests[start:start + PART])] for start in range(0, len(requests), PART)]
-            continue
-        chunk.append((ref, corpus, requests))
-        if len(chunk) == CHUNK:
-            out.append(chunk)
-            chunk = []
-    return out + ([chunk] if chunk else [])
-
-
 def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Path, done: set, cases=None,
               variants=None, log=print, keep=False, binary: Path | None = None, build: dict | None = None) -> tuple:
     """templates: (ResolvedTemplate, Corpus) pairs. Returns (records written, templates skipped with why).
     binary: the user's own build of the runtime's binary (None: its own); build: what ran (Runtime.build), written
     into every record.
 
-    Templates go in chunks (chunks(): a template of many requests in parts): their models keyed by our render are built and served by one ModelHost, which first
-    gives each template's runtime key; then the models of requests the runtime keys otherwise are built and
+    Templates go in chunks (scheduling.chunks: a template of many requests in parts): their models keyed by our
+    render are built and served by one ModelHost, which first gives each template's runtime key; then the models of requests the runtime keys otherwise are built and
     served by a second host. A runtime that hosts several models thus starts twice per chunk; any other once per
     model."""
     skipped, seen, todo = [], {}, []
@@ -374,44 +348,8 @@ def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Pat
             return out
 
         workers = min(runtimes.get(kind).conformance_workers, len(todo))
-        written += work(todo) if workers <= 1 else _in_workers(work, [todo[i::workers] for i in range(workers)])
+        written += work(todo) if workers <= 1 else in_workers(work, [todo[i::workers] for i in range(workers)])
     return written, skipped
-
-
-class Stopped(Exception):
-    """A worker's unwinding when another worker failed or the run was stopped (its servers are stopped on the way)."""
-
-
-def _in_workers(work, shares: list) -> list:
-    """Each share of the templates by a worker thread of its own (each starts its own servers; records go to the
-    shared writer one at a time). A worker that fails, or a run stopped (^C, SIGTERM), sets `stop`: the others
-    finish the request they are in, stop their servers and end; the first failure is raised."""
-    stop, results, errors = threading.Event(), [[] for _ in shares], []
-
-    def run(i: int) -> None:
-        try:
-            results[i] = work(shares[i], stop)
-        except Stopped:
-            pass
-        except BaseException as exc:     # noqa: BLE001 - raised again in the caller's thread
-            errors.append(exc)
-            stop.set()
-
-    threads = [threading.Thread(target=run, args=(i,), name=f"conformance-worker-{i}") for i in range(len(shares))]
-    for t in threads:
-        t.start()
-    try:
-        for t in threads:
-            while t.is_alive():
-                t.join(0.5)
-    except BaseException:
-        stop.set()
-        for t in threads:
-            t.join()
-        raise
-    if errors:
-        raise errors[0]
-    return [record for found in results for record in found]
 
 
 def _run_chunk(kind: str, workdir: Path, runs: list, keep: bool, binary: Path | None = None) -> list:
