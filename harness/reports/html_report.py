@@ -9,7 +9,7 @@ of results/ holds. The script adds a model filter and scrolls to the anchor. Anc
 sample's or a row's anchor (#<model>--<scenario>--<mode>[--<sample>]) leads on to its page."""
 
 import re
-from html import escape
+from html import escape, unescape
 from pathlib import Path
 
 import pandas as pd
@@ -178,7 +178,9 @@ def page(collected, sections: str = "", layout: SampleLayout | None = None, more
     conformance), which answer other questions. `first`: HTML that opens the page above the overview (the
     deployment table, from harness.suites)."""
     frame = collected.samples
-    models = sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations})
+    # The selector offers every model the page shows: its samples', and those only the first screen's rows name.
+    models = sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations}
+                    | {unescape(m) for m in re.findall(r'data-model="([^"]*)"', first)})
     head = ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
             f"<title>harness: live results and transcripts</title><style>{CSS}</style></head><body>")

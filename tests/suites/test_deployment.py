@@ -488,3 +488,29 @@ def test_setups_are_ranked_on_the_cases_they_share_a_row_asked_more_on_those_alo
     assert ranks[id(streamed)].place == 2 and ranks[id(served)].cell == "2/3 67% [21–94]"
     assert ranks[id(stopped)] is None and ranks[id(replay)] is None
     assert all(v is None for v in rank_rows(rows, judged=False).values())
+
+
+@pytest.mark.browser
+def test_the_model_selector_of_report_html_shows_one_models_setups_alone_best_first():
+    """The committed report.html in a real Chromium: choosing a model leaves its deployment rows alone on the first
+    screen, ranked ones first, the first of them in the first place."""
+    from tests import chromium
+
+    browser = chromium.Browser()
+    try:
+        browser.open((ROOT / "results" / "report.html").as_uri())
+        rows = "[...document.querySelectorAll('#deployment tbody tr')]"
+        every = browser.evaluate(f"{rows}.map(r => r.dataset.model)")
+        models = sorted(set(every))
+        assert len(models) > 1 and MODEL in models
+        offered = browser.evaluate("[...document.querySelectorAll('select[name=model] option')].map(o => o.value)")
+        assert set(models) <= set(offered)
+        browser.evaluate(f"const s = document.querySelector('select[name=model]'); s.value = '{MODEL}';"
+                         "s.dispatchEvent(new Event('change'))")
+        shown = browser.evaluate(f"{rows}.filter(r => !r.hidden).map(r => [...r.cells].map(c => c.textContent))")
+        assert len(shown) == every.count(MODEL) and {r[0] for r in shown} == {MODEL}
+        places = [int(r[2]) for r in shown if r[2] != "–"]
+        assert places and places[0] == 1 and places == sorted(places) and shown[0][2] == "1"
+        assert all(r[2] == "–" for r in shown[len(places):])       # the unranked ones after
+    finally:
+        browser.close()

@@ -370,11 +370,14 @@ def _html(rows: list, ranks: dict, judged: bool) -> str:
         cells = [r.model, r.setup, str(rank.place) if rank else "–", rank.cell if rank else "–",
                  r.cell("due", judged), r.cell("no-call", judged), r.cell("content", judged),
                  r.cell("errors", judged)]
-        body.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
+        # data-model: report.html's model selector shows this model's rows alone (its setups, best first).
+        body.append(f'<tr data-model="{escape(r.model)}">' + "".join(f"<td>{escape(c)}</td>" for c in cells)
+                    + "</tr>")
     return ('<section id="deployment"><h2>Deployment: where does a model\'s tool calling work?</h2>'
             "<p>Each model in process and served by a runtime, on the same BFCL cases, judged by BFCL's own "
-            'checker: k/n, percent, Wilson 95% interval, ranked within a model only, on the call-due cases its ranked rows share (ranked on). The sentences, labels and '
-            'per-category detail are in <a href="deployment.md">deployment.md</a>.</p>'
+            "checker: k/n, percent, Wilson 95% interval, ranked within a model only, on the call-due cases its "
+            "ranked rows share (ranked on). Choose a model above to see its setups alone, best first. The "
+            'sentences, labels and per-category detail are in <a href="deployment.md">deployment.md</a>.</p>'
             f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></section>")
 
 
