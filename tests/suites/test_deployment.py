@@ -506,7 +506,7 @@ def test_the_model_selector_of_report_html_shows_one_models_setups_alone_best_fi
         offered = browser.evaluate("[...document.querySelectorAll('select[name=model] option')].map(o => o.value)")
         assert set(models) <= set(offered)
         browser.evaluate(f"const s = document.querySelector('select[name=model]'); s.value = '{MODEL}';"
-                         "s.dispatchEvent(new Event('change'))")
+                         "s.dispatchEvent(new Event('change', {bubbles: true}))")
         shown = browser.evaluate(f"{rows}.filter(r => !r.hidden).map(r => [...r.cells].map(c => c.textContent))")
         assert len(shown) == every.count(MODEL) and {r[0] for r in shown} == {MODEL}
         places = [int(r[2]) for r in shown if r[2] != "–"]
