@@ -19,7 +19,7 @@ INTERNAL_EXCEPTIONS = {
     "formats/payloads.py:Mismatch": "a parser's verdict on a reply (its deviation), caught by the parse",
     "formats/deviations.py:_CallKeyFound": "stops a JSON decode at the first call key; caught around the decode",
     "suites/run_loop.py:Stopped": "a signal's way out of a run (a BaseException, as KeyboardInterrupt is)",
-    "suites/runtime_conformance/driver.py:Stopped": "a conformance worker's way out when another failed or the run "
+    "suites/runtime_conformance/scheduling.py:Stopped": "a conformance worker's way out when another failed or the run "
                                                     "was stopped; caught by the worker's own thread",
     "backends/embedded/grammar_check.py:TriggerHazard": "a test's assertion on a grammar (an AssertionError); "
                                                         "no command checks grammars this way",
