@@ -6,6 +6,7 @@ server when either is missing."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -113,3 +114,20 @@ def test_a_runtime_that_takes_no_template_file_is_not_started_on_a_gguf_that_emb
     assert done.returncode == 2, done.stderr
     assert "llama-cpp-python takes no chat template file" in done.stderr and "google-gemma-2-2b-it" in done.stderr
     assert not list(tmp_path.rglob("*.jsonl"))
+
+
+@pytest.mark.live
+@pytest.mark.needs_server
+def test_the_served_text_parts_from_the_in_process_one_only_by_flash_attention_and_the_penalty_window():
+    """tools/served_vs_in_process.py: with llama-server's flash attention off and no repeat penalty on either side,
+    the served model writes exactly the in-process text on every drawn case (what the deployment suite's README
+    says of the agreement column)."""
+    cached_model(MODEL)
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, str(root / "tools" / "served_vs_in_process.py"), "--model", MODEL,
+                           "--cases", "1", "--max-tokens", "48"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    counts = {line.split(": ")[1]: line.split(": the same text in ")[1] for line in done.stdout.splitlines()
+              if line.startswith(f"{MODEL}: ")}
+    assert counts["flash attention off, no repeat penalty"] == "11/11 cases", done.stdout
+    assert set(counts) == {"as run", "server flash attention off", "flash attention off, no repeat penalty"}

@@ -313,7 +313,11 @@ def _replay_section(replayed: list, records: list, served_verdicts: dict, judged
             "model calls. Where the runtime's grammar made the scripted model write other text (llama.cpp holds a "
             "call it has opened to its own JSON shape), the reply is left out of the cells and counted. Below, "
             "the served model beside the replay of its in-process native replies "
-            "(`harness deployment --replay --server RUNTIME --model MODEL --cases N` adds a replay).", "",
+            "(`harness deployment --replay --server RUNTIME --model MODEL --cases N` adds a replay). Where the "
+            "served model wrote other text, llama-server computes and samples otherwise, not reads otherwise: its "
+            "flash attention is on by default and its repeat penalty counts the prompt's tokens; with both as in "
+            "process its text is the in-process text on every case tried (tools/served_vs_in_process.py, "
+            "harness/suites/deployment/README.md).", "",
             *agreement_lines(replayed, records, served_verdicts, judged), ""]
 
 
