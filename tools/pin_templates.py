@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness.core import constants  # noqa: E402
 from harness.pins.gguf_header import read_gguf_metadata  # noqa: E402
 from harness.pins.pin_template import template_entry  # noqa: E402
-from harness.pins.sources import load_sources, sources_locked, write_sources  # noqa: E402
+from harness.pins.sources import load_sources  # noqa: E402
+from harness.pins.sources_file import sources_locked, write_sources  # noqa: E402
 
 ORIGIN = f"llama-cpp-python {constants.BINDING_VERSION} sdist: vendor/llama.cpp/models/templates/{{name}}"
 DS = ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>")

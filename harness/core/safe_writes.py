@@ -17,6 +17,14 @@ from pathlib import Path
 from harness.core.errors import UnsafeWriteError
 
 
+def default_file_mode() -> int:
+    """The permissions a new file gets under the process's umask (0o666 masked): mkstemp creates 0600, and a file
+    written beside and renamed into place should get what any other new file would."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def check_target(path, root) -> Path:
     """`path` if writing it stays inside `root`: every folder from root down to it resolves inside root, and
     the file itself, when it exists, is a regular file and not a link. Else UnsafeWriteError naming the path."""

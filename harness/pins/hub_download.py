@@ -32,6 +32,7 @@ from typing import Callable
 
 from harness.core import constants
 from harness.core.errors import DownloadError, HarnessError
+from harness.core.safe_writes import default_file_mode
 
 CHUNK = 1 << 20
 PROGRESS_MIN_BYTES = 16 << 20      # below this a progress bar is noise
@@ -95,13 +96,6 @@ def _progress(total: int | None, label: str):
     from tqdm import tqdm
     return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=label, file=sys.stderr,
                 mininterval=1.0, leave=False)
-
-
-def default_file_mode() -> int:
-    # mkstemp creates 0600; a stored file should get the permissions any other new file would.
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
 
 
 def _fsync_dir(path: Path) -> None:

@@ -2,18 +2,16 @@
 size and SHA-256 every copy on disk must have.
 
 Loading validates the whole file up front so that a typo surfaces as one clear SourcesError naming the entry
-and field, not as a KeyError deep in a download. Nothing here touches the network (see harness.pins.fetch).
+and field, not as a KeyError deep in a download. Nothing here touches the network (see harness.pins.fetch);
+writing the file is harness.pins.sources_file.
 """
 
 from __future__ import annotations
 
 import difflib
-import fcntl
 import json
 import os
 import re
-import tempfile
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -354,69 +352,6 @@ def load_sources(path: Path | str | None = None) -> Sources:
             raise SourcesError(f"{path}: archive {pin.id!r} is pinned twice")
         archives[pin.id] = pin
     return Sources(path=path, templates=templates, models=models, archives=archives)
-
-
-def dump_sources(raw: dict) -> str:
-    """The canonical text of sources.json: fields in a fixed order, templates sorted by id, models as listed."""
-    def ordered(entry, fields, optional=_OPTIONAL_FIELDS):
-        return {k: entry.get(k) for k in fields if k in entry or k not in optional}
-    doc = {
-        "version": raw["version"],
-        "templates": [ordered(t, TEMPLATE_FIELDS) for t in sorted(raw["templates"], key=lambda t: t["id"])],
-        "models": [ordered(m, MODEL_FIELDS) for m in raw["models"]],
-    }
-    if raw.get("archives"):
-        doc["archives"] = [ordered(a, ARCHIVE_FIELDS, _ARCHIVE_OPTIONAL) for a in raw["archives"]]
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
-
-
-def write_sources(raw: dict, path: Path | str | None = None) -> None:
-    """Rewrite sources.json atomically (a crash leaves the old file, never half of the new one)."""
-    path = Path(path) if path is not None else constants.SOURCES_PATH
-    text = dump_sources(raw)
-    fd, tmp = tempfile.mkstemp(prefix=".sources.", suffix=".json", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fchmod(f.fileno(), 0o666 & ~_umask())
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-@contextmanager
-def sources_locked(path: Path | str | None = None):
-    """Hold sources.json for a read-modify-write: two `harness pin-template` runs at once would otherwise both
-    read the old file and the second write would drop the first one's entry. The lock is a file beside
-    sources.json, removed before it is released; a waiter that then holds a lock on the removed file tries again."""
-    path = Path(path) if path is not None else constants.SOURCES_PATH
-    lock = path.parent / f".{path.name}.lock"
-    while True:
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise SourcesError(f"cannot lock {path} for writing ({lock}: {exc.strerror})") from None
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
-                break
-        except FileNotFoundError:
-            pass
-        os.close(fd)
-    try:
-        yield path
-    finally:
-        lock.unlink(missing_ok=True)
-        os.close(fd)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def model_cache_path(pin: ModelPin, cache_dir: Path | None = None) -> Path:

@@ -15,18 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import HarnessError
-from harness.core.safe_writes import lock_holder
+from harness.core.safe_writes import default_file_mode, lock_holder
 
 # mkstemp's names: the prefix (".<name>."), 8 characters from [a-z0-9_], the suffix. Anchored, so that no file
 # of another writer (a transcript, a download's ".partial") is ever taken for a report's.
 STAGED_NAME = re.compile(r"\..+\.[a-z0-9_]{8}\.staged")
 LOCK_NAME = ".report.lock"
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 @contextmanager
@@ -87,7 +81,7 @@ class StagedWrites:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".staged")
-        os.fchmod(fd, 0o666 & ~_umask())
+        os.fchmod(fd, default_file_mode())
         self._staged.append((Path(name), path))
         return fd, Path(name)
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from harness.pins.archives import archive_tree
-from harness.pins.sources import load_sources, write_sources
+from harness.pins.sources import load_sources
+from harness.pins.sources_file import write_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 TOP = "pkg-1.0/llama.cpp/"

@@ -15,7 +15,8 @@ import pytest
 
 from harness.core.errors import SourcesError
 from harness.pins import hub_download
-from harness.pins.sources import dump_sources, load_sources, write_sources
+from harness.pins.sources import load_sources
+from harness.pins.sources_file import dump_sources, write_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 TOP = "pkg-1.0/"

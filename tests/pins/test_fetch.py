@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from harness.pins.fetch import extract_chat_template, fetch_model, fetch_template
-from harness.pins.hub_download import default_file_mode
-from harness.pins.sources import load_sources, model_cache_path, write_sources
+from harness.core.safe_writes import default_file_mode
+from harness.pins.sources import load_sources, model_cache_path
+from harness.pins.sources_file import write_sources
 from tests.hub_server import COMMIT
 
 REPO = "acme/tiny-GGUF"

