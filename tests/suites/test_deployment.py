@@ -514,3 +514,22 @@ def test_the_model_selector_of_report_html_shows_one_models_setups_alone_best_fi
         assert all(r[2] == "–" for r in shown[len(places):])       # the unranked ones after
     finally:
         browser.close()
+
+
+def test_a_setup_asked_fewer_cases_that_passes_some_is_named_beside_the_ranked_ones():
+    from harness.suites.deployment.page import _fewer
+    from harness.suites.deployment.rows import Row, rank_rows
+
+    def row(setup: str, passed: dict) -> Row:
+        r = Row(MODEL, setup, (1, setup))
+        r.answers = [(case, "simple_python", False, False, {"valid": ok}) for case, ok in passed.items()]
+        return r
+
+    done = [row(f"finished {n}", {"a": False, "b": False, "c": False}) for n in range(2)]
+    stopped, silent = row("stopped early", {"a": True}), row("stopped too", {"a": False})
+    rows = [*done, stopped, silent]
+    ranks = rank_rows(rows, judged=True)
+    assert ranks[id(stopped)] is None and ranks[id(done[0])].place == 1
+    said = _fewer(rows, ranks, MODEL)
+    assert "**stopped early** 1/1" in said and "**stopped too**" not in said and "**finished" not in said
+    assert _fewer(done, rank_rows(done, judged=True), MODEL) == ""

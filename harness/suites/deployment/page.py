@@ -138,11 +138,26 @@ def _sentences(rows: list, records: list, ranks: dict, judged: bool) -> list:
                            "separate them" if overlap else
                            "the interval lies above every lower-ranked setup's" if below else
                            "no other setup is ranked"))
-            out.append(f"- **{model}**: {lead}.")
+            out.append(f"- **{model}**: {lead}.{_fewer(rows, ranks, model)}")
         for runtime in sorted({r.runtime for r in records if r.model["id"] == model}):
             mine_records = [r for r in records if r.model["id"] == model and r.runtime == runtime]
             out.append(f"- {model} on **{runtime}**: " + _runtime_sentence(mine_records) + ".")
     return out
+
+
+def _fewer(rows: list, ranks: dict, model: str) -> str:
+    """The setups of a model asked fewer cases than it is ranked on (a run not finished) that pass any: not ranked,
+    yet a reader asking where the model's calling works should not miss them."""
+    passing = []
+    for r in rows:
+        if r.model == model and r.ranked and ranks[id(r)] is None:
+            k = sum(valid_verdict(a[4]) for a in r.due())
+            if k:
+                passing.append((-k / len(r.due()), r.order, f"**{r.setup}** {k}/{len(r.due())}"))
+    if not passing:
+        return ""
+    return (" Asked fewer cases, so not ranked, yet passing some: " + "; ".join(x for *_, x in sorted(passing))
+            + " (\"Not served, or not finished\" names the command that finishes each).")
 
 
 def _runtime_sentence(records: list) -> str:
