@@ -517,7 +517,7 @@ def test_the_model_selector_of_report_html_shows_one_models_setups_alone_best_fi
 
 
 def test_a_setup_asked_fewer_cases_that_passes_some_is_named_beside_the_ranked_ones():
-    from harness.suites.deployment.page import _fewer
+    from harness.suites.deployment.sentences import _fewer
     from harness.suites.deployment.rows import Row, rank_rows
 
     def row(setup: str, passed: dict) -> Row:

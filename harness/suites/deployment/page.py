@@ -20,7 +20,6 @@ from harness.suites.bfcl.cases import ARCHIVE_ID, CATEGORIES, load_suite
 from harness.storage.counted_once import CountedOnce, distinct_files
 from harness.evaluation.judging import cell, label_head
 from harness.storage.results import file_stem
-from harness.evaluation.scoring import wilson
 from harness.storage.transcripts import read_transcript
 from harness.peers.bfcl import SETUP_COMMAND, BFCLChecker
 from harness.pins.archives import archive_tree
@@ -34,6 +33,7 @@ from harness.suites.deployment.openings import is_opening
 from harness.suites.deployment.openings import section as openings_section
 from harness.suites.deployment.records import DeploymentRecord, dequantized_from
 from harness.suites.deployment.replays import replay_answers
+from harness.suites.deployment.sentences import sentences
 from harness.suites.deployment.rows import NOT_JUDGED, Row, agreement_lines, place, rank_rows, replay_rows
 
 PAGE = "deployment.md"
@@ -112,75 +112,6 @@ def _table(rows: list, ranks: dict, judged: bool) -> list:
                      f"{r.cell('due', judged)} | {r.cell('no-call', judged)} | {r.cell('content', judged)} | "
                      f"{r.cell('errors', judged)} |")
     return lines
-
-
-def _sentences(rows: list, records: list, ranks: dict, judged: bool) -> list:
-    out = []
-    for model in sorted({r.model for r in rows}):
-        mine = sorted((r for r in rows if r.model == model and ranks[id(r)]),
-                      key=lambda r: (place(ranks[id(r)]), r.order))
-        if judged and mine:
-            k, n = ranks[id(mine[0])].k, ranks[id(mine[0])].n
-            if k == 0:       # a leader that passes nothing is no leader: say what every ranked row shares
-                lead = f"no ranked setup passes BFCL's checker on any of the {n} call-due cases"
-            else:
-                # Every setup that shares the first place is named: a tie is no win for the one listed first.
-                first = [r.setup for r in mine if ranks[id(r)].place == 1]
-                low = wilson(k, n)[0]
-                below = [r for r in mine if ranks[id(r)].place > 1]
-                overlap = [r for r in below if wilson(ranks[id(r)].k, ranks[id(r)].n)[1] >= low]
-                names = ", ".join(f"**{x}**" for x in first[:-1]) + (" and " if len(first) > 1 else "") + \
-                    f"**{first[-1]}**"
-                lead = (f"{names} pass{'es' if len(first) == 1 else ''} BFCL's checker on {k}/{n} of the call-due "
-                        "cases every ranked setup was asked"
-                        + (", tied for the first place" if len(first) > 1 else "") + "; "
-                        + (f"the interval overlaps {len(overlap)} lower-ranked setup(s)'s, so these cases do not "
-                           "separate them" if overlap else
-                           "the interval lies above every lower-ranked setup's" if below else
-                           "no other setup is ranked"))
-            out.append(f"- **{model}**: {lead}.{_fewer(rows, ranks, model)}")
-        for runtime in sorted({r.runtime for r in records if r.model["id"] == model}):
-            mine_records = [r for r in records if r.model["id"] == model and r.runtime == runtime]
-            out.append(f"- {model} on **{runtime}**: " + _runtime_sentence(mine_records) + ".")
-    return out
-
-
-def _fewer(rows: list, ranks: dict, model: str) -> str:
-    """The setups of a model asked fewer cases than it is ranked on (a run not finished) that pass any: not ranked,
-    yet a reader asking where the model's calling works should not miss them."""
-    passing = []
-    for r in rows:
-        if r.model == model and r.ranked and ranks[id(r)] is None:
-            k = sum(valid_verdict(a[4]) for a in r.due())
-            if k:
-                passing.append((-k / len(r.due()), r.order, f"**{r.setup}** {k}/{len(r.due())}"))
-    if not passing:
-        return ""
-    return (" Asked fewer cases, so not ranked, yet passing some: " + "; ".join(x for *_, x in sorted(passing))
-            + " (\"Not served, or not finished\" names the command that finishes each).")
-
-
-def _runtime_sentence(records: list) -> str:
-    labelled = lambda name: sum(any(label_head(x) == name for x in r.labels) for r in records)  # noqa: E731
-    required = [r for r in records if r.tool_choice == "required"]
-    shown = [r for r in records if r.strict is not None and not (r.plain or {}).get("error")]
-    read_alike = sum(not any(label_head(x) in ("runtime-forgave", "runtime-dropped-call", "calls-differ")
-                             for x in r.labels) for r in shown)
-    calls = sum(bool((r.plain or {}).get("tool_calls")) for r in records)
-    seconds = sorted(s for r in records for s in (r.seconds or {}).values() if isinstance(s, (int, float)))
-    parts = [f"{calls} of {len(records)} non-streamed answers carry tool_calls",
-             f"a call attempt left in content in {labelled('call-left-in-content')}/{len(records)} records",
-             (f"the strict parser reads the generated text as the runtime did in {read_alike}/{len(shown)}"
-              + (" (so what the app gets is what the model wrote, not how the runtime read it)"
-                 if read_alike == len(shown) else "")) if shown else
-             "the runtime does not show the text the model generated, so only its reading is judged",
-             *([f"tool_choice required ignored in {labelled('required-ignored')}/{len(required)}"] if required
-               else []),
-             f"streamed and non-streamed answers differ in {labelled('stream-differs')}/{len(records)}",
-             f"runtime errors in {labelled('runtime-error')}/{len(records)}"]
-    if seconds:
-        parts.append(f"median {seconds[len(seconds) // 2]:.1f} s a request")
-    return "; ".join(parts)
 
 
 def _category_lines(rows: list, judged: bool) -> list:
@@ -298,7 +229,7 @@ def _pages(results, records: list, warnings: list) -> tuple:
               "for each model here, that has no row, and why; then each that was asked fewer cases than the "
               "model's widest runtime (a run stopped early: the same command goes on where it stopped).", "",
               *_not_served(kept), ""]
-    lines += ["## What the rows say", "", *_sentences(rows, kept, ranks, judged), "",
+    lines += ["## What the rows say", "", *sentences(rows, kept, ranks, judged), "",
               "## The runtime's labels", "", "Per record (one case, one tool_choice, asked non-streamed and "
               "streamed); a record can carry several.", "", *_label_lines(kept), "",
               *_replay_section(replayed, kept, served_verdicts, judged),

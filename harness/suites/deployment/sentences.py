@@ -1,0 +1,79 @@
+"""deployment.md's "What the rows say": per model, the setup(s) in the first place on the cases they share and
+those asked fewer cases that pass some; per runtime, what it returned (tool_calls, calls left in content, how the
+strict parser read the same text, tool_choice required, streams, errors, seconds)."""
+
+from __future__ import annotations
+
+from harness.evaluation.judging import label_head
+from harness.evaluation.scoring import wilson
+from harness.suites.bfcl.judging import valid_verdict
+from harness.suites.deployment.rows import place
+
+
+def sentences(rows: list, records: list, ranks: dict, judged: bool) -> list:
+    out = []
+    for model in sorted({r.model for r in rows}):
+        mine = sorted((r for r in rows if r.model == model and ranks[id(r)]),
+                      key=lambda r: (place(ranks[id(r)]), r.order))
+        if judged and mine:
+            k, n = ranks[id(mine[0])].k, ranks[id(mine[0])].n
+            if k == 0:       # a leader that passes nothing is no leader: say what every ranked row shares
+                lead = f"no ranked setup passes BFCL's checker on any of the {n} call-due cases"
+            else:
+                # Every setup that shares the first place is named: a tie is no win for the one listed first.
+                first = [r.setup for r in mine if ranks[id(r)].place == 1]
+                low = wilson(k, n)[0]
+                below = [r for r in mine if ranks[id(r)].place > 1]
+                overlap = [r for r in below if wilson(ranks[id(r)].k, ranks[id(r)].n)[1] >= low]
+                names = ", ".join(f"**{x}**" for x in first[:-1]) + (" and " if len(first) > 1 else "") + \
+                    f"**{first[-1]}**"
+                lead = (f"{names} pass{'es' if len(first) == 1 else ''} BFCL's checker on {k}/{n} of the call-due "
+                        "cases every ranked setup was asked"
+                        + (", tied for the first place" if len(first) > 1 else "") + "; "
+                        + (f"the interval overlaps {len(overlap)} lower-ranked setup(s)'s, so these cases do not "
+                           "separate them" if overlap else
+                           "the interval lies above every lower-ranked setup's" if below else
+                           "no other setup is ranked"))
+            out.append(f"- **{model}**: {lead}.{_fewer(rows, ranks, model)}")
+        for runtime in sorted({r.runtime for r in records if r.model["id"] == model}):
+            mine_records = [r for r in records if r.model["id"] == model and r.runtime == runtime]
+            out.append(f"- {model} on **{runtime}**: " + _runtime_sentence(mine_records) + ".")
+    return out
+
+
+def _fewer(rows: list, ranks: dict, model: str) -> str:
+    """The setups of a model asked fewer cases than it is ranked on (a run not finished) that pass any: not ranked,
+    yet a reader asking where the model's calling works should not miss them."""
+    passing = []
+    for r in rows:
+        if r.model == model and r.ranked and ranks[id(r)] is None:
+            k = sum(valid_verdict(a[4]) for a in r.due())
+            if k:
+                passing.append((-k / len(r.due()), r.order, f"**{r.setup}** {k}/{len(r.due())}"))
+    if not passing:
+        return ""
+    return (" Asked fewer cases, so not ranked, yet passing some: " + "; ".join(x for *_, x in sorted(passing))
+            + " (\"Not served, or not finished\" names the command that finishes each).")
+
+
+def _runtime_sentence(records: list) -> str:
+    labelled = lambda name: sum(any(label_head(x) == name for x in r.labels) for r in records)  # noqa: E731
+    required = [r for r in records if r.tool_choice == "required"]
+    shown = [r for r in records if r.strict is not None and not (r.plain or {}).get("error")]
+    read_alike = sum(not any(label_head(x) in ("runtime-forgave", "runtime-dropped-call", "calls-differ")
+                             for x in r.labels) for r in shown)
+    calls = sum(bool((r.plain or {}).get("tool_calls")) for r in records)
+    seconds = sorted(s for r in records for s in (r.seconds or {}).values() if isinstance(s, (int, float)))
+    parts = [f"{calls} of {len(records)} non-streamed answers carry tool_calls",
+             f"a call attempt left in content in {labelled('call-left-in-content')}/{len(records)} records",
+             (f"the strict parser reads the generated text as the runtime did in {read_alike}/{len(shown)}"
+              + (" (so what the app gets is what the model wrote, not how the runtime read it)"
+                 if read_alike == len(shown) else "")) if shown else
+             "the runtime does not show the text the model generated, so only its reading is judged",
+             *([f"tool_choice required ignored in {labelled('required-ignored')}/{len(required)}"] if required
+               else []),
+             f"streamed and non-streamed answers differ in {labelled('stream-differs')}/{len(records)}",
+             f"runtime errors in {labelled('runtime-error')}/{len(records)}"]
+    if seconds:
+        parts.append(f"median {seconds[len(seconds) // 2]:.1f} s a request")
+    return "; ".join(parts)
