@@ -62,7 +62,8 @@ def ranking_set(rows: list) -> frozenset:
     ranks the most answers (the rows asked every case of it, times its cases). A row asked more is ranked on this
     set alone, so every rank compares the same cases; a row asked fewer (a run not finished) is not ranked."""
     sets = {_cases(r) for r in rows}
-    return max(sets, key=lambda s: (sum(s <= _cases(r) for r in rows) * len(s), len(s), sorted(s)), default=frozenset())
+    return max(sets, key=lambda s: (sum(s <= _cases(r) for r in rows) * len(s), len(s), sorted(s)),
+               default=frozenset())
 
 
 def rank_rows(rows: list, judged: bool) -> dict:
