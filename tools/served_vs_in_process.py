@@ -56,8 +56,8 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=400)
     args = parser.parse_args()
     gguf = model_path(args.model)
-    requests = [asked.body(case, asked.AUTO) for case in asked.cases(args.cases)]
-    ids = [case.id for case in asked.cases(args.cases)]
+    drawn = asked.cases(args.cases)
+    requests, ids = [asked.body(case, asked.AUTO) for case in drawn], [case.id for case in drawn]
     llm = load_model(gguf, n_ctx=N_CTX, n_threads=1)
     same = {name: 0 for name, _, _ in SETTINGS}
     with tempfile.TemporaryDirectory(prefix="served-vs-in-process-") as tmp:
@@ -70,6 +70,9 @@ def main() -> int:
                     body = {**body, "repeat_penalty": penalty, "max_tokens": args.max_tokens}
                     key = runtimes.get(SERVER).prompt_key(server.base_url, args.model, {**body, "model": args.model},
                                                           TIMEOUT)
+                    if key.prompt is None:
+                        print(f"{case_id}\t{name}\tno prompt from the server: {key.error}", flush=True)
+                        continue
                     served = served_text(server, args.model, body)
                     mine = generate(llm, key.prompt, max_tokens=args.max_tokens, temperature=body["temperature"],
                                     top_p=body["top_p"], top_k=body["top_k"], min_p=body["min_p"],
