@@ -462,13 +462,17 @@ def test_an_endpoint_is_asked_requests_in_flight_and_every_record_lands_once(tmp
         httpd.shutdown()
 
 
-def test_setups_are_ranked_on_the_cases_they_share_a_row_asked_more_on_those_alone_one_asked_fewer_not_at_all():
-    from harness.suites.deployment.rows import Row, rank_rows, ranking_set
+def row(setup: str, passed: dict):
+    """A page row of MODEL asked the cases of `passed` (a call due in each), BFCL's verdict on each as given."""
+    from harness.suites.deployment.rows import Row
 
-    def row(setup: str, passed: dict) -> Row:
-        r = Row(MODEL, setup, (0, setup))
-        r.answers = [(case, "simple_python", False, False, {"valid": ok}) for case, ok in passed.items()]
-        return r
+    r = Row(MODEL, setup, (1, setup))
+    r.answers = [(case, "simple_python", False, False, {"valid": ok}) for case, ok in passed.items()]
+    return r
+
+
+def test_setups_are_ranked_on_the_cases_they_share_a_row_asked_more_on_those_alone_one_asked_fewer_not_at_all():
+    from harness.suites.deployment.rows import rank_rows, ranking_set
 
     # In process asked six cases and passes the three the served rows were not asked; two served rows asked three,
     # one passing two of them; a run stopped after one case; a replay (not ranked).
@@ -518,12 +522,7 @@ def test_the_model_selector_of_report_html_shows_one_models_setups_alone_best_fi
 
 def test_a_setup_asked_fewer_cases_that_passes_some_is_named_beside_the_ranked_ones():
     from harness.suites.deployment.sentences import _fewer
-    from harness.suites.deployment.rows import Row, rank_rows
-
-    def row(setup: str, passed: dict) -> Row:
-        r = Row(MODEL, setup, (1, setup))
-        r.answers = [(case, "simple_python", False, False, {"valid": ok}) for case, ok in passed.items()]
-        return r
+    from harness.suites.deployment.rows import rank_rows
 
     done = [row(f"finished {n}", {"a": False, "b": False, "c": False}) for n in range(2)]
     stopped, silent = row("stopped early", {"a": True}), row("stopped too", {"a": False})
