@@ -20,6 +20,7 @@ Both run on one thread, greedy (temperature 0), seed 0. Prints one line per case
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -60,6 +61,7 @@ def main() -> int:
     requests, ids = [asked.body(case, asked.AUTO) for case in drawn], [case.id for case in drawn]
     llm = load_model(gguf, n_ctx=N_CTX, n_threads=1)
     same = {name: 0 for name, _, _ in SETTINGS}
+    written = {}      # (prompt, repeat penalty) -> the in-process text: greedy, so the same request writes it again
     with tempfile.TemporaryDirectory(prefix="served-vs-in-process-") as tmp:
         for name, flags, penalty in SETTINGS:
             server = LocalServer(SERVER, gguf, alias=args.model, n_ctx=N_CTX, threads=1, seed=asked.SEED,
@@ -74,12 +76,16 @@ def main() -> int:
                         print(f"{case_id}\t{name}\tno prompt from the server: {key.error}", flush=True)
                         continue
                     served = served_text(server, args.model, body)
-                    mine = generate(llm, key.prompt, max_tokens=args.max_tokens, temperature=body["temperature"],
-                                    top_p=body["top_p"], top_k=body["top_k"], min_p=body["min_p"],
-                                    repeat_penalty=penalty, seed=asked.SEED).text
+                    if (key.prompt, penalty) not in written:
+                        written[key.prompt, penalty] = generate(
+                            llm, key.prompt, max_tokens=args.max_tokens, temperature=body["temperature"],
+                            top_p=body["top_p"], top_k=body["top_k"], min_p=body["min_p"], repeat_penalty=penalty,
+                            seed=asked.SEED).text
+                    mine = written[key.prompt, penalty]
                     alike = served == mine
                     same[name] += alike
-                    where = "" if alike or served is None else f" (apart from character {_parted(served, mine)})"
+                    where = ("" if alike or served is None else
+                             f" (apart from character {len(os.path.commonprefix([served, mine]))})")
                     print(f"{case_id}\t{name}\t{'same' if alike else 'other text'}{where}", flush=True)
             finally:
                 server.stop()
@@ -87,10 +93,6 @@ def main() -> int:
     for name, _, _ in SETTINGS:
         print(f"{args.model}: {name}: the same text in {same[name]}/{len(ids)} cases")
     return 0
-
-
-def _parted(a: str, b: str) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 if __name__ == "__main__":

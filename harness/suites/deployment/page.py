@@ -39,7 +39,8 @@ from harness.suites.deployment.rows import NOT_JUDGED, Row, agreement_lines, pla
 PAGE = "deployment.md"
 FOLDER = "deployment"
 IN_PROCESS = "in-process"
-COLUMNS = ("model", "setup", "rank", "ranked on", "BFCL, calls due", "BFCL, no call due", "calls left in content", "errors")
+COLUMNS = ("model", "setup", "rank", "ranked on", "BFCL, calls due", "BFCL, no call due", "calls left in content",
+           "errors")
 
 
 def read_records(results, warnings: list) -> list:
@@ -104,13 +105,22 @@ def _served_as(record: DeploymentRecord) -> str:
     return f"{record.runtime} (dequantized from {source})" if source else record.runtime
 
 
+def _cells(r: Row, rank, judged: bool) -> list:
+    """One row of the table, a cell per COLUMNS, as the page and report.html's first screen both show it."""
+    return [r.model, r.setup, str(rank.place) if rank else "–", rank.cell if rank else "–", r.cell("due", judged),
+            r.cell("no-call", judged), r.cell("content", judged), r.cell("errors", judged)]
+
+
+def _in_order(rows: list, ranks: dict) -> list:
+    """Per model, the ranked rows best first, then the others."""
+    return sorted(rows, key=lambda r: (r.model, place(ranks[id(r)]), r.order))
+
+
 def _table(rows: list, ranks: dict, judged: bool) -> list:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|---|---|---:|---|---|---|---|---|"]
-    for r in sorted(rows, key=lambda r: (r.model, place(ranks[id(r)]), r.order)):
-        rank = ranks[id(r)]
-        lines.append(f"| {r.model} | {r.setup} | {rank.place if rank else '–'} | {rank.cell if rank else '–'} | "
-                     f"{r.cell('due', judged)} | {r.cell('no-call', judged)} | {r.cell('content', judged)} | "
-                     f"{r.cell('errors', judged)} |")
+    lines = ["| " + " | ".join(COLUMNS) + " |",
+             "|" + "|".join("---:" if c == "rank" else "---" for c in COLUMNS) + "|"]
+    for r in _in_order(rows, ranks):
+        lines.append("| " + " | ".join(_cells(r, ranks[id(r)], judged)) + " |")
     return lines
 
 
@@ -315,14 +325,10 @@ def _html(rows: list, ranks: dict, judged: bool) -> str:
     """The table of deployment.md as report.html's first section: where each model's tool calling works."""
     head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
     body = []
-    for r in sorted(rows, key=lambda r: (r.model, place(ranks[id(r)]), r.order)):
-        rank = ranks[id(r)]
-        cells = [r.model, r.setup, str(rank.place) if rank else "–", rank.cell if rank else "–",
-                 r.cell("due", judged), r.cell("no-call", judged), r.cell("content", judged),
-                 r.cell("errors", judged)]
+    for r in _in_order(rows, ranks):
         # data-model: report.html's model selector shows this model's rows alone (its setups, best first).
-        body.append(f'<tr data-model="{escape(r.model)}">' + "".join(f"<td>{escape(c)}</td>" for c in cells)
-                    + "</tr>")
+        body.append(f'<tr data-model="{escape(r.model)}">'
+                    + "".join(f"<td>{escape(c)}</td>" for c in _cells(r, ranks[id(r)], judged)) + "</tr>")
     return ('<section id="deployment"><h2>Deployment: where does a model\'s tool calling work?</h2>'
             "<p>Each model in process and served by a runtime, on the same BFCL cases, judged by BFCL's own "
             "checker: k/n, percent, Wilson 95% interval, ranked within a model only, on the call-due cases its "

@@ -311,8 +311,8 @@ def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Pat
     into every record.
 
     Templates go in chunks (scheduling.chunks: a template of many requests in parts): their models keyed by our
-    render are built and served by one ModelHost, which first gives each template's runtime key; then the models of requests the runtime keys otherwise are built and
-    served by a second host. A runtime that hosts several models thus starts twice per chunk; any other once per
+    render are built and served by one ModelHost, which first gives each template's runtime key; then the models
+    of requests the runtime keys otherwise are built and served by a second host. A runtime that hosts several models thus starts twice per chunk; any other once per
     model."""
     skipped, seen, todo = [], {}, []
     Path(workdir).mkdir(parents=True, exist_ok=True)
