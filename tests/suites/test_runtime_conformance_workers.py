@@ -57,3 +57,26 @@ def test_a_template_of_more_requests_than_a_build_holds_goes_in_parts_each_a_chu
     assert sorted((t, x) for c in got for t, _, r in c for x in r) == sorted(
         (t, x) for t, _, r in small + [big] for x in r)
     assert chunks(small) == [small[:CHUNK], small[CHUNK:]] and chunks([]) == []
+
+
+def test_whole_templates_go_round_robin_and_one_template_is_cut_so_every_worker_asks_some():
+    from harness.suites.runtime_conformance.scheduling import shares
+
+    many = [(f"t{i}", "corpus", list(range(20))) for i in range(5)]
+    got = shares(many, 2)
+    assert [[ref for chunk in s for ref, _, _ in chunk] for s in got] == [["t0", "t2", "t4"], ["t1", "t3"]]
+    assert shares(many, 1) == [[many]]
+    # One model's replayed replies are one template: each worker gets a contiguous slice of its requests, and
+    # together they are every request once, in order.
+    one = [("replays", "corpus", list(range(7)))]
+    got = shares(one, 2)
+    assert [[(ref, requests) for chunk in s for ref, _, requests in chunk] for s in got] == [
+        [("replays", [0, 1, 2])], [("replays", [3, 4, 5, 6])]]
+    # A slice longer than a build holds is still cut in parts; a template of fewer requests than workers is not
+    # handed to a worker as an empty slice; nothing to ask is one empty share.
+    from harness.suites.runtime_conformance.scheduling import PART
+    got = shares([("replays", "corpus", list(range(3 * PART)))], 2)
+    assert [[len(requests) for chunk in s for _, _, requests in chunk] for s in got] == [
+        [PART, PART // 2], [PART, PART // 2]]
+    assert shares([("t", "corpus", [0])], 2) == [[[("t", "corpus", [0])]]]
+    assert shares([], 2) == [[]]

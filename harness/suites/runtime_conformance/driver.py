@@ -31,7 +31,7 @@ from harness.core.hashing import sha256_json, sha256_text
 from harness.suites.runtime_conformance import history_cases
 from harness.suites.runtime_conformance.judging import conformance_record
 from harness.suites.runtime_conformance.records import RuntimeConformanceRecord
-from harness.suites.runtime_conformance.scheduling import Stopped, chunks, in_workers
+from harness.suites.runtime_conformance.scheduling import Stopped, in_workers, shares
 from harness.suites.runtime_conformance.corpus import AUTO, NAMED, NAMED_OTHER, NO_PARALLEL, NONE, REQUIRED, Renderer
 from harness.storage.transcripts import now, read_transcript
 from harness.storage.transcript_writer import TranscriptWriter
@@ -310,10 +310,10 @@ def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Pat
     binary: the user's own build of the runtime's binary (None: its own); build: what ran (Runtime.build), written
     into every record.
 
-    Templates go in chunks (scheduling.chunks: a template of many requests in parts): their models keyed by our
-    render are built and served by one ModelHost, which first gives each template's runtime key; then the models
-    of requests the runtime keys otherwise are built and served by a second host. A runtime that hosts several models thus starts twice per chunk; any other once per
-    model."""
+    Templates go in chunks (scheduling.shares: a template of many requests in parts, the work among the runtime's
+    workers): their models keyed by our render are built and served by one ModelHost, which first gives each
+    template's runtime key; then the models of requests the runtime keys otherwise are built and served by a
+    second host. A runtime that hosts several models thus starts twice per chunk; any other once per model."""
     skipped, seen, todo = [], {}, []
     Path(workdir).mkdir(parents=True, exist_ok=True)
     written = []
@@ -337,7 +337,7 @@ def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Pat
                 todo.append((ref, corpus, requests))
         def work(share: list, stop: threading.Event | None = None) -> list:
             out = []
-            for chunk in chunks(share):
+            for chunk in share:
                 if stop is not None and stop.is_set():
                     break
                 runs = [(TemplateRun(kind, runtime, ref, corpus, workdir, writer, log, binary=binary, build=build),
@@ -347,8 +347,8 @@ def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Pat
                 out += _run_chunk(kind, workdir, runs, keep, binary)
             return out
 
-        workers = min(runtimes.get(kind).conformance_workers, len(todo))
-        written += work(todo) if workers <= 1 else in_workers(work, [todo[i::workers] for i in range(workers)])
+        each = shares(todo, runtimes.get(kind).conformance_workers)
+        written += work(each[0]) if len(each) == 1 else in_workers(work, each)
     return written, skipped
 
 

@@ -1,5 +1,5 @@
 """How runtime conformance divides its work: the templates in chunks whose scripted models are built, served and
-removed one after another (a template of many requests in parts), and the chunks among worker threads for a
+removed one after another (a template of many requests in parts), and the work among worker threads for a
 runtime that answers one request at a time."""
 
 from __future__ import annotations
@@ -32,6 +32,19 @@ def chunks(share: list) -> list:
             out.append(chunk)
             chunk = []
     return out + ([chunk] if chunk else [])
+
+
+def shares(todo: list, workers: int) -> list:
+    """Each worker's chunks. Whole templates go round robin (a template's own corpus is a few dozen requests, and a
+    chunk of CHUNK shares one server process); fewer templates than workers (one model's replayed replies is one
+    template) have their requests cut in contiguous slices, one a worker, so every worker has some to ask."""
+    workers = max(1, workers)
+    if len(todo) < workers:
+        todo = [(ref, corpus, requests[i * len(requests) // workers:(i + 1) * len(requests) // workers])
+                for ref, corpus, requests in todo for i in range(workers)]
+        todo = [t for t in todo if t[2]]
+    out = [chunks(todo[i::workers]) for i in range(min(workers, len(todo)))]
+    return out or [[]]
 
 
 class Stopped(Exception):
