@@ -19,7 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from harness.suites.bfcl.cases import draw, load_suite
-from harness.live.runner import open_model
+from harness.live.opening import open_model
 from harness.live.tool_loop import first_prompt
 
 CATEGORIES = ["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance", "live_simple",

@@ -22,7 +22,8 @@ from pathlib import Path
 from harness.backends.embedded.backend import CONTEXTS, EmbeddedBackend
 from harness.evaluation.scenario_files import load_scenarios
 from harness.grammar.plan import DEFAULT_VARIANT, VARIANTS
-from harness.live.runner import open_model, run_model
+from harness.live.opening import open_model
+from harness.live.runner import run_model
 
 
 class OneContext(EmbeddedBackend):

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from harness.backends.openai import Endpoint, OpenAIBackend
 from harness.evaluation.scenario_files import load_scenarios
 from harness.backends.servers import LocalServer
-from harness.live.runner import template_chat
+from harness.live.opening import template_chat
 from harness.pins.sources import load_sources, model_path
 from harness.live.tool_loop import first_prompt
 

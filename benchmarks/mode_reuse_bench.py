@@ -35,7 +35,8 @@ from pathlib import Path
 from harness.suites.bfcl.cases import draw, load_suite
 from harness.grammar.plan import DEFAULT_VARIANT, VARIANTS
 from harness.backends.embedded.reply_memo import ReplyMemo
-from harness.live.runner import open_model, run_model
+from harness.live.opening import open_model
+from harness.live.runner import run_model
 
 CATEGORIES = ["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance", "live_simple",
               "live_irrelevance"]

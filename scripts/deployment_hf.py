@@ -43,7 +43,7 @@ from harness.live.dequantized import ROOT as FOLDERS  # noqa: E402
 from harness.live.dequantized import DequantizeError, dequantized_field, for_model, quantization  # noqa: E402
 from harness.suites.runtime_conformance.hf_serving import SERVED, how_served  # noqa: E402
 from harness.storage.results import ResultsDir  # noqa: E402
-from harness.live.runner import N_CTX  # noqa: E402
+from harness.live.opening import N_CTX  # noqa: E402
 from harness.peers.vllm_cpu import SETUP_COMMAND, vllm_python  # noqa: E402
 from harness.pins.sources import model_path  # noqa: E402
 from harness.suites.deployment import driver  # noqa: E402

@@ -32,7 +32,7 @@ from harness.backends import runtimes  # noqa: E402
 from harness.backends.chat_answers import chat_answer  # noqa: E402
 from harness.backends.embedded.generate import generate, load_model  # noqa: E402
 from harness.backends.servers import LocalServer  # noqa: E402
-from harness.live.runner import N_CTX  # noqa: E402
+from harness.live.opening import N_CTX  # noqa: E402
 from harness.pins.sources import model_path  # noqa: E402
 from harness.suites.deployment import cases as asked  # noqa: E402
 

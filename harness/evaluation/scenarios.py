@@ -36,7 +36,7 @@ SAMPLING_RULES = {
     "top_k": (True, lambda v: 0 <= v <= _INT32, f"an integer from 0 (off) to {_INT32}"),
     "min_p": (False, lambda v: 0 <= v <= 1, "a number in [0, 1]"),
     "repeat_penalty": (False, lambda v: v > 0, "a finite number > 0 (1 is off)"),
-    # A reply cannot outgrow the context a run opens (harness.live.runner.N_CTX).
+    # A reply cannot outgrow the context a run opens (harness.live.opening.N_CTX).
     "max_tokens": (True, lambda v: 1 <= v <= 4096, "an integer from 1 to 4096"),
 }
 # A step budget far above any scenario's needs (a call, its result, an answer): more is a typo.

@@ -72,7 +72,7 @@ TIMEOUT, RETRIES = 180.0, 3      # with --endpoint, as runtime-check's defaults
 def _opened_models(args, sources, modes, cls) -> list:
     """Models that are not pins: a served model (--endpoint) or unpinned GGUF files (--model path.gguf), driven
     by the Backend class `cls`; what it can do (its capability flags) decides which, never its name."""
-    from harness.live.runner import open_endpoint, open_gguf
+    from harness.live.opening import open_endpoint, open_gguf
 
     name = cls.name
     if modes and set(modes) != {"native"} and not cls.holds_grammar:
@@ -114,8 +114,8 @@ def _opened_models(args, sources, modes, cls) -> list:
 
 def _with_template(pinned: list, args, sources, backend_cls) -> list:
     """Pinned models run with --template in place of their own template: opened here (their ids name the
-    template, harness.live.runner._override), and said so, since their samples go to transcripts of their own."""
-    from harness.live.runner import open_model
+    template, harness.live.opening._override), and said so, since their samples go to transcripts of their own."""
+    from harness.live.opening import open_model
 
     opened = []
     for model_id in pinned:

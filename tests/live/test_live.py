@@ -46,7 +46,7 @@ def _close_models():
 def _open(model_id):
     """Each model is verified and loaded once per session."""
     if model_id not in _OPEN:
-        from harness.live.runner import open_model
+        from harness.live.opening import open_model
 
         try:
             model_path(model_id)

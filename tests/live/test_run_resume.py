@@ -12,7 +12,8 @@ from harness.scripted import PROFILES, Script, Vocab  # noqa: E402
 
 from harness.template.detect import Detection  # noqa: E402
 from harness.reports.tables import collect  # noqa: E402
-from harness.live.runner import OpenModel, run_model  # noqa: E402
+from harness.live.opening import OpenModel  # noqa: E402
+from harness.live.runner import run_model  # noqa: E402
 from harness.evaluation.scenario_files import load_scenarios  # noqa: E402
 from harness.pins.sources import ModelPin, Sources  # noqa: E402
 from harness.storage.results import ResultsDir  # noqa: E402

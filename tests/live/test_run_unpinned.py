@@ -10,7 +10,7 @@ import pytest
 from harness.backends.base import Backend
 from harness.backends.servers import LocalServer
 from harness.core.replies import Generation, Timings
-from harness.live.runner import LLAMA_CPP_CHATML
+from harness.live.opening import LLAMA_CPP_CHATML
 from harness.pins.sources import load_sources
 
 from cached_models import cached_model
@@ -107,7 +107,8 @@ def test_two_model_files_of_one_name_are_known_by_their_hash(tmp_path, second):
     from harness.core.errors import SourcesError
     from harness.evaluation.scenario_files import load_scenarios
     from harness.storage.transcripts import read_transcript
-    from harness.live.runner import open_gguf, run_model
+    from harness.live.opening import open_gguf
+    from harness.live.runner import run_model
 
     scenarios = load_scenarios(names=["greeting"])
     first = _gguf(tmp_path / "q4", b"GGUF q4 weights")

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from harness.core.errors import HarnessError, SourcesError
-from harness.live.runner import template_chat
+from harness.live.opening import template_chat
 from harness.pins.sources import load_sources, resolve_template
 from harness.template.conformance import check_template
 from harness.template.detect import declaration_for, detect, detect_declared

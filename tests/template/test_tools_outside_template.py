@@ -9,7 +9,7 @@ import pytest
 
 from harness.pins.sources import resolve_template
 from harness.suites.runtime_conformance.corpus import build_corpus
-from harness.live.runner import template_chat
+from harness.live.opening import template_chat
 from harness.live.tool_loop import _render
 from harness.template.conformance import check_template
 from harness.template.detect import detect, detect_declared

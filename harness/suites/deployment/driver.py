@@ -28,7 +28,7 @@ from harness.core.hashing import sha256_text
 from harness.storage.results import ResultsDir, file_stem
 from harness.storage.transcripts import now, read_transcript
 from harness.storage.transcript_writer import TranscriptWriter
-from harness.live.runner import N_CTX, template_chat
+from harness.live.opening import N_CTX, template_chat
 from harness.pins.sources import load_sources, model_path
 from harness.suites.deployment import cases as asked
 from harness.suites.deployment.judging import classify, strict_parse
@@ -37,7 +37,7 @@ from harness.suites.deployment.records import DeploymentRecord
 FOLDER = "deployment"
 TIMEOUT = 600.0          # one request: a 400-token reply of a 1.5B model on 2 cores, prompt included
 TAIL = 300               # the end of the runtime's prompt kept with a record (what the strict parser reads after)
-THREADS = 1           # as the in-process runs (harness.live.runner): more threads than free cores spin on barriers
+THREADS = 1           # as the in-process runs (harness.live.opening): more threads than free cores spin on barriers
 
 
 def records_path(results: ResultsDir, model_id: str, runtime: str | None = None) -> Path:

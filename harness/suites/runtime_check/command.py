@@ -16,7 +16,7 @@ def run(args) -> int:
     from harness.backends.openai import Endpoint, OpenAIBackend
     from harness.suites.runtime_check import SUITE
     from harness.evaluation.scenario_files import load_scenarios
-    from harness.live.runner import template_chat
+    from harness.live.opening import template_chat
     from harness.suites.runtime_check.driver import run_checks
 
     check_runtime_name(args.runtime)
