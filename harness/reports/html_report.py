@@ -9,7 +9,7 @@ of results/ holds. The script adds a model filter and scrolls to the anchor. Anc
 sample's or a row's anchor (#<model>--<scenario>--<mode>[--<sample>]) leads on to its page."""
 
 import re
-from html import escape, unescape
+from html import escape
 from pathlib import Path
 
 import pandas as pd
@@ -172,15 +172,15 @@ def model_html(model: str, frame: pd.DataFrame, record, illustrations=(), layout
     return "".join(parts)
 
 
-def page(collected, sections: str = "", layout: SampleLayout | None = None, more=(), first: str = "") -> str:
+def page(collected, sections: str = "", layout: SampleLayout | None = None, more=(), first: str = "",
+         first_models=()) -> str:
     """The overview first (its bottom line, with `more`: the sentences the suites add, and the funnel are the
     first screen), then each model's tables, then `sections` (the runtime suites and the templates'
     conformance), which answer other questions. `first`: HTML that opens the page above the overview (the
-    deployment table, from harness.suites)."""
+    deployment table, from harness.suites) and `first_models` the models its rows name."""
     frame = collected.samples
     # The selector offers every model the page shows: its samples', and those only the first screen's rows name.
-    models = sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations}
-                    | {unescape(m) for m in re.findall(r'data-model="([^"]*)"', first)})
+    models = sorted(set(frame["model"]) | {i["model"] for i in collected.illustrations} | set(first_models))
     head = ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
             f"<title>harness: live results and transcripts</title><style>{CSS}</style></head><body>")
@@ -226,5 +226,6 @@ def write_html(collected, path: Path, pages: Pages | None = None, conformance_js
     added = pages if pages is not None else Pages(None, [], staged)
     sections = "".join(added.sections) + (conformance_html(conformance_json) if conformance_json else "")
     layout = SampleLayout.of(collected.samples)
-    staged.text(path, page(collected, sections, layout, added.bottom_line, "".join(added.first_screen)))
+    staged.text(path, page(collected, sections, layout, added.bottom_line, "".join(added.first_screen),
+                           added.models))
     return [str(path), *write_sample_pages(layout, collected.models, ResultsDir(path.parent), staged, CSS)]

@@ -130,12 +130,14 @@ class Pages:
     """What one `harness report` hands the page writer of each suite above this floor (harness.suites): the
     results folder (a harness.storage.results.ResultsDir), the warnings list it adds to, where to stage its
     files, two lists of report.html fragments it may add to: first_screen (report.html opens with them) and
-    sections (after the tables, in the order the suites are registered), and bottom_line: sentences (markdown)
-    that summary.md's and report.html's bottom line give after the scenario questions (BFCL's)."""
+    sections (after the tables, in the order the suites are registered), bottom_line: sentences (markdown)
+    that summary.md's and report.html's bottom line give after the scenario questions (BFCL's), and models: the
+    models whose rows the first screen shows (report.html's model selector offers them beside the samples')."""
     results: object
     warnings: list
     staged: StagedWrites
     first_screen: list = field(default_factory=list)
     sections: list = field(default_factory=list)
     bottom_line: list = field(default_factory=list)
+    models: set = field(default_factory=set)
     samples: object = None   # the folder's scored scenario samples (a DataFrame, harness.reports.tables.collect)

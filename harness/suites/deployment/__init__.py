@@ -12,7 +12,7 @@ from harness.suites.deployment.records import DEPLOYMENT, DeploymentRecord
 def _write_pages(pages) -> list:
     from harness.suites.deployment.page import write_pages
 
-    return write_pages(pages.results, pages.warnings, pages.staged, pages.first_screen)
+    return write_pages(pages.results, pages.warnings, pages.staged, pages.first_screen, pages.models)
 
 
 SUITE = FolderSuite(name=DEPLOYMENT, folder="deployment", page="deployment.md",

@@ -337,9 +337,10 @@ def _html(rows: list, ranks: dict, judged: bool) -> str:
             f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></section>")
 
 
-def write_pages(results, warnings: list, staged, first_screen: list | None = None) -> list:
-    """DIR/deployment.md from the records, staged with the rest of the report, and its table added to
-    `first_screen` (report.html opens with it); nothing without records."""
+def write_pages(results, warnings: list, staged, first_screen: list | None = None, models: set | None = None) -> list:
+    """DIR/deployment.md from the records, staged with the rest of the report, its table added to `first_screen`
+    (report.html opens with it) and the models its rows name to `models` (report.html's selector offers them);
+    nothing without records."""
     records = read_records(results, warnings)
     if not records:
         return []
@@ -351,4 +352,6 @@ def write_pages(results, warnings: list, staged, first_screen: list | None = Non
     markdown, html = _pages(results, records, warnings)
     if first_screen is not None:
         first_screen.append(html)
+    if models is not None:
+        models.update(r.model["id"] for r in records)
     return [str(staged.text(path, markdown))]
