@@ -23,7 +23,6 @@ A request that fails answers {"error": "Type: message"}.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sys
 import types
@@ -45,22 +44,10 @@ def _install_stub() -> None:
 
 
 def main() -> None:
-    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
+    from lines import serve     # beside this file: run by path, its folder is first on sys.path
+
     _install_stub()
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        request = {}
-        try:
-            request = json.loads(line)
-            answer = handle(request)
-        except Exception as exc:  # one bad request is answered, not fatal
-            answer = {"error": f"{type(exc).__name__}: {exc}"[:500]}
-        answer["id"] = request.get("id") if isinstance(request, dict) else None
-        out.write(json.dumps(answer, ensure_ascii=False, default=repr) + "\n")
-        out.flush()
+    serve(handle)
 
 
 def handle(request: dict) -> dict:

@@ -11,8 +11,6 @@ A request that fails answers {"error": "Type: message"}."""
 
 from __future__ import annotations
 
-import json
-import sys
 
 _loaded: dict = {}
 
@@ -54,14 +52,10 @@ def tokenize(req: dict) -> dict:
 
 
 def main() -> None:
+    from lines import serve     # beside this file: run by path, its folder is first on sys.path
+
     ops = {"logits": logits, "tokenize": tokenize}
-    for line in sys.stdin:
-        req = json.loads(line)
-        try:
-            answer = ops[req["op"]](req)
-        except Exception as exc:  # the caller gets the failure as an answer, the worker goes on
-            answer = {"error": f"{type(exc).__name__}: {exc}"}
-        print(json.dumps({**answer, "id": req.get("id")}), flush=True)
+    serve(lambda req: ops[req["op"]](req))
 
 
 if __name__ == "__main__":

@@ -48,22 +48,9 @@ _TOKENIZERS: dict = {}
 
 
 def main() -> None:
-    # vLLM's logger writes to stdout: the protocol keeps the real stdout, and everything else goes to stderr.
-    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        request = {}
-        try:
-            request = json.loads(line)
-            answer = handle(request)
-        except Exception as exc:  # one bad request is answered, not fatal
-            answer = {"error": _error(exc)}
-        answer["id"] = request.get("id") if isinstance(request, dict) else None
-        out.write(json.dumps(answer, ensure_ascii=False) + "\n")
-        out.flush()
+    from lines import serve     # beside this file: run by path, its folder is first on sys.path
+
+    serve(handle)     # vLLM's logger writes to stdout: serve keeps the real stdout for the answers
 
 
 def _error(exc: BaseException) -> str:
