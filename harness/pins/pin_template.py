@@ -18,7 +18,8 @@ from harness.core.hashing import sha256_bytes
 from harness.pins.fetch import extract_chat_template
 from harness.pins.gguf_header import read_gguf_metadata
 from harness.pins.hub_download import store_verified
-from harness.pins.sources import ID_PATTERN, load_sources, read_sources_json
+from harness.pins.sources import load_sources, read_sources_json
+from harness.pins.entries import ID_PATTERN
 from harness.pins.sources_file import dump_sources, sources_locked, write_sources
 
 

@@ -14,12 +14,12 @@ from pathlib import Path
 from harness.core import constants
 from harness.core.errors import SourcesError
 from harness.core.safe_writes import default_file_mode
-from harness.pins.sources import _ARCHIVE_OPTIONAL, _OPTIONAL_FIELDS, ARCHIVE_FIELDS, MODEL_FIELDS, TEMPLATE_FIELDS
+from harness.pins.entries import ARCHIVE_OPTIONAL, OPTIONAL_FIELDS, ARCHIVE_FIELDS, MODEL_FIELDS, TEMPLATE_FIELDS
 
 
 def dump_sources(raw: dict) -> str:
     """The canonical text of sources.json: fields in a fixed order, templates sorted by id, models as listed."""
-    def ordered(entry, fields, optional=_OPTIONAL_FIELDS):
+    def ordered(entry, fields, optional=OPTIONAL_FIELDS):
         return {k: entry.get(k) for k in fields if k in entry or k not in optional}
     doc = {
         "version": raw["version"],
@@ -27,7 +27,7 @@ def dump_sources(raw: dict) -> str:
         "models": [ordered(m, MODEL_FIELDS) for m in raw["models"]],
     }
     if raw.get("archives"):
-        doc["archives"] = [ordered(a, ARCHIVE_FIELDS, _ARCHIVE_OPTIONAL) for a in raw["archives"]]
+        doc["archives"] = [ordered(a, ARCHIVE_FIELDS, ARCHIVE_OPTIONAL) for a in raw["archives"]]
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 

@@ -62,9 +62,9 @@ def check_endpoints(endpoints, timeout: float) -> None:
 
 
 def check_runtime_name(name: str) -> str:
-    """A --runtime name names a records file: one plain id (harness.pins.sources.ID_PATTERN, no newline)."""
+    """A --runtime name names a records file: one plain id (harness.pins.entries.ID_PATTERN, no newline)."""
     from harness.core.errors import HarnessError
-    from harness.pins.sources import ID_PATTERN
+    from harness.pins.entries import ID_PATTERN
 
     if not ID_PATTERN.fullmatch(name):
         raise HarnessError(f"--runtime {name!r}: a name of letters, digits, '.', '_' or '-' (it names a file)")

@@ -15,7 +15,8 @@ from harness.reports.tables import collect  # noqa: E402
 from harness.live.opening import OpenModel  # noqa: E402
 from harness.live.runner import run_model  # noqa: E402
 from harness.evaluation.scenario_files import load_scenarios  # noqa: E402
-from harness.pins.sources import ModelPin, Sources  # noqa: E402
+from harness.pins.sources import Sources  # noqa: E402
+from harness.pins.entries import ModelPin  # noqa: E402
 from harness.storage.results import ResultsDir  # noqa: E402
 from harness.storage.transcripts import read_transcript  # noqa: E402
 

@@ -14,7 +14,8 @@ from harness.pins.archives import MARKER, archive_tree, is_unpacked
 from harness.core import constants
 from harness.core.constants import BINDING_ARCHIVE, BINDING_VERSION
 from harness.core.errors import DownloadError, SourcesError
-from harness.pins.sources import ArchivePin, Sources, load_sources
+from harness.pins.sources import Sources, load_sources
+from harness.pins.entries import ArchivePin
 
 PREFIX = "pkg-1.0/vendor/models/"
 

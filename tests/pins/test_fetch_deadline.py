@@ -16,7 +16,8 @@ from harness.core import constants
 from harness.core.errors import DownloadError
 from harness.pins.archives import archive_tree
 from harness.pins.fetch import fetch_template
-from harness.pins.sources import ArchivePin, Sources, load_sources
+from harness.pins.sources import Sources, load_sources
+from harness.pins.entries import ArchivePin
 from tests.pins.test_fetch import DATA, FILE, REPO, TEMPLATE, fetch, leftovers, model_entry, template_entry, write_root
 
 DEADLINE = 1.0

@@ -16,7 +16,8 @@ from harness.suites.bfcl.cases import (
     ARCHIVE_ID, CATEGORIES, TYPE_SUBSTITUTIONS, convert_schema, draw, load_suite,
 )
 from harness.pins.archives import archive_tree
-from harness.pins.sources import ArchivePin, Sources, load_sources
+from harness.pins.sources import Sources, load_sources
+from harness.pins.entries import ArchivePin
 
 ROOT = Path(__file__).resolve().parents[2]
 # Entries per category in bfcl-eval 2026.3.23 (data/BFCL_v4_<category>.json).

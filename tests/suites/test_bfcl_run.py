@@ -15,7 +15,8 @@ from harness.suites.bfcl.cases import load_suite  # noqa: E402
 from harness.storage.results import ResultsDir  # noqa: E402
 from harness.live.opening import OpenModel  # noqa: E402
 from harness.live.runner import run_model  # noqa: E402
-from harness.pins.sources import ModelPin, Sources  # noqa: E402
+from harness.pins.sources import Sources  # noqa: E402
+from harness.pins.entries import ModelPin  # noqa: E402
 from harness.template.detect import Detection  # noqa: E402
 
 pytestmark = pytest.mark.needs_binding     # the stand-in runs in llama.cpp

@@ -18,7 +18,7 @@ MAX_CASES = 400
 
 
 def run(args) -> int:
-    from harness.pins.sources import ID_PATTERN
+    from harness.pins.entries import ID_PATTERN
     from harness.suites.deployment import cases, driver
 
     if bool(args.server) == bool(args.endpoint):
