@@ -184,8 +184,9 @@ def test_the_page_opens_with_one_table_ranked_within_the_model_and_regenerates_b
     # The headline names every setup sharing the first place, not the one listed first.
     assert ("**in-process, grammar**, **in-process, fallback**, **llama-server-0.3.36-vendored, auto, not streamed** "
             "and **llama-server-0.3.36-vendored, auto, streamed** pass BFCL's checker on 1/1 of the call-due cases "
-            "every ranked setup was asked, tied for the first place; the interval overlaps 3 lower-ranked "
-            "setup(s)'s") in text
+            "every ranked setup was asked, tied for the first place; the interval overlaps those of "
+            "**in-process, native** (0/1), **llama-server-0.3.36-vendored, required, not streamed** (0/1) and "
+            "**llama-server-0.3.36-vendored, required, streamed** (0/1), so these cases do not separate them") in text
     assert "replay: `harness deployment --model" in text
     before = page.read_bytes()
     write_reports(results.root, plot=False, pages=pages)
@@ -532,3 +533,16 @@ def test_a_setup_asked_fewer_cases_that_passes_some_is_named_beside_the_ranked_o
     said = _fewer(rows, ranks, MODEL)
     assert "**stopped early** 1/1" in said and "**stopped too**" not in said and "**finished" not in said
     assert _fewer(done, rank_rows(done, judged=True), MODEL) == ""
+
+
+def test_the_headline_names_the_setups_the_leader_is_not_separated_from_the_first_three_then_a_count():
+    from types import SimpleNamespace as NS
+
+    from harness.suites.deployment.sentences import _named
+
+    rows = [NS(setup=f"s{i}") for i in range(5)]
+    ranks = {id(r): NS(k=5 - i, n=10) for i, r in enumerate(rows)}
+    assert _named(rows[:1], ranks) == "that of **s0** (5/10)"
+    assert _named(rows[:2], ranks) == "those of **s0** (5/10) and **s1** (4/10)"
+    assert _named(rows[:4], ranks) == "those of **s0** (5/10), **s1** (4/10), **s2** (3/10) and 1 more lower-ranked setup"
+    assert _named(rows, ranks) == "those of **s0** (5/10), **s1** (4/10), **s2** (3/10) and 2 more lower-ranked setups"

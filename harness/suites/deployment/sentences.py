@@ -30,8 +30,8 @@ def sentences(rows: list, records: list, ranks: dict, judged: bool) -> list:
                 lead = (f"{names} pass{'es' if len(first) == 1 else ''} BFCL's checker on {k}/{n} of the call-due "
                         "cases every ranked setup was asked"
                         + (", tied for the first place" if len(first) > 1 else "") + "; "
-                        + (f"the interval overlaps {len(overlap)} lower-ranked setup(s)'s, so these cases do not "
-                           "separate them" if overlap else
+                        + (f"the interval overlaps {_named(overlap, ranks)}, so these cases do not separate them"
+                           if overlap else
                            "the interval lies above every lower-ranked setup's" if below else
                            "no other setup is ranked"))
             out.append(f"- **{model}**: {lead}.{_fewer(rows, ranks, model)}")
@@ -39,6 +39,17 @@ def sentences(rows: list, records: list, ranks: dict, judged: bool) -> list:
             mine_records = [r for r in records if r.model["id"] == model and r.runtime == runtime]
             out.append(f"- {model} on **{runtime}**: " + _runtime_sentence(mine_records) + ".")
     return out
+
+
+def _named(overlap: list, ranks: dict, most: int = 3) -> str:
+    """The lower-ranked setups whose intervals reach the leader's, by name with k/n (the first `most`, best first),
+    so a reader sees which setups these cases do not separate from it."""
+    named = [f"**{r.setup}** ({ranks[id(r)].k}/{ranks[id(r)].n})" for r in overlap[:most]]
+    more = len(overlap) - len(named)
+    if more:
+        named.append(f"{more} more lower-ranked setup{'s' if more > 1 else ''}")
+    listed = ", ".join(named[:-1]) + (" and " if len(named) > 1 else "") + named[-1]
+    return ("that of " if len(overlap) == 1 else "those of ") + listed
 
 
 def _fewer(rows: list, ranks: dict, model: str) -> str:
