@@ -336,3 +336,26 @@ def test_the_headline_names_the_setups_the_leader_is_not_separated_from_the_firs
     assert _named(rows[:2], ranks) == "those of **s0** (5/10) and **s1** (4/10)"
     assert _named(rows[:4], ranks) == "those of **s0** (5/10), **s1** (4/10), **s2** (3/10) and 1 more lower-ranked setup"
     assert _named(rows, ranks) == "those of **s0** (5/10), **s1** (4/10), **s2** (3/10) and 2 more lower-ranked setups"
+
+
+def test_a_runtime_that_refuses_every_request_is_said_to_refuse_them_in_its_own_words(drawn):
+    """An errored answer carries no call and ignores nothing: the counts are over the answers given, and a
+    runtime that answered none is said to have answered none, with the message inside its HTTP error's body."""
+    from harness.suites.deployment.sentences import _runtime_sentence
+
+    case = drawn["simple_python_6"]
+    refused = lambda choice: {"status": 400, "error": '/v1/chat/completions: HTTP 400: {"error": {"message": '  # noqa: E731
+                              f'"\\"{choice}\\" tool choice requires --tool-call-parser", "code": 400}}}}'}
+    none = [record(case, choice, refused(choice), refused(choice)) for choice in ("auto", "required")]
+    said = _runtime_sentence(none)
+    assert said.startswith("no request was answered: runtime errors in 2/2 records (2 of the 4 errored answers: "
+                           '`HTTP 400: "auto" tool choice requires --tool-call-parser`; 2 of the 4')
+    assert "ignored" not in said and "median" not in said
+    cut = answer("", problems=["cut short: the stream ended without a finish_reason"])
+    half = [*none, record(case, "required", answer(FENCE, generated=FENCE), cut, generated=FENCE),
+            record(case, "auto", answer("4 and 5"), answer("4 and 5"))]
+    said = _runtime_sentence(half)
+    # Two records answered (the cut stream is no answer); required ignored in the one required record answered.
+    assert "0 of 2 non-streamed answers carry tool_calls" in said and "required ignored in 1/1" in said
+    assert "differ in 0/1" in said and "runtime errors in 3/4 (2 of the 5 errored answers: `HTTP 400" in said
+    assert "1 of the 5 errored answers: `cut short: the stream ended without a finish_reason`" in said

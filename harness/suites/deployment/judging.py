@@ -138,11 +138,18 @@ def prompt_tail(record) -> str:
     return prompt["tail"] if isinstance(prompt.get("tail"), str) else ""
 
 
+def errored(answer: dict | None) -> bool:
+    """No chat completion came back: an error, or a stream cut before its finish_reason (no answer, not a short
+    one). A missing answer (never asked) is not an errored one."""
+    answer = answer or {}
+    return bool(answer.get("error")) or any("cut short" in p for p in answer.get("problems") or ())
+
+
 def answer_view(record, answer: dict | None, tools: list) -> dict:
     """One answer as a row of the page counts it: errored, its call left in content, its BFCL calls."""
     answer = answer or {}
-    errored = bool(answer.get("error")) or any("cut short" in p for p in answer.get("problems") or ())
+    errored_ = errored(answer)
     calls = answer.get("tool_calls") or []
-    left = (not errored and not calls
+    left = (not errored_ and not calls
             and _attempt_in_content(record.family, answer.get("content"), prompt_tail(record), tools))
-    return {"errored": errored, "left_in_content": left, "calls": [] if errored else bfcl_calls(answer)}
+    return {"errored": errored_, "left_in_content": left, "calls": [] if errored_ else bfcl_calls(answer)}

@@ -4,10 +4,18 @@ strict parser read the same text, tool_choice required, streams, errors, seconds
 
 from __future__ import annotations
 
+import json
+import re
+from collections import Counter
+
 from harness.evaluation.judging import label_head
 from harness.evaluation.scoring import wilson
 from harness.suites.bfcl.judging import valid_verdict
+from harness.suites.deployment.judging import errored
 from harness.suites.deployment.rows import place
+
+WORDS = 160      # characters of a runtime's error message a sentence quotes
+SAID = 3         # distinct error messages a sentence quotes, the commonest first
 
 
 def sentences(rows: list, records: list, ranks: dict, judged: bool) -> list:
@@ -68,23 +76,67 @@ def _fewer(rows: list, ranks: dict, model: str) -> str:
 
 
 def _runtime_sentence(records: list) -> str:
-    labelled = lambda name: sum(any(label_head(x) == name for x in r.labels) for r in records)  # noqa: E731
-    required = [r for r in records if r.tool_choice == "required"]
-    shown = [r for r in records if r.strict is not None and not (r.plain or {}).get("error")]
+    """What one runtime returned for one model. Each count is over the answers it judges: an errored answer
+    carries no tool_calls and ignores nothing, so a runtime that refuses every request is said to refuse them
+    (with its words), not to have ignored tool_choice in 0 of them."""
+    labelled = lambda among, name: sum(any(label_head(x) == name for x in r.labels) for r in among)  # noqa: E731
+    answered = lambda r, side: bool(getattr(r, side)) and not errored(getattr(r, side))  # noqa: E731
+    some = [r for r in records if answered(r, "plain") or answered(r, "stream")]
+    plain = [r for r in records if answered(r, "plain")]
+    both = [r for r in records if answered(r, "plain") and answered(r, "stream")]
+    required = [r for r in some if r.tool_choice == "required"]
+    shown = [r for r in plain if r.strict is not None]
     read_alike = sum(not any(label_head(x) in ("runtime-forgave", "runtime-dropped-call", "calls-differ")
                              for x in r.labels) for r in shown)
-    calls = sum(bool((r.plain or {}).get("tool_calls")) for r in records)
-    seconds = sorted(s for r in records for s in (r.seconds or {}).values() if isinstance(s, (int, float)))
-    parts = [f"{calls} of {len(records)} non-streamed answers carry tool_calls",
-             f"a call attempt left in content in {labelled('call-left-in-content')}/{len(records)} records",
+    calls = sum(bool(r.plain.get("tool_calls")) for r in plain)
+    seconds = sorted(s for r in records for side, s in (r.seconds or {}).items()
+                     if isinstance(s, (int, float)) and answered(r, "plain" if side == "plain" else "stream"))
+    errors = labelled(records, "runtime-error")
+    if not some:
+        return (f"no request was answered: runtime errors in {errors}/{len(records)} records"
+                + _error_words(records))
+    parts = [f"{calls} of {len(plain)} non-streamed answers carry tool_calls",
+             f"a call attempt left in content in {labelled(some, 'call-left-in-content')}/{len(some)} records",
              (f"the strict parser reads the generated text as the runtime did in {read_alike}/{len(shown)}"
               + (" (so what the app gets is what the model wrote, not how the runtime read it)"
                  if read_alike == len(shown) else "")) if shown else
              "the runtime does not show the text the model generated, so only its reading is judged",
-             *([f"tool_choice required ignored in {labelled('required-ignored')}/{len(required)}"] if required
-               else []),
-             f"streamed and non-streamed answers differ in {labelled('stream-differs')}/{len(records)}",
-             f"runtime errors in {labelled('runtime-error')}/{len(records)}"]
+             *([f"tool_choice required ignored in {labelled(required, 'required-ignored')}/{len(required)}"]
+               if required else []),
+             *([f"streamed and non-streamed answers differ in {labelled(both, 'stream-differs')}/{len(both)}"]
+               if both else []),
+             f"runtime errors in {errors}/{len(records)}" + (_error_words(records) if errors else "")]
     if seconds:
-        parts.append(f"median {seconds[len(seconds) // 2]:.1f} s a request")
+        parts.append(f"median {seconds[len(seconds) // 2]:.1f} s a request answered")
     return "; ".join(parts)
+
+
+def _error_words(records: list) -> str:
+    """The runtime's own words for its commonest error, as a reader would search for them: the message inside
+    an HTTP error's JSON body, not the body's wrapping."""
+    counted = Counter(_words(a.get("error") or next(x for x in a["problems"] if "cut short" in x))
+                      for r in records for a in (r.plain, r.stream) if errored(a))
+    if not counted:
+        return ""
+    answers = sum(counted.values())
+    if len(counted) == 1:
+        return f" (every errored answer: `{next(iter(counted))}`)"
+    said = [f"{n} of the {answers} errored answers: `{words}`" for words, n in counted.most_common(SAID)]
+    rest = answers - sum(n for _, n in counted.most_common(SAID))
+    return " (" + "; ".join(said) + (f"; {rest} with other words" if rest else "") + ")"
+
+
+def _words(error) -> str:
+    error = str(error)
+    found = re.search(r"HTTP (\d+): (.*)", error, re.S)
+    if not found:
+        return " ".join(error.split())[:WORDS].replace("`", "'")
+    status, body = found.groups()
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        parsed = None
+    message = parsed.get("error", parsed) if isinstance(parsed, dict) else None
+    message = message.get("message") or message.get("detail") if isinstance(message, dict) else message
+    said = message if isinstance(message, str) and message else body
+    return (f"HTTP {status}: " + " ".join(said.split())[:WORDS]).replace("`", "'")
