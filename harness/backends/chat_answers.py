@@ -63,7 +63,8 @@ def chat_answer(url: str, body: dict, timeout: float) -> dict:
     and the arguments string), finish_reason, completion tokens (and prompt tokens, where usage has them); an HTTP or connection failure, or an answer
     that is not a chat completion, as `error`; fields of the wrong type in `problems`. Where the runtime shows them
     (llama-server's __verbose, asked with "verbose" and "return_tokens"), `generated` is the text the model wrote
-    before the runtime parsed it and `generated_tokens` the ids it sampled."""
+    before the runtime parsed it and `generated_tokens` the ids it sampled; where it shows the ids alone (vLLM's
+    logprobs as token ids), `generated_tokens` (the runtime's generated_text() decodes them)."""
     try:
         answer = request_json(url, {**body, "stream": False}, timeout)
     except ServerReplyError as exc:
@@ -83,6 +84,8 @@ def chat_answer(url: str, body: dict, timeout: float) -> dict:
     sampled = debug.get("tokens") if isinstance(debug, dict) else None
     if isinstance(sampled, list) and sampled and all(type(t) is int for t in sampled):
         out["generated_tokens"] = sampled
+    elif (ids := _logprob_ids(choices[0].get("logprobs"))) is not None:
+        out["generated_tokens"] = ids
     ids = call_ids((choices[0].get("message") or {}).get("tool_calls") if isinstance(choices[0].get("message"), dict)
                    else None)
     if ids:
@@ -93,6 +96,22 @@ def chat_answer(url: str, body: dict, timeout: float) -> dict:
     if problems:
         out["problems"] = problems
     return out
+
+
+def _logprob_ids(logprobs) -> list | None:
+    """The ids of an answer's logprobs asked as token ids (vLLM's return_tokens_as_token_ids: each token
+    "token_id:N"), in order; None unless every entry is one."""
+    entries = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(entries, list) or not entries:
+        return None
+    ids = []
+    for entry in entries:
+        token = entry.get("token") if isinstance(entry, dict) else None
+        head, _, number = token.partition(":") if isinstance(token, str) else ("", "", "")
+        if head != "token_id" or not number.isdigit():
+            return None
+        ids.append(int(number))
+    return ids
 
 
 def chat_stream(url: str, body: dict, timeout: float) -> dict:

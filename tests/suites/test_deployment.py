@@ -359,3 +359,16 @@ def test_a_runtime_that_refuses_every_request_is_said_to_refuse_them_in_its_own_
     assert "0 of 2 non-streamed answers carry tool_calls" in said and "required ignored in 1/1" in said
     assert "differ in 0/1" in said and "runtime errors in 3/4 (2 of the 5 errored answers: `HTTP 400" in said
     assert "1 of the 5 errored answers: `cut short: the stream ended without a finish_reason`" in said
+
+
+def test_a_runtime_that_showed_its_generated_text_in_some_answers_says_in_how_many(drawn):
+    """Records made before a runtime was asked to show its text (vLLM's, before its logprobs were read) sit beside
+    records that show it: the strict path's figure is over those that show it, and says of how many."""
+    from harness.suites.deployment.sentences import _runtime_sentence
+
+    case = drawn["simple_python_6"]
+    shown = record(case, "auto", answer(FENCE, generated=FENCE), answer(FENCE), generated=FENCE)
+    unshown = record(case, "auto", answer(FENCE), answer(FENCE))
+    said = _runtime_sentence([shown, unshown])
+    assert "as the runtime did in 1/1 (it showed that text in 1 of its 2 answers)" in said
+    assert "(it showed" not in _runtime_sentence([shown])

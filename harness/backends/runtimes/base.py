@@ -54,6 +54,10 @@ class Runtime:
     model_settings = False
     # Request fields that make its answer show the token ids it sampled; empty where it never shows them.
     shown_fields: dict = {}
+    # Request fields that make its chat answer carry the ids it generated where it shows no text of them (its
+    # logprobs as token ids), and generated_text() their text: the deployment suite asks them on its non-streamed
+    # request, so the strict parser reads what the model wrote on that server. Empty: it shows none this way.
+    generated_fields: dict = {}
     # Request fields that make each request evaluate its whole prompt afresh, not from what an earlier request
     # left cached: the same greedy request then gets the same answer whichever request came before it.
     fresh_fields: dict = {}
@@ -132,6 +136,11 @@ class Runtime:
         """The runtime's own prompt length for a chat request: by default the usage.prompt_tokens of a one-token
         completion of it (the prompt text stays unseen)."""
         return usage_key(base_url, model, body, timeout)
+
+    def generated_text(self, base_url: str, model: str, answer: dict, timeout: float = 120.0) -> str | None:
+        """The text of the ids a chat answer (chat_answer's, asked with generated_fields) says were generated, as
+        the runtime's own tokenizer decodes them; None where it cannot say."""
+        return None
 
     def replay(self, record) -> str | None:
         """The line that asks one runtime-conformance record again through `served_by`, run as printed from the

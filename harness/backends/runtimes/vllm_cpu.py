@@ -10,6 +10,7 @@ none, required, a named function) and parallel_tool_calls are honoured."""
 from __future__ import annotations
 
 from harness.backends.runtimes.base import Runtime
+from harness.backends.transport import request_json
 from harness.core.environments import ENVIRONMENTS
 
 # The KV cache, set in bytes: a scripted model's (one layer, 8,192 positions) is a few MB. Left to
@@ -45,6 +46,27 @@ class VllmCpu(Runtime):
     reader_project = "vllm"           # the family's `peers:` names vLLM's tool parser; none: not served
     # vLLM answers GET /version with {"version": "0.32.0"}; llama-server and llama-cpp-python have no /version.
     probe = ("/version", lambda answer: isinstance(answer.get("version"), str) and len(answer) == 1)
+
+    # It shows no generated text beside its parser's reading, but gives the ids it sampled as logprobs (each as
+    # "token_id:N", so no id is decoded alone) and decodes ids with its own tokenizer at /detokenize. Neither
+    # changes what it samples or parses.
+    generated_fields = {"logprobs": True, "return_tokens_as_token_ids": True}
+
+    def generated_text(self, base_url: str, model: str, answer: dict, timeout: float = 120.0) -> str | None:
+        """The generated ids decoded by vLLM itself. An answer that ended on its own (finish_reason stop, or
+        tool_calls where its parser read calls) ends with the stop token, which its decoding for the parser
+        skips and /detokenize would spell out: that last id is left out, as llama-server's text leaves it out;
+        one cut by max_tokens ("length") keeps every id."""
+        ids = answer.get("generated_tokens")
+        if not isinstance(ids, list):
+            return None
+        if answer.get("finish_reason") != "length":
+            ids = ids[:-1]
+        if not ids:
+            return ""
+        decoded = request_json(f"{base_url}/detokenize", {"model": model, "tokens": ids}, timeout)
+        text = decoded.get("prompt") if isinstance(decoded, dict) else None
+        return text if isinstance(text, str) else None
 
     def folder_command(self, python, folder, served_name: str, port: int, tool_parser: str | None,
                        reasoning_parser: str | None, max_model_len: int = 8192) -> list:

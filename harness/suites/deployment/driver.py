@@ -3,7 +3,8 @@
 as an app reads it (harness.backends.chat_answers) and recorded with its labels as it lands.
 
 The non-streamed request also asks the runtime to show what the model generated (its `shown_fields`:
-llama-server's `verbose`, which changes nothing it generates or parses); that text, after the runtime's own
+llama-server's `verbose`, which changes nothing it generates or parses; or its `generated_fields`: vLLM's
+logprobs as token ids, decoded by its own /detokenize); that text, after the runtime's own
 prompt (llama-server's /apply-template), is read by the strict parser of the model's family: the strict path on
 the same server. A request that kills a server the harness started is recorded as a runtime error and the
 server started again, and one that gets no answer by its deadline while the server runs is asked once more with
@@ -23,7 +24,7 @@ from harness.backends.openai import Endpoint, identify_runtime
 from harness.backends.servers import LocalServer
 from harness.backends.transport import NOT_NOW
 from harness.core import constants
-from harness.core.errors import ServerExitedError, ServerStartError
+from harness.core.errors import ServerExitedError, ServerReplyError, ServerStartError
 from harness.core.hashing import sha256_text
 from harness.storage.results import ResultsDir, file_stem
 from harness.storage.transcripts import now, read_transcript
@@ -107,7 +108,7 @@ def _prompt(target: Target, body: dict) -> dict | None:
 def ask_one(target: Target, request, model: dict, template: dict, family) -> DeploymentRecord:
     url = f"{target.base_url}/v1/chat/completions"
     runtime = target.known
-    shown = runtime.shown_fields if runtime else {}
+    shown = {**runtime.shown_fields, **runtime.generated_fields} if runtime else {}
     # Each request from a fresh prompt: the streamed one would otherwise reuse what the non-streamed one cached,
     # and stream-differs would count the cache's doing, not the stream's (and a resumed run would differ from
     # one that was never stopped).
@@ -211,10 +212,26 @@ def _ask(target: Target, ask, url: str, body: dict) -> dict:
         except ServerStartError as exc:       # the next requests fail alike and are recorded so
             answer["error"] += f" and did not start again: {exc}"
     if target.base_url:
+        _decode_generated(target, answer)
         answer.pop("generated_tokens", None)     # the sampled ids: the generated text says what they say
         if isinstance(answer.get("error"), str):
             answer["error"] = answer["error"].replace(target.base_url, "")
     return answer
+
+
+def _decode_generated(target: Target, answer: dict) -> None:
+    """Where the runtime gave the ids it generated without their text (vLLM's logprobs), their text as its own
+    tokenizer decodes them, for the strict path; a decoding that fails is said beside the answer, which stands."""
+    runtime = target.known
+    if runtime is None or "generated" in answer or answer.get("error") or not answer.get("generated_tokens"):
+        return
+    try:
+        text = runtime.generated_text(target.base_url, target.served, answer, TIMEOUT)
+    except ServerReplyError as exc:
+        answer["generated_error"] = str(exc).replace(target.base_url, "")
+        return
+    if text is not None:
+        answer["generated"] = text
 
 
 def unanswered(record: DeploymentRecord) -> str | None:

@@ -98,6 +98,8 @@ def _runtime_sentence(records: list) -> str:
     parts = [f"{calls} of {len(plain)} non-streamed answers carry tool_calls",
              f"a call attempt left in content in {labelled(some, 'call-left-in-content')}/{len(some)} records",
              (f"the strict parser reads the generated text as the runtime did in {read_alike}/{len(shown)}"
+              + (f" (it showed that text in {len(shown)} of its {len(plain)} answers)" if len(shown) < len(plain)
+                 else "")
               + (" (so what the app gets is what the model wrote, not how the runtime read it)"
                  if read_alike == len(shown) else "")) if shown else
              "the runtime does not show the text the model generated, so only its reading is judged",

