@@ -64,7 +64,8 @@ def chat_answer(url: str, body: dict, timeout: float) -> dict:
     that is not a chat completion, as `error`; fields of the wrong type in `problems`. Where the runtime shows them
     (llama-server's __verbose, asked with "verbose" and "return_tokens"), `generated` is the text the model wrote
     before the runtime parsed it and `generated_tokens` the ids it sampled; where it shows the ids alone (vLLM's
-    logprobs as token ids), `generated_tokens` (the runtime's generated_text() decodes them)."""
+    logprobs as token ids), `generated_tokens`, or only its logprobs' bytes, `logprob_bytes` (one list a token):
+    the runtime's generated_text() says what the model generated from them."""
     try:
         answer = request_json(url, {**body, "stream": False}, timeout)
     except ServerReplyError as exc:
@@ -86,6 +87,8 @@ def chat_answer(url: str, body: dict, timeout: float) -> dict:
         out["generated_tokens"] = sampled
     elif (ids := _logprob_ids(choices[0].get("logprobs"))) is not None:
         out["generated_tokens"] = ids
+    elif (pieces := _logprob_bytes(choices[0].get("logprobs"))) is not None:
+        out["logprob_bytes"] = pieces
     ids = call_ids((choices[0].get("message") or {}).get("tool_calls") if isinstance(choices[0].get("message"), dict)
                    else None)
     if ids:
@@ -112,6 +115,21 @@ def _logprob_ids(logprobs) -> list | None:
             return None
         ids.append(int(number))
     return ids
+
+
+def _logprob_bytes(logprobs) -> list | None:
+    """Each logprob entry's bytes (OpenAI's: the token's UTF-8 bytes as ints), in order; None unless every entry
+    has them. Where a runtime gives each token's own bytes (mistral.rs), they spell what it generated."""
+    entries = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(entries, list) or not entries:
+        return None
+    pieces = []
+    for entry in entries:
+        data = entry.get("bytes") if isinstance(entry, dict) else None
+        if not isinstance(data, list) or not all(type(b) is int and 0 <= b < 256 for b in data):
+            return None
+        pieces.append(data)
+    return pieces
 
 
 def chat_stream(url: str, body: dict, timeout: float) -> dict:

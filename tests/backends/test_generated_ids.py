@@ -97,3 +97,30 @@ def test_the_driver_records_the_decoded_text_and_a_decoding_that_fails_beside_th
     unknown = driver.Target("mine", "endpoint", base_url=server, served="m")
     assert "generated" not in driver._ask(unknown, chat_answer, server + "/v1/chat/completions", {})
     assert VllmLike.decoded == []
+
+
+def test_logprobs_bytes_are_joined_into_the_text_without_the_stop_token_of_an_answer_that_stopped(server):
+    """mistral.rs gives each token's own bytes: a character split across tokens is whole once joined, and an
+    answer that stopped on its own lists its stop token last, which its content leaves out."""
+    def with_bytes(*parts, finish="length"):
+        return {"choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": "x"},
+                             "logprobs": {"content": [{"token": "?", "logprob": 0.0, "bytes": b} for b in parts]}}]}
+
+    url = server + "/v1/chat/completions"
+    VllmLike.answer = with_bytes([90], [195], [188, 114])           # "Z", then "ür" split inside the "ü"
+    answer = chat_answer(url, {}, 10)
+    assert answer["logprob_bytes"] == [[90], [195], [188, 114]] and "generated_tokens" not in answer
+    for broken in (with_bytes([90], None), with_bytes([90], [300])):      # no bytes, not a byte
+        VllmLike.answer = broken
+        assert "logprob_bytes" not in chat_answer(url, {}, 10)
+    mistralrs = runtimes.get("mistralrs")
+    assert mistralrs.generated_fields == {"logprobs": True}
+    target = driver.Target("mistralrs-0.9.5", "mistralrs", base_url=server, served="m", kind="mistralrs")
+    end = list(b"<|im_end|>")
+    for finish, parts, text in (("length", ([90], [195], [188, 114]), "Zür"), ("stop", ([90], end), "Z"),
+                                ("tool_calls", ([90], [195, 188]), "Zü")):
+        VllmLike.answer = with_bytes(*parts, finish=finish)
+        answer = driver._ask(target, chat_answer, url, {})
+        assert answer["generated"] == text and "logprob_bytes" not in answer
+    VllmLike.answer = with_bytes([90], [195])                        # cut inside a character: no text to read
+    assert "generated" not in driver._ask(target, chat_answer, url, {})

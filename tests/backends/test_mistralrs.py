@@ -103,6 +103,19 @@ def test_the_suite_gives_mistralrs_rotary_scripted_models_and_records_what_it_do
         assert r.plain["completion_tokens"] == r.reply_tokens and r.key["tokens"] == r.plain["prompt_tokens"]
 
 
+def test_logprobs_asked_are_written_back_with_each_tokens_bytes():
+    body = {"messages": USER, "logprobs": True}
+    assert worker.chat_request(API, body)[0]["logprobs"] is True
+    assert "logprobs" not in worker.chat_request(API, {"messages": USER, "logprobs": 1})[0]
+    entries = [NS(token="Z", logprob=-0.5, bytes=b"Z"), NS(token="\u00fc", logprob=-1.0, bytes="ü".encode())]
+    answer = NS(id="1", created=7, system_fingerprint="local", usage=None, choices=[NS(
+        index=0, finish_reason="stop", logprobs=NS(content=entries),
+        message=NS(role="assistant", content="Zü", tool_calls=None, reasoning_content=None))])
+    assert worker.answer_json(answer, "m")["choices"][0]["logprobs"] == {"content": [
+        {"token": "Z", "logprob": -0.5, "bytes": [90], "top_logprobs": []},
+        {"token": "ü", "logprob": -1.0, "bytes": [195, 188], "top_logprobs": []}]}
+
+
 @pytest.fixture(scope="module")
 def smol():
     path = cached_model("smollm2-135m-instruct-q4_1")
@@ -143,8 +156,8 @@ def test_a_history_with_a_call_is_taken_and_a_bad_request_or_a_dead_worker_is_an
 
 @pytest.mark.needs_mistralrs
 def test_a_real_hermes_call_is_read_by_mistralrs_alike_streamed_or_not():
-    # Qwen2.5-Coder 0.5B writes a hermes call for this request; mistral.rs' parser, not ours, reads it. About a
-    # minute a request on one shared core.
+    # Qwen2.5-Coder 0.5B writes a bare JSON object for this request (no <tool_call> tags: the test below reads
+    # the text); mistral.rs' parser, not ours, reads it as a call. About a minute a request on one shared core.
     path = cached_model("qwen2.5-coder-0.5b-instruct-q4_k_m")
     body = {"model": "q", "messages": [{"role": "user", "content": "What is the weather in Paris? Use the tool."}],
             "tools": TOOLS, "tool_choice": "auto", "max_tokens": 30, "temperature": 0.0}
@@ -156,3 +169,25 @@ def test_a_real_hermes_call_is_read_by_mistralrs_alike_streamed_or_not():
     assert json.loads(plain["tool_calls"][0]["arguments"]) == {"location": "Paris"}
     assert stream["tool_calls"] == plain["tool_calls"] and not stream["content"] and "cut_short" not in stream
     assert len(plain["call_ids"]) == 1 and plain["call_ids"][0]
+
+
+@pytest.mark.needs_mistralrs
+def test_what_mistralrs_generated_is_its_logprobs_bytes_joined_so_its_forgiven_bare_json_is_seen():
+    # The deployment suite's non-streamed request with the runtime's generated_fields (logprobs): the tokens'
+    # bytes joined are the text its parser read. Here a bare JSON object, which mistral.rs returns as a call and
+    # the strict hermes parser names as a near miss (the deployment label runtime-forgave:bare-json).
+    from harness.families import get as family
+    from harness.suites.deployment import driver
+
+    path = cached_model("qwen2.5-coder-0.5b-instruct-q4_k_m")
+    body = {"model": "q", "messages": [{"role": "user", "content": "What is the weather in Paris? Use the tool."}],
+            "tools": TOOLS, "tool_choice": "auto", "max_tokens": 30, "temperature": 0.0,
+            **runtimes.get("mistralrs").generated_fields}
+    with LocalServer("mistralrs", path, alias="q", ready_timeout=300) as server:
+        target = driver.Target("mistralrs-x", "mistralrs", base_url=server.base_url, served="q", kind="mistralrs")
+        answer = driver._ask(target, chat_answer, server.base_url + "/v1/chat/completions", body)
+    assert [c["name"] for c in answer["tool_calls"]] == ["get_weather"], answer
+    assert "logprob_bytes" not in answer and answer["finish_reason"] == "tool_calls"
+    assert json.loads(answer["generated"]) == {"name": "get_weather", "arguments": {"location": "Paris"}}
+    parsed = family("hermes").parse(answer["generated"])
+    assert not parsed.accepted and parsed.deviation == "bare-json"

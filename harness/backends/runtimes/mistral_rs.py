@@ -37,6 +37,23 @@ class MistralRs(Runtime):
     # Its worker answers one request at a time, two thirds of a conformance run (benchmarks/runtime_phases_bench.py):
     # two workers, each on one thread and its own templates, keep both cores of a 2-core machine busy.
     conformance_workers = 2
+    # Asked for logprobs, it gives each generated token's own bytes (chat_answer's logprob_bytes): joined, the text
+    # its parser read.
+    generated_fields = {"logprobs": True}
+
+    def generated_text(self, base_url: str, model: str, answer: dict, timeout: float = 120.0) -> str | None:
+        """The tokens' bytes joined. An answer that stopped on its own (finish_reason stop) lists its stop token
+        last, which its content leaves out (Qwen2.5's "<|im_end|>"): dropped, as llama-server's text drops it. One
+        its parser ended on a call (tool_calls) or max_tokens cut (length) ends on a token of the reply."""
+        pieces = answer.get("logprob_bytes")
+        if not isinstance(pieces, list):
+            return None
+        if answer.get("finish_reason") == "stop":
+            pieces = pieces[:-1]
+        try:
+            return bytes(b for piece in pieces for b in piece).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
     # Built apart from the main venv; its conformance run is committed (results/runtime-conformance/).
     environment = ENVIRONMENT.script
     ignores = {

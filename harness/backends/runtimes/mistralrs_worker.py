@@ -13,6 +13,8 @@ written back field by field, nothing added, nothing parsed again.
                          value: "required" and a named function are sent as Auto (the runtime module declares it)
   chat_template_kwargs.enable_thinking -> enable_thinking; other keys have no field and are dropped
   max_tokens, temperature -> the same fields
+  logprobs (true)     -> logprobs: each choice's logprobs.content written back as OpenAI's (token, logprob, the
+                         token's bytes as a list of ints), so a client can join the bytes into the generated text
   seed, parallel_tool_calls, model -> no field (a seed cannot be set on CPU: Runner(seed=) raises there)
 
 Usage: python mistralrs_worker.py --model FILE --alias NAME --port N [--threads N]
@@ -95,6 +97,8 @@ def chat_request(api, body: dict):
     for key in ("max_tokens", "temperature"):
         if body.get(key) is not None:
             fields[key] = body[key]
+    if body.get("logprobs") is True:
+        fields["logprobs"] = True
     return api.ChatCompletionRequest(**fields), fields["stream"]
 
 
@@ -126,9 +130,23 @@ def _message(message) -> dict:
     return out
 
 
+def _logprobs(logprobs) -> dict | None:
+    entries = getattr(logprobs, "content", None)
+    if entries is None:
+        return None
+    return {"content": [{"token": e.token, "logprob": e.logprob,
+                         "bytes": list(e.bytes) if e.bytes is not None else None, "top_logprobs": []}
+                        for e in entries]}
+
+
 def answer_json(answer, alias: str) -> dict:
-    choices = [{"index": c.index, "message": _message(c.message), "finish_reason": c.finish_reason}
-               for c in answer.choices]
+    choices = []
+    for c in answer.choices:
+        choice = {"index": c.index, "message": _message(c.message), "finish_reason": c.finish_reason}
+        logprobs = _logprobs(getattr(c, "logprobs", None))
+        if logprobs is not None:
+            choice["logprobs"] = logprobs
+        choices.append(choice)
     return {"id": answer.id, "object": "chat.completion", "created": answer.created, "model": alias,
             "system_fingerprint": answer.system_fingerprint, "choices": choices, "usage": _usage(answer.usage)}
 

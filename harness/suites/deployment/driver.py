@@ -4,7 +4,7 @@ as an app reads it (harness.backends.chat_answers) and recorded with its labels 
 
 The non-streamed request also asks the runtime to show what the model generated (its `shown_fields`:
 llama-server's `verbose`, which changes nothing it generates or parses; or its `generated_fields`: vLLM's
-logprobs as token ids, decoded by its own /detokenize); that text, after the runtime's own
+logprobs as token ids, decoded by its own /detokenize, or mistral.rs' logprobs' bytes); that text, after the runtime's own
 prompt (llama-server's /apply-template), is read by the strict parser of the model's family: the strict path on
 the same server. A request that kills a server the harness started is recorded as a runtime error and the
 server started again, and one that gets no answer by its deadline while the server runs is asked once more with
@@ -214,16 +214,17 @@ def _ask(target: Target, ask, url: str, body: dict) -> dict:
     if target.base_url:
         _decode_generated(target, answer)
         answer.pop("generated_tokens", None)     # the sampled ids: the generated text says what they say
+        answer.pop("logprob_bytes", None)
         if isinstance(answer.get("error"), str):
             answer["error"] = answer["error"].replace(target.base_url, "")
     return answer
 
 
 def _decode_generated(target: Target, answer: dict) -> None:
-    """Where the runtime gave the ids it generated without their text (vLLM's logprobs), their text as its own
-    tokenizer decodes them, for the strict path; a decoding that fails is said beside the answer, which stands."""
+    """Where the runtime gave what it generated only as logprobs (vLLM's ids, mistral.rs' bytes), its text, for the
+    strict path; a decoding that fails is said beside the answer, which stands."""
     runtime = target.known
-    if runtime is None or "generated" in answer or answer.get("error") or not answer.get("generated_tokens"):
+    if runtime is None or not runtime.generated_fields or "generated" in answer or answer.get("error"):
         return
     try:
         text = runtime.generated_text(target.base_url, target.served, answer, TIMEOUT)
