@@ -85,9 +85,9 @@ def chat_answer(url: str, body: dict, timeout: float) -> dict:
     sampled = debug.get("tokens") if isinstance(debug, dict) else None
     if isinstance(sampled, list) and sampled and all(type(t) is int for t in sampled):
         out["generated_tokens"] = sampled
-    elif (ids := _logprob_ids(choices[0].get("logprobs"))) is not None:
+    elif (ids := _every_logprob(choices[0].get("logprobs"), _token_id)) is not None:
         out["generated_tokens"] = ids
-    elif (pieces := _logprob_bytes(choices[0].get("logprobs"))) is not None:
+    elif (pieces := _every_logprob(choices[0].get("logprobs"), _token_bytes)) is not None:
         out["logprob_bytes"] = pieces
     ids = call_ids((choices[0].get("message") or {}).get("tool_calls") if isinstance(choices[0].get("message"), dict)
                    else None)
@@ -101,35 +101,28 @@ def chat_answer(url: str, body: dict, timeout: float) -> dict:
     return out
 
 
-def _logprob_ids(logprobs) -> list | None:
-    """The ids of an answer's logprobs asked as token ids (vLLM's return_tokens_as_token_ids: each token
-    "token_id:N"), in order; None unless every entry is one."""
+def _token_id(entry) -> int | None:
+    token = entry.get("token") if isinstance(entry, dict) else None
+    head, _, number = token.partition(":") if isinstance(token, str) else ("", "", "")
+    return int(number) if head == "token_id" and number.isdigit() else None
+
+
+def _token_bytes(entry) -> list | None:
+    data = entry.get("bytes") if isinstance(entry, dict) else None
+    ok = isinstance(data, list) and all(type(b) is int and 0 <= b < 256 for b in data)
+    return data if ok else None
+
+
+def _every_logprob(logprobs, read) -> list | None:
+    """`read` of each entry of an answer's logprobs, in order; None unless it reads every entry. Read as
+    _token_id: the ids of logprobs asked as token ids (vLLM's return_tokens_as_token_ids: "token_id:N"). Read
+    as _token_bytes: each token's bytes (OpenAI's, as ints); where a runtime gives each token's own bytes
+    (mistral.rs), they spell what it generated."""
     entries = logprobs.get("content") if isinstance(logprobs, dict) else None
     if not isinstance(entries, list) or not entries:
         return None
-    ids = []
-    for entry in entries:
-        token = entry.get("token") if isinstance(entry, dict) else None
-        head, _, number = token.partition(":") if isinstance(token, str) else ("", "", "")
-        if head != "token_id" or not number.isdigit():
-            return None
-        ids.append(int(number))
-    return ids
-
-
-def _logprob_bytes(logprobs) -> list | None:
-    """Each logprob entry's bytes (OpenAI's: the token's UTF-8 bytes as ints), in order; None unless every entry
-    has them. Where a runtime gives each token's own bytes (mistral.rs), they spell what it generated."""
-    entries = logprobs.get("content") if isinstance(logprobs, dict) else None
-    if not isinstance(entries, list) or not entries:
-        return None
-    pieces = []
-    for entry in entries:
-        data = entry.get("bytes") if isinstance(entry, dict) else None
-        if not isinstance(data, list) or not all(type(b) is int and 0 <= b < 256 for b in data):
-            return None
-        pieces.append(data)
-    return pieces
+    out = [read(entry) for entry in entries]
+    return None if any(x is None for x in out) else out
 
 
 def chat_stream(url: str, body: dict, timeout: float) -> dict:
