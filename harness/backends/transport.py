@@ -167,6 +167,19 @@ class Exchange:
         raise ServerReplyError(f"{self.url}: HTTP {status}: {said}", retry=status in RETRY_STATUSES, status=status)
 
 
+def error_words(body: str) -> str | None:
+    """The server's own message in an error body check_status quoted ("URL: HTTP 400: BODY"): JSON whose `error`
+    is an object with a message (OpenAI's shape, vLLM's, llama-server's) or detail, or is a string, or whose top
+    level has a message or detail (FastAPI's); None where the body says it in no such field."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    inner = parsed.get("error", parsed) if isinstance(parsed, dict) else None
+    said = inner.get("message") or inner.get("detail") if isinstance(inner, dict) else inner
+    return said if isinstance(said, str) and said else None
+
+
 def _no_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 

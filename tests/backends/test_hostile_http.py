@@ -381,3 +381,19 @@ def test_a_redirect_is_the_url_s_problem_not_an_answer(status):
     with HostileServer(completion()) as other, HostileServer(redirect(other.url, status)) as server:
         out = _ask("plain", server.url)
     assert redirected(out) and not unanswered(out) and other.url in out["error"] and other.paths == []
+
+
+@pytest.mark.parametrize("body, words", [
+    ('{"error": {"message": "tool_choice=\\"required\\" requires --tool-call-parser", "code": 400}}',
+     'tool_choice="required" requires --tool-call-parser'),          # OpenAI's shape: vLLM, llama-server
+    ('{"error": {"code": 400, "detail": "no such model"}}', "no such model"),
+    ('{"error": "model not loaded"}', "model not loaded"),
+    ('{"detail": "Not Found"}', "Not Found"),                          # FastAPI's
+    ('{"message": "busy"}', "busy"),
+    ('{"error": {"code": 400}}', None), ('{"error": {"message": ""}}', None), ('{"error": 5}', None),
+    ('{"detail": [{"loc": ["body"]}]}', None), ("[1, 2]", None), ("<html>bad gateway</html>", None), ("", None),
+])
+def test_the_servers_own_words_are_read_from_an_error_body_or_not_at_all(body, words):
+    from harness.backends.transport import error_words
+
+    assert error_words(body) == words

@@ -148,8 +148,8 @@ def errored(answer: dict | None) -> bool:
 def answer_view(record, answer: dict | None, tools: list) -> dict:
     """One answer as a row of the page counts it: errored, its call left in content, its BFCL calls."""
     answer = answer or {}
-    errored_ = errored(answer)
+    failed = errored(answer)
     calls = answer.get("tool_calls") or []
-    left = (not errored_ and not calls
+    left = (not failed and not calls
             and _attempt_in_content(record.family, answer.get("content"), prompt_tail(record), tools))
-    return {"errored": errored_, "left_in_content": left, "calls": [] if errored_ else bfcl_calls(answer)}
+    return {"errored": failed, "left_in_content": left, "calls": [] if failed else bfcl_calls(answer)}

@@ -4,10 +4,10 @@ strict parser read the same text, tool_choice required, streams, errors, seconds
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 
+from harness.backends.transport import error_words
 from harness.evaluation.judging import label_head
 from harness.evaluation.scoring import wilson
 from harness.suites.bfcl.judging import valid_verdict
@@ -134,11 +134,5 @@ def _words(error) -> str:
     if not found:
         return " ".join(error.split())[:WORDS].replace("`", "'")
     status, body = found.groups()
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        parsed = None
-    message = parsed.get("error", parsed) if isinstance(parsed, dict) else None
-    message = message.get("message") or message.get("detail") if isinstance(message, dict) else message
-    said = message if isinstance(message, str) and message else body
+    said = error_words(body) or body
     return (f"HTTP {status}: " + " ".join(said.split())[:WORDS]).replace("`", "'")

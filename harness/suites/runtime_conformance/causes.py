@@ -12,11 +12,11 @@ the reasoning back."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 
 from harness.suites.runtime_conformance.history_cases import AFTER_TOOL, AFTER_USER
+from harness.backends.transport import error_words
 from harness.evaluation.judging import label_head
 from harness.suites.runtime_conformance.corpus import AUTO, NAMED, NAMED_OTHER, NO_PARALLEL, NONE, REQUIRED
 
@@ -92,14 +92,8 @@ def error_signature(detail: str) -> str:
         rest = f"did not start: {tail[-1] if tail else 'no words'}"
     status = re.search(r"HTTP (\d{3})", rest)
     body = rest[status.end():].lstrip(": ") if status else rest
-    message = body
-    try:
-        parsed = json.loads(body)
-        inner = parsed.get("error") if isinstance(parsed, dict) else None
-        message = inner.get("message", body) if isinstance(inner, dict) else str(inner or body)
-    except (ValueError, AttributeError):
-        pass
-    lines = [x.strip() for x in str(message).splitlines() if x.strip().strip("-")]
+    message = error_words(body) or body
+    lines = [x.strip() for x in message.splitlines() if x.strip().strip("-")]
     words = (lines[0] if lines else "").split()[:SIGNATURE_WORDS]
     text = re.sub(r"\d+", "N", re.sub(r"'[^']*'|\"[^\"]*\"|`[^`]*`", "…", " ".join(words)))
     return f"{where}: {'HTTP ' + status.group(1) + ' ' if status else ''}{text}".strip()
