@@ -64,8 +64,9 @@ def chat_answer(url: str, body: dict, timeout: float) -> dict:
     that is not a chat completion, as `error`; fields of the wrong type in `problems`. Where the runtime shows them
     (llama-server's __verbose, asked with "verbose" and "return_tokens"), `generated` is the text the model wrote
     before the runtime parsed it and `generated_tokens` the ids it sampled; where it shows the ids alone (vLLM's
-    logprobs as token ids), `generated_tokens`, or only its logprobs' bytes, `logprob_bytes` (one list a token):
-    the runtime's generated_text() says what the model generated from them."""
+    logprobs as token ids), `generated_tokens`, or only its logprobs' bytes, `logprob_bytes` (one list a token),
+    or only their token strings, `logprob_text` (llama-cpp-python gives no bytes): the runtime's generated_text()
+    says what the model generated from them."""
     try:
         answer = request_json(url, {**body, "stream": False}, timeout)
     except ServerReplyError as exc:
@@ -89,6 +90,8 @@ def chat_answer(url: str, body: dict, timeout: float) -> dict:
         out["generated_tokens"] = ids
     elif (pieces := _every_logprob(choices[0].get("logprobs"), _token_bytes)) is not None:
         out["logprob_bytes"] = pieces
+    elif (pieces := _every_logprob(choices[0].get("logprobs"), _token_text)) is not None:
+        out["logprob_text"] = pieces
     ids = call_ids((choices[0].get("message") or {}).get("tool_calls") if isinstance(choices[0].get("message"), dict)
                    else None)
     if ids:
@@ -113,11 +116,17 @@ def _token_bytes(entry) -> list | None:
     return data if ok else None
 
 
+def _token_text(entry) -> str | None:
+    token = entry.get("token") if isinstance(entry, dict) else None
+    return token if isinstance(token, str) else None
+
+
 def _every_logprob(logprobs, read) -> list | None:
     """`read` of each entry of an answer's logprobs, in order; None unless it reads every entry. Read as
     _token_id: the ids of logprobs asked as token ids (vLLM's return_tokens_as_token_ids: "token_id:N"). Read
     as _token_bytes: each token's bytes (OpenAI's, as ints); where a runtime gives each token's own bytes
-    (mistral.rs), they spell what it generated."""
+    (mistral.rs), they spell what it generated. Read as _token_text: each token's string, where a runtime gives no
+    bytes (llama-cpp-python, which decodes each token alone: a character split across tokens is lost)."""
     entries = logprobs.get("content") if isinstance(logprobs, dict) else None
     if not isinstance(entries, list) or not entries:
         return None

@@ -124,3 +124,36 @@ def test_logprobs_bytes_are_joined_into_the_text_without_the_stop_token_of_an_an
         assert answer["generated"] == text and "logprob_bytes" not in answer
     VllmLike.answer = with_bytes([90], [195])                        # cut inside a character: no text to read
     assert "generated" not in driver._ask(target, chat_answer, url, {})
+
+
+def test_token_strings_are_the_text_only_where_they_spell_the_content(server):
+    """llama-cpp-python gives each token's string decoded alone, no bytes: the pieces of a character split across
+    tokens come back empty, so the join is the text the model wrote only where it equals the content returned
+    beside it; otherwise, or where its handler read a call, the record says the text is not known."""
+    def with_tokens(*tokens, content, calls=None):
+        message = {"role": "assistant", "content": content,
+                   **({"tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+                      if calls else {})}
+        return {"choices": [{"index": 0, "finish_reason": "stop", "message": message,
+                             "logprobs": {"content": [{"token": t, "logprob": 0.0, "bytes": None} for t in tokens]}}]}
+
+    url = server + "/v1/chat/completions"
+    runtime = runtimes.get("llama-cpp-python")
+    assert runtime.generated_fields == {"logprobs": True, "top_logprobs": 0}
+    target = driver.Target("llama-cpp-python-0.3.36", "llama-cpp-python", base_url=server, served="m",
+                           kind="llama-cpp-python")
+    VllmLike.answer = with_tokens('{"', "name", '": "f"}', content='{"name": "f"}')
+    assert chat_answer(url, {}, 10)["logprob_text"] == ['{"', "name", '": "f"}']
+    answer = driver._ask(target, chat_answer, url, {})
+    assert answer["generated"] == '{"name": "f"}' and "logprob_text" not in answer
+    # An emoji split over two tokens, each decoded alone: two empty strings, so the join is short of the content.
+    VllmLike.answer = with_tokens("🙂", " ", "", "", content="🙂 🐞")
+    answer = driver._ask(target, chat_answer, url, {})
+    assert "generated" not in answer and answer["content"] == "🙂 🐞"
+    assert "spell 2 characters where its content has 3" in answer["generated_error"]
+    VllmLike.answer = with_tokens('{"name": "f"}', content=None, calls=True)
+    answer = driver._ask(target, chat_answer, url, {})
+    assert "generated" not in answer and "its handler read a call" in answer["generated_error"]
+    # Ids and bytes are read first: a runtime that gives them is not read by its strings.
+    VllmLike.answer = with_tokens("token_id:1", "token_id:3", content="x")
+    assert "logprob_text" not in chat_answer(url, {}, 10)

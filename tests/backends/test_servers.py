@@ -161,3 +161,26 @@ def test_a_model_host_serves_each_model_and_a_bad_one_fails_alone(kind, tmp_path
         assert _complete(*host.serve(london)) == " London"
     # The shared process could not load its first model: each model got a process of its own.
     assert started == ([["bad", "london"], "bad", "london"] if kind == "llama-cpp-python" else ["bad", "london"])
+
+
+def test_llama_cpp_python_shows_what_the_model_wrote_as_its_logprob_tokens(tmp_path):
+    # The deployment suite's non-streamed request with the runtime's generated_fields: the tokens' strings joined
+    # are the content its handler returned (it reads no call from a GGUF's template), and the stop token is not
+    # among them. Without top_logprobs its chat handler would ask the model for no logprobs at all.
+    from harness.backends import runtimes
+    from harness.backends.chat_answers import chat_answer
+    from harness.families import get as family
+    from harness.suites.deployment import driver
+
+    body = {"model": "q", "messages": [{"role": "user", "content": "What is the weather in Paris? Use the tool."}],
+            "tools": [WEATHER_TOOL], "tool_choice": "auto", "max_tokens": 30, "temperature": 0.0, "seed": 0,
+            **runtimes.get("llama-cpp-python").generated_fields}
+    with LocalServer("llama-cpp-python", cached_model(QWEN_CODER), alias="q", log_path=tmp_path / "s.log") as server:
+        target = driver.Target("llama-cpp-python-x", "llama-cpp-python", base_url=server.base_url, served="q",
+                               kind="llama-cpp-python")
+        answer = driver._ask(target, chat_answer, server.base_url + "/v1/chat/completions", body)
+    assert not answer["tool_calls"] and answer["content"] and "generated_error" not in answer, answer
+    assert answer["generated"] == answer["content"] and "logprob_text" not in answer
+    # Qwen2.5-Coder 0.5B writes the bare JSON object, not its template's <tool_call>: the model's format.
+    assert json.loads(answer["generated"])["name"] == "get_weather"
+    assert family("hermes").parse(answer["generated"]).deviation == "bare-json"

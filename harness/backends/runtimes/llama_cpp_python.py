@@ -11,6 +11,7 @@ from pathlib import Path
 
 from harness.backends.runtimes.base import Runtime
 from harness.core.constants import BINDING_ARCHIVE, BINDING_VERSION
+from harness.core.errors import ServerReplyError
 from harness.core.extras import require
 
 
@@ -30,8 +31,31 @@ class LlamaCppPython(Runtime):
     # It computes the logits of every prompt token by default (for logprobs, which no conformance request asks):
     # off, a 1,000-token prompt takes 0.05 s instead of 3 s on a scripted model.
     conformance_settings = {"logits_all": False}
+    # Asked for logprobs (top_logprobs 0: its chat handlers ask the model for none without it), it gives each
+    # generated token's string, decoded alone, without bytes (chat_answer's logprob_text). The logits they need
+    # are kept by its default logits_all, which the deployment suite leaves on.
+    generated_fields = {"logprobs": True, "top_logprobs": 0}
     probe = ("/openapi.json", lambda api: isinstance(api.get("info"), dict)
              and isinstance(api["info"].get("title"), str) and "llama.cpp Python" in api["info"]["title"])
+
+    def generated_text(self, base_url: str, model: str, answer: dict, timeout: float = 120.0) -> str | None:
+        """The tokens' strings joined, where they spell its content exactly. Each is decoded alone with undecodable
+        bytes dropped, so the pieces of a character split across tokens are lost (seen: an emoji as two empty
+        strings): the join is the text the model wrote only where it equals what was returned beside it, and the
+        stop token is not among them. Where they differ, or where its handler read a call (then nothing returned
+        is the text to check the join against), the answer says the text is not known."""
+        pieces = answer.get("logprob_text")
+        if not isinstance(pieces, list):
+            return None
+        text = "".join(pieces)
+        if answer.get("tool_calls"):
+            raise ServerReplyError("its handler read a call, and its logprob tokens (each decoded alone, a character "
+                                   "split across tokens lost) cannot be checked against the text it read", False)
+        if text != (answer.get("content") or ""):
+            raise ServerReplyError(f"its logprob tokens (each decoded alone, a character split across tokens lost) "
+                                   f"spell {len(text)} characters where its content has "
+                                   f"{len(answer.get('content') or '')}: the text the model wrote is not known", False)
+        return text
 
     def check_startable(self) -> None:
         require("uvicorn", "llama-cpp-python's server")

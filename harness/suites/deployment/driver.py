@@ -4,7 +4,8 @@ as an app reads it (harness.backends.chat_answers) and recorded with its labels 
 
 The non-streamed request also asks the runtime to show what the model generated (its `shown_fields`:
 llama-server's `verbose`, which changes nothing it generates or parses; or its `generated_fields`: vLLM's
-logprobs as token ids, decoded by its own /detokenize, or mistral.rs' logprobs' bytes); that text, after the runtime's own
+logprobs as token ids, decoded by its own /detokenize, mistral.rs' logprobs' bytes, or llama-cpp-python's token
+strings where they spell its content); that text, after the runtime's own
 prompt (llama-server's /apply-template), is read by the strict parser of the model's family: the strict path on
 the same server. A request that kills a server the harness started is recorded as a runtime error and the
 server started again, and one that gets no answer by its deadline while the server runs is asked once more with
@@ -215,14 +216,15 @@ def _ask(target: Target, ask, url: str, body: dict) -> dict:
         _decode_generated(target, answer)
         answer.pop("generated_tokens", None)     # the sampled ids: the generated text says what they say
         answer.pop("logprob_bytes", None)
+        answer.pop("logprob_text", None)
         if isinstance(answer.get("error"), str):
             answer["error"] = answer["error"].replace(target.base_url, "")
     return answer
 
 
 def _decode_generated(target: Target, answer: dict) -> None:
-    """Where the runtime gave what it generated only as logprobs (vLLM's ids, mistral.rs' bytes), its text, for the
-    strict path; a decoding that fails is said beside the answer, which stands."""
+    """Where the runtime gave what it generated only as logprobs (vLLM's ids, mistral.rs' bytes, llama-cpp-python's
+    token strings), its text, for the strict path; a decoding that fails is said beside the answer, which stands."""
     runtime = target.known
     if runtime is None or not runtime.generated_fields or "generated" in answer or answer.get("error"):
         return
