@@ -120,6 +120,8 @@ def main() -> int:
     p.add_argument("--cases", type=int, default=5, metavar="N",
                    help="cases per category (default 5, as harness deployment: 35 cases, 60 records)")
     p.add_argument("--case", action="append", metavar="ID", help="only this drawn case (repeatable)")
+    p.add_argument("--again", metavar="LABEL",
+                   help="also ask again each drawn request whose latest record carries LABEL (harness deployment's)")
     p.add_argument("--results-dir", type=Path, default=ROOT / "results", metavar="DIR")
     p.add_argument("--work-dir", type=Path, default=FOLDERS / "serving", metavar="DIR",
                    help=f"server logs and transformers serve's linked folders (default: {FOLDERS / 'serving'})")
@@ -173,9 +175,9 @@ def main() -> int:
     asked = time.monotonic()
     results = ResultsDir.at(args.results_dir)
     out = driver.run(args.model, results, per_category=args.cases, log=log, only=only or None,
-                     hosted=hosted)
+                     hosted=hosted, again=args.again)
     requests = 2 * len([r for r in out.written if r.seconds and r.seconds.get("plain")])
-    row.update(startup_s=out.startup, written=len(out.written), already=out.already,
+    row.update(startup_s=out.startup, written=len(out.written), already=out.already, changed=out.changed,
                asked_s=round(time.monotonic() - asked - (out.startup or 0), 1), requests=requests,
                s_per_request=round((time.monotonic() - asked - (out.startup or 0)) / requests, 2) if requests
                else None, records=str(driver.records_path(results, args.model, runtime.record_name)))

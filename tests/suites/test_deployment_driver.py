@@ -218,3 +218,75 @@ def test_an_endpoint_is_asked_requests_in_flight_and_every_record_lands_once(tmp
         assert "--in-flight: with --endpoint only" in capsys.readouterr().err
     finally:
         httpd.shutdown()
+
+
+def test_again_asks_the_requests_whose_latest_record_carries_a_label_and_says_what_changed(tmp_path, capsys):
+    """--again LABEL: the requests whose latest record carries the label are asked again and the new record
+    appended after the old one (which stays: the page reads the latest record of a question); each new record
+    says whether the runtime answered as before, and the command counts them. A real HTTP server answers."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from harness.cli import main
+    from harness.suites.deployment import driver, page
+
+    drawn = cases.cases(1)
+    only = {next(c.id for c in drawn if c.category == "irrelevance")}        # one request: auto
+    said = {"text": "No tool fits.", "asked": 0}
+
+    class Endpoint(BaseHTTPRequestHandler):
+        def _send(self, body: bytes, kind="application/json"):
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            self._send(json.dumps({"object": "list", "data": [{"id": MODEL}]}).encode())
+
+        def do_POST(self):
+            request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            said["asked"] += 1
+            if request.get("stream"):
+                events = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": said["text"]}}]},
+                          {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+                self._send(("".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n").encode(),
+                           "text/event-stream")
+            else:
+                self._send(json.dumps({"choices": [{"index": 0, "finish_reason": "stop", "message": {
+                    "role": "assistant", "content": said["text"]}}]}).encode())
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Endpoint)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    results = tmp_path / "results"
+    command = ["deployment", "--model", MODEL, "--endpoint", f"http://127.0.0.1:{httpd.server_address[1]}",
+               "--name", "mine-1", "--cases", "1", "--case", *only, "--results-dir", str(results)]
+    path = driver.records_path(ResultsDir(results), MODEL)
+    try:
+        assert main(command) == 0
+        first = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        assert len(first) == 1 and "generated-not-shown" in first[0]["labels"] and said["asked"] == 2
+        capsys.readouterr()
+        # A label no record carries asks nothing; one the record carries asks it again, answered as before.
+        assert main(command + ["--again", "runtime-forgave"]) == 0 and said["asked"] == 2
+        assert main(command + ["--again", "generated-not-shown"]) == 0 and said["asked"] == 4
+        assert "asked again (generated-not-shown): 1 answered as before, 0 not" in capsys.readouterr().out
+        said["text"] = "Nothing here fits."
+        assert main(command + ["--again", "generated-not-shown"]) == 0
+        out = capsys.readouterr().out
+        assert "0 answered as before, 1 not" in out and only.pop() in out
+        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        assert len(lines) == 3 and lines[0] == first[0]            # nothing recorded is lost
+        assert lines[1]["details"][-1].startswith("asked again after the record of")
+        assert lines[1]["details"][-1].endswith("answered as before")
+        assert "plain content, stream content not as before" in lines[2]["details"][-1]
+        # The page reads the latest record of the question.
+        latest = page.read_records(ResultsDir(results), [])
+        assert [r.plain["content"] for r in latest] == ["Nothing here fits."]
+        assert main(command + ["--again", "generated-not-shown", "--replay"]) != 0
+    finally:
+        httpd.shutdown()

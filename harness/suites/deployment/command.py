@@ -38,6 +38,8 @@ def run(args) -> int:
             raise HarnessError(f"--endpoint {args.endpoint}: the server does not answer ({why}); start it or fix "
                                "the URL")
     if args.replay:
+        if args.again:
+            raise HarnessError("--again asks served requests again; a --replay run writes each committed reply once")
         return _replay(args)
     only = set(args.case or ())
 
@@ -53,7 +55,7 @@ def run(args) -> int:
                                f"(--cases {args.cases}; e.g. {', '.join(drawn[:3])})")
     out = driver.run(args.model, args.results_dir, server=args.server, endpoint=args.endpoint, name=args.name,
                      served=args.served_model, per_category=args.cases, log=log, only=only or None,
-                     inflight=args.in_flight)
+                     inflight=args.in_flight, again=args.again)
     for name, why in out.failed:
         print(f"harness deployment: failed, not recorded: {name}: {why}", file=sys.stderr)
     runtime = args.name or runtimes.get(args.server).record_name
@@ -61,7 +63,7 @@ def run(args) -> int:
         labels = Counter(label for r in out.written for label in r.labels)
         json.dump({"model": args.model, "runtime": runtime, "records": str(driver.records_path(args.results_dir,
                                                                                              args.model)),
-                   "written": len(out.written), "already_recorded": out.already,
+                   "written": len(out.written), "already_recorded": out.already, "changed": out.changed,
                    "failed": [f"{name}: {why}" for name, why in out.failed], "labels": dict(sorted(labels.items()))},
                   sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -70,6 +72,11 @@ def run(args) -> int:
     started = f" (started in {out.startup:.1f} s)" if out.startup is not None else ""
     print(f"{args.model} on {runtime}{started}: {len(out.written)} record(s) written, {out.already} already "
           f"recorded{failed} -> {driver.records_path(args.results_dir, args.model)}")
+    if args.again:
+        asked = len([r for r in out.written if any(d.startswith("asked again") for d in r.details)])
+        print(f"asked again ({args.again}): {asked - len(out.changed)} answered as before, {len(out.changed)} not"
+              + (f" (e.g. {', '.join(out.changed[:3])}; each record's details say what changed)" if out.changed
+                 else ""))
     print(report_hint(args.results_dir))
     return 1 if out.failed else 0
 
@@ -131,11 +138,17 @@ def register(subparsers) -> None:
                    help=f"cases per category (default 5: {5 * len(CATEGORIES)} BFCL cases; a larger N extends a "
                         "smaller one's draw, so a run grows and resumes)")
     p.add_argument("--case", action="append", metavar="ID", help="only this drawn case (repeatable)")
+    p.add_argument("--again", metavar="LABEL",
+                   help="also ask again each drawn request whose latest record carries LABEL (or a label of that "
+                        "head, e.g. runtime-forgave), such as generated-not-shown after the runtime learned to "
+                        "show it; the new record is appended after the old one, which stays, and says whether "
+                        "the runtime answered as before")
     p.add_argument("--replay", action="store_true",
                    help="instead of serving the model: have scripted models write its committed in-process BFCL "
                         "replies (every mode, the drawn cases) through --server, tool_choice auto, streamed and "
                         "not; records go to DIR/deployment/replays/MODEL.RUNTIME.jsonl")
     add_results_dir(p, "append the records to DIR/deployment/MODEL.jsonl")
     p.add_argument("--json", action="store_true",
-                   help='print {"model", "runtime", "records", "written", "already_recorded", "failed", "labels"}')
+                   help='print {"model", "runtime", "records", "written", "already_recorded", "changed", "failed", '
+                        '"labels"}')
     p.set_defaults(func=run)

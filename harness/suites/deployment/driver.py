@@ -72,6 +72,7 @@ class Outcome:
     failed: list = field(default_factory=list)     # (request name, why): not recorded, asked again next run
     already: int = 0
     startup: float | None = None    # seconds from starting the runtime to its first ready answer (one it started)
+    changed: list = field(default_factory=list)    # asked again (--again): requests whose answer is not as before
 
 
 @dataclass
@@ -247,9 +248,12 @@ def unanswered(record: DeploymentRecord) -> str | None:
 
 def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoint: str | None = None,
         name: str | None = None, served: str | None = None, per_category: int = asked.DEFAULT_CASES,
-        log=print, only: set | None = None, hosted: Hosted | None = None, inflight: int = 1) -> Outcome:
+        log=print, only: set | None = None, hosted: Hosted | None = None, inflight: int = 1,
+        again: str | None = None) -> Outcome:
     """Ask every request not yet recorded for this model and runtime; each record is written as it lands.
-    inflight: against an --endpoint, requests open at once (a cluster answers them side by side)."""
+    inflight: against an --endpoint, requests open at once (a cluster answers them side by side). again: a label
+    (or a label's head, `runtime-forgave`); a request whose latest record carries it is asked again and its new
+    record appended after the old one, which stays in the file: the page reads the latest record of a question."""
     pin, ref, chat = model_setup(model_id)
     family = chat.family if chat else None
     template = {"id": ref.id, "sha256": sha256_text(ref.text)}
@@ -275,9 +279,11 @@ def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoi
     # The lock is taken before the done set is read, as harness run takes it: a second run on this file stops
     # at once, naming the run that holds it, and one that starts after it skips what it recorded.
     with TranscriptWriter(path, wait=False) as writer, tempfile.TemporaryDirectory(prefix="harness-deploy-") as tmp:
-        done = {r.key() for r in read_transcript(path, kinds=(DeploymentRecord,)).records}
-        todo = [r for r in requests if (target.runtime, model_id, template["sha256"], r.case.id,
-                                        r.case.scenario.hash, r.tool_choice) not in done]
+        latest = {r.key(): r for r in read_transcript(path, kinds=(DeploymentRecord,)).records}
+        done = {key for key, r in latest.items() if not (again and carries(r, again))}
+        key = lambda r: (target.runtime, model_id, template["sha256"], r.case.id,  # noqa: E731
+                         r.case.scenario.hash, r.tool_choice)
+        todo = [r for r in requests if key(r) not in done]
         out.already = len(requests) - len(todo)
         if not todo:
             return out
@@ -301,6 +307,8 @@ def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoi
                 if why:
                     out.failed.append((request.name, why))
                     continue
+                if (before := latest.get(key(request))) is not None and not asked_alike(record, before):
+                    out.changed.append(request.name)
                 writer.append(record)
                 out.written.append(record)
                 log(record)
@@ -308,6 +316,26 @@ def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoi
             if target.local is not None:
                 target.local.stop()
     return out
+
+
+def carries(record: DeploymentRecord, label: str) -> bool:
+    """Whether the record carries the label, or a label of that head (`runtime-forgave` for
+    `runtime-forgave:bare-json`)."""
+    return any(have == label or have.startswith(label + ":") for have in record.labels)
+
+
+ANSWER = ("status", "content", "reasoning", "tool_calls", "finish_reason")
+
+
+def asked_alike(record: DeploymentRecord, before: DeploymentRecord) -> bool:
+    """A request asked again (--again): whether the runtime answered as it did before, streamed and not (what an
+    app receives: a greedy answer with a fixed seed that changes between runs is the runtime's, or its build's,
+    to explain). Said in the new record's details either way."""
+    changed = [f"{what} {field}" for what in ("plain", "stream")
+               for field in ANSWER if (getattr(record, what) or {}).get(field) != (getattr(before, what) or {}).get(field)]
+    record.details.append(f"asked again after the record of {before.recorded} ({', '.join(before.labels)}): "
+                          + (f"{', '.join(changed)} not as before" if changed else "answered as before"))
+    return not changed
 
 
 def _answered(todo: list, ask, inflight: int):
