@@ -372,3 +372,19 @@ def test_a_runtime_that_showed_its_generated_text_in_some_answers_says_in_how_ma
     said = _runtime_sentence([shown, unshown])
     assert "as the runtime did in 1/1 (it showed that text in 1 of its 2 answers)" in said
     assert "(it showed" not in _runtime_sentence([shown])
+
+
+def test_records_asked_again_are_counted_with_how_many_were_answered_as_before(drawn):
+    """harness deployment --again: a record asked again carries what changed against the earlier one; the
+    runtime's sentence says in how many it answered as before (a greedy answer that changes is a finding), and
+    says nothing of it where no record was asked again. The record writes the field only where it has it."""
+    from harness.suites.deployment.sentences import _runtime_sentence
+
+    case = drawn["simple_python_6"]
+    alike, changed, plain = (record(case, "auto", answer(FENCE), answer(FENCE)) for _ in range(3))
+    alike.again = {"after": "2026-12-05T10:00:00+00:00", "changed": []}
+    changed.again = {"after": "2026-12-05T10:00:00+00:00", "changed": ["plain content"]}
+    assert "asked again (harness deployment --again) in 2: answered as before in 1/2" in _runtime_sentence(
+        [alike, changed, plain])
+    assert "asked again" not in _runtime_sentence([plain])
+    assert "again" not in plain.to_json() and DeploymentRecord.from_json(changed.to_json()).again == changed.again

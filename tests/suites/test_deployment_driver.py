@@ -281,6 +281,8 @@ def test_again_asks_the_requests_whose_latest_record_carries_a_label_and_says_wh
         assert "0 answered as before, 1 not" in out and only.pop() in out
         lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
         assert len(lines) == 3 and lines[0] == first[0]            # nothing recorded is lost
+        assert lines[1]["again"] == {"after": first[0]["recorded"], "changed": []} and "again" not in lines[0]
+        assert lines[2]["again"]["changed"] == ["plain content", "stream content"]
         assert lines[1]["details"][-1].startswith("asked again after the record of")
         assert lines[1]["details"][-1].endswith("answered as before")
         assert "plain content, stream content not as before" in lines[2]["details"][-1]

@@ -73,7 +73,7 @@ def run(args) -> int:
     print(f"{args.model} on {runtime}{started}: {len(out.written)} record(s) written, {out.already} already "
           f"recorded{failed} -> {driver.records_path(args.results_dir, args.model)}")
     if args.again:
-        asked = len([r for r in out.written if any(d.startswith("asked again") for d in r.details)])
+        asked = len([r for r in out.written if r.again is not None])
         print(f"asked again ({args.again}): {asked - len(out.changed)} answered as before, {len(out.changed)} not"
               + (f" (e.g. {', '.join(out.changed[:3])}; each record's details say what changed)" if out.changed
                  else ""))

@@ -333,6 +333,7 @@ def asked_alike(record: DeploymentRecord, before: DeploymentRecord) -> bool:
     to explain). Said in the new record's details either way."""
     changed = [f"{what} {field}" for what in ("plain", "stream")
                for field in ANSWER if (getattr(record, what) or {}).get(field) != (getattr(before, what) or {}).get(field)]
+    record.again = {"after": before.recorded, "changed": changed}
     record.details.append(f"asked again after the record of {before.recorded or 'an undated run'} "
                           f"({', '.join(before.labels)}): "
                           + (f"{', '.join(changed)} not as before" if changed else "answered as before"))

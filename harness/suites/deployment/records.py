@@ -33,6 +33,8 @@ class DeploymentRecord:
     strict: dict | None = None        # the strict parse of the text the model generated (where the runtime shows it)
     seconds: dict | None = None       # {"plain", "stream"}: each request's wall time
     endpoint: str | None = None       # a runtime the user serves: its URL
+    again: dict | None = None         # asked again (--again): {"after" (the earlier record's time), "changed" (the
+                                      # answers' fields not as before, [] when it answered alike)}
     recorded: str | None = None
     schema: int = SCHEMA_VERSION      # as read; to_json writes this harness's schema
 
@@ -62,6 +64,7 @@ class DeploymentRecord:
                    strict=check_field(raw, "strict", (dict, NULL), optional=True),
                    seconds=check_field(raw, "seconds", (dict, NULL), optional=True),
                    endpoint=check_field(raw, "endpoint", (str, NULL), optional=True),
+                   again=check_field(raw, "again", (dict, NULL), optional=True),
                    recorded=check_field(raw, "recorded", (str, NULL), optional=True),
                    schema=check_field(raw, "schema", (int,), optional=True) or 0)
 
@@ -71,7 +74,8 @@ class DeploymentRecord:
                 "model": self.model, "template": self.template, "family": self.family, "case": self.case,
                 "tool_choice": self.tool_choice, "request": self.request, "prompt": self.prompt,
                 "plain": self.plain, "stream": self.stream, "strict": self.strict, "seconds": self.seconds,
-                "recorded": self.recorded, "labels": self.labels, "details": self.details}
+                "recorded": self.recorded, "labels": self.labels, "details": self.details,
+                **({"again": self.again} if self.again is not None else {})}
 
 
 

@@ -92,6 +92,7 @@ def _runtime_sentence(records: list) -> str:
     seconds = sorted(s for r in records for side, s in (r.seconds or {}).items()
                      if isinstance(s, (int, float)) and answered(r, "plain" if side == "plain" else "stream"))
     errors = labelled(records, "runtime-error")
+    again = [r for r in records if isinstance(r.again, dict) and isinstance(r.again.get("changed"), list)]
     if not some:
         return (f"no request was answered: runtime errors in {errors}/{len(records)} records"
                 + _error_words(records))
@@ -107,7 +108,9 @@ def _runtime_sentence(records: list) -> str:
                if required else []),
              *([f"streamed and non-streamed answers differ in {labelled(both, 'stream-differs')}/{len(both)}"]
                if both else []),
-             f"runtime errors in {errors}/{len(records)}" + (_error_words(records) if errors else "")]
+             f"runtime errors in {errors}/{len(records)}" + (_error_words(records) if errors else ""),
+             *([f"asked again (harness deployment --again) in {len(again)}: answered as before in "
+                f"{sum(not r.again['changed'] for r in again)}/{len(again)}"] if again else [])]
     if seconds:
         parts.append(f"median {seconds[len(seconds) // 2]:.1f} s a request answered")
     return "; ".join(parts)
