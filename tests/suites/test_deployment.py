@@ -211,6 +211,31 @@ def test_a_runtime_asked_fewer_cases_than_the_widest_is_named_with_the_command_t
             f"finish: `harness deployment --model {MODEL} --server llama-server-next --cases 1`.") in section
     assert "llama-server-0.3.36-vendored: asked" not in section
     assert f"- {MODEL} on mistralrs: not run yet: `harness deployment --model {MODEL} --server mistralrs" in section
+    assert "records were made before it showed" not in section
+
+
+def test_records_made_before_a_runtime_showed_its_text_are_named_with_the_command_that_asks_them_again(
+        tmp_path, drawn):
+    """A runtime that shows the text the model generated now (its generated_fields) whose records were partly made
+    before it did: the command that gives them the strict path (--again). A runtime that shows none (transformers
+    serve) is not named: asking again would show nothing more."""
+    from harness.suites.deployment.page import _not_served
+
+    case = drawn["irrelevance_93"]
+    old = record(case, "auto", answer("No tool fits."), answer("No tool fits."), runtime="mistralrs-0.9.5",
+                 server="mistralrs")
+    new = record(drawn["simple_python_6"], "auto", answer(FENCE, generated=FENCE), answer(FENCE), generated=FENCE,
+                 runtime="mistralrs-0.9.5", server="mistralrs")
+    unread = record(drawn["simple_python_6"], "required", answer(FENCE, generated_error="lossy"), answer(FENCE),
+                    runtime="mistralrs-0.9.5", server="mistralrs")
+    hf = record(case, "auto", answer("No tool fits."), answer("No tool fits."), runtime="transformers-serve-5.19.0",
+                server="transformers-serve")
+    assert "generated-not-shown" in old.labels and "generated-not-shown" in unread.labels
+    lines = _not_served([old, new, unread, hf])
+    assert (f"- {MODEL} on mistralrs-0.9.5: 1 of its 3 records were made before it showed the text the model "
+            f"generated; to give them the strict path: `harness deployment --model {MODEL} --server mistralrs "
+            f"--cases 1 --again generated-not-shown`.") in lines
+    assert not any("transformers-serve-5.19.0: " in line and "before it showed" in line for line in lines)
 
 
 def test_a_folder_without_deployment_records_gets_no_page(tmp_path):

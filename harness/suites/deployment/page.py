@@ -237,7 +237,8 @@ def _pages(results, records: list, warnings: list) -> tuple:
         lines += [note, ""]
     lines += ["## Not served, or not finished", "", "Each runtime the harness can start or that a script serves, "
               "for each model here, that has no row, and why; then each that was asked fewer cases than the "
-              "model's widest runtime (a run stopped early: the same command goes on where it stopped).", "",
+              "model's widest runtime (a run stopped early: the same command goes on where it stopped); then each "
+              "whose records were partly made before it showed the text the model generated.", "",
               *_not_served(kept), ""]
     lines += ["## What the rows say", "", *sentences(rows, kept, ranks, judged), "",
               "## The runtime's labels", "", "Per record (one case, one tool_choice, asked non-streamed and "
@@ -282,8 +283,9 @@ def _not_served(records: list) -> list:
     (a GGUF without a template on a runtime that takes no template file), or the command that adds the row (for a
     runtime that serves no GGUF file, the script that serves the GGUF dequantized to HF form). Then a line per
     runtime asked fewer cases than the model's widest one: its rows are not ranked beside the others on those
-    cases, and the reader gets the command that finishes them."""
-    out, short = [], []
+    cases, and the reader gets the command that finishes them. Then a line per runtime that shows the text the
+    model generated now but did not when some of its records were made: the command that asks those again."""
+    out, short, unshown = [], [], []
     for model in sorted({r.model["id"] for r in records}):
         served = {r.server for r in records if r.model["id"] == model}
         pin = load_sources().model(model)
@@ -312,7 +314,21 @@ def _not_served(records: list) -> list:
                           f"`harness deployment --endpoint URL --name {runtime} --model {model} --cases {per_model}`")
                 short.append(f"- {model} on {runtime}: asked {sum(counts.values())} of the {widest} cases its "
                              f"widest runtime was asked; to finish: {finish}.")
-    return out + short
+        for runtime in sorted(asked):
+            theirs = [r for r in records if r.model["id"] == model and r.runtime == runtime]
+            server = theirs[0].server
+            if server not in runtimes.RUNTIMES or not (runtimes.get(server).shown_fields
+                                                       or runtimes.get(server).generated_fields):
+                continue
+            # A record whose text the runtime gave but could not be read (llama-cpp-python's lossy token
+            # strings: plain.generated_error) would be asked again for nothing.
+            before = [r for r in theirs if "generated-not-shown" in r.labels
+                      and not (r.plain or {}).get("generated_error")]
+            if before:
+                unshown.append(f"- {model} on {runtime}: {len(before)} of its {len(theirs)} records were made before "
+                               f"it showed the text the model generated; to give them the strict path: "
+                               f"`{_command(server, model, per_model)} --again generated-not-shown`.")
+    return out + short + unshown
 
 
 def _command(server: str, model: str, cases: int) -> str:
