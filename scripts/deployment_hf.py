@@ -121,7 +121,8 @@ def main() -> int:
                    help="cases per category (default 5, as harness deployment: 35 cases, 60 records)")
     p.add_argument("--case", action="append", metavar="ID", help="only this drawn case (repeatable)")
     p.add_argument("--again", metavar="LABEL",
-                   help="also ask again each drawn request whose latest record carries LABEL (harness deployment's)")
+                   help="also ask again each drawn request whose latest record carries LABEL, or is `stale` "
+                        "(harness deployment's --again)")
     p.add_argument("--results-dir", type=Path, default=ROOT / "results", metavar="DIR")
     p.add_argument("--work-dir", type=Path, default=FOLDERS / "serving", metavar="DIR",
                    help=f"server logs and transformers serve's linked folders (default: {FOLDERS / 'serving'})")

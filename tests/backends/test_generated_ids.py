@@ -157,3 +157,44 @@ def test_token_strings_are_the_text_only_where_they_spell_the_content(server):
     # Ids and bytes are read first: a runtime that gives them is not read by its strings.
     VllmLike.answer = with_tokens("token_id:1", "token_id:3", content="x")
     assert "logprob_text" not in chat_answer(url, {}, 10)
+
+
+def test_a_runtime_without_a_fresh_field_gets_its_fresh_request_before_each_request():
+    """llama-cpp-python evaluates a prompt from the longest prefix it shares with the last one: the driver sends
+    its fresh_request (a one-token completion of a prompt no chat prompt starts with) before each request, and a
+    reset that fails is said beside the answer, which stands. A real HTTP server counts what it is sent."""
+    seen, reset_status = [], [200]
+
+    class Counting(VllmLike):
+        def do_POST(self):  # noqa: N802 -- the name http.server calls
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append(self.path)
+            if self.path == "/v1/completions":
+                return self._send(reset_status[0], {"choices": [{"text": "x"}]} if reset_status[0] == 200 else
+                                  {"error": {"message": "boom"}})
+            self._send(200, completion(['{"name"', ': "f"}']))
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Counting)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    runtime = runtimes.get("llama-cpp-python")
+    assert runtime.fresh_marks() == {"before_each": {"path": "/v1/completions", "prompt": "\n", "max_tokens": 1,
+                                                     "temperature": 0.0}}
+    assert runtimes.get("llama-server").fresh_marks() == {"cache_prompt": False}
+    assert runtimes.get("vllm-cpu").fresh_marks() == {}
+    target = driver.Target("llama-cpp-python-x", "llama-cpp-python", base_url=url, served="m",
+                           kind="llama-cpp-python")
+    try:
+        answer = driver._ask(target, chat_answer, url + "/v1/chat/completions", {})
+        assert seen == ["/v1/completions", "/v1/chat/completions"] and "fresh_error" not in answer
+        reset_status[0] = 500
+        answer = driver._ask(target, chat_answer, url + "/v1/chat/completions", {})
+        assert "HTTP 500" in answer["fresh_error"] and url not in answer["fresh_error"]
+        assert answer["content"] == '{"name": "f"}'
+        # A runtime with a field for it (llama-server's cache_prompt) is sent nothing before.
+        seen.clear()
+        driver._ask(driver.Target("llama-server-x", "llama-server", base_url=url, served="m", kind="llama-server"),
+                    chat_answer, url + "/v1/chat/completions", {})
+        assert seen == ["/v1/chat/completions"]
+    finally:
+        httpd.shutdown()

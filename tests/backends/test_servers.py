@@ -184,3 +184,25 @@ def test_llama_cpp_python_shows_what_the_model_wrote_as_its_logprob_tokens(tmp_p
     # Qwen2.5-Coder 0.5B writes the bare JSON object, not its template's <tool_call>: the model's format.
     assert json.loads(answer["generated"])["name"] == "get_weather"
     assert family("hermes").parse(answer["generated"]).deviation == "bare-json"
+
+
+def test_llama_cpp_python_answers_alike_only_from_a_fresh_prompt_state(tmp_path):
+    # It evaluates a prompt from the longest prefix it shares with the last one (no request field turns that
+    # off), and on SmolLM2 the same greedy request asked twice in a row got two answers. Its fresh_request sent
+    # before each (the deployment driver's _ask does) has the non-streamed and the streamed answer alike.
+    from harness.backends import runtimes
+    from harness.backends.chat_answers import chat_answer, chat_stream
+    from harness.suites.deployment import cases, driver
+
+    case = next(c for c in cases.cases(5) if c.id == "irrelevance_93")
+    body = {**cases.body(case, "auto"), "model": "m"}
+    with LocalServer("llama-cpp-python", cached_model(SMOLLM2), alias="m", log_path=tmp_path / "s.log") as server:
+        url = server.base_url + "/v1/chat/completions"
+        first, again = (chat_answer(url, body, 600)["content"] for _ in range(2))
+        target = driver.Target("llama-cpp-python-x", "llama-cpp-python", base_url=server.base_url, served="m",
+                               kind="llama-cpp-python")
+        assert runtimes.get("llama-cpp-python").fresh_request is not None
+        plain = driver._ask(target, chat_answer, url, body)
+        stream = driver._ask(target, chat_stream, url, body)
+    assert first != again, "the cache no longer changes its answer: its fresh_request may be dropped"
+    assert plain["content"] == stream["content"] == first and "fresh_error" not in plain

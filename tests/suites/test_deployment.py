@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.backends import runtimes
 from harness.storage.results import ResultsDir
 from harness.storage.transcripts import read_transcript
 from harness.storage.transcript_writer import TranscriptWriter
@@ -236,6 +237,18 @@ def test_records_made_before_a_runtime_showed_its_text_are_named_with_the_comman
             f"generated; to give them the strict path: `harness deployment --model {MODEL} --server mistralrs "
             f"--cases 1 --again generated-not-shown`.") in lines
     assert not any("transformers-serve-5.19.0: " in line and "before it showed" in line for line in lines)
+    assert not any("evaluated afresh" in line for line in lines)
+    # llama-cpp-python: records asked without the request that now precedes each (its fresh_request).
+    fresh = runtimes.get("llama-cpp-python").fresh_marks()
+    made = [record(drawn[c], "auto", answer("No tool fits."), answer("No tool fits."),
+                   runtime="llama-cpp-python-0.3.36", server="llama-cpp-python")
+            for c in ("irrelevance_93", "simple_python_6")]
+    made[1].request = {**made[1].request, **fresh}
+    lines = _not_served(made)
+    assert (f"- {MODEL} on llama-cpp-python-0.3.36: 1 of its 2 records were asked without what now has each "
+            f"request evaluated afresh (`before_each`), so an answer may have reused what the request before it "
+            f"left (a streamed one, the non-streamed one's): to ask them again: `harness deployment --model {MODEL} "
+            f"--server llama-cpp-python --cases 1 --again stale`.") in lines
 
 
 def test_a_folder_without_deployment_records_gets_no_page(tmp_path):

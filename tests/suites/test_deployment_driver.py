@@ -290,5 +290,14 @@ def test_again_asks_the_requests_whose_latest_record_carries_a_label_and_says_wh
         latest = page.read_records(ResultsDir(results), [])
         assert [r.plain["content"] for r in latest] == ["Nothing here fits."]
         assert main(command + ["--again", "generated-not-shown", "--replay"]) != 0
+        # stale: a record made now is not; one whose switches are not what a record made now holds (asked under
+        # another bound, or without a fresh prompt state) is asked again.
+        asked = said["asked"]
+        assert main(command + ["--again", "stale"]) == 0 and said["asked"] == asked
+        older = dict(lines[2], request={**lines[2]["request"], "max_tokens": 999})
+        with path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(older) + "\n")
+        assert main(command + ["--again", "stale"]) == 0 and said["asked"] == asked + 2
+        assert json.loads(path.read_text(encoding="utf-8").splitlines()[-1])["request"] == lines[2]["request"]
     finally:
         httpd.shutdown()

@@ -61,6 +61,10 @@ class Runtime:
     # Request fields that make each request evaluate its whole prompt afresh, not from what an earlier request
     # left cached: the same greedy request then gets the same answer whichever request came before it.
     fresh_fields: dict = {}
+    # Where it has no such field: (path, body) of a request sent before each one, whose prompt shares no prefix with
+    # the next, so that one is evaluated afresh (llama-cpp-python reuses the longest prefix its last prompt shares
+    # with the next, whatever a request says). None: not needed.
+    fresh_request: tuple | None = None
     # Its prompt length comes from its own rendered text (shows_prompt) or from usage.prompt_tokens.
     shows_prompt = False
     # Request fields it accepts without effect: name -> what it does instead.
@@ -136,6 +140,12 @@ class Runtime:
         """The runtime's own prompt length for a chat request: by default the usage.prompt_tokens of a one-token
         completion of it (the prompt text stays unseen)."""
         return usage_key(base_url, model, body, timeout)
+
+    def fresh_marks(self) -> dict:
+        """What a record of a request to it says was done so the request was evaluated afresh: its fresh_fields
+        (sent in the request), and the request sent before it (`before_each`: fresh_request's path and body)."""
+        path, body = self.fresh_request or (None, None)
+        return {**self.fresh_fields, **({"before_each": {"path": path, **body}} if path else {})}
 
     def generated_text(self, base_url: str, model: str, answer: dict, timeout: float = 120.0) -> str | None:
         """The text of the ids a chat answer (chat_answer's, asked with generated_fields) says were generated, as

@@ -141,8 +141,9 @@ def register(subparsers) -> None:
     p.add_argument("--again", metavar="LABEL",
                    help="also ask again each drawn request whose latest record carries LABEL (or a label of that "
                         "head, e.g. runtime-forgave), such as generated-not-shown after the runtime learned to "
-                        "show it; the new record is appended after the old one, which stays, and says whether "
-                        "the runtime answered as before")
+                        "show it; or, with `stale`, whose record was asked otherwise than one made now (other "
+                        "switches, no fresh prompt state); the new record is appended after the old one, which "
+                        "stays, and says whether the runtime answered as before")
     p.add_argument("--replay", action="store_true",
                    help="instead of serving the model: have scripted models write its committed in-process BFCL "
                         "replies (every mode, the drawn cases) through --server, tool_choice auto, streamed and "

@@ -23,7 +23,7 @@ from harness.backends import runtimes
 from harness.backends.chat_answers import chat_answer, chat_stream
 from harness.backends.openai import Endpoint, identify_runtime
 from harness.backends.servers import LocalServer
-from harness.backends.transport import NOT_NOW
+from harness.backends.transport import NOT_NOW, request_json
 from harness.core import constants
 from harness.core.errors import ServerExitedError, ServerReplyError, ServerStartError
 from harness.core.hashing import sha256_text
@@ -116,7 +116,7 @@ def ask_one(target: Target, request, model: dict, template: dict, family) -> Dep
     # one that was never stopped).
     fresh = runtime.fresh_fields if runtime else {}
     body = {**_sent(runtime, request.body), "model": target.served, **fresh}
-    record = _new_record(target, request, model, template, family, fresh)
+    record = _new_record(target, request, model, template, family, runtime.fresh_marks() if runtime else {})
     record.prompt = _prompt(target, request.body)
     started = time.monotonic()
     record.plain = _ask(target, chat_answer, url, {**body, **shown})
@@ -130,6 +130,26 @@ def ask_one(target: Target, request, model: dict, template: dict, family) -> Dep
     record.recorded = now()
     record.labels, record.details = classify(record, request.body["tools"])
     return record
+
+
+def expected_switches(runtime, request) -> dict:
+    """The switches a record of this request made now holds: a record holding others was asked otherwise
+    (before a fresh prompt state, or under another bound) and is `stale` to --again."""
+    return {**asked.switches(_sent(runtime, request.body)), **(runtime.fresh_marks() if runtime else {})}
+
+
+def _freshen(target: Target) -> str | None:
+    """Send the runtime's fresh_request (where it has one) so the next request is evaluated afresh; a failure to,
+    in words (the answer after it may then have reused what the last request left)."""
+    runtime = target.known
+    if runtime is None or runtime.fresh_request is None:
+        return None
+    path, body = runtime.fresh_request
+    try:
+        request_json(target.base_url + path, {**body, "model": target.served}, TIMEOUT)
+    except ServerReplyError as exc:
+        return str(exc).replace(target.base_url, "")
+    return None
 
 
 def _sent(runtime, body: dict) -> dict:
@@ -155,7 +175,7 @@ def refused(target: Target, request, model: dict, template: dict, family, words:
     nothing it could load (`why`: weights that could not be dequantized): a row with its words, not a gap. Both
     answers carry them as the runtime error they are."""
     runtime = target.known
-    record = _new_record(target, request, model, template, family, runtime.fresh_fields if runtime else {})
+    record = _new_record(target, request, model, template, family, runtime.fresh_marks() if runtime else {})
     error = f"{why}: {words}"
     record.plain, record.stream = {"error": error}, {"error": error}
     record.seconds = {"plain": 0.0, "stream": 0.0}
@@ -188,6 +208,7 @@ def _ask(target: Target, ask, url: str, body: dict) -> dict:
     server = target.local
     used = getattr(server, "cpu_seconds", lambda: None)
     before = used()
+    unfresh = _freshen(target) if target.base_url else None
     answer = ask(url, body, TIMEOUT)
     if answer.get("expired") and server is not None and server.running:
         after = used()
@@ -200,6 +221,7 @@ def _ask(target: Target, ask, url: str, body: dict) -> dict:
         else:
             if before is not None and after is not None:
                 first = f"{first} (the server used {after - before:.1f} s of CPU meanwhile: slow, not hung)"
+            unfresh = _freshen(target)
             answer = ask(url, body, TIMEOUT * SLOW_RETRY)
             answer["asked_again"] = first
             if answer.get("error"):
@@ -213,6 +235,8 @@ def _ask(target: Target, ask, url: str, body: dict) -> dict:
             answer["error"] += " and was started again"
         except ServerStartError as exc:       # the next requests fail alike and are recorded so
             answer["error"] += f" and did not start again: {exc}"
+    if unfresh:
+        answer["fresh_error"] = unfresh
     if target.base_url:
         _decode_generated(target, answer)
         answer.pop("generated_tokens", None)     # the sampled ids: the generated text says what they say
@@ -252,8 +276,9 @@ def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoi
         again: str | None = None) -> Outcome:
     """Ask every request not yet recorded for this model and runtime; each record is written as it lands.
     inflight: against an --endpoint, requests open at once (a cluster answers them side by side). again: a label
-    (or a label's head, `runtime-forgave`); a request whose latest record carries it is asked again and its new
-    record appended after the old one, which stays in the file: the page reads the latest record of a question."""
+    (or a label's head, `runtime-forgave`), or STALE (a record whose switches are not those a record made now
+    holds: expected_switches); a request whose latest record is so is asked again and its new record appended
+    after the old one, which stays in the file: the page reads the latest record of a question."""
     pin, ref, chat = model_setup(model_id)
     family = chat.family if chat else None
     template = {"id": ref.id, "sha256": sha256_text(ref.text)}
@@ -280,9 +305,12 @@ def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoi
     # at once, naming the run that holds it, and one that starts after it skips what it recorded.
     with TranscriptWriter(path, wait=False) as writer, tempfile.TemporaryDirectory(prefix="harness-deploy-") as tmp:
         latest = {r.key(): r for r in read_transcript(path, kinds=(DeploymentRecord,)).records}
-        done = {key for key, r in latest.items() if not (again and carries(r, again))}
         key = lambda r: (target.runtime, model_id, template["sha256"], r.case.id,  # noqa: E731
                          r.case.scenario.hash, r.tool_choice)
+        expected = {key(r): expected_switches(target.known, r) for r in requests}
+        due = (lambda k, r: r.request != expected.get(k)) if again == STALE else (  # noqa: E731
+            lambda k, r: carries(r, again))
+        done = {k for k, r in latest.items() if not (again and due(k, r))}
         todo = [r for r in requests if key(r) not in done]
         out.already = len(requests) - len(todo)
         if not todo:
@@ -316,6 +344,9 @@ def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoi
             if target.local is not None:
                 target.local.stop()
     return out
+
+
+STALE = "stale"         # --again's word for a record asked otherwise than a record made now would be
 
 
 def carries(record: DeploymentRecord, label: str) -> bool:

@@ -238,7 +238,8 @@ def _pages(results, records: list, warnings: list) -> tuple:
     lines += ["## Not served, or not finished", "", "Each runtime the harness can start or that a script serves, "
               "for each model here, that has no row, and why; then each that was asked fewer cases than the "
               "model's widest runtime (a run stopped early: the same command goes on where it stopped); then each "
-              "whose records were partly made before it showed the text the model generated.", "",
+              "whose records were partly asked otherwise than a record made now: without a fresh prompt state, "
+              "or before it showed the text the model generated.", "",
               *_not_served(kept), ""]
     lines += ["## What the rows say", "", *sentences(rows, kept, ranks, judged), "",
               "## The runtime's labels", "", "Per record (one case, one tool_choice, asked non-streamed and "
@@ -317,17 +318,26 @@ def _not_served(records: list) -> list:
         for runtime in sorted(asked):
             theirs = [r for r in records if r.model["id"] == model and r.runtime == runtime]
             server = theirs[0].server
-            if server not in runtimes.RUNTIMES or not (runtimes.get(server).shown_fields
-                                                       or runtimes.get(server).generated_fields):
+            if server not in runtimes.RUNTIMES:
                 continue
             # A record whose text the runtime gave but could not be read (llama-cpp-python's lossy token
             # strings: plain.generated_error) would be asked again for nothing.
-            before = [r for r in theirs if "generated-not-shown" in r.labels
+            shows = runtimes.get(server).shown_fields or runtimes.get(server).generated_fields
+            before = [r for r in theirs if shows and "generated-not-shown" in r.labels
                       and not (r.plain or {}).get("generated_error")]
-            if before:
+            marks = runtimes.get(server).fresh_marks()
+            unfresh = [r for r in theirs if any((r.request or {}).get(k) != v for k, v in marks.items())]
+            if unfresh:
+                unshown.append(f"- {model} on {runtime}: {len(unfresh)} of its {len(theirs)} records were asked "
+                               f"without what now has each request evaluated afresh "
+                               f"({', '.join(f'`{k}`' for k in marks)}), so an answer may have reused what the "
+                               f"request before it left (a streamed one, the non-streamed one's): to ask them again: "
+                               f"`{_command(server, model, max(asked[runtime].values()))} --again stale`.")
+            if before:     # its own draw: the command asks these again and grows nothing
                 unshown.append(f"- {model} on {runtime}: {len(before)} of its {len(theirs)} records were made before "
                                f"it showed the text the model generated; to give them the strict path: "
-                               f"`{_command(server, model, per_model)} --again generated-not-shown`.")
+                               f"`{_command(server, model, max(asked[runtime].values()))} --again "
+                               f"generated-not-shown`.")
     return out + short + unshown
 
 
