@@ -120,7 +120,7 @@ def main() -> int:
     p.add_argument("--cases", type=int, default=5, metavar="N",
                    help="cases per category (default 5, as harness deployment: 35 cases, 60 records)")
     p.add_argument("--case", action="append", metavar="ID", help="only this drawn case (repeatable)")
-    p.add_argument("--again", metavar="LABEL",
+    p.add_argument("--again", action="append", metavar="LABEL",
                    help="also ask again each drawn request whose latest record carries LABEL, or is `stale` "
                         "(harness deployment's --again)")
     p.add_argument("--results-dir", type=Path, default=ROOT / "results", metavar="DIR")
@@ -176,7 +176,7 @@ def main() -> int:
     asked = time.monotonic()
     results = ResultsDir.at(args.results_dir)
     out = driver.run(args.model, results, per_category=args.cases, log=log, only=only or None,
-                     hosted=hosted, again=args.again)
+                     hosted=hosted, again=tuple(args.again or ()))
     requests = 2 * len([r for r in out.written if r.seconds and r.seconds.get("plain")])
     row.update(startup_s=out.startup, written=len(out.written), already=out.already, changed=out.changed,
                asked_s=round(time.monotonic() - asked - (out.startup or 0), 1), requests=requests,

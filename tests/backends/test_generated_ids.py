@@ -128,8 +128,9 @@ def test_logprobs_bytes_are_joined_into_the_text_without_the_stop_token_of_an_an
 
 def test_token_strings_are_the_text_only_where_they_spell_the_content(server):
     """llama-cpp-python gives each token's string decoded alone, no bytes: the pieces of a character split across
-    tokens come back empty, so the join is the text the model wrote only where it equals the content returned
-    beside it; otherwise, or where its handler read a call, the record says the text is not known."""
+    tokens come back empty, so the content returned beside it is the text the model wrote only where the join
+    spells it (the content save such characters); otherwise, or where its handler read a call, the record says
+    the text is not known."""
     def with_tokens(*tokens, content, calls=None):
         message = {"role": "assistant", "content": content,
                    **({"tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
@@ -146,11 +147,17 @@ def test_token_strings_are_the_text_only_where_they_spell_the_content(server):
     assert chat_answer(url, {}, 10)["logprob_text"] == ['{"', "name", '": "f"}']
     answer = driver._ask(target, chat_answer, url, {})
     assert answer["generated"] == '{"name": "f"}' and "logprob_text" not in answer
-    # An emoji split over two tokens, each decoded alone: two empty strings, so the join is short of the content.
-    VllmLike.answer = with_tokens("🙂", " ", "", "", content="🙂 🐞")
+    # An emoji split over two tokens, each decoded alone: two empty strings, and "±" split with a letter beside it.
+    # The join is the content without characters beyond ASCII, each where a token lost one: it spells it.
+    VllmLike.answer = with_tokens("🙂", " ", "", "", " x", " = a", " ", " b", content="🙂 🐞 x = a ± b")
     answer = driver._ask(target, chat_answer, url, {})
-    assert "generated" not in answer and answer["content"] == "🙂 🐞"
-    assert "spell 2 characters where its content has 3" in answer["generated_error"]
+    assert answer["generated"] == "🙂 🐞 x = a ± b" and "generated_error" not in answer
+    # A join that is not the content save such characters (an ASCII character differs, or one is left over).
+    for tokens, content in ((("x = a", " b"), "x = a - b"), (("ab", "c"), "ab"), (("a",), "a±b")):
+        VllmLike.answer = with_tokens(*tokens, content=content)
+        answer = driver._ask(target, chat_answer, url, {})
+        assert "generated" not in answer and answer["content"] == content
+        assert "that are not its content's" in answer["generated_error"]
     VllmLike.answer = with_tokens('{"name": "f"}', content=None, calls=True)
     answer = driver._ask(target, chat_answer, url, {})
     assert "generated" not in answer and "its handler read a call" in answer["generated_error"]

@@ -297,7 +297,7 @@ def test_again_asks_the_requests_whose_latest_record_carries_a_label_and_says_wh
         older = dict(lines[2], request={**lines[2]["request"], "max_tokens": 999})
         with path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(older) + "\n")
-        assert main(command + ["--again", "stale"]) == 0 and said["asked"] == asked + 2
+        assert main(command + ["--again", "runtime-forgave", "--again", "stale"]) == 0 and said["asked"] == asked + 2
         assert json.loads(path.read_text(encoding="utf-8").splitlines()[-1])["request"] == lines[2]["request"]
     finally:
         httpd.shutdown()

@@ -45,23 +45,24 @@ class LlamaCppPython(Runtime):
              and isinstance(api["info"].get("title"), str) and "llama.cpp Python" in api["info"]["title"])
 
     def generated_text(self, base_url: str, model: str, answer: dict, timeout: float = 120.0) -> str | None:
-        """The tokens' strings joined, where they spell its content exactly. Each is decoded alone with undecodable
-        bytes dropped, so the pieces of a character split across tokens are lost (seen: an emoji as two empty
-        strings): the join is the text the model wrote only where it equals what was returned beside it, and the
-        stop token is not among them. Where they differ, or where its handler read a call (then nothing returned
-        is the text to check the join against), the answer says the text is not known."""
+        """Its content, where the tokens' strings joined spell it. Each is decoded alone with undecodable bytes
+        dropped, so the bytes of a character split across tokens are lost (seen: an emoji as two empty strings,
+        "±" and "√" gone from SmolLM2's replies), while its content decodes them all at once: the join spells the
+        content when it is the content without some characters beyond ASCII, each where the tokens lost one. The
+        stop token is not among them. Where the join does not spell it, or where its handler read a call (then
+        nothing returned is the text to check the join against), the answer says the text is not known."""
         pieces = answer.get("logprob_text")
         if not isinstance(pieces, list):
             return None
-        text = "".join(pieces)
+        text, content = "".join(pieces), answer.get("content") or ""
         if answer.get("tool_calls"):
             raise ServerReplyError("its handler read a call, and its logprob tokens (each decoded alone, a character "
                                    "split across tokens lost) cannot be checked against the text it read", False)
-        if text != (answer.get("content") or ""):
+        if not _spells(text, content):
             raise ServerReplyError(f"its logprob tokens (each decoded alone, a character split across tokens lost) "
-                                   f"spell {len(text)} characters where its content has "
-                                   f"{len(answer.get('content') or '')}: the text the model wrote is not known", False)
-        return text
+                                   f"spell {len(text)} characters that are not its content's {len(content)} without "
+                                   f"some beyond ASCII: the text the model wrote is not known", False)
+        return content
 
     def check_startable(self) -> None:
         require("uvicorn", "llama-cpp-python's server")
@@ -86,3 +87,18 @@ def _config(server, settings: dict) -> Path:
     path = server.log_path.with_name(server.log_path.name + ".config.json")
     path.write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
     return path
+
+
+def _spells(joined: str, content: str) -> bool:
+    """Whether the tokens' strings joined are the content with some characters beyond ASCII left out (those whose
+    bytes were split across tokens), in order: every character of the join is the content's next one kept."""
+    rest = iter(content)
+    for char in joined:
+        for have in rest:
+            if have == char:
+                break
+            if ord(have) < 128:
+                return False
+        else:
+            return False
+    return all(ord(have) >= 128 for have in rest)

@@ -55,7 +55,7 @@ def run(args) -> int:
                                f"(--cases {args.cases}; e.g. {', '.join(drawn[:3])})")
     out = driver.run(args.model, args.results_dir, server=args.server, endpoint=args.endpoint, name=args.name,
                      served=args.served_model, per_category=args.cases, log=log, only=only or None,
-                     inflight=args.in_flight, again=args.again)
+                     inflight=args.in_flight, again=tuple(args.again or ()))
     for name, why in out.failed:
         print(f"harness deployment: failed, not recorded: {name}: {why}", file=sys.stderr)
     runtime = args.name or runtimes.get(args.server).record_name
@@ -74,7 +74,8 @@ def run(args) -> int:
           f"recorded{failed} -> {driver.records_path(args.results_dir, args.model)}")
     if args.again:
         asked = len([r for r in out.written if r.again is not None])
-        print(f"asked again ({args.again}): {asked - len(out.changed)} answered as before, {len(out.changed)} not"
+        print(f"asked again ({', '.join(args.again)}): {asked - len(out.changed)} answered as before, "
+              f"{len(out.changed)} not"
               + (f" (e.g. {', '.join(out.changed[:3])}; each record's details say what changed)" if out.changed
                  else ""))
     print(report_hint(args.results_dir))
@@ -138,12 +139,12 @@ def register(subparsers) -> None:
                    help=f"cases per category (default 5: {5 * len(CATEGORIES)} BFCL cases; a larger N extends a "
                         "smaller one's draw, so a run grows and resumes)")
     p.add_argument("--case", action="append", metavar="ID", help="only this drawn case (repeatable)")
-    p.add_argument("--again", metavar="LABEL",
+    p.add_argument("--again", action="append", metavar="LABEL",
                    help="also ask again each drawn request whose latest record carries LABEL (or a label of that "
                         "head, e.g. runtime-forgave), such as generated-not-shown after the runtime learned to "
                         "show it; or, with `stale`, whose record was asked otherwise than one made now (other "
-                        "switches, no fresh prompt state); the new record is appended after the old one, which "
-                        "stays, and says whether the runtime answered as before")
+                        "switches, no fresh prompt state); repeatable, any of them; the new record is appended "
+                        "after the old one, which stays, and says whether the runtime answered as before")
     p.add_argument("--replay", action="store_true",
                    help="instead of serving the model: have scripted models write its committed in-process BFCL "
                         "replies (every mode, the drawn cases) through --server, tool_choice auto, streamed and "

@@ -4,8 +4,8 @@ as an app reads it (harness.backends.chat_answers) and recorded with its labels 
 
 The non-streamed request also asks the runtime to show what the model generated (its `shown_fields`:
 llama-server's `verbose`, which changes nothing it generates or parses; or its `generated_fields`: vLLM's
-logprobs as token ids, decoded by its own /detokenize, mistral.rs' logprobs' bytes, or llama-cpp-python's token
-strings where they spell its content); that text, after the runtime's own
+logprobs as token ids, decoded by its own /detokenize, mistral.rs' logprobs' bytes, or llama-cpp-python's content
+where its token strings spell it); that text, after the runtime's own
 prompt (llama-server's /apply-template), is read by the strict parser of the model's family: the strict path on
 the same server. A request that kills a server the harness started is recorded as a runtime error and the
 server started again, and one that gets no answer by its deadline while the server runs is asked once more with
@@ -273,12 +273,12 @@ def unanswered(record: DeploymentRecord) -> str | None:
 def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoint: str | None = None,
         name: str | None = None, served: str | None = None, per_category: int = asked.DEFAULT_CASES,
         log=print, only: set | None = None, hosted: Hosted | None = None, inflight: int = 1,
-        again: str | None = None) -> Outcome:
+        again: tuple = ()) -> Outcome:
     """Ask every request not yet recorded for this model and runtime; each record is written as it lands.
-    inflight: against an --endpoint, requests open at once (a cluster answers them side by side). again: a label
+    inflight: against an --endpoint, requests open at once (a cluster answers them side by side). again: labels
     (or a label's head, `runtime-forgave`), or STALE (a record whose switches are not those a record made now
-    holds: expected_switches); a request whose latest record is so is asked again and its new record appended
-    after the old one, which stays in the file: the page reads the latest record of a question."""
+    holds: expected_switches); a request whose latest record is any of them is asked again and its new record
+    appended after the old one, which stays in the file: the page reads the latest record of a question."""
     pin, ref, chat = model_setup(model_id)
     family = chat.family if chat else None
     template = {"id": ref.id, "sha256": sha256_text(ref.text)}
@@ -308,9 +308,9 @@ def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoi
         key = lambda r: (target.runtime, model_id, template["sha256"], r.case.id,  # noqa: E731
                          r.case.scenario.hash, r.tool_choice)
         expected = {key(r): expected_switches(target.known, r) for r in requests}
-        due = (lambda k, r: r.request != expected.get(k)) if again == STALE else (  # noqa: E731
-            lambda k, r: carries(r, again))
-        done = {k for k, r in latest.items() if not (again and due(k, r))}
+        due = lambda k, r: any(r.request != expected.get(k) if which == STALE else carries(r, which)  # noqa: E731
+                               for which in again)
+        done = {k for k, r in latest.items() if not due(k, r)}
         todo = [r for r in requests if key(r) not in done]
         out.already = len(requests) - len(todo)
         if not todo:
