@@ -113,7 +113,8 @@ def ask_one(target: Target, request, model: dict, template: dict, family) -> Dep
     shown = {**runtime.shown_fields, **runtime.generated_fields} if runtime else {}
     # Each request from a fresh prompt: the streamed one would otherwise reuse what the non-streamed one cached,
     # and stream-differs would count the cache's doing, not the stream's (and a resumed run would differ from
-    # one that was never stopped).
+    # one that was never stopped). The runtime's fresh_fields go in the request; a runtime without such a field
+    # is sent its fresh_request before each one (_ask), and the record's switches say which.
     fresh = runtime.fresh_fields if runtime else {}
     body = {**_sent(runtime, request.body), "model": target.served, **fresh}
     record = _new_record(target, request, model, template, family, runtime.fresh_marks() if runtime else {})
