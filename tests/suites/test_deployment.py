@@ -234,8 +234,8 @@ def test_records_made_before_a_runtime_showed_its_text_are_named_with_the_comman
     assert "generated-not-shown" in old.labels and "generated-not-shown" in unread.labels
     lines = _not_served([old, new, unread, hf])
     assert (f"- {MODEL} on mistralrs-0.9.5: 1 of its 3 records were made before it showed the text the model "
-            f"generated; to give them the strict path: `harness deployment --model {MODEL} --server mistralrs "
-            f"--cases 1 --again generated-not-shown`.") in lines
+            f"generated, so they lack the strict path; to ask them again: `harness deployment --model {MODEL} "
+            f"--server mistralrs --cases 1 --again generated-not-shown`.") in lines
     assert not any("transformers-serve-5.19.0: " in line and "before it showed" in line for line in lines)
     assert not any("evaluated afresh" in line for line in lines)
     # llama-cpp-python: records asked without the request that now precedes each (its fresh_request).
@@ -247,8 +247,9 @@ def test_records_made_before_a_runtime_showed_its_text_are_named_with_the_comman
     lines = _not_served(made)
     assert (f"- {MODEL} on llama-cpp-python-0.3.36: 1 of its 2 records were asked without what now has each "
             f"request evaluated afresh (`before_each`), so an answer may have reused what the request before it "
-            f"left (a streamed one, the non-streamed one's): to ask them again: `harness deployment --model {MODEL} "
-            f"--server llama-cpp-python --cases 1 --again stale`.") in lines
+            f"left (a streamed one, the non-streamed one's); 2 of its 2 records were made before it showed the "
+            f"text the model generated, so they lack the strict path; to ask them again: `harness deployment "
+            f"--model {MODEL} --server llama-cpp-python --cases 1 --again stale --again generated-not-shown`.") in lines
 
 
 def test_a_folder_without_deployment_records_gets_no_page(tmp_path):

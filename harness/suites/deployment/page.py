@@ -327,17 +327,19 @@ def _not_served(records: list) -> list:
                       and not (r.plain or {}).get("generated_error")]
             marks = runtimes.get(server).fresh_marks()
             unfresh = [r for r in theirs if any((r.request or {}).get(k) != v for k, v in marks.items())]
+            said, flags = [], []
             if unfresh:
-                unshown.append(f"- {model} on {runtime}: {len(unfresh)} of its {len(theirs)} records were asked "
-                               f"without what now has each request evaluated afresh "
-                               f"({', '.join(f'`{k}`' for k in marks)}), so an answer may have reused what the "
-                               f"request before it left (a streamed one, the non-streamed one's): to ask them again: "
-                               f"`{_command(server, model, max(asked[runtime].values()))} --again stale`.")
-            if before:     # its own draw: the command asks these again and grows nothing
-                unshown.append(f"- {model} on {runtime}: {len(before)} of its {len(theirs)} records were made before "
-                               f"it showed the text the model generated; to give them the strict path: "
-                               f"`{_command(server, model, max(asked[runtime].values()))} --again "
-                               f"generated-not-shown`.")
+                said.append(f"{len(unfresh)} of its {len(theirs)} records were asked without what now has each "
+                            f"request evaluated afresh ({', '.join(f'`{k}`' for k in marks)}), so an answer may "
+                            f"have reused what the request before it left (a streamed one, the non-streamed one's)")
+                flags.append("--again stale")
+            if before:
+                said.append(f"{len(before)} of its {len(theirs)} records were made before it showed the text the "
+                            f"model generated, so they lack the strict path")
+                flags.append("--again generated-not-shown")
+            if said:     # its own draw: the command asks these again and grows nothing
+                unshown.append(f"- {model} on {runtime}: {'; '.join(said)}; to ask them again: "
+                               f"`{_command(server, model, max(asked[runtime].values()))} {' '.join(flags)}`.")
     return out + short + unshown
 
 
