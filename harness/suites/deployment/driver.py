@@ -33,6 +33,7 @@ from harness.storage.transcript_writer import TranscriptWriter
 from harness.live.opening import N_CTX, template_chat
 from harness.pins.sources import load_sources, model_path
 from harness.suites.deployment import cases as asked
+from harness.suites.deployment.again import STALE, asked_alike, carries
 from harness.suites.deployment.judging import classify, strict_parse
 from harness.suites.deployment.records import DeploymentRecord
 
@@ -345,31 +346,6 @@ def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoi
             if target.local is not None:
                 target.local.stop()
     return out
-
-
-STALE = "stale"         # --again's word for a record asked otherwise than a record made now would be
-
-
-def carries(record: DeploymentRecord, label: str) -> bool:
-    """Whether the record carries the label, or a label of that head (`runtime-forgave` for
-    `runtime-forgave:bare-json`)."""
-    return any(have == label or have.startswith(label + ":") for have in record.labels)
-
-
-ANSWER = ("status", "content", "reasoning", "tool_calls", "finish_reason")
-
-
-def asked_alike(record: DeploymentRecord, before: DeploymentRecord) -> bool:
-    """A request asked again (--again): whether the runtime answered as it did before, streamed and not (what an
-    app receives: a greedy answer with a fixed seed that changes between runs is the runtime's, or its build's,
-    to explain). Said in the new record's details either way."""
-    changed = [f"{what} {field}" for what in ("plain", "stream")
-               for field in ANSWER if (getattr(record, what) or {}).get(field) != (getattr(before, what) or {}).get(field)]
-    record.again = {"after": before.recorded, "changed": changed}
-    record.details.append(f"asked again after the record of {before.recorded or 'an undated run'} "
-                          f"({', '.join(before.labels)}): "
-                          + (f"{', '.join(changed)} not as before" if changed else "answered as before"))
-    return not changed
 
 
 def _answered(todo: list, ask, inflight: int):
