@@ -17,10 +17,10 @@ def carries(record: DeploymentRecord, label: str) -> bool:
 ANSWER = ("status", "content", "reasoning", "tool_calls", "finish_reason")
 
 
-def asked_alike(record: DeploymentRecord, before: DeploymentRecord) -> bool:
-    """A request asked again (--again): whether the runtime answered as it did before, streamed and not (what an
-    app receives: a greedy answer with a fixed seed that changes between runs is the runtime's, or its build's,
-    to explain). Said in the new record's details either way."""
+def mark_asked_again(record: DeploymentRecord, before: DeploymentRecord) -> bool:
+    """Write into a request's new record (--again) what changed against its earlier one, streamed and not (its
+    `again` field and a line of its details); True where the runtime answered as before (what an app receives: a
+    greedy answer with a fixed seed that changes between runs is the runtime's, or its build's, to explain)."""
     changed = [f"{what} {field}" for what in ("plain", "stream")
                for field in ANSWER if (getattr(record, what) or {}).get(field) != (getattr(before, what) or {}).get(field)]
     record.again = {"after": before.recorded, "changed": changed}

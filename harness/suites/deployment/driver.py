@@ -33,7 +33,7 @@ from harness.storage.transcript_writer import TranscriptWriter
 from harness.live.opening import N_CTX, template_chat
 from harness.pins.sources import load_sources, model_path
 from harness.suites.deployment import cases as asked
-from harness.suites.deployment.again import STALE, asked_alike, carries
+from harness.suites.deployment.again import STALE, carries, mark_asked_again
 from harness.suites.deployment.judging import classify, strict_parse
 from harness.suites.deployment.records import DeploymentRecord
 
@@ -118,7 +118,7 @@ def ask_one(target: Target, request, model: dict, template: dict, family) -> Dep
     # is sent its fresh_request before each one (_ask), and the record's switches say which.
     fresh = runtime.fresh_fields if runtime else {}
     body = {**_sent(runtime, request.body), "model": target.served, **fresh}
-    record = _new_record(target, request, model, template, family, runtime.fresh_marks() if runtime else {})
+    record = _new_record(target, request, model, template, family)
     record.prompt = _prompt(target, request.body)
     started = time.monotonic()
     record.plain = _ask(target, chat_answer, url, {**body, **shown})
@@ -135,8 +135,8 @@ def ask_one(target: Target, request, model: dict, template: dict, family) -> Dep
 
 
 def expected_switches(runtime, request) -> dict:
-    """The switches a record of this request made now holds: a record holding others was asked otherwise
-    (before a fresh prompt state, or under another bound) and is `stale` to --again."""
+    """The switches a record of this request holds (every record is made with them): one holding others was
+    asked otherwise (before a fresh prompt state, or under another bound) and is `stale` to --again."""
     return {**asked.switches(_sent(runtime, request.body)), **(runtime.fresh_marks() if runtime else {})}
 
 
@@ -161,12 +161,12 @@ def _sent(runtime, body: dict) -> dict:
     return {k: v for k, v in body.items() if k not in refused}
 
 
-def _new_record(target: Target, request, model: dict, template: dict, family, fresh: dict) -> DeploymentRecord:
+def _new_record(target: Target, request, model: dict, template: dict, family) -> DeploymentRecord:
     runtime = target.known
     return DeploymentRecord(
         runtime=target.runtime, server=target.server, model=model, template=template, family=family,
         case={"id": request.case.id, "category": request.case.category, "hash": request.case.scenario.hash},
-        tool_choice=request.tool_choice, labels=[], request={**asked.switches(_sent(runtime, request.body)), **fresh},
+        tool_choice=request.tool_choice, labels=[], request=expected_switches(runtime, request),
         endpoint=target.endpoint)
 
 
@@ -176,8 +176,7 @@ def refused(target: Target, request, model: dict, template: dict, family, words:
     process ended before it was ready: an architecture it lacks, a file it cannot read), or because there was
     nothing it could load (`why`: weights that could not be dequantized): a row with its words, not a gap. Both
     answers carry them as the runtime error they are."""
-    runtime = target.known
-    record = _new_record(target, request, model, template, family, runtime.fresh_marks() if runtime else {})
+    record = _new_record(target, request, model, template, family)
     error = f"{why}: {words}"
     record.plain, record.stream = {"error": error}, {"error": error}
     record.seconds = {"plain": 0.0, "stream": 0.0}
@@ -309,7 +308,7 @@ def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoi
         latest = {r.key(): r for r in read_transcript(path, kinds=(DeploymentRecord,)).records}
         key = lambda r: (target.runtime, model_id, template["sha256"], r.case.id,  # noqa: E731
                          r.case.scenario.hash, r.tool_choice)
-        expected = {key(r): expected_switches(target.known, r) for r in requests}
+        expected = {key(r): expected_switches(target.known, r) for r in requests} if STALE in again else {}
         due = lambda k, r: any(r.request != expected.get(k) if which == STALE else carries(r, which)  # noqa: E731
                                for which in again)
         done = {k for k, r in latest.items() if not due(k, r)}
@@ -337,7 +336,7 @@ def run(model_id: str, results: ResultsDir, *, server: str | None = None, endpoi
                 if why:
                     out.failed.append((request.name, why))
                     continue
-                if (before := latest.get(key(request))) is not None and not asked_alike(record, before):
+                if (before := latest.get(key(request))) is not None and not mark_asked_again(record, before):
                     out.changed.append(request.name)
                 writer.append(record)
                 out.written.append(record)
