@@ -21,12 +21,12 @@ clears the flag in llama.cpp's default model parameters and then runs llama_cpp.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import errno
 import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -93,22 +93,17 @@ def cmake_build_number(archive: str) -> int | None:
     return None
 
 
-PR_SET_PDEATHSIG = 1     # linux/prctl.h
+# Every server is started through this file (python -I -S TIED_EXEC PARENT_PID COMMAND...): the kernel kills the
+# server when the process that started it dies, however it dies (a SIGKILL leaves no atexit), so no server outlives
+# its run answering on its port. Not a preexec_fn: that runs Python between fork and exec, which can hang for good
+# when another thread held a lock at the fork (servers are started from worker threads). Linux only; the signal
+# is tied to the thread that forks, and a server is stopped before the thread that started it ends.
+TIED_EXEC = Path(__file__).with_name("tied_exec.py")
 
 
-def _die_with_parent(parent: int):
-    """preexec_fn for a server: the kernel sends it SIGKILL when the process that started it dies, however it
-    dies (a SIGKILL leaves no atexit), so no server outlives its run answering on its port. Linux only; the
-    signal is tied to the thread that forks, which for LocalServer is the main thread."""
-    def preexec():
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):
-            return
-        if os.getppid() != parent:      # the parent died before prctl took effect
-            os._exit(1)
-    return preexec
+def tied_command(command: list, parent: int | None = None) -> list:
+    """The command as started: through tied_exec.py, under this python, tied to `parent` (this process)."""
+    return [sys.executable, "-I", "-S", str(TIED_EXEC), str(parent or os.getpid()), *map(str, command)]
 
 
 def port_taken(port: int) -> bool:
@@ -245,8 +240,8 @@ class LocalServer:
             log.write(f"$ {subprocess.list2cmdline(command)}\n".encode())
             log.flush()
             self._log_start = log.tell()
-            self._proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
-                                          stderr=subprocess.STDOUT, preexec_fn=_die_with_parent(os.getpid()))
+            self._proc = subprocess.Popen(tied_command(command), stdin=subprocess.DEVNULL, stdout=log,
+                                          stderr=subprocess.STDOUT)
         _RUNNING.add(self)
 
     def _wait_ready(self) -> None:

@@ -24,6 +24,7 @@ import resource
 import signal
 import threading
 import time
+from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable
 
 from harness.core.errors import HarnessError, RenderLimitError, TemplateError
@@ -144,6 +145,7 @@ class _Worker:
         context = multiprocessing.get_context("fork")
         self.owner = os.getpid()       # a forked copy of this process must start a child of its own
         self.conn, child_end = context.Pipe()
+        self.sending: threading.Thread | None = None
         self.clock = context.RawArray("d", 2)       # the running render's start (monotonic) and budget
         # The death signal follows the thread that forks, so only a child forked by the main thread takes it.
         tied = threading.current_thread() is threading.main_thread()
@@ -161,7 +163,12 @@ class _Worker:
     def map(self, func: Callable, items: list, seconds: float) -> tuple:
         """(the answers received, None) or (those before the failing item, its RenderLimitError)."""
         self.clock[0], self.clock[1] = time.monotonic(), seconds
-        self.conn.send((func, items, seconds))
+        # Pickled here (what cannot be pickled raises to the caller), written by a thread of its own: a child that
+        # never reads (hung before its first read) would leave a batch larger than the pipe holds waiting here
+        # forever, where the deadline below ends it (the child is then killed and the write fails).
+        data = ForkingPickler.dumps((func, items, seconds))
+        self.sending = threading.Thread(target=_write, args=(self.conn, data), daemon=True, name="harness-render-send")
+        self.sending.start()
         got: list = []
         while len(got) < len(items):
             start, budget = self.clock[0], self.clock[1]
@@ -189,7 +196,16 @@ class _Worker:
         if self.process.is_alive():
             self.process.kill()
         self.process.join(5)
+        if self.sending is not None:      # its write fails once the child is gone: closed after it, not under it
+            self.sending.join(5)
         self.conn.close()
+
+
+def _write(conn, data) -> None:
+    try:
+        conn.send_bytes(data)
+    except Exception:  # noqa: BLE001 -- the child died or was killed: the reader says how
+        pass
 
 
 def _death(code: int | None, budget: float) -> str:

@@ -84,3 +84,71 @@ def test_an_impostor_on_the_picked_port_is_not_taken_for_the_server(tmp_path, mo
                                                    rf"127.0.0.1:{port} \({os.getpid()} \("):
             server.start()
     assert not server.running
+
+
+TIED_PARENT = """
+import subprocess, sys, time
+from harness.backends.servers import tied_command
+child = subprocess.Popen(tied_command(["sleep", "3600"]))
+time.sleep(0.2)
+print(child.pid, flush=True)
+time.sleep(3600)
+"""
+
+
+def test_a_tied_command_keeps_its_pid_and_dies_with_its_killed_parent():
+    # What LocalServer starts every server through (no preexec_fn: no Python runs between fork and exec, so a
+    # server started from a worker thread cannot hang on a lock another thread held at the fork).
+    parent = subprocess.Popen([sys.executable, "-c", TIED_PARENT], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    pid = None
+    try:
+        pid = int(parent.stdout.readline())
+        for _ in range(600):                          # a hang guard, not a measurement: the exec is under way
+            if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] == b"sleep":
+                break
+            time.sleep(0.1)
+        assert Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", b"3600"]
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        for _ in range(600):                          # a hang guard, not a measurement
+            if _state(pid) in (None, "Z"):
+                break
+            time.sleep(0.1)
+        assert _state(pid) in (None, "Z"), "the command outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        if pid and _state(pid) not in (None, "Z"):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_tied_command_whose_parent_is_gone_or_which_cannot_run_says_so(tmp_path):
+    from harness.backends.servers import tied_command
+    gone = subprocess.run(tied_command(["touch", str(tmp_path / "never")], parent=1), capture_output=True, text=True)
+    assert gone.returncode == 1 and not (tmp_path / "never").exists()
+    missing = subprocess.run(tied_command(["/nonexistent/llama-server", "--port", "1"]), capture_output=True,
+                             text=True)
+    assert missing.returncode == 127
+    assert "cannot run /nonexistent/llama-server: [Errno 2] No such file or directory" in missing.stderr
+
+
+def test_a_server_is_started_without_python_between_fork_and_exec(tmp_path, monkeypatch):
+    import harness.backends.servers as servers
+    seen = {}
+
+    class Spawned(Exception):
+        pass
+
+    def popen(command, **kwargs):
+        seen.update(kwargs, command=command)
+        raise Spawned
+
+    monkeypatch.setattr(servers.subprocess, "Popen", popen)
+    server = LocalServer("llama-server", tmp_path / "model.gguf", binary=tmp_path / "llama-server",
+                         log_path=tmp_path / "server.log")
+    with pytest.raises(Spawned):
+        server.start()
+    assert seen.get("preexec_fn") is None
+    assert seen["command"][:5] == [sys.executable, "-I", "-S", str(servers.TIED_EXEC), str(os.getpid())]
+    assert seen["command"][5] == str(tmp_path / "llama-server")

@@ -149,3 +149,38 @@ def test_a_terminate_ends_the_render_process_whatever_sigterm_handler_the_comman
     finally:
         signal.signal(signal.SIGTERM, previous)
         render_worker.stop()
+
+
+def _never_reads():
+    import time
+    time.sleep(3600)
+
+
+def test_a_render_process_that_never_reads_its_batch_is_killed_at_the_deadline(monkeypatch):
+    # A child hung before its first read (as a fork can hang on a lock another thread held): a batch larger
+    # than the pipe holds must not leave the parent blocked in its write.
+    import threading
+    render_worker.stop()
+    monkeypatch.setattr(render_worker, "_cap_memory", _never_reads)        # runs in the child before it reads
+    got = {}
+    big = [{"role": "user", "content": "x" * (4 << 20)}]
+
+    def ask():
+        try:
+            got["answer"] = render_worker.map_calls(len, [big], seconds=0.5)
+        except BaseException as exc:  # noqa: BLE001
+            got["answer"] = exc
+
+    asking = threading.Thread(target=ask, daemon=True)
+    asking.start()
+    asking.join(300)                   # a hang guard, not a measurement: the deadline is half a second
+    hung = asking.is_alive()
+    if hung:                           # the child killed, the write fails and the lock the stop needs is let go
+        render_worker._worker.process.kill()
+        asking.join(60)
+    monkeypatch.undo()
+    render_worker.stop()
+    assert not hung, "the parent waited on a child that never reads"
+    (ok, error), = got["answer"]
+    assert not ok and isinstance(error, RenderLimitError) and "longer than 0.5 s" in str(error)
+    assert render("{{ messages[0].content }}", USER) == "hi"
