@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import re
 import shutil
 import tempfile
+import threading
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,7 +190,8 @@ def build_models(directory: Path, stem: str, profile: str, template: str, models
     build = build_rotary if rotary else build_standin
     for path, turns in planned:
         if not path.is_file():
-            tmp = path.with_suffix(".part")
+            # A name of this writer's own: two writers of one model must not write into one file.
+            tmp = path.with_name(f"{path.stem}.{os.getpid()}-{threading.get_ident()}.part")
             build(tmp, profile, turns, vocab=vocab, template=template, quantized=QUANTIZED)
             tmp.replace(path)
     return [path for path, _ in planned]

@@ -101,6 +101,11 @@ def test_the_suite_gives_mistralrs_rotary_scripted_models_and_records_what_it_do
         r = by[name]
         assert r.labels == ["agree"] and r.model.endswith(".gguf") and "-llama-" in r.model, name
         assert r.plain["completion_tokens"] == r.reply_tokens and r.key["tokens"] == r.plain["prompt_tokens"]
+    # Its two workers split the three requests, each in a folder of its own (its servers' logs there; its models
+    # deleted after it, never under the other worker's server).
+    folders = sorted(p.name for p in (tmp_path / "work").iterdir())
+    assert folders == ["worker-0", "worker-1"], folders
+    assert all(list((tmp_path / "work" / f).glob("*.log")) for f in folders)
 
 
 def test_logprobs_asked_are_written_back_with_each_tokens_bytes():

@@ -80,3 +80,30 @@ def test_turns_share_a_model_unless_their_positions_overlap():
     assert [[(s.after, s.requests) for s in m.slots] for m in models] == \
         [[(10, ["x", "y"]), (20, ["w"])], [(12, ["z"])]]
     assert refused and refused[0][0] == "v" and "do not fit" in refused[0][1]
+
+
+def test_two_writers_of_one_model_each_write_a_file_of_their_own_before_it_takes_its_name(tmp_path, monkeypatch):
+    # Two conformance workers can plan the same model (one case under two tool_choice values): each writes its
+    # own part file, and the named file is always a whole one.
+    import threading
+    from harness.scripted import plan as plan_module
+
+    written, both = [], threading.Barrier(2)
+
+    def build(tmp, profile, turns, **kwargs):
+        both.wait(30)                       # both writers are in the build at once
+        tmp.write_bytes(b"model")
+        written.append(tmp.name)
+
+    monkeypatch.setattr(plan_module, "build_standin", build)
+    models, _ = pack([("a", 5, (1, 2))])
+    paths = []
+    writers = [threading.Thread(target=lambda: paths.append(plan_module.build_models(
+        tmp_path, "stem", "qwen2.5", "{{ x }}", models))) for _ in range(2)]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(60)
+    assert len(written) == 2 and written[0] != written[1] and all(n.endswith(".part") for n in written)
+    assert paths[0] == paths[1] and paths[0][0].read_bytes() == b"model"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [paths[0][0].name]

@@ -335,20 +335,28 @@ def run_suite(kind: str, runtime: str, templates: list, path: Path, workdir: Pat
                         if (sha, r.case.name, case_hash(r.case), r.variant) not in done]
             if requests:
                 todo.append((ref, corpus, requests))
-        def work(share: list, stop: threading.Event | None = None) -> list:
+        def work(share: list, stop: threading.Event | None = None, folder: Path = Path(workdir)) -> list:
             out = []
+            folder.mkdir(parents=True, exist_ok=True)
             for chunk in share:
                 if stop is not None and stop.is_set():
                     break
-                runs = [(TemplateRun(kind, runtime, ref, corpus, workdir, writer, log, binary=binary, build=build),
+                runs = [(TemplateRun(kind, runtime, ref, corpus, folder, writer, log, binary=binary, build=build),
                          requests) for ref, corpus, requests in chunk]
                 for run, _ in runs:
                     run.stop = stop
-                out += _run_chunk(kind, workdir, runs, keep, binary)
+                out += _run_chunk(kind, folder, runs, keep, binary)
             return out
 
         each = shares(todo, runtimes.get(kind).conformance_workers)
-        written += work(each[0]) if len(each) == 1 else in_workers(work, each)
+        if len(each) == 1:
+            written += work(each[0])
+        else:
+            # Each worker builds, serves and deletes its models in a folder of its own: two workers can plan a
+            # model of the same name (one case under two tool_choice values, split between them), and one
+            # worker's clean-up must not delete a file the other is about to serve.
+            folders = [Path(workdir) / f"worker-{i}" for i in range(len(each))]
+            written += in_workers(lambda share, stop: work(share[1], stop, share[0]), list(zip(folders, each)))
     return written, skipped
 
 
