@@ -427,3 +427,22 @@ def test_records_asked_again_are_counted_with_how_many_were_answered_as_before(d
         [alike, changed, plain])
     assert "asked again" not in _runtime_sentence([plain])
     assert "again" not in plain.to_json() and DeploymentRecord.from_json(changed.to_json()).again == changed.again
+
+
+def test_a_stream_that_only_lacks_characters_beyond_ascii_is_said_so_and_a_cut_character_is_not(drawn):
+    from harness.core.lost_characters import lost_beyond_ascii
+    from harness.suites.deployment.sentences import _runtime_sentence
+
+    assert lost_beyond_ascii("北 and 上", "北京 and 上海") == 2 and lost_beyond_ascii("same", "same") == 0
+    assert lost_beyond_ascii("北 an 上海", "北京 and 上海") is None          # an ASCII character missing
+    assert lost_beyond_ascii("北京 and 上海!", "北京 and 上海") is None       # one added
+    assert lost_beyond_ascii("京北", "北京") is None                          # another order
+    case = next(c for c in drawn.values() if c.category == "irrelevance")
+    split = record(case, "auto", answer("北京 and 上海"), answer("北 and 上"))
+    cut = record(case, "auto", answer("เมน\ufffd"), answer("เมน"))
+    other = record(case, "auto", answer("Paris"), answer("Pari"))
+    assert all("stream-differs" in r.labels for r in (split, cut, other))
+    said = _runtime_sentence([split, cut, other])
+    assert "streamed and non-streamed answers differ in 3/3 (in 1 the streamed content is the non-streamed one " \
+           "with characters beyond ASCII left out" in said
+    assert "differ in 2/2;" in _runtime_sentence([cut, other])

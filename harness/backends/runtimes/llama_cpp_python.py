@@ -12,6 +12,7 @@ from pathlib import Path
 from harness.backends.runtimes.base import Runtime
 from harness.core.constants import BINDING_ARCHIVE, BINDING_VERSION
 from harness.core.errors import ServerReplyError
+from harness.core.lost_characters import lost_beyond_ascii
 from harness.core.extras import require
 
 
@@ -58,7 +59,7 @@ class LlamaCppPython(Runtime):
         if answer.get("tool_calls"):
             raise ServerReplyError("its handler read a call, and its logprob tokens (each decoded alone, a character "
                                    "split across tokens lost) cannot be checked against the text it read", False)
-        if not _spells(text, content):
+        if lost_beyond_ascii(text, content) is None:
             raise ServerReplyError(f"its logprob tokens (each decoded alone, a character split across tokens lost) "
                                    f"spell {len(text)} characters that are not its content's {len(content)} without "
                                    f"some beyond ASCII: the text the model wrote is not known", False)
@@ -88,17 +89,3 @@ def _config(server, settings: dict) -> Path:
     path.write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
     return path
 
-
-def _spells(joined: str, content: str) -> bool:
-    """Whether the tokens' strings joined are the content with some characters beyond ASCII left out (those whose
-    bytes were split across tokens), in order: every character of the join is the content's next one kept."""
-    rest = iter(content)
-    for char in joined:
-        for have in rest:
-            if have == char:
-                break
-            if ord(have) < 128:
-                return False
-        else:
-            return False
-    return all(ord(have) >= 128 for have in rest)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from harness import families
+from harness.core.lost_characters import lost_beyond_ascii
 from harness.evaluation.judging import answer_summary, arguments_object, fork, judge, text
 from harness.evaluation.scoring import is_call_attempt, judged_parse
 
@@ -56,6 +57,19 @@ def _same(a: dict, b: dict) -> bool:
         return (text(x.get("content")), text(x.get("reasoning")),
                 [(c.get("name"), arguments_object(c.get("arguments"))) for c in x.get("tool_calls") or []])
     return shape(a) == shape(b)
+
+
+def characters_dropped(plain: dict | None, stream: dict | None) -> int:
+    """How many characters beyond ASCII the streamed content lacks where that is all that differs (the same
+    calls, the same reasoning, the non-streamed content with those characters left out): what a stream that
+    decodes each token alone loses where a character's bytes span two tokens. 0 otherwise, and where the
+    non-streamed content holds a replacement character (a reply cut inside a character decodes its last bytes
+    to U+FFFD, which a stream withholds: another cause)."""
+    if not plain or not stream or plain.get("error") or stream.get("error") or "\ufffd" in text(plain.get("content")):
+        return 0
+    if not _same({**plain, "content": None}, {**stream, "content": None}):
+        return 0
+    return lost_beyond_ascii(text(stream.get("content")), text(plain.get("content"))) or 0
 
 
 def classify(record, tools: list) -> tuple:

@@ -11,7 +11,7 @@ from harness.backends.transport import error_words
 from harness.evaluation.judging import label_head
 from harness.evaluation.scoring import wilson
 from harness.suites.bfcl.judging import valid_verdict
-from harness.suites.deployment.judging import errored
+from harness.suites.deployment.judging import characters_dropped, errored
 from harness.suites.deployment.rows import place
 
 WORDS = 160      # characters of a runtime's error message a sentence quotes
@@ -84,6 +84,8 @@ def _runtime_sentence(records: list) -> str:
     some = [r for r in records if answered(r, "plain") or answered(r, "stream")]
     plain = [r for r in records if answered(r, "plain")]
     both = [r for r in records if answered(r, "plain") and answered(r, "stream")]
+    dropped = sum(any(label_head(x) == "stream-differs" for x in r.labels) and characters_dropped(r.plain, r.stream)
+                  > 0 for r in both)
     required = [r for r in some if r.tool_choice == "required"]
     shown = [r for r in plain if r.strict is not None]
     read_alike = sum(not any(label_head(x) in ("runtime-forgave", "runtime-dropped-call", "calls-differ")
@@ -106,7 +108,10 @@ def _runtime_sentence(records: list) -> str:
              "the runtime does not show the text the model generated, so only its reading is judged",
              *([f"tool_choice required ignored in {labelled(required, 'required-ignored')}/{len(required)}"]
                if required else []),
-             *([f"streamed and non-streamed answers differ in {labelled(both, 'stream-differs')}/{len(both)}"]
+             *([f"streamed and non-streamed answers differ in {labelled(both, 'stream-differs')}/{len(both)}"
+                + (f" (in {dropped} the streamed content is the non-streamed one with characters beyond ASCII "
+                   f"left out, all else alike: a stream decoding each token alone loses a character split across "
+                   f"tokens)" if dropped else "")]
                if both else []),
              f"runtime errors in {errors}/{len(records)}" + (_error_words(records) if errors else ""),
              *([f"asked again (harness deployment --again) in {len(again)}: answered as before in "
