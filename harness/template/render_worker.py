@@ -37,6 +37,8 @@ MEMORY_HEADROOM = 1 << 30
 GRACE_SECONDS = 1.0
 # How often the parent looks at the running render's clock while it waits.
 WAKE_SECONDS = 0.25
+# A batch this small is written at once (a socket pair's buffer holds far more); a larger one by a thread.
+INLINE_BYTES = 32 * 1024
 
 
 _inside = False            # True in the child
@@ -167,8 +169,12 @@ class _Worker:
         # never reads (hung before its first read) would leave a batch larger than the pipe holds waiting here
         # forever, where the deadline below ends it (the child is then killed and the write fails).
         data = ForkingPickler.dumps((func, items, seconds))
-        self.sending = threading.Thread(target=_write, args=(self.conn, data), daemon=True, name="harness-render-send")
-        self.sending.start()
+        if len(data) <= INLINE_BYTES:        # the pipe is empty between batches and holds this much: no wait
+            self.conn.send_bytes(data)
+        else:
+            self.sending = threading.Thread(target=_write, args=(self.conn, data), daemon=True,
+                                            name="harness-render-send")
+            self.sending.start()
         got: list = []
         while len(got) < len(items):
             start, budget = self.clock[0], self.clock[1]
