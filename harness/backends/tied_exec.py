@@ -35,7 +35,6 @@ def main(argv: list) -> int:
         pass            # not Linux: the command runs untied, as it would without this file
     if os.getppid() != parent:
         return 1
-    sys.stdout.flush()
     try:
         os.execvp(command[0], command)
     except OSError as exc:

@@ -165,9 +165,9 @@ class _Worker:
     def map(self, func: Callable, items: list, seconds: float) -> tuple:
         """(the answers received, None) or (those before the failing item, its RenderLimitError)."""
         self.clock[0], self.clock[1] = time.monotonic(), seconds
-        # Pickled here (what cannot be pickled raises to the caller), written by a thread of its own: a child that
-        # never reads (hung before its first read) would leave a batch larger than the pipe holds waiting here
-        # forever, where the deadline below ends it (the child is then killed and the write fails).
+        # Pickled here (what cannot be pickled raises to the caller). A batch larger than the pipe holds is written
+        # by a thread of its own: a child that never reads (hung before its first read) would leave it waiting
+        # here forever, where the deadline below ends it (the child is then killed and the write fails).
         data = ForkingPickler.dumps((func, items, seconds))
         if len(data) <= INLINE_BYTES:        # the pipe is empty between batches and holds this much: no wait
             self.conn.send_bytes(data)
