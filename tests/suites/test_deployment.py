@@ -429,7 +429,7 @@ def test_records_asked_again_are_counted_with_how_many_were_answered_as_before(d
     assert "again" not in plain.to_json() and DeploymentRecord.from_json(changed.to_json()).again == changed.again
 
 
-def test_a_stream_that_only_lacks_characters_beyond_ascii_is_said_so_and_a_cut_character_is_not(drawn):
+def test_a_stream_that_only_lacks_characters_beyond_ascii_is_said_so_and_a_cut_character_otherwise(drawn):
     from harness.core.lost_characters import lost_beyond_ascii
     from harness.suites.deployment.sentences import _runtime_sentence
 
@@ -445,4 +445,32 @@ def test_a_stream_that_only_lacks_characters_beyond_ascii_is_said_so_and_a_cut_c
     said = _runtime_sentence([split, cut, other])
     assert "streamed and non-streamed answers differ in 3/3 (in 1 the streamed content is the non-streamed one " \
            "with characters beyond ASCII left out" in said
-    assert "differ in 2/2;" in _runtime_sentence([cut, other])
+    said = _runtime_sentence([cut, other])
+    assert "differ in 2/2 (in 1 the non-streamed content ends in a replacement character" in said
+    assert "beyond ASCII" not in said
+
+
+def test_streams_that_differ_are_said_by_kind_commonest_first(drawn):
+    """A runtime whose stream reads a call its non-streamed answer leaves in content (mistral.rs on a fenced
+    call), or whose stream stops before the reply's end with no call either side, is said so in counts; a kind
+    the page has no words for is counted as other only beside named ones."""
+    from harness.suites.deployment.judging import stream_difference
+    from harness.suites.deployment.sentences import _runtime_sentence
+
+    case = drawn["simple_python_6"]
+    call = ("solve_quadratic", '{"a": 2, "b": 5, "c": 3}')
+    only_streamed = [record(case, c, answer(FENCE), answer("```json\n", calls=[call])) for c in ("auto", "required")]
+    only_plain = record(case, "auto", answer(None, calls=[call]), answer(FENCE))
+    stops = record(case, "auto", answer("Here:\n" + FENCE), answer("Here:\n```json\n"))
+    other = record(case, "auto", answer("Paris"), answer("Lyon"))
+    alike = record(case, "auto", answer(FENCE), answer(FENCE))
+    assert [stream_difference(r.plain, r.stream) for r in (*only_streamed, only_plain, stops, other, alike)] == [
+        "calls-only-streamed", "calls-only-streamed", "calls-only-not-streamed", "content-stops-short", "other",
+        None]
+    assert stream_difference(answer("x"), {"status": 500, "error": "HTTP 500"}) is None
+    assert stream_difference(answer("เมน\ufffd"), answer("เมน")) == "replacement-withheld"
+    said = _runtime_sentence([*only_streamed, only_plain, stops, other, alike])
+    assert ("differ in 5/6 (in 2 only the streamed answer carries tool_calls; in 1 only the non-streamed answer "
+            "carries tool_calls; in 1 neither carries a call and the streamed content stops short") in said
+    assert "; in 1 other content, calls or arguments)" in said
+    assert "differ in 1/1;" in _runtime_sentence([other])

@@ -72,6 +72,40 @@ def characters_dropped(plain: dict | None, stream: dict | None) -> int:
     return lost_beyond_ascii(text(stream.get("content")), text(plain.get("content"))) or 0
 
 
+# How a streamed answer differs from the non-streamed one, by kind, in the words a runtime's sentence says them
+# with: a reader learns which side an app should trust, not only that the two differ.
+STREAM_DIFFERENCES = {
+    "calls-only-streamed": "only the streamed answer carries tool_calls",
+    "calls-only-not-streamed": "only the non-streamed answer carries tool_calls",
+    "content-stops-short": "neither carries a call and the streamed content stops short of the non-streamed one "
+                           "(the rest of the reply never streamed)",
+    "characters-dropped": "the streamed content is the non-streamed one with characters beyond ASCII left out, "
+                          "all else alike: a stream decoding each token alone loses a character split across tokens",
+    "replacement-withheld": "the non-streamed content ends in a replacement character (a reply cut inside a "
+                            "character) that the stream withholds, all else alike",
+    "other": "other content, calls or arguments",
+}
+
+
+def stream_difference(plain: dict | None, stream: dict | None) -> str | None:
+    """The STREAM_DIFFERENCES kind of a record's two answers; None where both came back and are alike, or where
+    either is missing or errored (no answer to compare)."""
+    if not plain or not stream or errored(plain) or errored(stream) or _same(plain, stream):
+        return None
+    calls = bool(plain.get("tool_calls")), bool(stream.get("tool_calls"))
+    if calls != (False, False) and False in calls:
+        return "calls-only-streamed" if calls[1] else "calls-only-not-streamed"
+    whole, streamed = text(plain.get("content")), text(stream.get("content"))
+    if _same({**plain, "content": None}, {**stream, "content": None}):
+        if characters_dropped(plain, stream):
+            return "characters-dropped"
+        if whole.endswith("\ufffd") and whole.rstrip("\ufffd") == streamed:
+            return "replacement-withheld"
+        if not any(calls) and len(streamed) < len(whole) and whole.startswith(streamed):
+            return "content-stops-short"
+    return "other"
+
+
 def classify(record, tools: list) -> tuple:
     """(labels, details) of one record (a DeploymentRecord with plain, stream, strict and tool_choice set):
     each answer as an app receives it, then the non-streamed one against the strict parse of what was

@@ -11,7 +11,7 @@ from harness.backends.transport import error_words
 from harness.evaluation.judging import label_head
 from harness.evaluation.scoring import wilson
 from harness.suites.bfcl.judging import valid_verdict
-from harness.suites.deployment.judging import characters_dropped, errored
+from harness.suites.deployment.judging import STREAM_DIFFERENCES, errored, stream_difference
 from harness.suites.deployment.rows import place
 
 WORDS = 160      # characters of a runtime's error message a sentence quotes
@@ -84,8 +84,8 @@ def _runtime_sentence(records: list) -> str:
     some = [r for r in records if answered(r, "plain") or answered(r, "stream")]
     plain = [r for r in records if answered(r, "plain")]
     both = [r for r in records if answered(r, "plain") and answered(r, "stream")]
-    dropped = sum(any(label_head(x) == "stream-differs" for x in r.labels) and characters_dropped(r.plain, r.stream)
-                  > 0 for r in both)
+    kinds = Counter(stream_difference(r.plain, r.stream) for r in both
+                    if any(label_head(x) == "stream-differs" for x in r.labels))
     required = [r for r in some if r.tool_choice == "required"]
     shown = [r for r in plain if r.strict is not None]
     read_alike = sum(not any(label_head(x) in ("runtime-forgave", "runtime-dropped-call", "calls-differ")
@@ -109,9 +109,7 @@ def _runtime_sentence(records: list) -> str:
              *([f"tool_choice required ignored in {labelled(required, 'required-ignored')}/{len(required)}"]
                if required else []),
              *([f"streamed and non-streamed answers differ in {labelled(both, 'stream-differs')}/{len(both)}"
-                + (f" (in {dropped} the streamed content is the non-streamed one with characters beyond ASCII "
-                   f"left out, all else alike: a stream decoding each token alone loses a character split across "
-                   f"tokens)" if dropped else "")]
+                + _kinds_words(kinds)]
                if both else []),
              f"runtime errors in {errors}/{len(records)}" + (_error_words(records) if errors else ""),
              *([f"asked again (harness deployment --again) in {len(again)}: answered as before in "
@@ -119,6 +117,17 @@ def _runtime_sentence(records: list) -> str:
     if seconds:
         parts.append(f"median {seconds[len(seconds) // 2]:.1f} s a request answered")
     return "; ".join(parts)
+
+
+def _kinds_words(kinds: Counter) -> str:
+    """How the streams that differ differ, commonest kind first ("in 11 only the streamed answer carries
+    tool_calls; in 3 ..."); nothing where every one is of no named kind."""
+    named = [(n, kind) for kind, n in kinds.most_common() if kind not in (None, "other")]
+    if not named:
+        return ""
+    rest = sum(n for kind, n in kinds.items() if kind in (None, "other"))
+    return (" (" + "; ".join(f"in {n} {STREAM_DIFFERENCES[kind]}" for n, kind in named)
+            + (f"; in {rest} {STREAM_DIFFERENCES['other']}" if rest else "") + ")")
 
 
 def _error_words(records: list) -> str:
