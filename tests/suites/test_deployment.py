@@ -452,7 +452,8 @@ def test_a_stream_that_only_lacks_characters_beyond_ascii_is_said_so_and_a_cut_c
 
 def test_streams_that_differ_are_said_by_kind_commonest_first(drawn):
     """A runtime whose stream reads a call its non-streamed answer leaves in content (mistral.rs on a fenced
-    call), or whose stream stops before the reply's end with no call either side, is said so in counts; a kind
+    call), or whose stream stops before the reply's end with no call either side (finishing "tool_calls" with
+    none: the call lost, mistral.rs again), is said so in counts; a kind
     the page has no words for is counted as other only beside named ones."""
     from harness.suites.deployment.judging import stream_difference
     from harness.suites.deployment.sentences import _runtime_sentence
@@ -462,15 +463,18 @@ def test_streams_that_differ_are_said_by_kind_commonest_first(drawn):
     only_streamed = [record(case, c, answer(FENCE), answer("```json\n", calls=[call])) for c in ("auto", "required")]
     only_plain = record(case, "auto", answer(None, calls=[call]), answer(FENCE))
     stops = record(case, "auto", answer("Here:\n" + FENCE), answer("Here:\n```json\n"))
+    vanished = record(case, "auto", answer(FENCE), answer("```json\n", finish_reason="tool_calls"))
     other = record(case, "auto", answer("Paris"), answer("Lyon"))
     alike = record(case, "auto", answer(FENCE), answer(FENCE))
-    assert [stream_difference(r.plain, r.stream) for r in (*only_streamed, only_plain, stops, other, alike)] == [
-        "calls-only-streamed", "calls-only-streamed", "calls-only-not-streamed", "content-stops-short", "other",
-        None]
+    assert [stream_difference(r.plain, r.stream) for r in (*only_streamed, only_plain, stops, vanished, other,
+                                                            alike)] == [
+        "calls-only-streamed", "calls-only-streamed", "calls-only-not-streamed", "content-stops-short",
+        "call-vanished", "other", None]
     assert stream_difference(answer("x"), {"status": 500, "error": "HTTP 500"}) is None
     assert stream_difference(answer("เมน\ufffd"), answer("เมน")) == "replacement-withheld"
-    said = _runtime_sentence([*only_streamed, only_plain, stops, other, alike])
-    assert ("differ in 5/6 (in 2 only the streamed answer carries tool_calls; in 1 only the non-streamed answer "
+    said = _runtime_sentence([*only_streamed, only_plain, stops, vanished, other, alike])
+    assert ("differ in 6/7 (in 2 only the streamed answer carries tool_calls; in 1 only the non-streamed answer "
             "carries tool_calls; in 1 neither carries a call and the streamed content stops short") in said
+    assert "; in 1 the stream finishes with finish_reason tool_calls yet carries no call" in said
     assert "; in 1 other content, calls or arguments)" in said
     assert "differ in 1/1;" in _runtime_sentence([other])

@@ -73,16 +73,19 @@ def characters_dropped(plain: dict | None, stream: dict | None) -> int:
 
 
 # How a streamed answer differs from the non-streamed one, by kind, in the words a runtime's sentence says them
-# with: a reader learns which side an app should trust, not only that the two differ.
+# with (no parentheses: they stand inside the sentence's own): a reader learns which side an app should trust,
+# not only that the two differ.
 STREAM_DIFFERENCES = {
     "calls-only-streamed": "only the streamed answer carries tool_calls",
     "calls-only-not-streamed": "only the non-streamed answer carries tool_calls",
-    "content-stops-short": "neither carries a call and the streamed content stops short of the non-streamed one "
-                           "(the rest of the reply never streamed)",
+    "call-vanished": "the stream finishes with finish_reason tool_calls yet carries no call, and its content stops "
+                     "short of the non-streamed one: an app gets neither the call nor its text",
+    "content-stops-short": "neither carries a call and the streamed content stops short of the non-streamed one: "
+                           "the rest of the reply never streamed",
     "characters-dropped": "the streamed content is the non-streamed one with characters beyond ASCII left out, "
                           "all else alike: a stream decoding each token alone loses a character split across tokens",
-    "replacement-withheld": "the non-streamed content ends in a replacement character (a reply cut inside a "
-                            "character) that the stream withholds, all else alike",
+    "replacement-withheld": "the non-streamed content ends in a replacement character, which the stream "
+                            "withholds, all else alike: a reply cut inside a character",
     "other": "other content, calls or arguments",
 }
 
@@ -102,7 +105,7 @@ def stream_difference(plain: dict | None, stream: dict | None) -> str | None:
         if whole.endswith("\ufffd") and whole.rstrip("\ufffd") == streamed:
             return "replacement-withheld"
         if not any(calls) and len(streamed) < len(whole) and whole.startswith(streamed):
-            return "content-stops-short"
+            return "call-vanished" if stream.get("finish_reason") == "tool_calls" else "content-stops-short"
     return "other"
 
 
