@@ -59,19 +59,6 @@ def _same(a: dict, b: dict) -> bool:
     return shape(a) == shape(b)
 
 
-def characters_dropped(plain: dict | None, stream: dict | None) -> int:
-    """How many characters beyond ASCII the streamed content lacks where that is all that differs (the same
-    calls, the same reasoning, the non-streamed content with those characters left out): what a stream that
-    decodes each token alone loses where a character's bytes span two tokens. 0 otherwise, and where the
-    non-streamed content holds a replacement character (a reply cut inside a character decodes its last bytes
-    to U+FFFD, which a stream withholds: another cause)."""
-    if not plain or not stream or plain.get("error") or stream.get("error") or "\ufffd" in text(plain.get("content")):
-        return 0
-    if not _same({**plain, "content": None}, {**stream, "content": None}):
-        return 0
-    return lost_beyond_ascii(text(stream.get("content")), text(plain.get("content"))) or 0
-
-
 # How a streamed answer differs from the non-streamed one, by kind, in the words a runtime's sentence says them
 # with (no parentheses: they stand inside the sentence's own): a reader learns which side an app should trust,
 # not only that the two differ.
@@ -100,7 +87,9 @@ def stream_difference(plain: dict | None, stream: dict | None) -> str | None:
         return "calls-only-streamed" if calls[1] else "calls-only-not-streamed"
     whole, streamed = text(plain.get("content")), text(stream.get("content"))
     if _same({**plain, "content": None}, {**stream, "content": None}):
-        if characters_dropped(plain, stream):
+        # A stream that decodes each token alone loses a character whose bytes span two tokens; not so where the
+        # whole content holds U+FFFD (a reply cut inside a character: the stream withholds it, another cause).
+        if "\ufffd" not in whole and lost_beyond_ascii(streamed, whole):
             return "characters-dropped"
         if whole.endswith("\ufffd") and whole.rstrip("\ufffd") == streamed:
             return "replacement-withheld"
