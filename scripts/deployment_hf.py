@@ -10,8 +10,8 @@ column says "dequantized from Q4_K_M". Run with harness's python (the main venv)
     .venv/bin/python scripts/deployment_hf.py --server vllm-cpu --model smollm2-135m-instruct-q4_1 --cases 3
 
 - vllm-cpu: `vllm.entrypoints.openai.api_server` on the folder (VllmCpu.folder_command) with the family's vLLM
-  tool parser (`family.peer("vllm", template)`); a model of no family is served without one (tool_choice auto is
-  then refused by vLLM, in its words; required is its guided decoding).
+  tool parser (`family.peer("vllm", template)`); a model of no family is served without one, and vLLM 0.32.0 then
+  refuses tool_choice auto and required alike (HTTP 400, in its words: each "requires --tool-call-parser").
 - transformers-serve: `transformers serve` in a folder of links to the weights whose tokenizer_config.json
   carries transformers' response template for the family where it has one (scripts/hf_runtime_conformance.py),
   so the dequantized folder and its hashes stay as made.

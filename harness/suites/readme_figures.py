@@ -1,6 +1,7 @@
 """The figures README.md's "What it found" quotes, computed from a results folder by the same code the reports
 use, so the README cannot drift from the pages it links: the live samples' rows as summary.md counts them
-(harness.reports.tables.collect), conformance.json's summary, and the runtime-conformance records.
+(harness.reports.tables.collect), conformance.json's summary, the runtime-conformance records and the
+deployment records.
 
 In the README each figure stands between markers, `<!-- fig KEY -->VALUE<!-- /fig -->`; `fill` rewrites the
 values (tools/readme_figures.py), and `problems` names a value that differs from what the folder gives, a
@@ -116,10 +117,49 @@ def runtime_figures(results: ResultsDir) -> dict:
             "llama-server-agree": f"{labelled[LLAMA_SERVER]['agree']:,}", "runtime-forgave": f"{forgave:,}"}
 
 
+def deployment_figures(results: ResultsDir) -> dict:
+    """Finding 4: finding 1's model served, asked the BFCL cases as an app asks them (harness deployment): how
+    many non-streamed answers carry tool_calls under tool_choice auto, over every runtime that answered; under
+    required, the runtimes that return calls in most answers and how often the others return none. Counted from
+    the records' answers and labels (the latest record of each question), so no checker is needed."""
+    from harness.suites.deployment.judging import errored
+    from harness.suites.deployment.openings import is_opening
+    from harness.suites.deployment.page import read_records
+
+    records = [r for r in read_records(results, []) if r.model["id"] == FINDING_MODEL and not is_opening(r)]
+    tally: dict = {}
+    for r in records:
+        if r.plain and not errored(r.plain):
+            c = tally.setdefault((r.runtime, r.tool_choice), Counter())
+            c["answered"] += 1
+            c["calls"] += bool(r.plain.get("tool_calls"))
+            heads = {label_head(label) for label in r.labels}
+            c["left"] += "call-left-in-content" in heads
+            c["ignored"] += "required-ignored" in heads
+    auto = {runtime: c for (runtime, choice), c in tally.items() if choice == "auto"}
+    required = {runtime: c for (runtime, choice), c in tally.items() if choice == "required"}
+    total = lambda rows, key: sum(c[key] for c in rows.values())  # noqa: E731
+    forcing = sorted(runtime for runtime, c in required.items() if 2 * c["calls"] > c["answered"])
+    others = {runtime: c for runtime, c in required.items() if runtime not in forcing}
+    _claim(bool(auto) and 20 * total(auto, "calls") < total(auto, "answered"), 4,
+           "served under tool_choice auto, the model's answers almost never carry tool_calls")
+    _claim(bool(forcing) and bool(others) and 10 * total(others, "ignored") >= 9 * total(others, "answered"), 4,
+           "under required, some runtime returns calls in most answers and the others return none in nine of ten")
+    forced = {runtime: required[runtime] for runtime in forcing}
+    return {"deploy-model": f"`{FINDING_MODEL}`",
+            "deploy-auto-calls": f"{total(auto, 'calls'):,}/{total(auto, 'answered'):,}",
+            "deploy-runtimes": str(len(auto)), "deploy-auto-left": f"{total(auto, 'left'):,}",
+            "deploy-forcing": ", ".join(f"`{runtime}`" for runtime in forcing),
+            "deploy-forced": f"{total(forced, 'calls'):,}/{total(forced, 'answered'):,}",
+            "deploy-others": str(len(others)),
+            "deploy-ignored": f"{total(others, 'ignored'):,}/{total(others, 'answered'):,}"}
+
+
 def figures(results_dir=None) -> dict:
     """Every figure README's findings quote, by marker key, from the folder (default: the project's results/)."""
     results = ResultsDir.at(results_dir)
-    return {**sample_figures(results), **conformance_figures(results), **runtime_figures(results)}
+    return {**sample_figures(results), **conformance_figures(results), **runtime_figures(results),
+            **deployment_figures(results)}
 
 
 def section_bounds(text: str) -> tuple:

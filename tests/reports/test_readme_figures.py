@@ -84,3 +84,46 @@ def test_the_runtime_figures_need_one_runtime_of_each_server(tmp_path):
     (folder / name).write_text("\n".join(head) + "\n", encoding="utf-8")
     with pytest.raises(ReadmeFiguresError, match="one llama-cpp-python runtime; the records hold 0"):
         runtime_figures(ResultsDir(tmp_path))
+
+
+def _served(tmp_path, forced_calls: bool, auto_calls: int = 0) -> ResultsDir:
+    """Deployment records of finding 1's model on three runtimes: under auto each leaves its call in content
+    (but `auto_calls` answers carry tool_calls), under required one returns calls (or not: `forced_calls`), one
+    ignores required, and one errors (no answer, counted nowhere)."""
+    from harness.suites.deployment.records import DeploymentRecord
+    from harness.suites.readme_figures import FINDING_MODEL
+
+    def one(runtime, case, choice, calls=(), labels=(), error=None):
+        plain = ({"status": 400, "error": error} if error else
+                 {"status": 200, "content": None if calls else "```json", "tool_calls": list(calls)})
+        return DeploymentRecord(runtime=runtime, server="llama-server", model={"id": FINDING_MODEL, "sha256": None},
+                                template={"id": "t", "sha256": "b" * 64}, family="hermes",
+                                case={"id": case, "category": "simple_python", "hash": "h"}, tool_choice=choice,
+                                labels=list(labels), plain=plain, stream=plain)
+    call = {"name": "f", "arguments": "{}"}
+    records = [one(runtime, f"c{n}", "auto", [call] if n < auto_calls and runtime == "a" else (),
+                   () if n < auto_calls and runtime == "a" else ["call-left-in-content"])
+               for runtime in ("a", "b") for n in range(10)]
+    records += [one("a", f"c{n}", "required", [call] if forced_calls else (),
+                    () if forced_calls else ["required-ignored"]) for n in range(10)]
+    records += [one("b", f"c{n}", "required", (), ["required-ignored", "call-left-in-content"]) for n in range(10)]
+    records += [one("c", f"c{n}", choice, (), ["runtime-error"], error="HTTP 400: no parser")
+                for n in range(10) for choice in ("auto", "required")]
+    folder = tmp_path / "deployment"
+    folder.mkdir(exist_ok=True)
+    (folder / f"{FINDING_MODEL}.jsonl").write_text("".join(json.dumps(r.to_json()) + "\n" for r in records),
+                                                   encoding="utf-8")
+    return ResultsDir(tmp_path)
+
+
+def test_the_deployment_figures_count_answers_given_and_stop_when_no_runtime_forces_calls(tmp_path):
+    from harness.suites.readme_figures import deployment_figures
+
+    got = deployment_figures(_served(tmp_path, forced_calls=True))
+    assert got["deploy-auto-calls"] == "0/20" and got["deploy-runtimes"] == "2" and got["deploy-auto-left"] == "20"
+    assert (got["deploy-forcing"], got["deploy-forced"], got["deploy-others"], got["deploy-ignored"]) == (
+        "`a`", "10/10", "1", "10/10")
+    with pytest.raises(ReadmeFiguresError, match="finding 4 no longer holds"):
+        deployment_figures(_served(tmp_path, forced_calls=False))
+    with pytest.raises(ReadmeFiguresError, match="finding 4 no longer holds .served under tool_choice auto"):
+        deployment_figures(_served(tmp_path, forced_calls=True, auto_calls=2))

@@ -478,3 +478,27 @@ def test_streams_that_differ_are_said_by_kind_commonest_first(drawn):
     assert "; in 1 the stream finishes with finish_reason tool_calls yet carries no call" in said
     assert "; in 1 other content, calls or arguments)" in said
     assert "differ in 1/1;" in _runtime_sentence([other])
+
+
+def test_a_model_whose_template_reads_no_tools_is_said_never_to_be_shown_them_where_the_bytes_are_the_same(drawn):
+    """Its zeros on every runtime measure a model not told of the tools, not the runtime's reading: the headline
+    says so, from the in-process records' detection of the same template bytes, and of no other."""
+    from types import SimpleNamespace as NS
+
+    from harness.suites.deployment.page import _unread_templates
+    from harness.suites.deployment.sentences import sentences
+
+    served = [record(drawn["simple_python_6"], "auto", answer("4 and 5"), answer("4 and 5"))]
+    none = {"status": "no tools", "family": None}
+    same = NS(template={"sha256": "b" * 64}, detection=none)
+    assert _unread_templates(served, {MODEL: same}) == {MODEL: "gguf-" + MODEL}
+    assert _unread_templates(served, {MODEL: NS(template={"sha256": "c" * 64}, detection=none)}) == {}
+    assert _unread_templates(served, {MODEL: NS(template={"sha256": "b" * 64},
+                                                detection={"status": "detected", "family": "hermes"})}) == {}
+    row = NS(model=MODEL)
+    said = sentences([row], served, {id(row): None}, judged=False, unread={MODEL: "gguf-" + MODEL})
+    assert said[0] == (f"- **{MODEL}**: Its template (`gguf-{MODEL}`) reads no `tools` (results/conformance.md): "
+                       "served, as in process native, the offered tools never reach the model, so its runtime rows "
+                       "judge a model not told of them; the in-process grammar mode (and fallback, where it writes "
+                       "a failed call attempt again under a grammar) puts them in the prompt itself.")
+    assert not any("reads no `tools`" in line for line in sentences([row], served, {id(row): None}, judged=False))

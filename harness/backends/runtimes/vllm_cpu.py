@@ -74,7 +74,7 @@ class VllmCpu(Runtime):
         the environment's python. --enforce-eager: no torch.compile warm-up, which took ~45 of a start's ~90-130 s
         here for every new model (its cache is keyed by the model) and changes neither the tokens nor what the
         parsers read. Without a tool parser (a model of no family) it is served as vLLM then serves: tool_choice
-        auto refused, required by its own guided decoding."""
+        auto and required both refused (HTTP 400, "requires --tool-call-parser")."""
         command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
                    "--served-model-name", served_name, "--host", "127.0.0.1", "--port", str(port),
                    "--dtype", "float32", "--max-model-len", str(max_model_len), "--kv-cache-memory-bytes",

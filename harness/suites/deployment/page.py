@@ -195,7 +195,7 @@ def _pages(results, records: list, warnings: list) -> tuple:
         models.setdefault(r.model["id"], set()).add(r.case["id"])
     note, hello, served_verdicts = None, None, {}
     # The committed BFCL records, read once: the in-process rows and the replays' current replies both come from them.
-    outcomes, _, _ = read_outcomes(results, warnings)
+    outcomes, _, model_records = read_outcomes(results, warnings)
     try:
         with BFCLChecker(tree=archive_tree(ARCHIVE_ID)) as checker:
             hello = checker.hello
@@ -241,7 +241,7 @@ def _pages(results, records: list, warnings: list) -> tuple:
               "whose records were partly asked otherwise than a record made now: without a fresh prompt state, "
               "or before it showed the text the model generated.", "",
               *_not_served(kept), ""]
-    lines += ["## What the rows say", "", *sentences(rows, kept, ranks, judged), "",
+    lines += ["## What the rows say", "", *sentences(rows, kept, ranks, judged, _unread_templates(kept, model_records)), "",
               "## The runtime's labels", "", "Per record (one case, one tool_choice, asked non-streamed and "
               "streamed); a record can carry several.", "", *_label_lines(kept), "",
               *_replay_section(replayed, kept, served_verdicts, judged),
@@ -251,6 +251,18 @@ def _pages(results, records: list, warnings: list) -> tuple:
               "## Examples", "", "Up to two records per label, with the text the model generated (the strict "
               "path reads it) and the line that asks the case again.", "", *_examples(kept), ""]
     return "\n".join(lines), _html(rows, ranks, judged)
+
+
+def _unread_templates(records: list, model_records: dict) -> dict:
+    """model id -> template id, for each model whose runtime records name the template its in-process records
+    detected as reading no `tools` (status "no tools"): the same bytes, so the same verdict."""
+    out = {}
+    for model, found in model_records.items():
+        sha = found.template.get("sha256")
+        named = {r.template["id"] for r in records if r.model["id"] == model and r.template.get("sha256") == sha}
+        if (found.detection or {}).get("status") == "no tools" and len(named) == 1:
+            out[model] = named.pop()
+    return out
 
 
 def _openings_section(records: list, warnings: list) -> list:

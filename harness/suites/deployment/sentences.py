@@ -18,8 +18,10 @@ WORDS = 160      # characters of a runtime's error message a sentence quotes
 SAID = 3         # distinct error messages a sentence quotes, the commonest first
 
 
-def sentences(rows: list, records: list, ranks: dict, judged: bool) -> list:
-    out = []
+def sentences(rows: list, records: list, ranks: dict, judged: bool, unread: dict | None = None) -> list:
+    """unread: model id -> the id of its template where that template reads no `tools` (the committed in-process
+    records' detection, of the template its runtime records name)."""
+    out, unread = [], unread or {}
     for model in sorted({r.model for r in rows}):
         mine = sorted((r for r in rows if r.model == model and ranks[id(r)]),
                       key=lambda r: (place(ranks[id(r)]), r.order))
@@ -42,11 +44,24 @@ def sentences(rows: list, records: list, ranks: dict, judged: bool) -> list:
                            if overlap else
                            "the interval lies above every lower-ranked setup's" if below else
                            "no other setup is ranked"))
-            out.append(f"- **{model}**: {lead}.{_fewer(rows, ranks, model)}")
+            out.append(f"- **{model}**: {lead}.{_fewer(rows, ranks, model)}{_unread_words(unread.get(model))}")
+        elif model in unread:
+            out.append(f"- **{model}**:{_unread_words(unread[model])}")
         for runtime in sorted({r.runtime for r in records if r.model["id"] == model}):
             mine_records = [r for r in records if r.model["id"] == model and r.runtime == runtime]
             out.append(f"- {model} on **{runtime}**: " + _runtime_sentence(mine_records) + ".")
     return out
+
+
+def _unread_words(template: str | None) -> str:
+    """Why every served row of a model whose template takes no tools measures a model never shown them: a reader
+    would otherwise read its zeros as the runtime's or the model's."""
+    if template is None:
+        return ""
+    return (f" Its template (`{template}`) reads no `tools` (results/conformance.md): served, as in process "
+            "native, the offered tools never reach the model, so its runtime rows judge a model not told of them; "
+            "the in-process grammar mode (and fallback, where it writes a failed call attempt again under a "
+            "grammar) puts them in the prompt itself.")
 
 
 def _named(overlap: list, ranks: dict, most: int = 3) -> str:
