@@ -233,8 +233,8 @@ def test_records_made_before_a_runtime_showed_its_text_are_named_with_the_comman
                 server="transformers-serve")
     assert "generated-not-shown" in old.labels and "generated-not-shown" in unread.labels
     lines = _not_served([old, new, unread, hf])
-    assert (f"- {MODEL} on mistralrs-0.9.5: 1 of its 3 records were made before it showed the text the model "
-            f"generated, so they lack the strict path; to ask them again: `harness deployment --model {MODEL} "
+    assert (f"- {MODEL} on mistralrs-0.9.5: 1 of its 3 records was made before it showed the text the model "
+            f"generated, so it lacks the strict path; to ask them again: `harness deployment --model {MODEL} "
             f"--server mistralrs --cases 1 --again generated-not-shown`.") in lines
     assert not any("transformers-serve-5.19.0: " in line and "before it showed" in line for line in lines)
     assert not any("evaluated afresh" in line for line in lines)
@@ -245,7 +245,7 @@ def test_records_made_before_a_runtime_showed_its_text_are_named_with_the_comman
             for c in ("irrelevance_93", "simple_python_6")]
     made[1].request = {**made[1].request, **fresh}
     lines = _not_served(made)
-    assert (f"- {MODEL} on llama-cpp-python-0.3.36: 1 of its 2 records were asked without what now has each "
+    assert (f"- {MODEL} on llama-cpp-python-0.3.36: 1 of its 2 records was asked without what now has each "
             f"request evaluated afresh (`before_each`), so an answer may have reused what the request before it "
             f"left (a streamed one, the non-streamed one's); 2 of its 2 records were made before it showed the "
             f"text the model generated, so they lack the strict path; to ask them again: `harness deployment "

