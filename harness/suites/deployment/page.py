@@ -234,7 +234,8 @@ def _pages(results, records: list, warnings: list) -> tuple:
               "whose records were partly asked otherwise than a record made now: without a fresh prompt state, "
               "or before it showed the text the model generated.", "",
               *_not_served(kept), ""]
-    lines += ["## What the rows say", "", *sentences(rows, kept, ranks, judged, _unread_templates(kept, model_records)), "",
+    unread = _unread_templates(kept, model_records)
+    lines += ["## What the rows say", "", *sentences(rows, kept, ranks, judged, unread), "",
               "## The runtime's labels", "", "Per record (one case, one tool_choice, asked non-streamed and "
               "streamed); a record can carry several.", "", *_label_lines(kept), "",
               *_replay_section(replayed, kept, served_verdicts, judged),
@@ -339,8 +340,9 @@ def _not_served(records: list) -> list:
             said, flags = [], []
             if unfresh:
                 said.append(f"{len(unfresh)} of its {len(theirs)} records {_were(unfresh)} asked without what now "
-                            f"has each request evaluated afresh ({', '.join(f'`{k}`' for k in marks)}), so an answer may "
-                            f"have reused what the request before it left (a streamed one, the non-streamed one's)")
+                            f"has each request evaluated afresh ({', '.join(f'`{k}`' for k in marks)}), so an "
+                            "answer may have reused what the request before it left (a streamed one, the "
+                            "non-streamed one's)")
                 flags.append("--again stale")
             if before:
                 said.append(f"{len(before)} of its {len(theirs)} records {_were(before)} made before it showed the "
