@@ -118,10 +118,13 @@ def runtime_figures(results: ResultsDir) -> dict:
 
 
 def deployment_figures(results: ResultsDir) -> dict:
-    """Finding 4: finding 1's model served, asked the BFCL cases as an app asks them (harness deployment): how
-    many non-streamed answers carry tool_calls under tool_choice auto, over every runtime that answered; under
-    required, the runtimes that return calls in most answers and how often the others return none. Counted from
-    the records' answers and labels (the latest record of each question), so no checker is needed."""
+    """Finding 4: finding 1's model served, asked the BFCL cases as an app asks them (harness deployment). Per
+    runtime, tool_choice and side (non-streamed, streamed), the answers given and those carrying tool_calls,
+    counted from the latest record of each question (its answers and labels; no checker is needed): under auto
+    how few non-streamed answers carry calls; under required the runtimes that return calls in most answers
+    (forcing them) and how often the others return none; and the runtimes whose streamed answers carry calls in
+    most records where their non-streamed ones do not (reading the model's own text as a call in the stream
+    alone)."""
     from harness.suites.deployment.judging import errored
     from harness.suites.deployment.openings import is_opening
     from harness.suites.deployment.page import read_records
@@ -129,30 +132,38 @@ def deployment_figures(results: ResultsDir) -> dict:
     records = [r for r in read_records(results, []) if r.model["id"] == FINDING_MODEL and not is_opening(r)]
     tally: dict = {}
     for r in records:
-        if r.plain and not errored(r.plain):
-            c = tally.setdefault((r.runtime, r.tool_choice), Counter())
-            c["answered"] += 1
-            c["calls"] += bool(r.plain.get("tool_calls"))
-            heads = {label_head(label) for label in r.labels}
-            c["left"] += "call-left-in-content" in heads
-            c["ignored"] += "required-ignored" in heads
-    auto = {runtime: c for (runtime, choice), c in tally.items() if choice == "auto"}
-    required = {runtime: c for (runtime, choice), c in tally.items() if choice == "required"}
+        for side in ("plain", "stream"):
+            answer = getattr(r, side)
+            if answer and not errored(answer):
+                c = tally.setdefault((r.runtime, r.tool_choice, side), Counter())
+                c["answered"] += 1
+                c["calls"] += bool(answer.get("tool_calls"))
+                c["left"] += side == "plain" and any(label_head(x) == "call-left-in-content" for x in r.labels)
+    pick = lambda choice, side: {rt: c for (rt, ch, sd), c in tally.items() if ch == choice and sd == side}  # noqa: E731
     total = lambda rows, key: sum(c[key] for c in rows.values())  # noqa: E731
-    forcing = sorted(runtime for runtime, c in required.items() if 2 * c["calls"] > c["answered"])
+    most = lambda c: 2 * c["calls"] > c["answered"]  # noqa: E731
+    auto, required = pick("auto", "plain"), pick("required", "plain")
+    forcing = sorted(runtime for runtime, c in required.items() if most(c))
     others = {runtime: c for runtime, c in required.items() if runtime not in forcing}
+    streamed = {runtime: pick("auto", "stream").get(runtime, Counter()) + pick("required", "stream").get(
+        runtime, Counter()) for runtime in auto}
+    in_stream = sorted(runtime for runtime, c in streamed.items() if most(c) and runtime not in forcing
+                       and not most(auto[runtime] + required.get(runtime, Counter())))
     _claim(bool(auto) and 20 * total(auto, "calls") < total(auto, "answered"), 4,
-           "served under tool_choice auto, the model's answers almost never carry tool_calls")
-    _claim(bool(forcing) and bool(others) and 10 * total(others, "ignored") >= 9 * total(others, "answered"), 4,
+           "served under tool_choice auto, the model's non-streamed answers almost never carry tool_calls")
+    _claim(bool(forcing) and bool(others) and 10 * total(others, "calls") <= total(others, "answered"), 4,
            "under required, some runtime returns calls in most answers and the others return none in nine of ten")
+    _claim(bool(in_stream), 4, "some runtime returns calls in most streamed answers and not in the non-streamed")
     forced = {runtime: required[runtime] for runtime in forcing}
-    return {"deploy-model": f"`{FINDING_MODEL}`",
-            "deploy-auto-calls": f"{total(auto, 'calls'):,}/{total(auto, 'answered'):,}",
+    stream_only = {runtime: streamed[runtime] for runtime in in_stream}
+    names = lambda runtimes: ", ".join(f"`{runtime}`" for runtime in runtimes)  # noqa: E731
+    ratio = lambda rows, key: f"{total(rows, key):,}/{total(rows, 'answered'):,}"  # noqa: E731
+    return {"deploy-model": f"`{FINDING_MODEL}`", "deploy-auto-calls": ratio(auto, "calls"),
             "deploy-runtimes": str(len(auto)), "deploy-auto-left": f"{total(auto, 'left'):,}",
-            "deploy-forcing": ", ".join(f"`{runtime}`" for runtime in forcing),
-            "deploy-forced": f"{total(forced, 'calls'):,}/{total(forced, 'answered'):,}",
+            "deploy-forcing": names(forcing), "deploy-forced": ratio(forced, "calls"),
             "deploy-others": str(len(others)),
-            "deploy-ignored": f"{total(others, 'ignored'):,}/{total(others, 'answered'):,}"}
+            "deploy-ignored": f"{total(others, 'answered') - total(others, 'calls'):,}/{total(others, 'answered'):,}",
+            "deploy-stream-runtimes": names(in_stream), "deploy-stream-calls": ratio(stream_only, "calls")}
 
 
 def figures(results_dir=None) -> dict:

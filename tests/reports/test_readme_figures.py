@@ -86,28 +86,34 @@ def test_the_runtime_figures_need_one_runtime_of_each_server(tmp_path):
         runtime_figures(ResultsDir(tmp_path))
 
 
-def _served(tmp_path, forced_calls: bool, auto_calls: int = 0) -> ResultsDir:
-    """Deployment records of finding 1's model on three runtimes: under auto each leaves its call in content
-    (but `auto_calls` answers carry tool_calls), under required one returns calls (or not: `forced_calls`), one
-    ignores required, and one errors (no answer, counted nowhere)."""
+def _served(tmp_path, forced_calls: bool, auto_calls: int = 0, stream_calls: bool = True) -> ResultsDir:
+    """Deployment records of finding 1's model on four runtimes: under auto each leaves its call in content (but
+    `auto_calls` of a's answers carry tool_calls); under required a returns calls (or not: `forced_calls`), b
+    ignores it, c errors (no answer, counted nowhere), and d returns calls streamed only (or not:
+    `stream_calls`)."""
     from harness.suites.deployment.records import DeploymentRecord
     from harness.suites.readme_figures import FINDING_MODEL
 
-    def one(runtime, case, choice, calls=(), labels=(), error=None):
-        plain = ({"status": 400, "error": error} if error else
-                 {"status": 200, "content": None if calls else "```json", "tool_calls": list(calls)})
+    call = {"name": "f", "arguments": "{}"}
+
+    def answer(calls: bool, error=None):
+        if error:
+            return {"status": 400, "error": error}
+        return {"status": 200, "content": None if calls else "```json", "tool_calls": [call] if calls else []}
+
+    def one(runtime, n, choice, plain, stream=None, labels=()):
         return DeploymentRecord(runtime=runtime, server="llama-server", model={"id": FINDING_MODEL, "sha256": None},
                                 template={"id": "t", "sha256": "b" * 64}, family="hermes",
-                                case={"id": case, "category": "simple_python", "hash": "h"}, tool_choice=choice,
-                                labels=list(labels), plain=plain, stream=plain)
-    call = {"name": "f", "arguments": "{}"}
-    records = [one(runtime, f"c{n}", "auto", [call] if n < auto_calls and runtime == "a" else (),
-                   () if n < auto_calls and runtime == "a" else ["call-left-in-content"])
-               for runtime in ("a", "b") for n in range(10)]
-    records += [one("a", f"c{n}", "required", [call] if forced_calls else (),
-                    () if forced_calls else ["required-ignored"]) for n in range(10)]
-    records += [one("b", f"c{n}", "required", (), ["required-ignored", "call-left-in-content"]) for n in range(10)]
-    records += [one("c", f"c{n}", choice, (), ["runtime-error"], error="HTTP 400: no parser")
+                                case={"id": f"c{n}", "category": "simple_python", "hash": "h"}, tool_choice=choice,
+                                labels=list(labels), plain=plain, stream=stream or plain)
+    left = ["call-left-in-content"]
+    records = [one("a", n, "auto", answer(n < auto_calls), labels=[] if n < auto_calls else left) for n in range(10)]
+    records += [one("b", n, "auto", answer(False), labels=left) for n in range(10)]
+    records += [one("a", n, "required", answer(forced_calls)) for n in range(10)]
+    records += [one("b", n, "required", answer(False), labels=["required-ignored", *left]) for n in range(10)]
+    records += [one("c", n, choice, answer(False, error="HTTP 400: no parser"), labels=["runtime-error"])
+                for n in range(10) for choice in ("auto", "required")]
+    records += [one("d", n, choice, answer(False), answer(stream_calls), labels=left)
                 for n in range(10) for choice in ("auto", "required")]
     folder = tmp_path / "deployment"
     folder.mkdir(exist_ok=True)
@@ -116,14 +122,18 @@ def _served(tmp_path, forced_calls: bool, auto_calls: int = 0) -> ResultsDir:
     return ResultsDir(tmp_path)
 
 
-def test_the_deployment_figures_count_answers_given_and_stop_when_no_runtime_forces_calls(tmp_path):
+def test_the_deployment_figures_count_answers_given_and_stop_when_a_claim_of_finding_four_fails(tmp_path):
     from harness.suites.readme_figures import deployment_figures
 
     got = deployment_figures(_served(tmp_path, forced_calls=True))
-    assert got["deploy-auto-calls"] == "0/20" and got["deploy-runtimes"] == "2" and got["deploy-auto-left"] == "20"
+    assert got["deploy-auto-calls"] == "0/30" and got["deploy-runtimes"] == "3" and got["deploy-auto-left"] == "30"
     assert (got["deploy-forcing"], got["deploy-forced"], got["deploy-others"], got["deploy-ignored"]) == (
-        "`a`", "10/10", "1", "10/10")
-    with pytest.raises(ReadmeFiguresError, match="finding 4 no longer holds"):
+        "`a`", "10/10", "2", "20/20")
+    assert (got["deploy-stream-runtimes"], got["deploy-stream-calls"]) == ("`d`", "20/20")
+    with pytest.raises(ReadmeFiguresError, match="finding 4 no longer holds .under required"):
         deployment_figures(_served(tmp_path, forced_calls=False))
     with pytest.raises(ReadmeFiguresError, match="finding 4 no longer holds .served under tool_choice auto"):
         deployment_figures(_served(tmp_path, forced_calls=True, auto_calls=2))
+    with pytest.raises(ReadmeFiguresError, match="finding 4 no longer holds .some runtime returns calls in most "
+                                                  "streamed"):
+        deployment_figures(_served(tmp_path, forced_calls=True, stream_calls=False))
