@@ -125,28 +125,27 @@ def deployment_figures(results: ResultsDir) -> dict:
     (forcing them) and how often the others return none; and the runtimes whose streamed answers carry calls in
     most records where their non-streamed ones do not (reading the model's own text as a call in the stream
     alone)."""
-    from harness.suites.deployment.judging import errored
+    from harness.suites.deployment.judging import answered
     from harness.suites.deployment.openings import is_opening
     from harness.suites.deployment.page import read_records
 
     records = [r for r in read_records(results, []) if r.model["id"] == FINDING_MODEL and not is_opening(r)]
-    tally: dict = {}
+    tally: dict = {}      # (tool_choice, side) -> runtime -> Counter
     for r in records:
         for side in ("plain", "stream"):
             answer = getattr(r, side)
-            if answer and not errored(answer):
-                c = tally.setdefault((r.runtime, r.tool_choice, side), Counter())
+            if answered(answer):
+                c = tally.setdefault((r.tool_choice, side), {}).setdefault(r.runtime, Counter())
                 c["answered"] += 1
                 c["calls"] += bool(answer.get("tool_calls"))
                 c["left"] += side == "plain" and any(label_head(x) == "call-left-in-content" for x in r.labels)
-    pick = lambda choice, side: {rt: c for (rt, ch, sd), c in tally.items() if ch == choice and sd == side}  # noqa: E731
     total = lambda rows, key: sum(c[key] for c in rows.values())  # noqa: E731
     most = lambda c: 2 * c["calls"] > c["answered"]  # noqa: E731
-    auto, required = pick("auto", "plain"), pick("required", "plain")
+    auto, required = tally.get(("auto", "plain"), {}), tally.get(("required", "plain"), {})
     forcing = sorted(runtime for runtime, c in required.items() if most(c))
     others = {runtime: c for runtime, c in required.items() if runtime not in forcing}
-    streamed = {runtime: pick("auto", "stream").get(runtime, Counter()) + pick("required", "stream").get(
-        runtime, Counter()) for runtime in auto}
+    streamed = {runtime: tally.get(("auto", "stream"), {}).get(runtime, Counter())
+                + tally.get(("required", "stream"), {}).get(runtime, Counter()) for runtime in auto}
     in_stream = sorted(runtime for runtime, c in streamed.items() if most(c) and runtime not in forcing
                        and not most(auto[runtime] + required.get(runtime, Counter())))
     _claim(bool(auto) and 20 * total(auto, "calls") < total(auto, "answered"), 4,

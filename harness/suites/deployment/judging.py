@@ -185,6 +185,11 @@ def errored(answer: dict | None) -> bool:
     return bool(answer.get("error")) or any("cut short" in p for p in answer.get("problems") or ())
 
 
+def answered(answer: dict | None) -> bool:
+    """A chat completion came back: asked, and not errored (what every count of answers given counts)."""
+    return bool(answer) and not errored(answer)
+
+
 def answer_view(record, answer: dict | None, tools: list) -> dict:
     """One answer as a row of the page counts it: errored, its call left in content, its BFCL calls."""
     answer = answer or {}

@@ -11,7 +11,7 @@ from harness.backends.transport import error_words
 from harness.evaluation.judging import label_head
 from harness.evaluation.scoring import wilson
 from harness.suites.bfcl.judging import valid_verdict
-from harness.suites.deployment.judging import STREAM_DIFFERENCES, errored, stream_difference
+from harness.suites.deployment.judging import STREAM_DIFFERENCES, answered, errored, stream_difference
 from harness.suites.deployment.rows import place
 
 WORDS = 160      # characters of a runtime's error message a sentence quotes
@@ -95,10 +95,9 @@ def _runtime_sentence(records: list) -> str:
     carries no tool_calls and ignores nothing, so a runtime that refuses every request is said to refuse them
     (with its words), not to have ignored tool_choice in 0 of them."""
     labelled = lambda among, name: sum(any(label_head(x) == name for x in r.labels) for r in among)  # noqa: E731
-    answered = lambda r, side: bool(getattr(r, side)) and not errored(getattr(r, side))  # noqa: E731
-    some = [r for r in records if answered(r, "plain") or answered(r, "stream")]
-    plain = [r for r in records if answered(r, "plain")]
-    both = [r for r in records if answered(r, "plain") and answered(r, "stream")]
+    some = [r for r in records if answered(r.plain) or answered(r.stream)]
+    plain = [r for r in records if answered(r.plain)]
+    both = [r for r in records if answered(r.plain) and answered(r.stream)]
     kinds = Counter(stream_difference(r.plain, r.stream) for r in both
                     if any(label_head(x) == "stream-differs" for x in r.labels))
     required = [r for r in some if r.tool_choice == "required"]
@@ -107,7 +106,7 @@ def _runtime_sentence(records: list) -> str:
                              for x in r.labels) for r in shown)
     calls = sum(bool(r.plain.get("tool_calls")) for r in plain)
     seconds = sorted(s for r in records for side, s in (r.seconds or {}).items()
-                     if isinstance(s, (int, float)) and answered(r, "plain" if side == "plain" else "stream"))
+                     if isinstance(s, (int, float)) and answered(r.plain if side == "plain" else r.stream))
     errors = labelled(records, "runtime-error")
     again = [r for r in records if isinstance(r.again, dict) and isinstance(r.again.get("changed"), list)]
     if not some:
