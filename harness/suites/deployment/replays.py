@@ -11,9 +11,15 @@ auto: under required a runtime constrains sampling with a grammar, which would r
 answer would no longer be the runtime's reading of what the model wrote (runtime conformance's `required` cases
 judge that grammar on the template's own calls).
 
-A replay's case name is MODEL/CASE/MODE. Its case hash covers the reply, so a reply re-recorded since (a stale
-sample superseded) is asked again, the records of the old reply are dropped from the file once the new one is
-replayed, and the page reads only the records whose reply is the committed one."""
+Beside the BFCL cases, each YAML scenario's opening turn (cases.Opening): the first reply each committed sample
+of the scenario wrote in each mode (results/transcripts), asked under the opening request the served rows are
+asked; the texts the samples of a scenario and mode wrote alike are replayed once, the page counting how many
+samples each stands for. The page judges them by the scenario's expectation of that turn (openings.py).
+
+A replay's case name is MODEL/CASE/MODE (a scenario opening's MODEL/scenario-NAME/MODE/TAG, TAG naming the
+text). Its case hash covers the reply, so a reply re-recorded since (a stale sample superseded) is asked again,
+the records of the old reply are dropped from the file once the new one is replayed, and the page reads only the
+records whose reply is the committed one."""
 
 from __future__ import annotations
 
@@ -22,7 +28,10 @@ from pathlib import Path
 
 from harness import families
 from harness.core.errors import HarnessError, TemplateError
+from harness.core.hashing import sha256_text
+from harness.core.values import MODES
 from harness.storage.results import ResultsDir, file_stem
+from harness.suites.deployment.cases import SCENARIO
 from harness.template import detect as detection
 from harness.template.kwargs import template_kwargs_for
 
@@ -32,15 +41,23 @@ AUTO = "auto"
 
 @dataclass(frozen=True)
 class Replayed:
-    """One committed in-process reply: the case, the mode it was written in, and its text."""
+    """One committed in-process reply: the case, the mode it was written in, and its text. A scenario opening's
+    reply is one distinct first reply of the scenario's samples in that mode, `samples` of them writing it."""
     model: str
-    case: object              # harness.suites.bfcl.cases.Case
+    case: object              # harness.suites.bfcl.cases.Case, or cases.Opening
     mode: str
     reply: str
+    samples: int = 1
 
     @property
     def name(self) -> str:
-        return f"{self.model}/{self.case.id}/{self.mode}"
+        base = f"{self.model}/{self.case.id}/{self.mode}"
+        # A scenario's five samples a mode can write several texts: each its own case, named by the text.
+        return base if self.case.category != SCENARIO else f"{base}/{reply_tag(self.reply)}"
+
+
+def reply_tag(reply: str) -> str:
+    return sha256_text(reply)[:12]
 
 
 def records_path(results: ResultsDir, model_id: str, runtime: str) -> Path:
@@ -48,9 +65,45 @@ def records_path(results: ResultsDir, model_id: str, runtime: str) -> Path:
 
 
 def split_name(name: str) -> tuple:
-    """(model, case id, mode) of a replay's case name."""
-    model, case, mode = name.split("/")
+    """(model, case id, mode) of a replay's case name (a scenario opening's ends with its reply's tag, left out)."""
+    model, case, mode, *_ = name.split("/")
     return model, case, mode
+
+
+def scenario_first_replies(results: ResultsDir, scenarios: dict, warnings: list) -> dict:
+    """(model id, scenario name, mode) -> Counter of the first reply each committed sample wrote to the scenario's
+    opening turn (results/transcripts; the samples every report counts: today's scenario and setup, each key
+    once). A sample that stopped on an error before its first reply has none."""
+    from collections import Counter
+
+    from harness.evaluation.scored import score_transcripts
+
+    def first(record, scenario, verdicts, ref):
+        steps = (record.turns[0].get("steps") or []) if record.turns else []
+        step = steps[0] if steps else {}
+        reply = step.get("reply") if not step.get("error") else None
+        return record.model.id, record.scenario.name, record.mode, reply if isinstance(reply, str) else None
+
+    scored = score_transcripts(results.transcript_files(), scenarios, keep=first, slim=lambda record: None)
+    warnings += scored.warnings
+    out: dict = {}
+    for model, scenario, mode, reply in scored.samples:
+        if reply:
+            out.setdefault((model, scenario, mode), Counter())[reply] += 1
+    return out
+
+
+def committed_opening_replies(results: ResultsDir, model_id: str, openings: list, warnings: list) -> list:
+    """The model's committed first replies to each scenario opening (cases.Opening), every mode, each distinct
+    text of a scenario and mode once (the runtime reads a text the same however many samples wrote it), in the
+    openings' order; `samples` says how many wrote it."""
+    current = scenario_first_replies(results, {o.scenario.name: o.scenario for o in openings}, warnings)
+    out = []
+    for opening in openings:
+        for mode in MODES:
+            written = current.get((model_id, opening.scenario.name, mode), {})
+            out += [Replayed(model_id, opening, mode, reply, n) for reply, n in sorted(written.items())]
+    return out
 
 
 def committed_replies(results: ResultsDir, model_id: str, drawn: list, warnings: list) -> list:
@@ -93,39 +146,53 @@ def replay_corpus(ref, replies: list):
     return Corpus(ref.id, found.family, cases, refused, found)
 
 
+def replay_setup(model_id: str, results: ResultsDir, per_category: int, log=print, only: set | None = None) -> tuple:
+    """(the model's template, its replies on the drawn cases as a replay corpus, the replies): what a replay
+    through any runtime serves, whether the harness starts it (run) or a script serves scripted models in HF form
+    (scripts/hf_runtime_conformance.py --replay). only: these case ids of the draw."""
+    from harness.suites.deployment import cases
+    from harness.suites.deployment.driver import model_setup
+
+    warnings: list = []
+    drawn, openings = cases.cases(per_category), cases.openings()
+    unknown = sorted((only or set()) - {c.id for c in drawn + openings})
+    if unknown:
+        raise HarnessError(f"--case {', '.join(unknown)}: not among the {len(drawn)} drawn cases (--cases "
+                           f"{per_category}; e.g. {', '.join(c.id for c in drawn[:3])}) nor the scenario openings "
+                           f"({', '.join(o.id for o in openings[:2])}, …)")
+    replies = committed_replies(results, model_id, [c for c in drawn if not only or c.id in only], warnings)
+    replies += committed_opening_replies(results, model_id, [o for o in openings if not only or o.id in only],
+                                         warnings)
+    for warning in warnings:
+        log(f"warning: {warning}")
+    if not replies:
+        raise HarnessError(f"{model_id}: no committed BFCL replies on the {per_category} drawn case(s) per category "
+                           f"under {results.root / 'bfcl'} (harness run --suite bfcl --model {model_id} records "
+                           f"them), nor scenario replies under {results.transcripts} (harness run --model "
+                           f"{model_id})")
+    _, ref, _ = model_setup(model_id)
+    if ref is None:
+        raise HarnessError(f"{model_id}: neither a template of its own nor a stand-in: nothing to script it with")
+    corpus = replay_corpus(ref, replies)
+    for name, why in corpus.skipped:
+        log(f"warning: not replayed: {name}: {why}")
+    return ref, corpus, replies
+
+
 def run(model_id: str, results: ResultsDir, server: str, per_category: int, workdir: Path, log=print,
         keep: bool = False, only: set | None = None) -> tuple:
     """Replay the model's committed replies on the drawn cases (only: these case ids of them) through `server` (a
     runtime the harness starts). Returns (records written, replies found, records path); a killed run resumes
     past what is recorded."""
     from harness.backends import runtimes
-    from harness.suites.deployment import cases
-    from harness.suites.deployment.driver import model_setup
     from harness.suites.runtime_conformance.driver import run_suite
 
-    warnings: list = []
-    drawn = cases.cases(per_category)
-    unknown = sorted((only or set()) - {c.id for c in drawn})
-    if unknown:
-        raise HarnessError(f"--case {', '.join(unknown)}: not among the {len(drawn)} drawn cases (--cases "
-                           f"{per_category}; e.g. {', '.join(c.id for c in drawn[:3])})")
-    replies = committed_replies(results, model_id, [c for c in drawn if not only or c.id in only], warnings)
-    for warning in warnings:
-        log(f"warning: {warning}")
-    if not replies:
-        raise HarnessError(f"{model_id}: no committed BFCL replies on the {per_category} drawn case(s) per category "
-                           f"under {results.root / 'bfcl'} (harness run --suite bfcl --model {model_id} records them)")
-    _, ref, _ = model_setup(model_id)
-    if ref is None:
-        raise HarnessError(f"{model_id}: neither a template of its own nor a stand-in: nothing to script it with")
+    ref, corpus, replies = replay_setup(model_id, results, per_category, log, only)
     served = runtimes.get(server)
     build = served.build(None)
     runtime = served.record_name
     path = records_path(results, model_id, runtime)
     path.parent.mkdir(parents=True, exist_ok=True)
-    corpus = replay_corpus(ref, replies)
-    for name, why in corpus.skipped:
-        log(f"warning: not replayed: {name}: {why}")
     # A model's committed subset (220 cases in 3 modes) is far more requests than a template's own corpus: the
     # driver builds and serves them in parts (runtime_conformance.scheduling.PART), what a part recorded not again.
     written, skipped = run_suite(server, runtime, [(ref, corpus)], path, Path(workdir), set(), log=log, keep=keep,
@@ -146,11 +213,18 @@ def drop_replaced(path: Path, replies: list) -> int:
     from harness.suites.runtime_conformance.records import RuntimeConformanceRecord
 
     current = {r.name: r.reply for r in replies}
+    # A scenario opening's text no committed sample of its scenario and mode writes now (the samples re-run).
+    openings = {split_name(r.name) for r in replies if r.case.category == SCENARIO}
+
+    def replaced(name: str, reply: str) -> bool:
+        if name in current:
+            return reply != current[name]
+        return name.count("/") == 3 and split_name(name) in openings
+
     if not path.exists():
         return 0
     with TranscriptWriter(path, wait=False) as writer:
-        return writer.drop(lambda records: [r for r in records if r.case["name"] in current
-                                            and r.reply != current[r.case["name"]]],
+        return writer.drop(lambda records: [r for r in records if replaced(r.case["name"], r.reply)],
                            kinds=(RuntimeConformanceRecord,))
 
 
@@ -183,18 +257,20 @@ class ReplayAnswer:
     stream_differs: bool = False
 
 
-def replay_answers(results: ResultsDir, outcomes: list, models: dict, suite, judge, warnings: list) -> list:
+def replay_answers(results: ResultsDir, outcomes: list, models: dict, suite, judge, warnings: list,
+                   records: list | None = None) -> list:
     """The replays of the cases the deployment rows hold (models: model id -> case ids), each whose reply is the
     committed one (a reply re-recorded since is left out, counted in a warning), judged by `judge(case, calls)`
     (BFCL's checker; None: not judged). outcomes: the committed BFCL records read (bfcl.judging.read_outcomes),
     whose replies are the current ones. A reply the runtime's grammar rewrote gets no verdict: what came back is
-    not the runtime's reading of that text."""
+    not the runtime's reading of that text. records: the replay records already read (read_replays), else read
+    here."""
     from harness.evaluation.judging import label_head
     from harness.suites.deployment.judging import answer_view
 
     current = {(o.model, o.case, o.mode): o.reply for o in outcomes}
     out, stale = [], 0
-    for r in read_replays(results, warnings):
+    for r in read_replays(results, warnings) if records is None else records:
         model, case_id, mode = split_name(r.case["name"])
         if case_id not in models.get(model, ()) or case_id not in suite.cases:
             continue

@@ -21,9 +21,6 @@ def run(args) -> int:
     from harness.core.errors import HarnessError
     from harness.suites.runtime_conformance.corpus import build_corpus
     from harness.suites.runtime_conformance.corpus_file import cases_from_file
-    from harness.core.hashing import sha256_text
-    from harness.suites.runtime_conformance.driver import TemplateRun, requests_for
-    from harness.scripted.keying import PromptKey
     from harness.pins.sources import resolve_template
 
     from harness.scripted.plan import WriteBudget, write_budget
@@ -37,13 +34,32 @@ def run(args) -> int:
     if not corpus.cases:
         raise HarnessError(f"{ref.id}: no case can be written: " + "; ".join(w for _, w in corpus.skipped))
     out = Path(args.out)
+    serve_with = args.serve_with or (None if args.key_from == RENDER else args.key_from) or DEFAULT_SERVE
+    path, models, refused = write_manifest(ref, corpus, out, args.key_from, serve_with, args.case)
+    served = sum(len(m["requests"]) for m in models)
+    print(f"{ref.id}: {len(models)} scripted model(s) answering {served} request(s) -> {out}; manifest {path}")
+    for item in refused:
+        print(f"  not keyed: {item['request']}: {item['why']}", file=sys.stderr)
+    for line in serve_lines(runtimes.get(serve_with), out.resolve(), path.resolve(), models):
+        print(line)
+    return 0
+
+
+def write_manifest(ref, corpus, out: Path, key_from: str = RENDER, serve_with: str = DEFAULT_SERVE,
+                   cases=None) -> tuple:
+    """Build the scripted models of `corpus` (only `cases` of it, None: all) in `out`, keyed to our render
+    (key_from RENDER) or to a runtime's prompts, in the architecture `serve_with` loads, and write the manifest
+    OUT/TEMPLATE.manifest.json. Returns (manifest path, its models, the requests no model answers with why)."""
+    from harness.core.hashing import sha256_text
+    from harness.scripted.keying import PromptKey
+    from harness.suites.runtime_conformance.driver import TemplateRun, requests_for
+
     out.mkdir(parents=True, exist_ok=True)
-    kind = None if args.key_from == RENDER else args.key_from      # our render asks no runtime
-    serve_with = args.serve_with or kind or DEFAULT_SERVE
+    kind = None if key_from == RENDER else key_from      # our render asks no runtime
     # The models are built in the architecture the serving runtime loads (a rotary one for mistral.rs).
     planner = TemplateRun(kind, kind, ref, corpus, out, writer=None, log=None,
                           arch=runtimes.get(serve_with).scripted_arch)
-    requests = requests_for(corpus, args.case)
+    requests = requests_for(corpus, cases)
     prepared = planner.prepare(requests, from_runtime=kind is not None)
     models = []
     for plan, path in zip(prepared.models, prepared.paths):
@@ -64,17 +80,11 @@ def run(args) -> int:
     refused += [{"request": n, "why": why} for n, why in prepared.refused]
     manifest = {"template": {"id": ref.id, "sha256": sha256_text(ref.text)}, "family": corpus.family,
                 "vocabulary": planner.profile, "marker_tokens": marker_tokens(planner.vocab),
-                "key_from": args.key_from, "models": models, "refused": refused,
+                "key_from": key_from, "models": models, "refused": refused,
                 "skipped_cases": [{"case": n, "why": w} for n, w in corpus.skipped]}
     path = out / f"{ref.id}.manifest.json"
     path.write_text(json.dumps(manifest, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    served = sum(len(m["requests"]) for m in models)
-    print(f"{ref.id}: {len(models)} scripted model(s) answering {served} request(s) -> {out}; manifest {path}")
-    for item in refused:
-        print(f"  not keyed: {item['request']}: {item['why']}", file=sys.stderr)
-    for line in serve_lines(runtimes.get(serve_with), out.resolve(), path.resolve(), models):
-        print(line)
-    return 0
+    return path, models, refused
 
 
 def marker_tokens(vocab) -> list:
