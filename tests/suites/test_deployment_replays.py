@@ -214,3 +214,21 @@ def test_the_openings_section_counts_each_sample_of_a_replayed_text_and_its_inte
     (row,) = [line for line in lines if "replayed in-process native" in line]
     assert "; 1 rewritten by its grammar, left out" in row
     assert "| 3/5 60%, 1/2 distinct [" in row
+
+
+def test_replays_beside_served_has_a_line_only_where_the_model_was_served_on_that_runtime():
+    """A runtime the model was only replayed through (the 1.5B on transformers serve) has nothing to set beside
+    its replays: no line of zero cases."""
+    from types import SimpleNamespace
+
+    from harness.suites.deployment.rows import agreement_lines
+
+    case = SimpleNamespace(id=CASE)
+    view = {"errored": False, "left_in_content": False, "calls": []}
+    answers = [replays.ReplayAnswer(MODEL, runtime, "native", case, False, view, "text", {"valid": True})
+               for runtime in ("served-1", "replayed-only-1")]
+    served = [SimpleNamespace(model={"id": MODEL}, runtime="served-1", case={"id": CASE}, tool_choice="auto",
+                              plain={"generated": "text"})]
+    lines = agreement_lines(answers, served, {(MODEL, "served-1", CASE): {"valid": True}}, True)
+    assert [line.split(" | ")[1] for line in lines[2:]] == ["served-1"]
+    assert "| 1/1 100%" in lines[2]

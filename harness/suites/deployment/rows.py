@@ -118,7 +118,7 @@ def agreement_lines(answers: list, records: list, served_verdicts: dict, judged:
     lines = ["| model | runtime | cases | served model wrote the in-process native reply | same BFCL verdict | "
              "replays rewritten by the runtime's grammar (every mode) | replays whose stream differs |",
              "|---|---|---:|---|---|---|---|"]
-    pairs = sorted({(a.model, a.runtime) for a in answers})
+    pairs = sorted({(a.model, a.runtime) for a in answers} & {(m, r) for m, r, _ in served})
     for model, runtime in pairs:
         mine = [a for a in answers if (a.model, a.runtime) == (model, runtime)]
         native = [a for a in mine if a.mode == "native" and (model, runtime, a.case.id) in served]
