@@ -29,11 +29,12 @@ from harness.suites.bfcl.judging import read_outcomes, valid_verdict
 from harness.reports.rates import rate_cell
 from harness.reports.tables import mode_order
 from harness.suites.deployment.judging import LABELS, answer_view
-from harness.suites.deployment.cases import SCENARIO
+from harness.evaluation.scenario_files import load_scenarios
 from harness.suites.deployment.openings import is_opening, replay_rows as opening_rows
 from harness.suites.deployment.openings import section as openings_section
 from harness.suites.deployment.records import DeploymentRecord, dequantized_from, served_setup
-from harness.suites.deployment.replays import read_replays, replay_answers, scenario_first_replies, split_name
+from harness.suites.deployment.replay_gaps import gap_lines
+from harness.suites.deployment.replays import read_replays, replay_answers, scenario_first_replies
 from harness.suites.deployment.sentences import sentences
 from harness.suites.deployment.rows import NOT_JUDGED, Row, agreement_lines, place, rank_rows, replay_rows
 
@@ -191,6 +192,9 @@ def _pages(results, records: list, warnings: list) -> tuple:
     # The committed BFCL records, read once: the in-process rows and the replays' current replies both come from them.
     outcomes, _, model_records = read_outcomes(results, warnings)
     replay_records = read_replays(results, warnings)
+    # The committed scenario samples' first replies: what the openings' replays are judged and counted against.
+    current = scenario_first_replies(results, {s.name: s for s in load_scenarios()}, warnings) \
+        if replay_records else {}
     try:
         with BFCLChecker(tree=archive_tree(ARCHIVE_ID)) as checker:
             hello = checker.hello
@@ -240,8 +244,9 @@ def _pages(results, records: list, warnings: list) -> tuple:
     lines += ["## What the rows say", "", *sentences(rows, kept, ranks, judged, unread), "",
               "## The runtime's labels", "", "Per record (one case, one tool_choice, asked non-streamed and "
               "streamed); a record can carry several.", "", *_label_lines(kept), "",
-              *_replay_section(replayed, kept, served_verdicts, judged),
-              *_openings_section(results, opened, replay_records, warnings),
+              *_replay_section(replayed, kept, served_verdicts, judged,
+                               gap_lines(kept, outcomes, replay_records, current)),
+              *_openings_section(opened, replay_records, current, warnings),
               "## By category", "", "BFCL's checker per category, calls due and no call due alike.", "",
               *_category_lines(rows, judged), "",
               "## Examples", "", "Up to two records per label, with the text the model generated (the strict "
@@ -265,21 +270,18 @@ def _unread_templates(records: list, model_records: dict) -> dict:
     return out
 
 
-def _openings_section(results, records: list, replay_records: list, warnings: list) -> list:
+def _openings_section(records: list, replay_records: list, current: dict, warnings: list) -> list:
     if not records:
         return []
-    from harness.evaluation.scenario_files import load_scenarios
-
     scenarios = {s.name: s for s in load_scenarios()}
-    opening_replays = [r for r in replay_records if split_name(r.case["name"])[1].startswith(f"{SCENARIO}-")]
-    # The committed samples' first replies are read only where a replay of an opening is there to match them.
-    current = scenario_first_replies(results, scenarios, warnings) if opening_replays else {}
-    return openings_section(records, scenarios, warnings, opening_rows(opening_replays, scenarios, current, warnings))
+    return openings_section(records, scenarios, warnings, opening_rows(replay_records, scenarios, current, warnings))
 
 
-def _replay_section(replayed: list, records: list, served_verdicts: dict, judged: bool) -> list:
+def _replay_section(replayed: list, records: list, served_verdicts: dict, judged: bool, gaps: list) -> list:
+    missing = ["Replays not made, or not finished (harness/suites/deployment/replay_gaps.py):", "", *gaps, ""] \
+        if gaps else []
     if not replayed:
-        return []
+        return ["## Replays beside served", "", *missing] if missing else []
     return ["## Replays beside served", "", "The rows *replayed in-process MODE replies*: each committed in-process "
             "reply of the model on these cases, written exactly by a scripted model (the model's template, a tiny "
             "GGUF whose weights write that text) through the runtime, tool_choice auto: what an app receives for "
@@ -292,7 +294,7 @@ def _replay_section(replayed: list, records: list, served_verdicts: dict, judged
             "flash attention is on by default and its repeat penalty counts the prompt's tokens; with both as in "
             "process its text is the in-process text on every case tried (tools/served_vs_in_process.py, "
             "harness/suites/deployment/README.md).", "",
-            *agreement_lines(replayed, records, served_verdicts, judged), ""]
+            *agreement_lines(replayed, records, served_verdicts, judged), "", *missing]
 
 
 def _not_served(records: list) -> list:
