@@ -232,3 +232,28 @@ def test_replays_beside_served_has_a_line_only_where_the_model_was_served_on_tha
     lines = agreement_lines(answers, served, {(MODEL, "served-1", CASE): {"valid": True}}, True)
     assert [line.split(" | ")[1] for line in lines[2:]] == ["served-1"]
     assert "| 1/1 100%" in lines[2]
+
+
+def test_the_replay_labels_count_current_replays_and_a_stream_without_done_alone_is_agreement():
+    """How each runtime read the replayed texts: only replays of a committed reply count (a BFCL reply the model's
+    record holds, a first text a committed sample wrote); a replay labelled only no-done-sentinel agrees."""
+    from types import SimpleNamespace
+
+    from harness.suites.deployment.rows import REPLAY_LABELS, replay_label_lines
+
+    def record(name, reply, labels):
+        return SimpleNamespace(case={"name": f"{MODEL}/{name}"}, reply=reply, labels=labels, runtime="rt-1")
+
+    outcomes = [SimpleNamespace(model=MODEL, case=CASE, mode="native", reply="a")]
+    current = {(MODEL, "get-time", "grammar"): {"c": 2}}
+    records = [record(f"{CASE}/native", "a", ["no-done-sentinel"]),
+               record(f"{CASE}/native", "old", ["agree"]),
+               record("scenario-get-time/grammar/tag", "c", ["runtime-forgave:bare-json", "stream-differs"]),
+               record("scenario-get-time/grammar/gone", "d", ["agree"])]
+    kept = replays.current_records(records, outcomes, current)
+    assert [r.reply for r in kept] == ["a", "c"]
+    (row,) = replay_label_lines(kept)[2:]
+    counts = dict(zip(("replays", *REPLAY_LABELS), row.strip("| ").split(" | ")[2:]))
+    assert counts["replays"] == "2" and counts["agree"] == "1" and counts["no-done-sentinel"] == "1"
+    assert counts["runtime-forgave"] == "1" and counts["stream-differs"] == "1"
+    assert replay_label_lines([]) == []

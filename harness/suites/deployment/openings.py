@@ -57,12 +57,13 @@ def verdict(record, answer: dict | None, scenario) -> dict:
 
 
 def replay_rows(replayed: list, scenarios: dict, current: dict, warnings: list) -> dict:
-    """(model, runtime, mode) -> [(verdict, reply)] of the scenario openings' replays (replays.py): each committed
-    sample's first reply (current: replays.scenario_first_replies) judged by what the runtime returned for its
-    text, non-streamed; a text several samples wrote is one replay that counts once for each of them (the page's
-    cells give the distinct texts beside, their interval over those). A reply the runtime's grammar rewrote is
-    left out (what came back is not the runtime's reading of it) and counted per row; a replayed text no
-    committed sample writes now is left out and counted in a warning."""
+    """(model, runtime, mode) -> ([(verdict, (scenario, reply))], samples whose reply the runtime's grammar
+    rewrote) of the scenario openings' replays (replays.py): each committed sample's first reply (current:
+    replays.scenario_first_replies) judged by what the runtime returned for its text, non-streamed; a text
+    several samples wrote is one replay that counts once for each of them (the page's cells give the distinct
+    texts beside, their interval over those). A reply the runtime's grammar rewrote is left out (what came back
+    is not the runtime's reading of it) and counted per row; a replayed text no committed sample writes now is
+    left out and counted in a warning."""
     rows, rewritten, stale = defaultdict(list), defaultdict(int), 0
     for r in replayed:
         model, case_id, mode = split_name(r.case["name"])
@@ -81,7 +82,7 @@ def replay_rows(replayed: list, scenarios: dict, current: dict, warnings: list) 
         warnings.append(f"deployment replays: {stale} scenario-opening record(s) of a reply no committed sample "
                         "writes now, left out (scripts/hf_runtime_conformance.py --replay or harness deployment "
                         "--replay drops them when run again)")
-    return {key: (answers, rewritten.get(key, 0)) for key, answers in rows.items()}
+    return {key: (rows.get(key, []), rewritten.get(key, 0)) for key in rows.keys() | rewritten.keys()}
 
 
 def section(records: list, scenarios: dict, warnings: list, replayed: dict | None = None) -> list:

@@ -34,9 +34,10 @@ from harness.suites.deployment.openings import is_opening, replay_rows as openin
 from harness.suites.deployment.openings import section as openings_section
 from harness.suites.deployment.records import DeploymentRecord, dequantized_from, served_setup
 from harness.suites.deployment.replay_gaps import gap_lines
-from harness.suites.deployment.replays import read_replays, replay_answers, scenario_first_replies
+from harness.suites.deployment.replays import current_records, read_replays, replay_answers, scenario_first_replies
 from harness.suites.deployment.sentences import sentences
-from harness.suites.deployment.rows import NOT_JUDGED, Row, agreement_lines, place, rank_rows, replay_rows
+from harness.suites.deployment.rows import (NOT_JUDGED, Row, place, rank_rows, replay_label_lines, replay_rows,
+                                            replay_section)
 
 PAGE = "deployment.md"
 FOLDER = "deployment"
@@ -244,8 +245,9 @@ def _pages(results, records: list, warnings: list) -> tuple:
     lines += ["## What the rows say", "", *sentences(rows, kept, ranks, judged, unread), "",
               "## The runtime's labels", "", "Per record (one case, one tool_choice, asked non-streamed and "
               "streamed); a record can carry several.", "", *_label_lines(kept), "",
-              *_replay_section(replayed, kept, served_verdicts, judged,
-                               gap_lines(kept, outcomes, replay_records, current)),
+              *replay_section(replayed, kept, served_verdicts, judged,
+                             replay_label_lines(current_records(replay_records, outcomes, current)),
+                             gap_lines(kept, outcomes, replay_records, current)),
               *_openings_section(opened, replay_records, current, warnings),
               "## By category", "", "BFCL's checker per category, calls due and no call due alike.", "",
               *_category_lines(rows, judged), "",
@@ -275,26 +277,6 @@ def _openings_section(records: list, replay_records: list, current: dict, warnin
         return []
     scenarios = {s.name: s for s in load_scenarios()}
     return openings_section(records, scenarios, warnings, opening_rows(replay_records, scenarios, current, warnings))
-
-
-def _replay_section(replayed: list, records: list, served_verdicts: dict, judged: bool, gaps: list) -> list:
-    missing = ["Replays not made, or not finished (harness/suites/deployment/replay_gaps.py):", "", *gaps, ""] \
-        if gaps else []
-    if not replayed:
-        return ["## Replays beside served", "", *missing] if missing else []
-    return ["## Replays beside served", "", "The rows *replayed in-process MODE replies*: each committed in-process "
-            "reply of the model on these cases, written exactly by a scripted model (the model's template, a tiny "
-            "GGUF whose weights write that text) through the runtime, tool_choice auto: what an app receives for "
-            "that text there. They are not ranked: they answer how the runtime reads fixed text, not how well a "
-            "model calls. Where the runtime's grammar made the scripted model write other text (llama.cpp holds a "
-            "call it has opened to its own JSON shape), the reply is left out of the cells and counted. Below, "
-            "the served model beside the replay of its in-process native replies "
-            "(`harness deployment --replay --server RUNTIME --model MODEL --cases N` adds a replay). Where the "
-            "served model wrote other text, llama-server computes and samples otherwise, not reads otherwise: its "
-            "flash attention is on by default and its repeat penalty counts the prompt's tokens; with both as in "
-            "process its text is the in-process text on every case tried (tools/served_vs_in_process.py, "
-            "harness/suites/deployment/README.md).", "",
-            *agreement_lines(replayed, records, served_verdicts, judged), "", *missing]
 
 
 def _not_served(records: list) -> list:

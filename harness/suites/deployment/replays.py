@@ -243,6 +243,22 @@ def read_replays(results: ResultsDir, warnings: list) -> list:
 REWRITTEN = "reply-rewritten"
 
 
+def current_records(records: list, outcomes: list, current: dict) -> list:
+    """The replay records whose reply is a committed one now: a BFCL reply the model's record of that case and
+    mode holds (outcomes: bfcl.judging.read_outcomes), or a text a committed sample of the scenario and mode
+    wrote first (current: scenario_first_replies)."""
+    committed = {(o.model, o.case, o.mode): o.reply for o in outcomes}
+    out = []
+    for r in records:
+        model, case_id, mode = split_name(r.case["name"])
+        if case_id.startswith(f"{SCENARIO}-"):
+            if r.reply in current.get((model, case_id[len(SCENARIO) + 1:], mode), {}):
+                out.append(r)
+        elif committed.get((model, case_id, mode)) == r.reply:
+            out.append(r)
+    return out
+
+
 @dataclass
 class ReplayAnswer:
     """One replay, non-streamed, as the page counts it: the BFCL verdict of what came back, or why none is."""

@@ -4,7 +4,7 @@ its answers judged by BFCL's checker."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from harness.suites.bfcl.cases import IRRELEVANCE
@@ -12,6 +12,8 @@ from harness.peers.bfcl import SETUP_COMMAND
 from harness.suites.bfcl.judging import valid_verdict
 from harness.reports.rates import rate_cell
 from harness.reports.tables import mode_order
+from harness.evaluation.judging import label_head
+from harness.suites.deployment.replays import split_name
 
 NOT_JUDGED = f"not judged (`{SETUP_COMMAND}`)"
 REPLAYED = 2         # the rows' order within a model: in process (0), served (1), replayed (2)
@@ -130,3 +132,59 @@ def agreement_lines(answers: list, records: list, served_verdicts: dict, judged:
                      f"{rate_cell(verdicts) if judged else NOT_JUDGED} | "
                      f"{rate_cell([a.rewritten for a in mine])} | {rate_cell([a.stream_differs for a in mine])} |")
     return lines if pairs else []
+
+
+# The runtime-conformance labels a replay can carry under tool_choice auto, in the order a reader asks: read as
+# the strict parser reads the text, or how it was read otherwise (harness.suites.runtime_conformance.causes).
+REPLAY_LABELS = ("agree", "call-left-in-content", "runtime-dropped-call", "runtime-forgave", "calls-differ",
+                 "arguments-changed", "content-differs", "reply-rewritten", "stream-differs", "prompts-differ",
+                 "runtime-error", "no-done-sentinel")
+# A stream ended without `data: [DONE]` says nothing of how the runtime read the text: such a replay with no other
+# label agrees.
+ASIDE = {"agree", "no-done-sentinel"}
+
+
+def replay_label_lines(records: list) -> list:
+    """Per model × runtime, the labels of its replays (replays.current_records: BFCL and scenario openings): each
+    the runtime's answer to a text against the strict parse of that text, so a reader sees whether the runtime
+    reads a family's calls as its parser does, apart from whether the model wrote them right."""
+    groups = defaultdict(list)
+    for r in records:
+        heads = {label_head(x) for x in r.labels}
+        groups[(split_name(r.case["name"])[0], r.runtime)].append(heads | ({"agree"} if heads <= ASIDE else set()))
+    lines = ["| model | runtime | replays | " + " | ".join(REPLAY_LABELS) + " |",
+             "|---|---|---:|" + "---:|" * len(REPLAY_LABELS)]
+    for (model, runtime), heads in sorted(groups.items()):
+        counts = Counter(h for mine in heads for h in mine)
+        lines.append(f"| {model} | {runtime} | {len(heads)} | "
+                     + " | ".join(str(counts[k]) for k in REPLAY_LABELS) + " |")
+    return lines if groups else []
+
+
+def replay_section(replayed: list, records: list, served_verdicts: dict, judged: bool, labels: list,
+                   gaps: list) -> list:
+    """deployment.md's "Replays beside served": what the replay rows are, the served model beside its replays,
+    how each runtime read the replayed texts (labels: replay_label_lines), the replays not made (gaps)."""
+    missing = ["Replays not made, or not finished (harness/suites/deployment/replay_gaps.py):", "", *gaps, ""] \
+        if gaps else []
+    read = ["How each runtime read the replayed texts (BFCL's and the scenario openings'): runtime conformance's "
+            "labels, each answer against the strict parse of the text it was given, so a row says whether the "
+            "runtime reads the family's calls as its parser does, whatever the model wrote "
+            "(harness/suites/runtime_conformance/README.md). *agree*: read as the strict parser reads it (a "
+            "stream that ends without `data: [DONE]` aside); a replay can carry several labels.", "", *labels, ""] \
+        if labels else []
+    if not replayed:
+        return ["## Replays beside served", "", *read, *missing] if read or missing else []
+    return ["## Replays beside served", "", "The rows *replayed in-process MODE replies*: each committed in-process "
+            "reply of the model on these cases, written exactly by a scripted model (the model's template, a tiny "
+            "GGUF whose weights write that text) through the runtime, tool_choice auto: what an app receives for "
+            "that text there. They are not ranked: they answer how the runtime reads fixed text, not how well a "
+            "model calls. Where the runtime's grammar made the scripted model write other text (llama.cpp holds a "
+            "call it has opened to its own JSON shape), the reply is left out of the cells and counted. Below, "
+            "the served model beside the replay of its in-process native replies "
+            "(`harness deployment --replay --server RUNTIME --model MODEL --cases N` adds a replay). Where the "
+            "served model wrote other text, llama-server computes and samples otherwise, not reads otherwise: its "
+            "flash attention is on by default and its repeat penalty counts the prompt's tokens; with both as in "
+            "process its text is the in-process text on every case tried (tools/served_vs_in_process.py, "
+            "harness/suites/deployment/README.md).", "",
+            *agreement_lines(replayed, records, served_verdicts, judged), "", *read, *missing]
