@@ -29,8 +29,10 @@ command asks only what is not recorded; a model whose requests are all recorded 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -171,19 +173,28 @@ def run_replay(model_id: str, args, python: Path) -> list:
     runtimes the harness starts (harness.suites.deployment.replays), keyed to our render of each request."""
     from harness.storage.results import ResultsDir
     from harness.suites.deployment import replays
+    from harness.core.hashing import sha256_text
+    from harness.suites.runtime_conformance.driver import request_body
     from harness.suites.runtime_conformance.endpoint import run_manifest
+    from harness.suites.runtime_conformance.scheduling import PART
     from harness.suites.runtime_conformance.scripted_command import write_manifest
 
     results = ResultsDir(args.results_dir)
     ref, corpus, replies = replays.replay_setup(model_id, results, args.cases, log=print)
-    out = args.work_dir / "replays" / model_id
-    manifest_path, models, refused = write_manifest(ref, corpus, out)
-    for item in refused:
-        print(f"not keyed: {item['request']}: {item['why']}", flush=True)
     runtime = runtimes.get(args.server).record_name
     records = replays.records_path(results, model_id, runtime)
     records.parent.mkdir(parents=True, exist_ok=True)
     build = runtimes.get(args.server).build()
+    # Only the replies not yet recorded are built, in parts (runtime_conformance.scheduling.PART requests each):
+    # a model's committed replies take hundreds of scripted models (GBs with their HF folders), more than one
+    # build may write; each part is built, served and removed before the next, and a resumed run builds only
+    # what is left.
+    done = {r.done_key() for r in SUITE.read_records(records)[0]}
+    sha = sha256_text(ref.text)
+    todo = [c for c in corpus.cases if any((sha, c.name, entry_hash({"request": request_body(c, v), "reply": c.reply}),
+                                            v) not in done for v in c.variants)]
+    print(f"{model_id} on {runtime}: {len(corpus.cases) - len(todo)} of {len(corpus.cases)} replies recorded, "
+          f"{len(todo)} to replay", flush=True)
 
     def ask(url: str, manifest: Path, served_name: str) -> int:
         done = {r.done_key() for r in SUITE.read_records(records)[0]}
@@ -193,7 +204,15 @@ def run_replay(model_id: str, args, python: Path) -> list:
             print(f"failed, not recorded: {failure}", flush=True)
         return 1 if run.left else 0
 
-    rows = serve_manifest(ref.id, out, manifest_path, records, ask, args, python)
+    rows = []
+    for start in range(0, len(todo), PART):
+        out = args.work_dir / "replays" / model_id / f"part-{start // PART}"
+        manifest_path, _, refused = write_manifest(ref, dataclasses.replace(corpus, cases=todo[start:start + PART]),
+                                                   out)
+        for item in refused:
+            print(f"not keyed: {item['request']}: {item['why']}", flush=True)
+        rows += serve_manifest(ref.id, out, manifest_path, records, ask, args, python)
+        shutil.rmtree(out)
     dropped = replays.drop_replaced(records, replies)
     if dropped:
         print(f"dropped {dropped} record(s) of replies re-recorded since (their new replies are replayed above)")
