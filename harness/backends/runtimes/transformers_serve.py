@@ -5,9 +5,10 @@ the folder from transformers' built-in one for the family (the family's `peers:`
 with none (most) is served without one: it then parses no call, and an app gets the call as text.
 scripts/hf_runtime_conformance.py starts it in the folder's parent (the folder's name is the model a request
 names), waits for /v1/models and asks the manifest's requests through `harness runtime-conformance --endpoint`.
-One process loads and keeps every model a request names (its ModelManager); the script still starts one per
-scripted model. Its prompt length is usage.prompt_tokens; it shows no sampled ids. It ends every stream after the
-chunk with its finish_reason without `data: [DONE]` (labelled no-done-sentinel)."""
+One process loads and keeps every model a request names (its ModelManager): the script starts one per part of
+a corpus and names each scripted model in its requests. Its prompt length is usage.prompt_tokens; it shows no
+sampled ids. It ends every stream after the chunk with its finish_reason without `data: [DONE]` (labelled
+no-done-sentinel)."""
 
 from __future__ import annotations
 
@@ -37,8 +38,10 @@ class TransformersServe(Runtime):
     probe = ("/openapi.json", lambda api: isinstance(api.get("paths"), dict)
              and {"/load_model", "/reset", "/v1/responses"} <= set(api["paths"]))
 
-    def folder_command(self, python, served_name: str, port: int) -> list:
+    def folder_command(self, python, served_name: str | None, port: int) -> list:
         """Its command line, run in the scripted model's parent folder with the environment's python beside
-        `transformers`: the model is the folder's name, which is also what requests name."""
-        return [str(python.with_name("transformers")), "serve", served_name, "--host", "127.0.0.1", "--port",
-                str(port), "--device", "cpu", "--dtype", "float32"]
+        `transformers`: the model is the folder's name, which is also what requests name. Named, it is loaded
+        at start and the only one served; without a name, each request loads the folder it names (and keeps it
+        until idle), so one process serves every folder beside it: the same loading, the same answers."""
+        return [str(python.with_name("transformers")), "serve", *([served_name] if served_name else []),
+                "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--dtype", "float32"]
