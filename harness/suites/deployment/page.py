@@ -242,7 +242,10 @@ def _pages(results, records: list, warnings: list) -> tuple:
               "or before it showed the text the model generated.", "",
               *_not_served(kept), ""]
     unread = _unread_templates(kept, model_records)
-    lines += ["## What the rows say", "", *sentences(rows, kept, ranks, judged, unread), "",
+    lines += ["## What the rows say", "", "The seconds below are as each answer was recorded, often with other "
+              "runs sharing the machine, so they say how long an answer took then, not how fast one runtime is "
+              "beside another: `python benchmarks/runtime_startup_bench.py` times them side by side in one run.",
+              "", *sentences(rows, kept, ranks, judged, unread), "",
               "## The runtime's labels", "", "Per record (one case, one tool_choice, asked non-streamed and "
               "streamed); a record can carry several.", "", *_label_lines(kept), "",
               *replay_section(replayed, kept, served_verdicts, judged,
