@@ -122,3 +122,5 @@ def test_the_runtimes_served_from_the_vllm_environment_say_what_they_do_and_repl
     assert command[-2:] == ["--reasoning-parser", "qwen3"] and "--enforce-eager" in command
     assert serve.folder_command(constants.ROOT / "bin" / "python", "m", 8812)[:3] == [
         str(constants.ROOT / "bin" / "transformers"), "serve", "m"]
+    # Unnamed, it loads each model a request names, and lets each go after 60 s idle.
+    assert serve.folder_command(constants.ROOT / "bin" / "python", None, 8812)[2:4] == ["--model-timeout", "60"]
