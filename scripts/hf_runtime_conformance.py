@@ -28,9 +28,10 @@ vLLM is started per scripted model (one model per process) and stopped after its
 once per part of a corpus, each request naming its scripted model's folder, which it loads when first named
 (restarted for the next model if it dies). Start-up (process start to /v1/models answering) is timed apart from
 the requests and printed, one JSON line per model (start_s 0 where the part's server was already up; that
-model's loading is in its requests' seconds), also appended to WORK/timings.jsonl. A server that does not start is said with its log's last lines
-and the run goes on with the next model; a request it does not answer is left for the next run (the same
-command asks only what is not recorded; a model whose requests are all recorded is not served again)."""
+model's loading is in its requests' seconds), also appended to WORK/timings.jsonl. A server that does not start
+is said with its log's last lines and the run goes on with the next model; a request it does not answer is
+left for the next run (the same command asks only what is not recorded; a model whose requests are all recorded
+is not served again)."""
 
 from __future__ import annotations
 
@@ -250,22 +251,21 @@ def serve_manifest(template: str, out: Path, manifest_path: Path, records_path: 
                 row["start_s"] = round(time.monotonic() - started, 1)
             else:            # the part's server, already up: this model is loaded by its first request
                 why, row["start_s"] = None, 0.0
-            try:
-                if why:
-                    row["start_error"] = why
-                    row["recorded"] = record_unstarted(records_path, runtime, url, manifest_path, manifest, model, done,
-                                                       row["start_error"])
-                    print(f"{template}: {model['served_name']}: {args.server} did not start: {row['start_error']}",
-                          flush=True)
-                else:
-                    asked = time.monotonic()
-                    status = ask(url, manifest_path, model["served_name"])
-                    row.update(requests_s=round(time.monotonic() - asked, 1), exit=status)
-            finally:
-                # Kept only while it is shared and running: one that died is started afresh for the next model.
-                if why or not shared or not server.running:
-                    server.stop()
-                    server = None
+            if why:
+                row["start_error"] = why
+                row["recorded"] = record_unstarted(records_path, runtime, url, manifest_path, manifest, model, done,
+                                                   row["start_error"])
+                print(f"{template}: {model['served_name']}: {args.server} did not start: {row['start_error']}",
+                      flush=True)
+            else:
+                asked = time.monotonic()
+                status = ask(url, manifest_path, model["served_name"])
+                row.update(requests_s=round(time.monotonic() - asked, 1), exit=status)
+            # Kept only while it is shared and running: one that died is started afresh for the next model (an
+            # exception stops it in the finally below).
+            if why or not shared or not server.running:
+                server.stop()
+                server = None
             print(json.dumps(row), flush=True)
             with open(args.work_dir / "timings.jsonl", "a", encoding="utf-8") as f:
                 f.write(json.dumps(row) + "\n")
