@@ -18,6 +18,7 @@ from harness.reports.html_overview import table_section
 from harness.suites import stage_page
 from harness.suites.runtime_conformance import history_cases
 from harness.suites.runtime_conformance.causes import cause_line, root_causes
+from harness.suites.runtime_conformance.coverage import gap_lines, gaps
 from harness.suites.runtime_conformance.judging import LABELS, matrix, replay_command
 from harness.suites.runtime_conformance.versions import compare, comparison_lines
 
@@ -30,11 +31,11 @@ def conformance_replay(record) -> str:
     return (runtime.replay(record) if runtime else None) or replay_command(record)
 
 
-def conformance_markdown(records: list, unscripted: list) -> str:
+def conformance_markdown(records: list, unscripted: list, unasked: list = ()) -> str:
     """results/runtime-conformance.md: the root causes (one line each: what a runtime does, how many requests,
     which families, a replay), the runtimes, the runtime × family matrix, then every disagreement grouped under its
     cause with its reply and the command that replays it. unscripted: (template id, why no scripted model is built
-    for it)."""
+    for it); unasked: the lines of the section on requests not asked (coverage.gap_lines)."""
     labels = tuple(LABELS)
     causes = root_causes(records)
     lines = ["# Runtime conformance", "",
@@ -57,6 +58,7 @@ def conformance_markdown(records: list, unscripted: list) -> str:
         lines.append(f"| {row['runtime']} | {row['family']} | {len(row['templates'])} | {row['requests']} | "
                      + " | ".join(str(row[k]) for k in labels) + " |")
     lines += history_lines(records)
+    lines += list(unasked)
     if unscripted:
         lines += ["", "## Templates without a scripted model", ""]
         lines += [f"- {t}: {why}" for t, why in unscripted]
@@ -183,7 +185,7 @@ def markdown(records: list, results_dir: Path) -> str:
     """results/runtime-conformance.md, naming the templates of results_dir's conformance.json left unscripted."""
     asked = {r.template["sha256"]: r.template["id"] for r in records}
     unscripted = [(t, why) for t, why in unscripted_templates(results_dir, asked) if t not in asked.values()]
-    return conformance_markdown(records, unscripted)
+    return conformance_markdown(records, unscripted, gap_lines(gaps(records)))
 
 
 def html_section(records: list) -> str:
