@@ -216,6 +216,31 @@ def test_the_openings_section_counts_each_sample_of_a_replayed_text_and_its_inte
     assert "| 3/5 60%, 1/2 distinct [" in row
 
 
+def test_the_served_answer_to_an_opening_is_set_beside_each_samples_replay_of_its_native_first_reply():
+    """The served model wrote "noon" (no call: wrong where one is due); 3 samples wrote a call that came back
+    right, 2 wrote "noon": the served text is a sample's (1/1 openings) and 2 of 5 samples' replays are judged as
+    the served answer is (1 of 2 distinct texts). A runtime that does not show the generated text has no text cell;
+    one the model was only replayed through, and a mode other than native, have no line."""
+    from types import SimpleNamespace
+
+    from harness.suites.deployment import openings
+
+    case = {"id": "scenario-get-time"}
+    wrong, right = {"right": False}, {"right": True}
+    rows = {(MODEL, runtime, False, False, "setup"): [(SimpleNamespace(case=case, plain={"generated": shown}), wrong)]
+            for runtime, shown in (("served-1", "noon"), ("hidden-1", None))}
+    rows[(MODEL, "served-1", True, False, "required")] = [(SimpleNamespace(case=case, plain={}), right)]
+    samples = [(right, ("get-time", "<tool_call>A"))] * 3 + [(wrong, ("get-time", "noon"))] * 2
+    replayed = {(MODEL, runtime, mode): (samples, 0) for runtime in ("served-1", "hidden-1", "replayed-only-1")
+                for mode in ("native", "grammar")}
+    lines = openings.served_beside_replays(rows, replayed)
+    table = [line for line in lines if line.startswith(f"| {MODEL} ")]
+    assert [line.split(" | ")[1] for line in table] == ["hidden-1", "served-1"]
+    assert table[1].endswith("| 1 | 1/1 100% [21–100] | 2/5 40%, 1/2 distinct [9–91] |")
+    assert "| – (not shown) |" in table[0]
+    assert openings.served_beside_replays({}, replayed) == []
+
+
 def test_replays_beside_served_has_a_line_only_where_the_model_was_served_on_that_runtime():
     """A runtime the model was only replayed through (the 1.5B on transformers serve) has nothing to set beside
     its replays: no line of zero cases."""

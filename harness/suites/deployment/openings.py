@@ -134,6 +134,7 @@ def section(records: list, scenarios: dict, warnings: list, replayed: dict | Non
                       f"{rate_cell([v['left_in_content'] for v, _ in answers], keys)} | "
                       f"{rate_cell([v['errored'] for v, _ in answers], keys)} |"))
     lines += [line for _, line in sorted(table, key=lambda kv: kv[0])]
+    lines += served_beside_replays(rows, replayed or {})
     labelled = defaultdict(int)
     for r in {id(r): r for answers in rows.values() for r, _ in answers}.values():
         for head in {label_head(x) for x in r.labels}:
@@ -141,6 +142,41 @@ def section(records: list, scenarios: dict, warnings: list, replayed: dict | Non
     lines += ["", "The runtime's labels on these records: " + ", ".join(
         f"`{k}` {v}" for k, v in sorted(labelled.items())) + ".", ""]
     return lines
+
+
+def served_beside_replays(rows: dict, replayed: dict) -> list:
+    """Per model × runtime with both: the served model's non-streamed auto answer to each opening beside the
+    replays of the in-process native samples' first replies to it (replay_rows). Same text, per opening: the
+    runtime showed what the served model generated and one of the samples wrote it. Same verdict, per sample: its
+    replay is judged right or not as the served answer is; a text several samples wrote counts once for each of
+    them, the distinct texts beside. The samples were drawn at the temperature their records carry and the served
+    model answers greedily, so their texts part more often than on BFCL's cases, where both are greedy."""
+    served = {}
+    for (model, runtime, required, streamed, _), answers in rows.items():
+        if not required and not streamed:
+            served.update({(model, runtime, r.case["id"][len(SCENARIO) + 1:]): (r, v) for r, v in answers})
+    lines = []
+    for (model, runtime, mode), (answers, _) in sorted(replayed.items()):
+        mine = [(v, key) for v, key in answers if mode == "native" and (model, runtime, key[0]) in served]
+        if not mine:
+            continue
+        names = sorted({name for _, (name, _) in mine})
+        shown = [((served[(model, runtime, name)][0].plain or {}).get("generated"), name) for name in names]
+        texts = [text in {reply for _, (n, reply) in mine if n == name} for text, name in shown
+                 if isinstance(text, str)]
+        same = [v["right"] == served[(model, runtime, key[0])][1]["right"] for v, key in mine]
+        lines.append(f"| {model} | {runtime} | {len(names)} | {rate_cell(texts) if texts else '– (not shown)'} | "
+                     f"{rate_cell(same, [key for _, key in mine])} |")
+    if not lines:
+        return []
+    return ["", "The served model beside the replays of its in-process native samples' first replies, per model "
+            "× runtime with both: *wrote a sample's reply*, per opening, the runtime showed what the served model "
+            "generated and one of the samples wrote that text; *same verdict*, per sample, its replay is judged "
+            "right or not as the served answer (auto, not streamed) is. The samples were drawn at the temperature "
+            "their records carry (results/transcripts) and the served model answers greedily, so their texts part "
+            "more often than on the BFCL cases above, where both are greedy.", "",
+            "| model | runtime | openings | served model wrote a sample's first reply | same verdict |",
+            "|---|---|---:|---|---|", *lines]
 
 
 def _keyed_cell(pairs: list) -> str:
