@@ -324,6 +324,33 @@ def test_setups_are_ranked_on_the_cases_they_share_a_row_asked_more_on_those_alo
     assert all(v is None for v in rank_rows(rows, judged=False).values())
 
 
+def test_the_opening_lines_give_each_models_best_setup_in_process_and_on_a_runtime_ties_named_and_separation_said():
+    """In process leads (3/3); two served rows tie below it (1/3), their interval reaching the leader's; a row
+    asked fewer and a replay are not ranked, so never named. A model whose rows all pass nothing says so; before
+    BFCL's checker judged the rows there are no lines."""
+    from harness.suites.deployment.glance import glance_html, glance_markdown, glance_rows
+    from harness.suites.deployment.rows import Row, rank_rows
+
+    cases = ("a", "b", "c")
+    in_process = row("in-process, grammar", dict.fromkeys(cases, True))
+    in_process.order = (0, 1)
+    tied = [row(f"served {n}", {"a": True, "b": False, "c": False}) for n in range(2)]
+    stopped = row("stopped early", {"a": True})
+    replay = row("replayed", dict.fromkeys(cases, True))
+    replay.ranked, replay.order = False, (2, "x")
+    other = Row("other-model", "in-process, native", (0, 0))
+    other.answers = [(c, "simple_python", False, False, {"valid": False}) for c in cases]
+    rows = [in_process, *tied, stopped, replay, other]
+    found = glance_rows(rows, rank_rows(rows, judged=True), judged=True)
+    assert found == [
+        ("other-model", "3 call-due cases", "none passes any (0/3 0% [0–56])", "– (none ranked)"),
+        (MODEL, "3 call-due cases", "in-process, grammar: 3/3 100% [44–100]",
+         "served 0; served 1 (below the first place; its interval overlaps it): 1/3 33% [6–79]")]
+    assert glance_markdown(found)[0] == "| model | ranked on | best in process | best on a runtime |"
+    assert f'<tr data-model="{MODEL}">' in glance_html(found)
+    assert glance_rows(rows, rank_rows(rows, judged=False), judged=False) == []
+
+
 @pytest.mark.browser
 def test_the_model_selector_of_report_html_shows_one_models_setups_alone_best_first():
     """The committed report.html in a real Chromium: choosing a model leaves its deployment rows alone on the first
@@ -333,7 +360,7 @@ def test_the_model_selector_of_report_html_shows_one_models_setups_alone_best_fi
     browser = chromium.Browser()
     try:
         browser.open((ROOT / "results" / "report.html").as_uri())
-        rows = "[...document.querySelectorAll('#deployment tbody tr')]"
+        rows = "[...document.querySelectorAll('#deployment table.setups tbody tr')]"
         every = browser.evaluate(f"{rows}.map(r => r.dataset.model)")
         models = sorted(set(every))
         assert len(models) > 1 and MODEL in models
@@ -346,6 +373,10 @@ def test_the_model_selector_of_report_html_shows_one_models_setups_alone_best_fi
         places = [int(r[2]) for r in shown if r[2] != "–"]
         assert places and places[0] == 1 and places == sorted(places) and shown[0][2] == "1"
         assert all(r[2] == "–" for r in shown[len(places):])       # the unranked ones after
+        # The opening lines above the table: the chosen model's row alone.
+        glance = browser.evaluate("[...document.querySelectorAll('#deployment table.glance tbody tr')]"
+                                  ".filter(r => !r.hidden).map(r => r.cells[0].textContent)")
+        assert glance == [MODEL]
     finally:
         browser.close()
 

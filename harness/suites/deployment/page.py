@@ -28,6 +28,7 @@ from harness.suites.bfcl.judging import judge as judge_in_process
 from harness.suites.bfcl.judging import read_outcomes, valid_verdict
 from harness.reports.rates import rate_cell
 from harness.reports.tables import mode_order
+from harness.suites.deployment.glance import GLANCE, glance_html, glance_markdown, glance_rows
 from harness.suites.deployment.judging import LABELS, answer_view
 from harness.evaluation.scenario_files import load_scenarios
 from harness.suites.deployment.openings import is_opening, replay_rows as opening_rows
@@ -217,8 +218,9 @@ def _pages(results, records: list, warnings: list) -> tuple:
     shapes = {tuple(sorted(c.items(), key=lambda kv: CATEGORIES.index(kv[0]))) for c in drawn.values()}
     asked = (", ".join(f"{c} ×{n}" for c, n in next(iter(shapes))) + " per model" if len(shapes) == 1 else
              "per model as the per-category table counts them")
+    glance = glance_rows(rows, ranks, judged)
     lines = ["# Deployment: the same model in process and on a runtime, judged by BFCL", "",
-             *_table(rows, ranks, judged), "",
+             *([GLANCE, ""] if glance else []), *glance_markdown(glance), *_table(rows, ranks, judged), "",
              f"Each row: one model, one setup, the same BFCL v4 cases ({asked}); k/n, percent, Wilson 95% interval. *BFCL, calls due*: BFCL's own checker on the calls an "
              "app receives (in process: the strict parser's calls; on a runtime: `tool_calls`), over the cases "
              "where a call is due; *no call due*: the irrelevance cases, BFCL's rule (no decodable call is a right "
@@ -256,7 +258,7 @@ def _pages(results, records: list, warnings: list) -> tuple:
               *_category_lines(rows, judged), "",
               "## Examples", "", "Up to two records per label, with the text the model generated (the strict "
               "path reads it) and the line that asks the case again.", "", *_examples(kept), ""]
-    return "\n".join(lines), _html(rows, ranks, judged)
+    return "\n".join(lines), _html(rows, ranks, judged, glance)
 
 
 def _were(records: list) -> str:
@@ -354,8 +356,8 @@ def _command(server: str, model: str, cases: int) -> str:
     return f".venv/bin/python scripts/deployment_hf.py --server {server} --model {model} --cases {cases}"
 
 
-def _html(rows: list, ranks: dict, judged: bool) -> str:
-    """The table of deployment.md as report.html's first section: where each model's tool calling works."""
+def _html(rows: list, ranks: dict, judged: bool, glance: list) -> str:
+    """The tables of deployment.md as report.html's first section: where each model's tool calling works."""
     head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
     body = []
     for r in _in_order(rows, ranks):
@@ -367,7 +369,8 @@ def _html(rows: list, ranks: dict, judged: bool) -> str:
             "checker: k/n, percent, Wilson 95% interval, ranked within a model only, on the call-due cases its "
             "ranked rows share (ranked on). Choose a model above to see its setups alone, best first. The "
             'sentences, labels and per-category detail are in <a href="deployment.md">deployment.md</a>.</p>'
-            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></section>")
+            + (f"<p>{escape(GLANCE)}</p>{glance_html(glance)}<p>Every setup:</p>" if glance else "")
+            + f'<table class="setups"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></section>')
 
 
 def write_pages(results, warnings: list, staged, first_screen: list | None = None, models: set | None = None) -> list:
