@@ -166,9 +166,15 @@ def test_the_page_opens_with_one_table_ranked_within_the_model_and_regenerates_b
     assert str(page) in written
     text = page.read_text(encoding="utf-8")
     lines = text.splitlines()
-    assert lines[2] == ("| model | setup | rank | ranked on | BFCL, calls due | BFCL, no call due | "
+    # First one row per model (the best setup in process and on a runtime), then every setup.
+    assert lines[4:7] == ["| model | ranked on | best in process | best on a runtime |", "|---|---|---|---|",
+                          f"| {MODEL} | 1 call-due case | in-process, grammar; in-process, fallback: 1/1 100% "
+                          "[21–100] | llama-server-0.3.36-vendored, auto, not streamed; llama-server-0.3.36-vendored, "
+                          "auto, streamed: 1/1 100% [21–100] |"]
+    start = lines.index("| model | setup | rank | ranked on | BFCL, calls due | BFCL, no call due | "
                         "calls left in content | errors |")
-    table = lines[4:lines.index("", 4)]
+    assert start == 8
+    table = lines[start + 2:lines.index("", start)]
     rows = {line.split(" | ")[1]: line.removesuffix(" |").split(" | ") for line in table}
     assert len(rows) == len(table) == 7
     served = rows["llama-server-0.3.36-vendored, auto, not streamed"]

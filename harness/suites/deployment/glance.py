@@ -56,7 +56,7 @@ def glance_rows(rows: list, ranks: dict, judged: bool) -> list:
         if not ranked:
             continue
         leader = max(ranked, key=lambda x: x.k)
-        out.append((model, f"{leader.n} call-due cases", _cell(*here, leader), _cell(*there, leader)))
+        out.append((model, f"{leader.n} call-due case{'' if leader.n == 1 else 's'}", _cell(*here, leader), _cell(*there, leader)))
     return out
 
 
