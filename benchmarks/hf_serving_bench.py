@@ -82,7 +82,8 @@ def main() -> int:
           f"{'s/request':>9} {'wall s':>7}")
     for name, r in rows.items():
         per = (r["start_s"] + r["requests_s"]) / r["requests"] if r["requests"] else float("nan")
-        print(f"{' ' * len(args.server)}  {name:<22} {r['models']:>6} {r['starts']:>6} {r['start_s']:>8.1f} {r['requests']:>8} "
+        print(f"{' ' * len(args.server)}  {name:<22} {r['models']:>6} {r['starts']:>6} {r['start_s']:>8.1f} "
+              f"{r['requests']:>8} "
               f"{r['requests_s']:>9.1f} {per:>9.2f} {r['wall_s']:>7.1f}")
     a, b = rows.values()
     print(f"starts and requests: {(a['start_s'] + a['requests_s']) / (b['start_s'] + b['requests_s']):.2f}x; "

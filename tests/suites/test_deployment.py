@@ -169,8 +169,8 @@ def test_the_page_opens_with_one_table_ranked_within_the_model_and_regenerates_b
     # First one row per model (the best setup in process and on a runtime), then every setup.
     assert lines[4:7] == ["| model | ranked on | best in process | best on a runtime |", "|---|---|---|---|",
                           f"| {MODEL} | 1 call-due case | in-process, grammar; in-process, fallback: 1/1 100% "
-                          "[21–100] | llama-server-0.3.36-vendored, auto, not streamed; llama-server-0.3.36-vendored, "
-                          "auto, streamed: 1/1 100% [21–100] |"]
+                          "[21–100] | llama-server-0.3.36-vendored, auto, not streamed; "
+                          "llama-server-0.3.36-vendored, auto, streamed: 1/1 100% [21–100] |"]
     start = lines.index("| model | setup | rank | ranked on | BFCL, calls due | BFCL, no call due | "
                         "calls left in content | errors |")
     assert start == 8

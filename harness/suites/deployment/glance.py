@@ -56,7 +56,8 @@ def glance_rows(rows: list, ranks: dict, judged: bool) -> list:
         if not ranked:
             continue
         leader = max(ranked, key=lambda x: x.k)
-        out.append((model, f"{leader.n} call-due case{'' if leader.n == 1 else 's'}", _cell(*here, leader), _cell(*there, leader)))
+        cases = f"{leader.n} call-due case{'' if leader.n == 1 else 's'}"
+        out.append((model, cases, _cell(*here, leader), _cell(*there, leader)))
     return out
 
 

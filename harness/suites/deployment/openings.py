@@ -157,8 +157,8 @@ def served_beside_replays(rows: dict, replayed: dict) -> list:
             served.update({(model, runtime, r.case["id"][len(SCENARIO) + 1:]): (r, v) for r, v in answers})
     lines = []
     for (model, runtime, mode), (answers, _) in sorted(replayed.items()):
-        mine = [(v, key) for v, key in answers if mode == "native" and (model, runtime, key[0]) in served]
-        if not mine:
+        mine = [(v, key) for v, key in answers if (model, runtime, key[0]) in served]
+        if mode != "native" or not mine:
             continue
         names = sorted({name for _, (name, _) in mine})
         shown = [((served[(model, runtime, name)][0].plain or {}).get("generated"), name) for name in names]
