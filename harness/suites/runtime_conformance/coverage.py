@@ -64,7 +64,7 @@ def gaps(records: list, sources=None) -> list:
             other = sum(1 for k in asked if k not in keys)
             if missing or other:
                 out.append(Gap(runtime, servers[runtime], template, tuple(sorted(missing)), other))
-    return out
+    return sorted(out, key=lambda g: (g.runtime, g.template))
 
 
 def resume_command(runtime_name: str, server: str, template: str) -> str | None:
