@@ -32,8 +32,8 @@ changed), a fraction of a second against a start of about a minute. Either is st
 if it dies or, for vLLM, if a reload is refused. `--server-per-model` starts each model's own process instead.
 Start-up (process start to /v1/models answering) is timed apart from the requests and printed, one JSON line per
 model (start_s 0 where the server was already up, with reload_s for vLLM; a model transformers serve loads on
-its first request has that in its requests' seconds), also appended to WORK/timings.jsonl. A server that does not start
-is said with its log's last lines and the run goes on with the next model; a request it does not answer is
+its first request has that in its requests' seconds), also appended to WORK/timings.jsonl. A server that does not
+start is said with its log's last lines and the run goes on with the next model; a request it does not answer is
 left for the next run (the same command asks only what is not recorded; a model whose requests are all recorded
 is not served again)."""
 
@@ -215,6 +215,7 @@ def serve_manifest(template: str, out: Path, manifest_path: Path, records_path: 
     # One process serves the manifest either way where it can: transformers serve loads each folder a request
     # names; vLLM is given the next model's weights in place (Runtime.reload), answering under every model's name.
     reloading = served.reloads_weights and not args.server_per_model
+    one_process = shared or reloading
     names = tuple(m["served_name"] for m in manifest["models"])
     records, _ = SUITE.read_records(records_path)
     done = {r.done_key() for r in records}
@@ -261,7 +262,7 @@ def serve_manifest(template: str, out: Path, manifest_path: Path, records_path: 
                     server.stop()
                     server = None
             if server is None:
-                name = "shared" if shared or reloading else model["served_name"]
+                name = "shared" if one_process else model["served_name"]
                 server = FolderServer(command, out, out / f"{name}.{args.server}.log", args.port, args.start_limit,
                                       env=served.server_env if reloading else None, work_dir=args.work_dir)
                 started, why = time.monotonic(), None
@@ -282,9 +283,9 @@ def serve_manifest(template: str, out: Path, manifest_path: Path, records_path: 
                 asked = time.monotonic()
                 status = ask(url, manifest_path, model["served_name"])
                 row.update(requests_s=round(time.monotonic() - asked, 1), exit=status)
-            # Kept only while it is shared and running: one that died is started afresh for the next model (an
-            # exception stops it in the finally below).
-            if why or not (shared or reloading) or not server.running:
+            # Kept only while it serves the manifest and runs: one that died is started afresh for the next model
+            # (an exception stops it in the finally below).
+            if why or not one_process or not server.running:
                 server.stop()
                 server = None
             print(json.dumps(row), flush=True)

@@ -334,7 +334,7 @@ def test_the_opening_lines_give_each_models_best_setup_in_process_and_on_a_runti
     """In process leads (3/3); two served rows tie below it (1/3), their interval reaching the leader's; a row
     asked fewer and a replay are not ranked, so never named. A model whose rows all pass nothing says so; before
     BFCL's checker judged the rows there are no lines."""
-    from harness.suites.deployment.glance import glance_html, glance_markdown, glance_rows
+    from harness.suites.deployment.glance import GLANCE, glance_html, glance_markdown, glance_rows
     from harness.suites.deployment.rows import Row, rank_rows
 
     cases = ("a", "b", "c")
@@ -352,7 +352,7 @@ def test_the_opening_lines_give_each_models_best_setup_in_process_and_on_a_runti
         ("other-model", "3 call-due cases", "none passes any (0/3 0% [0–56])", "– (none ranked)"),
         (MODEL, "3 call-due cases", "in-process, grammar: 3/3 100% [44–100]",
          "served 0; served 1 (below the first place; its interval overlaps it): 1/3 33% [6–79]")]
-    assert glance_markdown(found)[0] == "| model | ranked on | best in process | best on a runtime |"
+    assert glance_markdown(found)[:3] == [GLANCE, "", "| model | ranked on | best in process | best on a runtime |"]
     assert f'<tr data-model="{MODEL}">' in glance_html(found)
     assert glance_rows(rows, rank_rows(rows, judged=False), judged=False) == []
 

@@ -46,6 +46,13 @@ def of_record(record_name: str):
     return next((r for r in every() if r.record_name == record_name), None)
 
 
+def of_records(server: str, record_name: str):
+    """The registered runtime of records that say `server` and `record_name`: by its --server name, else by the
+    name its records carry (a runtime a script serves, asked through --endpoint, records `endpoint`); None for a
+    runtime the user serves, or one no longer registered."""
+    return get(server) if server in RUNTIMES else of_record(record_name)
+
+
 def startable() -> tuple:
     """The names of the runtimes the harness starts itself (`--server`, `--key-from`)."""
     return tuple(r.name for r in every() if r.startable)

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from html import escape
 
-from harness.evaluation.scoring import wilson
-from harness.suites.deployment.rows import Rank
+from harness.suites.deployment.rows import Rank, reaches
 
 COLUMNS = ("model", "ranked on", "best in process", "best on a runtime")
 IN_PROCESS, SERVED = 0, 1      # Row.order[0] of in-process and served rows (replays are not ranked)
@@ -38,8 +37,8 @@ def _cell(setups: tuple, rank: Rank | None, leader: Rank | None) -> str:
     # The model's first place overall, and whether this cell's interval reaches it: a reader should not take a
     # runtime's lower count for a worse runtime when these cases cannot tell the two apart.
     if leader is not None and rank.k < leader.k:
-        reach = wilson(rank.k, rank.n)[1] >= wilson(leader.k, leader.n)[0]
-        names += " (below the first place; its interval " + ("overlaps" if reach else "lies below") + " it)"
+        names += (" (below the first place; its interval " + ("overlaps" if reaches(rank, leader) else "lies below")
+                  + " it)")
     return f"{names}: {rank.cell}"
 
 
@@ -64,7 +63,7 @@ def glance_rows(rows: list, ranks: dict, judged: bool) -> list:
 def glance_markdown(found: list) -> list:
     if not found:
         return []
-    return ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS),
+    return [GLANCE, "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS),
             *("| " + " | ".join(cells) + " |" for cells in found), ""]
 
 
@@ -75,4 +74,5 @@ def glance_html(found: list) -> str:
     # data-model: report.html's model selector shows the chosen model's row alone, as it does the table's.
     body = "".join(f'<tr data-model="{escape(cells[0])}">' + "".join(f"<td>{escape(c)}</td>" for c in cells)
                    + "</tr>" for cells in found)
-    return f'<table class="glance"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return (f'<p>{escape(GLANCE)}</p><table class="glance"><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+            "</table><p>Every setup:</p>")

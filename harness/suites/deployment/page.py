@@ -28,7 +28,7 @@ from harness.suites.bfcl.judging import judge as judge_in_process
 from harness.suites.bfcl.judging import read_outcomes, valid_verdict
 from harness.reports.rates import rate_cell
 from harness.reports.tables import mode_order
-from harness.suites.deployment.glance import GLANCE, glance_html, glance_markdown, glance_rows
+from harness.suites.deployment.glance import glance_html, glance_markdown, glance_rows
 from harness.suites.deployment.judging import LABELS, answer_view
 from harness.evaluation.scenario_files import load_scenarios
 from harness.suites.deployment.openings import is_opening, replay_rows as opening_rows
@@ -220,7 +220,7 @@ def _pages(results, records: list, warnings: list) -> tuple:
              "per model as the per-category table counts them")
     glance = glance_rows(rows, ranks, judged)
     lines = ["# Deployment: the same model in process and on a runtime, judged by BFCL", "",
-             *([GLANCE, ""] if glance else []), *glance_markdown(glance), *_table(rows, ranks, judged), "",
+             *glance_markdown(glance), *_table(rows, ranks, judged), "",
              f"Each row: one model, one setup, the same BFCL v4 cases ({asked}); k/n, percent, Wilson 95% interval. *BFCL, calls due*: BFCL's own checker on the calls an "
              "app receives (in process: the strict parser's calls; on a runtime: `tool_calls`), over the cases "
              "where a call is due; *no call due*: the irrelevance cases, BFCL's rule (no decodable call is a right "
@@ -369,7 +369,7 @@ def _html(rows: list, ranks: dict, judged: bool, glance: list) -> str:
             "checker: k/n, percent, Wilson 95% interval, ranked within a model only, on the call-due cases its "
             "ranked rows share (ranked on). Choose a model above to see its setups alone, best first. The "
             'sentences, labels and per-category detail are in <a href="deployment.md">deployment.md</a>.</p>'
-            + (f"<p>{escape(GLANCE)}</p>{glance_html(glance)}<p>Every setup:</p>" if glance else "")
+            + glance_html(glance)
             + f'<table class="setups"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></section>')
 
 

@@ -13,6 +13,7 @@ from harness.suites.bfcl.judging import valid_verdict
 from harness.reports.rates import rate_cell
 from harness.reports.tables import mode_order
 from harness.evaluation.judging import label_head
+from harness.evaluation.scoring import wilson
 from harness.suites.deployment.replays import split_name
 
 NOT_JUDGED = f"not judged (`{SETUP_COMMAND}`)"
@@ -53,6 +54,11 @@ class Rank:
     @property
     def cell(self) -> str:
         return rate_cell([True] * self.k + [False] * (self.n - self.k))
+
+
+def reaches(rank: Rank, leader: Rank) -> bool:
+    """Whether a lower-ranked setup's Wilson interval reaches the leader's: the cases then do not separate them."""
+    return wilson(rank.k, rank.n)[1] >= wilson(leader.k, leader.n)[0]
 
 
 def _cases(row: Row) -> frozenset:

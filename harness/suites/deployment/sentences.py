@@ -9,10 +9,9 @@ from collections import Counter
 
 from harness.backends.transport import error_words
 from harness.evaluation.judging import label_head
-from harness.evaluation.scoring import wilson
 from harness.suites.bfcl.judging import valid_verdict
 from harness.suites.deployment.judging import STREAM_DIFFERENCES, answered, errored, stream_difference
-from harness.suites.deployment.rows import place
+from harness.suites.deployment.rows import place, reaches
 
 WORDS = 160      # characters of a runtime's error message a sentence quotes
 SAID = 3         # distinct error messages a sentence quotes, the commonest first
@@ -32,9 +31,8 @@ def sentences(rows: list, records: list, ranks: dict, judged: bool, unread: dict
             else:
                 # Every setup that shares the first place is named: a tie is no win for the one listed first.
                 first = [r.setup for r in mine if ranks[id(r)].place == 1]
-                low = wilson(k, n)[0]
                 below = [r for r in mine if ranks[id(r)].place > 1]
-                overlap = [r for r in below if wilson(ranks[id(r)].k, ranks[id(r)].n)[1] >= low]
+                overlap = [r for r in below if reaches(ranks[id(r)], ranks[id(mine[0])])]
                 names = ", ".join(f"**{x}**" for x in first[:-1]) + (" and " if len(first) > 1 else "") + \
                     f"**{first[-1]}**"
                 lead = (f"{names} pass{'es' if len(first) == 1 else ''} BFCL's checker on {k}/{n} of the call-due "

@@ -72,7 +72,7 @@ def resume_command(runtime_name: str, server: str, template: str) -> str | None:
     asked), from the repository root: the harness's own for a runtime it starts, the script's for one a script of
     the repository serves (its records say `endpoint`, the script asking through it); None for a runtime the user
     serves (--endpoint: their server, their URL)."""
-    runtime = runtimes.get(server) if server in runtimes.RUNTIMES else runtimes.of_record(runtime_name)
+    runtime = runtimes.of_records(server, runtime_name)
     if runtime is None:
         return None
     command = runtime.served_by or f".venv/bin/harness runtime-conformance --server {runtime.name}"

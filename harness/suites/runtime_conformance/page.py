@@ -132,7 +132,7 @@ def runtime_table(records: list) -> list:
     for r in records:
         builds.setdefault((r.runtime, r.server), {})[repr(sorted((r.build or {}).items()))] = r.build
     for name, server in sorted(builds):
-        runtime = runtimes.get(server) if server in runtimes.RUNTIMES else runtimes.of_record(name)
+        runtime = runtimes.of_records(server, name)
         built = "; ".join(build_words(b) for _, b in sorted(builds[(name, server)].items()))
         if runtime is None:
             rows.append(f"| {name} | {server} | served by the user (--endpoint) | {built} | the manifest, checked "
