@@ -236,12 +236,15 @@ class LocalServer:
         self._impostor = False
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         command = self.command()
+        settings = {name: value for name, (value, _) in self.runtime.process_env.items()}
         with open(self.log_path, "ab") as log:
-            log.write(f"$ {subprocess.list2cmdline(command)}\n".encode())
+            shown = " ".join(f"{name}={value}" for name, value in settings.items())
+            log.write(f"$ {shown + ' ' if shown else ''}{subprocess.list2cmdline(command)}\n".encode())
             log.flush()
             self._log_start = log.tell()
             self._proc = subprocess.Popen(tied_command(command), stdin=subprocess.DEVNULL, stdout=log,
-                                          stderr=subprocess.STDOUT)
+                                          stderr=subprocess.STDOUT,
+                                          env={**os.environ, **settings} if settings else None)
         _RUNNING.add(self)
 
     def _wait_ready(self) -> None:

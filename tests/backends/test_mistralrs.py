@@ -4,6 +4,7 @@ real requests through the worker, and the runtime-conformance suite on a scripte
 
 import json
 import re
+from pathlib import Path
 from types import SimpleNamespace as NS
 
 import pytest
@@ -77,6 +78,22 @@ def test_the_runtime_declares_what_it_ignores_and_names_the_command_that_builds_
     assert command[command.index("--port") + 1] == "8123" and command[command.index("--threads") + 1] == "2"
 
 
+def test_the_runtime_table_says_what_its_process_is_started_with_and_a_server_the_user_started_not():
+    from types import SimpleNamespace as NS
+
+    from harness.suites.runtime_conformance.page import runtime_table
+
+    started = NS(runtime="mistralrs-0.9.5", server="mistralrs", build={"version": "0.9.5"})
+    served = NS(runtime="mistralrs-0.9.5", server="endpoint", build={"version": "0.9.5"})
+    rows = runtime_table([started, served])
+    assert rows[0].endswith("| request fields it ignores | set in its environment |")
+    assert len({row.count("|") for row in rows}) == 1
+    mine = next(row for row in rows if "| mistralrs |" in row)
+    assert mine.endswith("| started with `MISTRALRS_CPU_KV_F32=1` (its KV cache kept in f32, where a default install "
+                         "on CPU keeps f16; the scripted models need f32 to read their positions) |")
+    assert next(row for row in rows if "| endpoint |" in row).endswith("| nothing |")
+
+
 def test_the_setup_script_pins_the_wheel_by_version_and_hash():
     script = (constants.ROOT / "scripts" / "setup_mistralrs.sh").read_text(encoding="utf-8")
     assert re.search(rf"mistralrs=={re.escape(mistral_rs.VERSION)} --hash=sha256:[0-9a-f]{{64}}", script)
@@ -134,6 +151,8 @@ def test_real_requests_are_answered_alike_streamed_or_not_with_its_own_prompt_le
     body = {"model": "smol", "messages": USER, "tools": TOOLS, "tool_choice": "none", "max_tokens": 6,
             "temperature": 0.0, "seed": 0}
     plain, stream = chat_answer(url, body, 300), chat_stream(url, body, 300)
+    # The process computes as its runtime declares (process_env), not as the worker's own defaults would.
+    assert b"MISTRALRS_CPU_KV_F32=1" in Path(f"/proc/{smol.pid}/environ").read_bytes().split(b"\0")
     assert plain["status"] == 200 and plain["finish_reason"] == "length" and plain["completion_tokens"] == 6
     assert plain["content"] and stream["content"] == plain["content"] and stream["tool_calls"] == []
     assert stream["chunks"] >= 1 and "cut_short" not in stream

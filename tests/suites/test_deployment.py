@@ -466,6 +466,21 @@ def test_records_asked_again_are_counted_with_how_many_were_answered_as_before(d
     assert "again" not in plain.to_json() and DeploymentRecord.from_json(changed.to_json()).again == changed.again
 
 
+def test_a_runtime_started_with_a_setting_a_default_install_lacks_says_so_and_one_served_by_the_user_not(drawn):
+    """mistral.rs is started with its KV cache in f32 (MistralRs.process_env); an app on a default install computes
+    with f16, so its rows say what was set. The same runtime served by the user (--endpoint) was not set by us."""
+    from harness.suites.deployment.sentences import _runtime_sentence
+
+    case = drawn["simple_python_6"]
+    started = record(case, "auto", answer(FENCE), answer(FENCE), runtime="mistralrs-0.9.5", server="mistralrs")
+    assert _runtime_sentence([started]).endswith(
+        "; started with `MISTRALRS_CPU_KV_F32=1` (its KV cache kept in f32, where a default install on CPU keeps "
+        "f16; the scripted models need f32 to read their positions)")
+    served = record(case, "auto", answer(FENCE), answer(FENCE), runtime="mistralrs-0.9.5", server="endpoint")
+    assert "started with" not in _runtime_sentence([served])
+    assert "started with" not in _runtime_sentence([record(case, "auto", answer(FENCE), answer(FENCE))])
+
+
 def test_a_stream_that_only_lacks_characters_beyond_ascii_is_said_so_and_a_cut_character_otherwise(drawn):
     from harness.core.lost_characters import lost_beyond_ascii
     from harness.suites.deployment.sentences import _runtime_sentence

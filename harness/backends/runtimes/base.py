@@ -57,6 +57,11 @@ class Runtime:
     # over the last, instead of one start each. server_env: what its process needs in its environment for that.
     reloads_weights = False
     server_env: dict = {}
+    # What the harness sets in its process's environment for every model it serves, real or scripted, where a
+    # default install computes otherwise: NAME -> (value, what that changes, in words). LocalServer starts it so;
+    # the deployment and runtime-conformance pages print each beside its rows, since a reader deploying the
+    # runtime as installed gets the default.
+    process_env: dict = {}
     # Request fields that make its answer show the token ids it sampled; empty where it never shows them.
     shown_fields: dict = {}
     # Request fields that make its chat answer carry the ids it generated where it shows no text of them (its
@@ -145,6 +150,11 @@ class Runtime:
         """The runtime's own prompt length for a chat request: by default the usage.prompt_tokens of a one-token
         completion of it (the prompt text stays unseen)."""
         return usage_key(base_url, model, body, timeout)
+
+    def process_env_words(self) -> str:
+        """What process_env sets, for a page: "started with NAME=VALUE (what it changes)", joined by "; ";
+        empty when it sets nothing."""
+        return "; ".join(f"started with `{name}={value}` ({why})" for name, (value, why) in self.process_env.items())
 
     def fresh_marks(self) -> dict:
         """What a record of a request to it says was done so the request was evaluated afresh: its fresh_fields

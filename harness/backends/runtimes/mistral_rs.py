@@ -34,6 +34,12 @@ class MistralRs(Runtime):
     health_path = "/v1/models"
     # Its GGUF loader knows llama, qwen2, phi3 … but not gpt2: it is given the rotary scripted models.
     scripted_arch = "llama"
+    # On CPU it keeps the KV cache in f16 unless told otherwise, and its attention then weighs the values in f16:
+    # a rotary scripted model reads its position off those weights (a part in 8,000 at position 8,000), which f16
+    # rounds away. f32 changes no parsing, only what the model computes; for a real model that can be another
+    # greedy token where two were nearly tied, so its rows say so.
+    process_env = {"MISTRALRS_CPU_KV_F32": ("1", "its KV cache kept in f32, where a default install on CPU keeps "
+                                                 "f16; the scripted models need f32 to read their positions")}
     # Its worker answers one request at a time, two thirds of a conformance run (benchmarks/runtime_phases_bench.py):
     # two workers, each on one thread and its own templates, keep both cores of a 2-core machine busy.
     conformance_workers = 2

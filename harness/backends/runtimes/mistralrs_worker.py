@@ -17,6 +17,9 @@ written back field by field, nothing added, nothing parsed again.
                          token's bytes as a list of ints), so a client can join the bytes into the generated text
   seed, parallel_tool_calls, model -> no field (a seed cannot be set on CPU: Runner(seed=) raises there)
 
+It computes as mistral.rs does by default but for what its environment says: the runtime module starts it with
+MistralRs.process_env (its KV cache in f32, and why).
+
 Usage: python mistralrs_worker.py --model FILE --alias NAME --port N [--threads N]
        python mistralrs_worker.py --hello          (prints {"mistralrs": version, "python": version})
 A model mistral.rs refuses to load exits 3 after one line on stderr: "mistralrs refused the model: Type: words".
@@ -50,10 +53,6 @@ def main(argv=None) -> int:
         os.environ.setdefault("RAYON_NUM_THREADS", str(args.threads))
     os.environ.setdefault("NO_COLOR", "1")
     os.environ.setdefault("RUST_LOG", "warn")     # its INFO lines would bury the words of a refusal in the log
-    # On CPU it keeps the KV cache in f16 unless told otherwise, and its attention then weighs the values in f16:
-    # a rotary scripted model reads its position off those weights (a part in 8,000 at position 8,000), which f16
-    # rounds away. f32 changes no parsing, only what the model computes.
-    os.environ.setdefault("MISTRALRS_CPU_KV_F32", "1")
     if args.hello:
         import mistralrs  # noqa: F401  (the import itself is checked)
         print(json.dumps({"mistralrs": metadata.version("mistralrs"), "python": sys.version.split()[0]}))

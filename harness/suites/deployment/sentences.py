@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from harness.backends import runtimes
 from harness.backends.transport import error_words
 from harness.evaluation.judging import label_head
 from harness.suites.bfcl.judging import valid_verdict
@@ -128,7 +129,16 @@ def _runtime_sentence(records: list) -> str:
                 f"{sum(not r.again['changed'] for r in again)}/{len(again)}"] if again else [])]
     if seconds:
         parts.append(f"median {seconds[len(seconds) // 2]:.1f} s a request answered")
-    return "; ".join(parts)
+    return "; ".join(parts + _started_with(records))
+
+
+def _started_with(records: list) -> list:
+    """What the harness set in the environment of a runtime it started (its process_env), where a default install
+    computes otherwise; nothing for a server the user or a script started (its records say `endpoint`)."""
+    server = records[0].server
+    runtime = runtimes.of_records(server, records[0].runtime)
+    words = runtime.process_env_words() if runtime is not None and server == runtime.name else ""
+    return [words] if words else []
 
 
 def _kinds_words(kinds: Counter) -> str:

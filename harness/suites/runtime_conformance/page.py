@@ -127,7 +127,8 @@ def runtime_table(records: list) -> list:
     name, else by the name its records carry; a runtime served by the user, or no longer registered, by its
     records' name only)."""
     rows = ["| runtime | server | what it is | build (as its records say) | prompt length from | sampled ids shown | "
-            "several models in one process | request fields it ignores |", "|---|---|---|---|---|---|---|---|"]
+            "several models in one process | request fields it ignores | set in its environment |",
+            "|---|---|---|---|---|---|---|---|---|"]
     builds: dict = {}
     for r in records:
         builds.setdefault((r.runtime, r.server), {})[repr(sorted((r.build or {}).items()))] = r.build
@@ -136,14 +137,15 @@ def runtime_table(records: list) -> list:
         built = "; ".join(build_words(b) for _, b in sorted(builds[(name, server)].items()))
         if runtime is None:
             rows.append(f"| {name} | {server} | served by the user (--endpoint) | {built} | the manifest, checked "
-                        "against usage.prompt_tokens | – | – | – |")
+                        "against usage.prompt_tokens | – | – | – | – |")
             continue
         ignores = "; ".join(f"`{k}` ({why})" for k, why in runtime.ignores.items()) or "none known"
         keyed = ("its rendered prompt, counted" if runtime.shows_prompt and server != "endpoint" else
                  "the manifest, checked against usage.prompt_tokens" if server == "endpoint" else "usage.prompt_tokens")
         rows.append(f"| {name} | {server} | {runtime.summary} | {built} | {keyed} | "
                     f"{'yes' if runtime.shows_sampled_ids else 'no'} | "
-                    f"{'yes' if runtime.hosts_several_models else 'no'} | {ignores} |")
+                    f"{'yes' if runtime.hosts_several_models else 'no'} | {ignores} | "
+                    f"{(runtime.process_env_words() if server == runtime.name else '') or 'nothing'} |")
     return rows
 
 
