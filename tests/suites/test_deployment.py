@@ -214,11 +214,30 @@ def test_a_runtime_asked_fewer_cases_than_the_widest_is_named_with_the_command_t
                              server="llama-server-next"))
     markdown, _ = _pages(results, read_records(results, []), [])
     section = markdown[markdown.index("## Not served, or not finished"):markdown.index("## What the rows say")]
-    assert (f"- {MODEL} on llama-server-next-0.6.0: asked 1 of the 2 cases its widest runtime was asked; to "
-            f"finish: `harness deployment --model {MODEL} --server llama-server-next --cases 1`.") in section
+    # The time left: 1 case, at this runtime's 2 requests a case (its one record, non-streamed and streamed) and
+    # its median of 1.5 s a request (1.0 and 1.5 recorded).
+    assert (f"- {MODEL} on llama-server-next-0.6.0: asked 1 of the 2 cases its widest runtime was asked (about 3 s "
+            f"more at the median 1.5 s its requests took as recorded); to finish: `harness deployment --model "
+            f"{MODEL} --server llama-server-next --cases 1`.") in section
     assert "llama-server-0.3.36-vendored: asked" not in section
     assert f"- {MODEL} on mistralrs: not run yet: `harness deployment --model {MODEL} --server mistralrs" in section
     assert "records were made before it showed" not in section
+
+
+def test_the_time_left_counts_the_runtimes_own_requests_a_case_and_skips_errored_answers(drawn):
+    from harness.suites.deployment.page import _time_left
+
+    case = drawn["simple_python_6"]
+    slow = [record(case, choice, answer(FENCE), answer(FENCE)) for choice in ("auto", "required")]
+    for r in slow:
+        r.seconds = {"plain": 100.0, "stream": 120.0}
+    failed = record(case, "auto", {"status": 500, "error": "HTTP 500: boom"}, answer(FENCE))
+    failed.seconds = {"plain": 9999.0, "stream": 120.0}
+    # 2 records a case (auto and required), 4 requests, 120 s each at the median: 30 cases left, 4 h.
+    assert _time_left(slow, 1, 30) == " (about 4.0 h more at the median 120.0 s its requests took as recorded)"
+    assert _time_left(slow, 1, 1) == " (about 8 min more at the median 120.0 s its requests took as recorded)"
+    assert _time_left([failed], 1, 1) == " (about 4 min more at the median 120.0 s its requests took as recorded)"
+    assert _time_left([], 0, 3) == ""
 
 
 def test_records_made_before_a_runtime_showed_its_text_are_named_with_the_command_that_asks_them_again(

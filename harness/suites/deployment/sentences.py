@@ -11,7 +11,8 @@ from harness.backends import runtimes
 from harness.backends.transport import error_words
 from harness.evaluation.judging import label_head
 from harness.suites.bfcl.judging import valid_verdict
-from harness.suites.deployment.judging import STREAM_DIFFERENCES, answered, errored, stream_difference
+from harness.suites.deployment.judging import (STREAM_DIFFERENCES, answered, answered_seconds, errored,
+                                               stream_difference)
 from harness.suites.deployment.rows import place, reaches
 
 WORDS = 160      # characters of a runtime's error message a sentence quotes
@@ -104,8 +105,7 @@ def _runtime_sentence(records: list) -> str:
     read_alike = sum(not any(label_head(x) in ("runtime-forgave", "runtime-dropped-call", "calls-differ")
                              for x in r.labels) for r in shown)
     calls = sum(bool(r.plain.get("tool_calls")) for r in plain)
-    seconds = sorted(s for r in records for side, s in (r.seconds or {}).items()
-                     if isinstance(s, (int, float)) and answered(r.plain if side == "plain" else r.stream))
+    seconds = answered_seconds(records)
     errors = labelled(records, "runtime-error")
     again = [r for r in records if isinstance(r.again, dict) and isinstance(r.again.get("changed"), list)]
     if not some:
