@@ -95,7 +95,7 @@ def main() -> None:
     for row in rows:
         if "rate" in row and fastest and row["rate"] < fastest:
             print(f"{row['model']}: {fastest / row['rate']:.2f}x the seconds a prompt token of the fastest reader")
-    print(json.dumps([{k: v for k, v in row.items()} for row in rows]))
+    print(json.dumps(rows))
 
 
 if __name__ == "__main__":

@@ -53,6 +53,13 @@ def of_records(server: str, record_name: str):
     return get(server) if server in RUNTIMES else of_record(record_name)
 
 
+def started_with(server: str, record_name: str) -> str:
+    """What the harness set in the environment of the runtime of these records (its process_env_words), where it
+    started that runtime itself; empty for a server the user or a script started (its records say `endpoint`)."""
+    runtime = of_records(server, record_name)
+    return runtime.process_env_words() if runtime is not None and server == runtime.name else ""
+
+
 def startable() -> tuple:
     """The names of the runtimes the harness starts itself (`--server`, `--key-from`)."""
     return tuple(r.name for r in every() if r.startable)

@@ -190,11 +190,13 @@ def answered(answer: dict | None) -> bool:
     return bool(answer) and not errored(answer)
 
 
-def answered_seconds(records: list) -> list:
-    """The seconds of every answer given (non-streamed and streamed each one), as recorded, in order: an errored
-    answer's seconds say how long the runtime took to fail, not to answer."""
-    return sorted(s for r in records for side, s in (r.seconds or {}).items()
-                  if isinstance(s, (int, float)) and answered(r.plain if side == "plain" else r.stream))
+def median_answered_seconds(records: list) -> float | None:
+    """The median seconds of the answers given (non-streamed and streamed each one), as recorded (the upper of two
+    middles); None where none was given: an errored answer's seconds say how long the runtime took to fail, not
+    to answer."""
+    seconds = sorted(s for r in records for side, s in (r.seconds or {}).items()
+                     if isinstance(s, (int, float)) and answered(r.plain if side == "plain" else r.stream))
+    return seconds[len(seconds) // 2] if seconds else None
 
 
 def answer_view(record, answer: dict | None, tools: list) -> dict:

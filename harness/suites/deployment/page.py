@@ -29,7 +29,7 @@ from harness.suites.bfcl.judging import read_outcomes, valid_verdict
 from harness.reports.rates import rate_cell
 from harness.reports.tables import mode_order
 from harness.suites.deployment.glance import glance_html, glance_markdown, glance_rows
-from harness.suites.deployment.judging import LABELS, answer_view, answered_seconds
+from harness.suites.deployment.judging import LABELS, answer_view, median_answered_seconds
 from harness.evaluation.scenario_files import load_scenarios
 from harness.suites.deployment.openings import is_opening, replay_rows as opening_rows
 from harness.suites.deployment.openings import section as openings_section
@@ -313,17 +313,18 @@ def _not_served(records: list) -> list:
             else:
                 why = f"not run yet: `{_command(name, model, per_model)}`"
             out.append(f"- {model} on {name}: {why}.")
+        by_runtime = {runtime: [r for r in records if r.model["id"] == model and r.runtime == runtime]
+                      for runtime in asked}
         for runtime, counts in sorted(asked.items()):
             server = next(r.server for r in mine if r.runtime == runtime)
             if sum(counts.values()) < widest:
                 finish = (f"`{_command(server, model, per_model)}`" if server in runtimes.RUNTIMES else
                           f"`harness deployment --endpoint URL --name {runtime} --model {model} --cases {per_model}`")
-                theirs = [r for r in records if r.model["id"] == model and r.runtime == runtime]
-                left = _time_left(theirs, sum(counts.values()), widest - sum(counts.values()))
+                left = _time_left(by_runtime[runtime], sum(counts.values()), widest - sum(counts.values()))
                 short.append(f"- {model} on {runtime}: asked {sum(counts.values())} of the {widest} cases its "
                              f"widest runtime was asked{left}; to finish: {finish}.")
         for runtime in sorted(asked):
-            theirs = [r for r in records if r.model["id"] == model and r.runtime == runtime]
+            theirs = by_runtime[runtime]
             server = theirs[0].server
             if server not in runtimes.RUNTIMES:
                 continue
@@ -356,10 +357,9 @@ def _time_left(theirs: list, cases: int, left: int) -> str:
     """How long the cases left would take at the median seconds of the runtime's requests as recorded (two a
     record: non-streamed and streamed; its records a case as it has asked them): a reader deciding whether to
     finish a slow runtime's row wants the order of it, not a promise."""
-    seconds = answered_seconds(theirs)
-    if not seconds or not cases:
+    median = median_answered_seconds(theirs)
+    if median is None or not cases:
         return ""
-    median = seconds[len(seconds) // 2]
     total = left * 2 * len(theirs) / cases * median
     span = (f"{total / 3600:.1f} h" if total >= 5400 else f"{total / 60:.0f} min" if total >= 90 else
             f"{total:.0f} s")

@@ -11,7 +11,7 @@ from harness.backends import runtimes
 from harness.backends.transport import error_words
 from harness.evaluation.judging import label_head
 from harness.suites.bfcl.judging import valid_verdict
-from harness.suites.deployment.judging import (STREAM_DIFFERENCES, answered, answered_seconds, errored,
+from harness.suites.deployment.judging import (STREAM_DIFFERENCES, answered, errored, median_answered_seconds,
                                                stream_difference)
 from harness.suites.deployment.rows import place, reaches
 
@@ -105,7 +105,7 @@ def _runtime_sentence(records: list) -> str:
     read_alike = sum(not any(label_head(x) in ("runtime-forgave", "runtime-dropped-call", "calls-differ")
                              for x in r.labels) for r in shown)
     calls = sum(bool(r.plain.get("tool_calls")) for r in plain)
-    seconds = answered_seconds(records)
+    median = median_answered_seconds(records)
     errors = labelled(records, "runtime-error")
     again = [r for r in records if isinstance(r.again, dict) and isinstance(r.again.get("changed"), list)]
     if not some:
@@ -127,18 +127,10 @@ def _runtime_sentence(records: list) -> str:
              f"runtime errors in {errors}/{len(records)}" + (_error_words(records) if errors else ""),
              *([f"asked again (harness deployment --again) in {len(again)}: answered as before in "
                 f"{sum(not r.again['changed'] for r in again)}/{len(again)}"] if again else [])]
-    if seconds:
-        parts.append(f"median {seconds[len(seconds) // 2]:.1f} s a request answered")
-    return "; ".join(parts + _started_with(records))
-
-
-def _started_with(records: list) -> list:
-    """What the harness set in the environment of a runtime it started (its process_env), where a default install
-    computes otherwise; nothing for a server the user or a script started (its records say `endpoint`)."""
-    server = records[0].server
-    runtime = runtimes.of_records(server, records[0].runtime)
-    words = runtime.process_env_words() if runtime is not None and server == runtime.name else ""
-    return [words] if words else []
+    if median is not None:
+        parts.append(f"median {median:.1f} s a request answered")
+    started = runtimes.started_with(records[0].server, records[0].runtime)
+    return "; ".join(parts + ([started] if started else []))
 
 
 def _kinds_words(kinds: Counter) -> str:

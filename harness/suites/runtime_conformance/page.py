@@ -145,7 +145,7 @@ def runtime_table(records: list) -> list:
         rows.append(f"| {name} | {server} | {runtime.summary} | {built} | {keyed} | "
                     f"{'yes' if runtime.shows_sampled_ids else 'no'} | "
                     f"{'yes' if runtime.hosts_several_models else 'no'} | {ignores} | "
-                    f"{(runtime.process_env_words() if server == runtime.name else '') or 'nothing'} |")
+                    f"{runtimes.started_with(server, name) or 'nothing'} |")
     return rows
 
 
